@@ -1,0 +1,44 @@
+"""The canonical message: ``([header][body])`` from the seed notes, as ``Message(hops, body)``.
+
+``hops`` is the routing envelope, outermost (most recently pushed) first:
+
+* on SP each hop is one 4-byte big-endian word; the innermost one has its top bit set and is
+  the request id;
+* on ZMTP each hop is one frame that stood before the body. When the message carried an empty
+  delimiter frame, the delimiter is kept as the *last hop*, so ``hops + body`` always gives back
+  the exact frames that were on the wire (a DEALER that sends no delimiter stays lossless too).
+
+``body`` is a tuple of frames: SP carries exactly one, ZMTP one or more.
+
+A NamedTuple rather than a dataclass: it is immutable, and building one is a single
+``tuple.__new__`` — it is created once per message on every hot path.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+DELIMITER = b""
+
+
+class Message(NamedTuple):
+    hops: tuple[bytes, ...] = ()
+    body: tuple[bytes, ...] = ()
+
+    @classmethod
+    def of(cls, *body: bytes, hops: tuple[bytes, ...] = ()) -> Message:
+        """``Message.of(b"a", b"b")`` — a message with the given body frames."""
+        return cls(hops, body)
+
+    @property
+    def frames(self) -> tuple[bytes, ...]:
+        """The frames as a ZMTP wire carries them: hops then body."""
+        return self.hops + self.body
+
+    @property
+    def has_delimiter(self) -> bool:
+        """True when the ZMTP envelope ended with an empty delimiter frame."""
+        return bool(self.hops) and self.hops[-1] == DELIMITER
+
+    def __repr__(self) -> str:
+        return f"Message(hops={self.hops!r}, body={self.body!r})"

@@ -1,0 +1,32 @@
+"""Sans-IO wire codecs: bytes in, events out, bytes to send. No socket, no asyncio.
+
+Both codecs share one shape (``WireCodec``)::
+
+    codec = ZmtpCodec("REQ", identity=b"")   # or SpCodec("REQ")
+    out = codec.initiate()          # bytes to write as soon as the connection exists
+    codec.receive_data(chunk)       # any split of the stream is fine
+    ev = codec.next_event()         # None when more bytes are needed
+    out = codec.data_to_send()      # bytes the codec wants written (READY, PONG); may be b""
+    out = codec.send_message(parts) # encode one message (tuple of frames) -> bytes
+
+``receive_data`` never raises; ``next_event`` raises ``RemoteProtocolError`` (or a subclass:
+``PairingError``, ``MessageTooLarge``) when the peer broke the protocol — the pipe must then be
+closed. ``send_message`` before the handshake finished raises ``LocalProtocolError``.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from gateway.wire.events import Event
+
+
+class WireCodec(Protocol):
+    family: str  # "zmtp" or "sp"
+    handshake_done: bool
+
+    def initiate(self) -> bytes: ...
+    def receive_data(self, data: bytes) -> None: ...
+    def next_event(self) -> Event | None: ...
+    def data_to_send(self) -> bytes: ...
+    def send_message(self, parts: tuple[bytes, ...]) -> bytes: ...
