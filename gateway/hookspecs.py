@@ -1,0 +1,65 @@
+"""pluggy hook specifications. The docstring of each hook is its contract.
+
+Markers are project-named: ``hookspec``/``hookimpl`` for the project "gateway". A plugin is a
+module (or object) with ``@gateway.hookimpl`` functions; built-in plugins in ``plugins/`` are
+registered exactly like a third-party distribution's ``[project.entry-points.gateway]``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pluggy
+
+PROJECT = "gateway"
+hookspec = pluggy.HookspecMarker(PROJECT)
+hookimpl = pluggy.HookimplMarker(PROJECT)
+
+
+@hookspec
+def gateway_register_transports(register: Callable[..., None]) -> None:
+    """Register byte-stream transports.
+
+    Call ``register(scheme, transport)`` once per scheme (``"tcp"``, ``"ipc"``, ``"inproc"``).
+    ``transport`` implements ``gateway.engine.transport.Transport``: ``async dial(address,
+    protocol_factory)`` returning an asyncio transport, and ``async listen(address,
+    protocol_factory)`` returning a ``Listener`` that knows its real bound address.
+    """
+
+
+@hookspec
+def gateway_register_wires(register: Callable[..., None]) -> None:
+    """Register wire protocols.
+
+    Call ``register(name, family, codec_factory, aliases=())``: ``family`` is ``"zmtp"`` or
+    ``"sp"`` (the envelope rules the patterns apply), ``codec_factory(kind, raw, *,
+    identity, max_message_size)`` returns a sans-IO ``gateway.wire.WireCodec``.
+    """
+
+
+@hookspec
+def gateway_register_adapters(register: Callable[..., None]) -> None:
+    """Register library-backed raw sockets.
+
+    Call ``register(name, family, factory)``; ``factory(kind, raw=True)`` returns an object
+    with the raw-socket interface (``gateway.device.RawSocket``): ``bind(url) -> str``,
+    ``connect(url)``, ``async send_msg(Message)``, ``async recv_msg() -> Message``, ``close()``.
+    ``url`` is the library's own URL (``tcp://host:port``, ``ipc:///path``).
+    """
+
+
+@hookspec(firstresult=True)
+def gateway_body_codec(frames: tuple[bytes, ...], direction: str) -> tuple[bytes, ...] | None:
+    """Pack or unpack a message body crossing families.
+
+    ``direction="to_sp"``: ``frames`` is a ZeroMQ body of several frames; return a 1-tuple to
+    carry it on SP, or ``None`` to leave the default (refuse, log, count).
+    ``direction="to_zmtp"``: ``frames`` is the 1-tuple SP body; return the frames to put on the
+    ZeroMQ side, or ``None`` for the default (the frame as it is).
+    """
+
+
+@hookspec
+def gateway_configure(config: dict[str, Any]) -> None:
+    """Called once at start-up with the parsed configuration (a dict); plugins read their options."""
