@@ -1,0 +1,484 @@
+"""The asyncio engine: a Socket owns listeners, dialers and pipes; a Pipe is one peer connection.
+
+Data path (hot): ``Pipe.data_received`` -> codec -> ``Socket._incoming`` -> pattern.receive ->
+either straight into a waiting ``recv`` future or onto the bounded inbox. Sends go from the
+pattern straight into the chosen pipe's asyncio transport (the kernel buffer first, asyncio's
+write buffer when that is full; a pipe whose buffer passed the high-water mark is skipped by
+load balancing until it drains).
+
+Bounds: each pipe may have at most ``hwm`` messages in the inbox (then its reading is paused:
+TCP back-pressure reaches the peer); each pipe's write buffer pauses at ``hwm * 1 KiB``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+from collections import deque
+from typing import Any
+
+from gateway.errors import (
+    Closed,
+    ConfigError,
+    LocalProtocolError,
+    ProtocolError,
+    TransportError,
+)
+from gateway.logging import get_logger
+from gateway.message import Message
+from gateway.metrics import METRICS
+from gateway.patterns.sockets import SP, Drop, Pattern, make_pattern, split_zmtp
+from gateway.plugins import WireSpec, registry
+from gateway.url import Endpoint, parse
+from gateway.wire.events import HandshakeComplete, PeerError
+
+log = get_logger("gateway.engine")
+
+_RUNNING_PIPE_IDS = [random.getrandbits(31)]
+
+
+def _next_sp_pipe_id() -> bytes:
+    _RUNNING_PIPE_IDS[0] = (_RUNNING_PIPE_IDS[0] + 1) & 0x7FFFFFFF or 1
+    return _RUNNING_PIPE_IDS[0].to_bytes(4, "big")
+
+
+class Pipe(asyncio.Protocol):
+    """One connection to one peer, over one wire. Created by a listener or a dialer."""
+
+    def __init__(self, sock: Socket, wire: WireSpec, endpoint: str,
+                 lost: asyncio.Future[bool] | None = None) -> None:
+        self.socket = sock
+        self.family = wire.family
+        self.endpoint = endpoint
+        self.codec = wire.codec_factory(sock.kind, sock.raw, identity=sock.identity,
+                                        max_message_size=sock.max_message_size)
+        self.transport: asyncio.Transport | None = None
+        self.routing_id = b""
+        self.peer_type = ""
+        self.ready = False
+        self.writable = True
+        self.queued = 0  # messages of this pipe in the socket's inbox
+        self.reading = True
+        self.close_reason = ""
+        self._lost = lost
+        self._timer: asyncio.TimerHandle | None = None
+
+    # -- asyncio.Protocol ------------------------------------------------------------------
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        sock = self.socket
+        if sock.closed:
+            transport.abort()
+            return
+        high = sock.hwm * 1024
+        transport.set_write_buffer_limits(high=high, low=high // 2)
+        sock._pipes.add(self)
+        transport.write(self.codec.initiate())
+        self._timer = asyncio.get_running_loop().call_later(
+            sock.handshake_timeout, self._handshake_timeout)
+
+    def data_received(self, data: bytes) -> None:
+        codec = self.codec
+        codec.receive_data(data)
+        incoming = self.socket._incoming
+        try:
+            while (event := codec.next_event()) is not None:
+                if type(event) is tuple:
+                    incoming(self, event)
+                else:
+                    self._on_event(event)
+        except ProtocolError as exc:
+            self.abort(type(exc).__name__, str(exc))
+            return
+        out = codec.data_to_send()
+        if out and self.transport is not None:
+            self.transport.write(out)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        self.socket._pipe_lost(self)
+        if self._lost is not None and not self._lost.done():
+            self._lost.set_result(self.ready)
+
+    def pause_writing(self) -> None:
+        self.writable = False
+        self.socket._writable_changed(self)
+
+    def resume_writing(self) -> None:
+        self.writable = True
+        self.socket._writable_changed(self)
+
+    # -- internals -----------------------------------------------------------------------------
+    def _on_event(self, event: Any) -> None:
+        if isinstance(event, HandshakeComplete):
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
+            self.peer_type = event.peer_type
+            self.socket._pipe_ready(self, event)
+        elif isinstance(event, PeerError):
+            self.abort("peer-error", event.reason)
+
+    def _handshake_timeout(self) -> None:
+        if not self.ready:
+            self.abort("handshake-timeout", f"no handshake within {self.socket.handshake_timeout}s")
+
+    def write(self, msg: Message) -> None:
+        body = msg.body
+        if self.family == SP and len(body) != 1:
+            raise LocalProtocolError(f"SP carries exactly one body frame, not {len(body)}")
+        assert self.transport is not None
+        self.transport.write(self.codec.send_message(msg.hops + body))
+
+    def abort(self, reason: str, detail: str = "") -> None:
+        """Close this pipe because of bad input; the socket and its other pipes go on."""
+        if self.close_reason:
+            return
+        self.close_reason = reason
+        METRICS.inc("gateway_pipes_closed_total", reason=reason)
+        log.warning("pipe.closed", endpoint=self.endpoint, reason=reason, detail=detail,
+                    socket=self.socket.name)
+        if self.transport is not None:
+            self.transport.abort()
+
+
+class Socket:
+    """A native socket: REQ, REP, DEALER or ROUTER (``raw=True``: xreq/xrep) over any wires.
+
+    Use inside a running asyncio loop::
+
+        async with gateway.Socket("REQ") as s:
+            s.connect("zmq+tcp://127.0.0.1:5555")
+            await s.send(b"hello")
+            reply = await s.recv()
+    """
+
+    def __init__(self, kind: str, raw: bool = False, *, hwm: int = 1000, ttl: int = 8,
+                 max_message_size: int = 1 << 20, identity: bytes = b"",
+                 linger: float = 1.0, handshake_timeout: float = 10.0,
+                 reconnect_ivl: float = 0.1, reconnect_ivl_max: float = 2.0,
+                 resend_interval: float = 60.0, relaxed: bool = False,
+                 router_mandatory: bool = False, name: str = "") -> None:
+        self.kind = kind.upper()
+        self.raw = raw
+        self.pattern: Pattern = make_pattern(self.kind, raw, ttl=ttl, relaxed=relaxed)
+        if hwm < 1:
+            raise ConfigError("hwm must be at least 1")
+        self.hwm = hwm
+        self.max_message_size = max_message_size
+        self.identity = identity
+        self.linger = linger
+        self.handshake_timeout = handshake_timeout
+        self.reconnect_ivl = reconnect_ivl
+        self.reconnect_ivl_max = reconnect_ivl_max
+        self.resend_interval = resend_interval
+        self.router_mandatory = router_mandatory
+        self.name = name or f"{'x' if raw and self.kind in ('REQ', 'REP') else ''}{self.kind}"
+        self.closed = False
+        self._pipes: set[Pipe] = set()
+        self._routes: dict[bytes, Pipe] = {}  # routing id -> ready pipe
+        self._out: list[Pipe] = []  # ready pipes, round-robin order
+        self._rr = 0
+        self._inbox: deque[tuple[Pipe, Message]] = deque()
+        self._recv_waiter: asyncio.Future[tuple[Pipe, Message]] | None = None
+        self._pipe_waiters: list[asyncio.Future[None]] = []
+        self._listeners: list[Any] = []
+        self._dialers: list[asyncio.Task[None]] = []
+        self._resend: asyncio.TimerHandle | None = None
+        self._last_zmtp_id = random.getrandbits(32)
+
+    # -- endpoints -------------------------------------------------------------------------
+    def _endpoint(self, url: str) -> tuple[Endpoint, WireSpec, Any]:
+        reg = registry()
+        ep = parse(url, transports=frozenset(reg.transports))
+        if ep.backend not in (None, "native"):
+            raise ConfigError(f"{url}: a native Socket cannot use backend={ep.backend}")
+        return ep, reg.wire(ep.wire), reg.transport(ep.transport)
+
+    def bind(self, url: str) -> str:
+        """Listen on ``url`` now; return it with the real address (``:0`` -> the real port)."""
+        self._check_open()
+        ep, wire, transport = self._endpoint(url)
+        asyncio.get_running_loop()  # a clear error outside asyncio
+        try:
+            listener = transport.listen(ep.address, lambda: Pipe(self, wire, ep.url))
+        except OSError as exc:
+            raise TransportError(f"cannot bind {url}: {exc.strerror or exc}") from exc
+        self._listeners.append(listener)
+        real = ep.with_address(listener.address).url
+        log.info("listening", url=real, socket=self.name)
+        return real
+
+    def connect(self, url: str) -> None:
+        """Dial ``url`` in the background, redialling with backoff until closed."""
+        self._check_open()
+        ep, wire, transport = self._endpoint(url)
+        task = asyncio.get_running_loop().create_task(self._dial_loop(ep, wire, transport))
+        self._dialers.append(task)
+
+    async def _dial_loop(self, ep: Endpoint, wire: WireSpec, transport: Any) -> None:
+        delay = self.reconnect_ivl
+        loop = asyncio.get_running_loop()
+        while not self.closed:
+            lost: asyncio.Future[bool] = loop.create_future()
+            try:
+                await transport.dial(ep.address, lambda: Pipe(self, wire, ep.url, lost))
+            except OSError as exc:
+                log.debug("dial.failed", url=ep.url, error=str(exc), socket=self.name)
+                lost.cancel()
+            else:
+                if await lost:
+                    delay = self.reconnect_ivl  # it worked for a while: start over
+            if self.closed:
+                break
+            await asyncio.sleep(delay * (0.5 + random.random()))
+            delay = min(delay * 2, self.reconnect_ivl_max)
+
+    # -- pipe events -----------------------------------------------------------------------
+    def _pipe_ready(self, pipe: Pipe, event: HandshakeComplete) -> None:
+        if pipe.family == SP:
+            rid = _next_sp_pipe_id()
+        elif event.identity and self.pattern.routed:
+            rid = event.identity
+            if rid in self._routes:
+                pipe.abort("duplicate-identity", repr(rid))
+                return
+        else:
+            self._last_zmtp_id = (self._last_zmtp_id + 1) & 0xFFFFFFFF
+            rid = b"\x00" + self._last_zmtp_id.to_bytes(4, "big")
+        pipe.routing_id = rid
+        pipe.ready = True
+        self._routes[rid] = pipe
+        self._out.append(pipe)
+        log.info("pipe.up", endpoint=pipe.endpoint, peer=event.peer_type, socket=self.name)
+        self._wake_senders()
+
+    def _pipe_lost(self, pipe: Pipe) -> None:
+        self._pipes.discard(pipe)
+        if not pipe.ready:
+            return
+        pipe.ready = False
+        if self._routes.get(pipe.routing_id) is pipe:
+            del self._routes[pipe.routing_id]
+        with contextlib.suppress(ValueError):
+            self._out.remove(pipe)
+        if not self.closed:
+            log.info("pipe.down", endpoint=pipe.endpoint, reason=pipe.close_reason or "peer-closed",
+                     socket=self.name)
+            pattern = self.pattern
+            if (pipe.family == SP and getattr(pattern, "reply_pipe", None) == pipe.routing_id
+                    and getattr(pattern, "pending", None) is not None):
+                asyncio.get_running_loop().call_soon(self._resend_request)  # as nng does
+
+    def _writable_changed(self, pipe: Pipe) -> None:
+        if pipe.writable:
+            self._wake_senders()
+
+    def _wake_senders(self) -> None:
+        waiters, self._pipe_waiters = self._pipe_waiters, []
+        for fut in waiters:
+            if not fut.done():
+                fut.set_result(None)
+
+    def _incoming(self, pipe: Pipe, parts: tuple[bytes, ...]) -> None:
+        try:
+            msg = self.pattern.receive(pipe.routing_id, pipe.family, parts)
+        except Drop as drop:
+            METRICS.inc("gateway_dropped_total", reason=drop.reason)
+            log.debug("drop", reason=drop.reason, endpoint=pipe.endpoint, socket=self.name)
+            return
+        waiter = self._recv_waiter
+        if waiter is not None and not waiter.done():
+            self._recv_waiter = None
+            waiter.set_result((pipe, msg))
+            return
+        self._inbox.append((pipe, msg))
+        pipe.queued += 1
+        if pipe.queued >= self.hwm and pipe.reading and pipe.transport is not None:
+            pipe.reading = False
+            pipe.transport.pause_reading()
+
+    # -- message API -----------------------------------------------------------------------
+    async def recv_msg(self) -> Message:
+        """Receive one message: cooked sockets give ``Message((), body)``, raw ones the hops too."""
+        pattern = self.pattern
+        while True:
+            self._check_open()
+            pattern.check_recv()
+            if self._inbox:
+                pipe, msg = self._inbox.popleft()
+                pipe.queued -= 1
+                if not pipe.reading and pipe.queued <= self.hwm // 2 and pipe.transport is not None:
+                    pipe.reading = True
+                    pipe.transport.resume_reading()
+            else:
+                waiter = self._recv_waiter = asyncio.get_running_loop().create_future()
+                try:
+                    pipe, msg = await waiter
+                except asyncio.CancelledError:
+                    if waiter.done() and not waiter.cancelled():
+                        self._inbox.appendleft(waiter.result())  # nothing is lost on a timeout
+                        waiter.result()[0].queued += 1
+                    raise
+                finally:
+                    if self._recv_waiter is waiter:
+                        self._recv_waiter = None
+            delivered = pattern.deliver(msg)
+            if delivered is not None:
+                if self._resend is not None:
+                    self._resend.cancel()
+                    self._resend = None
+                return delivered
+
+    async def send_msg(self, msg: Message) -> None:
+        """Send one message. Raw/ROUTER sockets route by ``msg.hops``; REQ/DEALER load-balance."""
+        self._check_open()
+        pattern = self.pattern
+        if pattern.routed:
+            target, rest = pattern.prepare_send(msg)
+            pipe = self._routes.get(target)  # type: ignore[arg-type]
+            if pipe is None:
+                if self.router_mandatory:
+                    raise TransportError(f"no peer with routing id {target!r}")
+                METRICS.inc("gateway_dropped_total", reason="unroutable")
+                return
+            pipe.write(pattern.envelope(rest, pipe.family))
+            pattern.sent(pipe.routing_id)
+            return
+        pipe = self._pick() or await self._wait_pipe()
+        _, rest = pattern.prepare_send(msg)
+        pipe.write(pattern.envelope(rest, pipe.family))
+        pattern.sent(pipe.routing_id)
+        if pattern.cooked and pipe.family == SP:
+            self._arm_resend()
+
+    def _pick(self) -> Pipe | None:
+        out = self._out
+        n = len(out)
+        for i in range(n):
+            idx = (self._rr + i) % n
+            pipe = out[idx]
+            if pipe.writable:
+                self._rr = idx + 1
+                return pipe
+        return None
+
+    async def _wait_pipe(self) -> Pipe:
+        loop = asyncio.get_running_loop()
+        while True:
+            self._check_open()
+            fut: asyncio.Future[None] = loop.create_future()
+            self._pipe_waiters.append(fut)
+            await fut
+            pipe = self._pick()
+            if pipe is not None:
+                return pipe
+
+    def _arm_resend(self) -> None:
+        if self._resend is not None:
+            self._resend.cancel()
+        self._resend = asyncio.get_running_loop().call_later(
+            self.resend_interval, self._resend_request)
+
+    def _resend_request(self) -> None:
+        """nng's REQ: resend the pending request (a timer fired, or its pipe went away)."""
+        self._resend = None
+        pattern = self.pattern
+        request = getattr(pattern, "request", None)
+        if self.closed or request is None:
+            return
+        pipe = self._pick()
+        if pipe is None:
+            self._resend = asyncio.get_running_loop().call_later(0.05, self._resend_request)
+            return
+        pipe.write(pattern.envelope(request, pipe.family))
+        pattern.sent(pipe.routing_id)
+        METRICS.inc("gateway_resent_total")
+        if pipe.family == SP:
+            self._arm_resend()
+
+    # -- pyzmq-like conveniences -------------------------------------------------------------
+    async def send(self, data: bytes) -> None:
+        await self.send_msg(Message((), (data,)))
+
+    async def recv(self) -> bytes:
+        """The body of the next message (frames joined; ``recv_multipart``/``recv_msg`` keep them)."""
+        body = (await self.recv_msg()).body
+        return body[0] if len(body) == 1 else b"".join(body)
+
+    async def send_multipart(self, frames: list[bytes] | tuple[bytes, ...]) -> None:
+        frames = tuple(frames)
+        if self.pattern.cooked:
+            await self.send_msg(Message((), frames))
+        elif self.pattern.routed:
+            hops, body = split_zmtp(frames[1:])
+            await self.send_msg(Message((frames[0], *hops), body))
+        else:
+            await self.send_msg(Message(*split_zmtp(frames)))
+
+    async def recv_multipart(self) -> list[bytes]:
+        msg = await self.recv_msg()
+        return list(msg.body if self.pattern.cooked else msg.hops + msg.body)
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    @property
+    def peers(self) -> int:
+        """How many pipes finished their handshake."""
+        return len(self._routes)
+
+    async def wait_peers(self, n: int = 1, timeout: float = 10.0) -> None:
+        """Wait until ``n`` pipes are up (tests and scripts: the trio habit of 'ready first')."""
+        async with asyncio.timeout(timeout):
+            while len(self._routes) < n:
+                fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+                self._pipe_waiters.append(fut)
+                await fut
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise Closed(f"{self.name} socket is closed")
+
+    def close(self, linger: float | None = None) -> None:
+        """Close listeners, dialers and pipes. Pending writes get ``linger`` seconds; never hangs."""
+        if self.closed:
+            return
+        self.closed = True
+        linger = self.linger if linger is None else linger
+        for listener in self._listeners:
+            listener.close()
+        for task in self._dialers:
+            task.cancel()
+        if self._resend is not None:
+            self._resend.cancel()
+        for pipe in list(self._pipes):
+            transport = pipe.transport
+            if transport is None:
+                continue
+            if linger > 0 and transport.get_write_buffer_size():
+                transport.close()  # flushes, then closes
+                asyncio.get_running_loop().call_later(linger, transport.abort)
+            else:
+                transport.abort() if linger <= 0 else transport.close()
+        exc = Closed(f"{self.name} socket is closed")
+        if self._recv_waiter is not None and not self._recv_waiter.done():
+            self._recv_waiter.set_exception(exc)
+        for fut in self._pipe_waiters:
+            if not fut.done():
+                fut.set_exception(exc)
+        self._pipe_waiters = []
+
+    async def __aenter__(self) -> Socket:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        self.close()
+        await asyncio.sleep(0)
+
+    def __repr__(self) -> str:
+        return f"<gateway.Socket {self.name} pipes={len(self._routes)}{' closed' if self.closed else ''}>"
+
+
+__all__ = ["Pipe", "Socket"]

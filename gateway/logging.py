@@ -1,0 +1,34 @@
+"""structlog set-up: quiet by default for library users, one line per event for the CLI."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from typing import Any
+
+import structlog
+
+
+def configure(fmt: str = "console", level: str = "info") -> None:
+    """Log to stderr, ``console`` (human) or ``json`` (one object per line)."""
+    renderer: Any = (
+        structlog.processors.JSONRenderer()
+        if fmt == "json"
+        else structlog.dev.ConsoleRenderer(colors=False)
+    )
+    structlog.configure(
+        processors=[
+            structlog.processors.add_log_level,
+            structlog.processors.TimeStamper(fmt="iso", utc=True),
+            renderer,
+        ],
+        wrapper_class=structlog.make_filtering_bound_logger(getattr(logging, level.upper())),
+        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        cache_logger_on_first_use=False,
+    )
+
+
+def get_logger(name: str) -> Any:
+    if not structlog.is_configured():
+        configure(level="warning")
+    return structlog.get_logger(name)

@@ -1,0 +1,249 @@
+"""REQ, REP, DEALER, ROUTER and raw REQ/REP on the canonical ``Message(hops, body)``.
+
+Sans-IO: the engine tells a pattern which pipe (by routing id) and which wire family a message
+came from; the pattern says what to deliver, where a send goes and what goes on the wire. The
+walk-through of the seed notes (nanomsg semantics) and libzmq's envelopes both reduce to one
+rule per socket kind:
+
+=========  ======================  ==============================  ==========================
+kind       recv: hops              send: target                    state
+=========  ======================  ==============================  ==========================
+DEALER     split                   round-robin                     none
+xreq       split                   round-robin                     none
+REQ        split, check request    round-robin                     pending request (rid)
+ROUTER     pipe id + split         pop first hop                   none
+xrep       pipe id + split         pop first hop                   none
+REP        pipe id + split         pop first hop of backtrace      backtrace of the request
+=========  ======================  ==============================  ==========================
+
+``split`` is per wire: ZMTP keeps the frames up to and including the first empty delimiter as
+hops (:func:`split_zmtp`); SP moves 4-byte words from the body to the hops up to the word with
+the top bit set, at most ``ttl`` words (:func:`split_sp`).
+
+Deliberate differences from a single reference library, documented once here:
+
+* REQ alternation is libzmq's (a second send before the reply raises ``StateError``) unless
+  ``relaxed=True``, which gives nng's and ZMQ_REQ_RELAXED's behaviour: the new request replaces
+  the pending one and a late reply to the old one is dropped.
+* REP raises ``StateError`` on a second recv before the reply (libzmq); nng would silently
+  discard the first request's backtrace.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Final
+
+from gateway.errors import LocalProtocolError, RemoteProtocolError, StateError
+from gateway.message import DELIMITER, Message
+
+ZMTP: Final = "zmtp"
+SP: Final = "sp"
+TOP_BIT: Final = 0x80
+
+
+class Drop(Exception):
+    """The pattern refuses this message; the engine counts it under ``reason``.
+
+    Not a protocol error: the pipe stays up (a stale reply, a message over the hop limit).
+    """
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+def split_zmtp(frames: tuple[bytes, ...]) -> tuple[tuple[bytes, ...], tuple[bytes, ...]]:
+    """Split ZMTP frames into (hops, body) at the first empty frame, which stays in the hops."""
+    for i, frame in enumerate(frames):
+        if not frame:
+            return frames[: i + 1], frames[i + 1 :]
+    return (), frames
+
+
+def split_sp(payload: bytes, ttl: int) -> tuple[tuple[bytes, ...], bytes]:
+    """Move 4-byte words from an SP payload into hops, up to the word with the top bit set.
+
+    Raises ``Drop("ttl")`` past ``ttl`` words (nng drops and keeps the pipe: devices can send
+    such messages legitimately) and ``RemoteProtocolError`` when the payload ends before a word
+    with the top bit set (nng kicks that peer).
+    """
+    hops: list[bytes] = []
+    offset = 0
+    size = len(payload)
+    while True:
+        if len(hops) >= ttl:
+            raise Drop("ttl")
+        if offset + 4 > size:
+            raise RemoteProtocolError("SP backtrace ends before the request id")
+        word = payload[offset : offset + 4]
+        hops.append(word)
+        offset += 4
+        if word[0] & TOP_BIT:
+            return tuple(hops), payload[offset:]
+
+
+class Pattern:
+    """Raw device semantics; subclasses add the cooked REQ/REP state.
+
+    ``routed`` patterns (ROUTER, xrep, REP) push the pipe's routing id on receive and pop the
+    first hop on send to choose the pipe; the others load-balance sends.
+    """
+
+    routed = False
+    cooked = False
+
+    def __init__(self, kind: str, raw: bool, *, ttl: int = 8) -> None:
+        if not 1 <= ttl <= 15:
+            raise LocalProtocolError(f"hop limit must be within 1..15, not {ttl}")
+        self.kind = kind
+        self.raw = raw
+        self.ttl = ttl
+
+    # -- receive ---------------------------------------------------------------------------
+    def receive(self, routing_id: bytes, family: str, parts: tuple[bytes, ...]) -> Message:
+        """A message arrived from the pipe ``routing_id``: the Message to queue for the app."""
+        if family == SP:
+            hops, body = split_sp(parts[0], self.ttl)
+            if self.routed:
+                hops = (routing_id, *hops)
+            return Message(hops, (body,))
+        hops, frames = split_zmtp(parts)
+        if self.routed:
+            hops = (routing_id, *hops)
+        return Message(hops, frames)
+
+    def check_recv(self) -> None:
+        """Raise ``StateError`` when the app may not receive now."""
+
+    def deliver(self, msg: Message) -> Message | None:
+        """The app takes ``msg`` off the queue: what it gets (``None``: drop, take the next)."""
+        return msg
+
+    # -- send --------------------------------------------------------------------------------
+    def prepare_send(self, msg: Message) -> tuple[bytes | None, Message]:
+        """Where ``msg`` goes (a routing id, or ``None`` to load-balance) and what remains."""
+        if not self.routed:
+            return None, msg
+        if not msg.hops:
+            raise LocalProtocolError(f"{self.kind} send needs the peer's routing id as first hop")
+        return msg.hops[0], Message(msg.hops[1:], msg.body)
+
+    def envelope(self, msg: Message, family: str) -> Message:
+        """The message as it goes on a pipe of wire ``family`` (hops + body, in wire order)."""
+        return msg
+
+    def sent(self, routing_id: bytes) -> None:
+        """The message went out on pipe ``routing_id``."""
+
+
+class Req(Pattern):
+    """Cooked REQ: one request at a time, matched with its reply.
+
+    On SP the request carries a request id (random start, increments, top bit set); on ZMTP an
+    empty delimiter frame, and the reply must come back on the pipe the request went out on.
+    """
+
+    cooked = True
+
+    def __init__(self, kind: str, raw: bool, *, ttl: int = 8, relaxed: bool = False) -> None:
+        super().__init__(kind, raw, ttl=ttl)
+        self.relaxed = relaxed
+        self._next_id = random.getrandbits(31)
+        self.pending: bytes | None = None  # the request id in flight
+        self.request: Message | None = None  # kept for resends
+        self.reply_pipe: bytes | None = None
+
+    def prepare_send(self, msg: Message) -> tuple[bytes | None, Message]:
+        if self.pending is not None and not self.relaxed:
+            raise StateError("REQ: cannot send another request before the reply (EFSM)")
+        self._next_id = (self._next_id + 1) & 0x7FFFFFFF
+        self.pending = (self._next_id | 0x80000000).to_bytes(4, "big")
+        self.request = Message((), msg.body)
+        self.reply_pipe = None
+        return None, self.request
+
+    def envelope(self, msg: Message, family: str) -> Message:
+        if family == SP:
+            assert self.pending is not None
+            return Message((self.pending,), msg.body)
+        return Message((DELIMITER,), msg.body)
+
+    def sent(self, routing_id: bytes) -> None:
+        self.reply_pipe = routing_id
+
+    def receive(self, routing_id: bytes, family: str, parts: tuple[bytes, ...]) -> Message:
+        if self.pending is None:
+            raise Drop("unexpected-reply")
+        if family == SP:
+            payload = parts[0]
+            if len(payload) < 4:
+                raise RemoteProtocolError("SP reply shorter than a request id")
+            rid = payload[:4]
+            if rid != self.pending:
+                raise Drop("stale-reply")
+            return Message((rid,), (payload[4:],))
+        if routing_id != self.reply_pipe:
+            raise Drop("wrong-pipe")
+        if not parts or parts[0] != DELIMITER or len(parts) < 2:
+            raise Drop("no-delimiter")
+        return Message((DELIMITER,), parts[1:])
+
+    def check_recv(self) -> None:
+        if self.pending is None:
+            raise StateError("REQ: cannot receive before sending a request (EFSM)")
+
+    def deliver(self, msg: Message) -> Message | None:
+        if msg.hops[0] != DELIMITER and msg.hops[0] != self.pending:
+            return None  # a reply to a request that was replaced (relaxed mode)
+        self.pending = self.request = self.reply_pipe = None
+        return Message((), msg.body)
+
+
+class Rep(Pattern):
+    """Cooked REP: keeps the request's backtrace and puts it back on the reply."""
+
+    routed = True
+    cooked = True
+
+    def __init__(self, kind: str, raw: bool, *, ttl: int = 8) -> None:
+        super().__init__(kind, raw, ttl=ttl)
+        self.backtrace: tuple[bytes, ...] | None = None
+
+    def receive(self, routing_id: bytes, family: str, parts: tuple[bytes, ...]) -> Message:
+        msg = super().receive(routing_id, family, parts)
+        if family == ZMTP and (len(msg.hops) < 2 or msg.hops[-1] != DELIMITER or not msg.body):
+            raise Drop("no-delimiter")  # libzmq's REP rolls back such a message
+        return msg
+
+    def check_recv(self) -> None:
+        if self.backtrace is not None:
+            raise StateError("REP: cannot receive before replying to the last request (EFSM)")
+
+    def deliver(self, msg: Message) -> Message:
+        self.backtrace = msg.hops
+        return Message((), msg.body)
+
+    def prepare_send(self, msg: Message) -> tuple[bytes | None, Message]:
+        if self.backtrace is None:
+            raise StateError("REP: cannot send a reply before receiving a request (EFSM)")
+        hops, self.backtrace = self.backtrace, None
+        return hops[0], Message(hops[1:], msg.body)
+
+
+class Router(Pattern):
+    routed = True
+
+
+def make_pattern(kind: str, raw: bool = False, *, ttl: int = 8, relaxed: bool = False) -> Pattern:
+    """The pattern for a socket kind; ``raw`` turns REQ/REP into xreq/xrep."""
+    kind = kind.upper()
+    if kind == "REQ":
+        return Pattern(kind, True, ttl=ttl) if raw else Req(kind, False, ttl=ttl, relaxed=relaxed)
+    if kind == "REP":
+        return Router(kind, True, ttl=ttl) if raw else Rep(kind, False, ttl=ttl)
+    if kind == "DEALER":
+        return Pattern(kind, True, ttl=ttl)
+    if kind == "ROUTER":
+        return Router(kind, True, ttl=ttl)
+    raise LocalProtocolError(f"unknown socket type {kind!r}: use REQ, REP, DEALER or ROUTER")

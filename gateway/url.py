@@ -1,0 +1,96 @@
+"""Endpoint URLs: ``[@|>]wire+transport://address[?backend=...]``.
+
+``zmq+tcp://127.0.0.1:5555``, ``sp+ipc:///tmp/x.sock``, ``inproc://name`` (ZMTP wire);
+``nng+`` and ``nanomsg+`` are aliases of ``sp+``, ``zmtp+`` of ``zmq+``. CZMQ's convention:
+``@url`` binds, ``>url`` connects; without a prefix the caller's default applies.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from urllib.parse import parse_qsl
+
+from gateway.errors import ConfigError
+
+WIRE_ALIASES = {"zmq": "zmq", "zmtp": "zmq", "sp": "sp", "nng": "sp", "nanomsg": "sp"}
+FAMILY = {"zmq": "zmtp", "sp": "sp"}
+BACKENDS = ("native", "pyzmq", "pynng")
+DEFAULT_BACKEND = {"zmq": "pyzmq", "sp": "pynng"}
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    wire: str  # canonical wire name: "zmq" or "sp"
+    transport: str  # "tcp", "ipc", "inproc", or a plugin's scheme
+    address: str  # "127.0.0.1:5555", "/tmp/x.sock", "name"
+    mode: str | None = None  # "bind", "connect" or None (caller's default)
+    backend: str | None = None
+    scheme: str = ""  # the scheme as the user wrote it, kept in the URLs we give back
+
+    @property
+    def family(self) -> str:
+        return FAMILY[self.wire]
+
+    @property
+    def lib_url(self) -> str:
+        """The URL as libzmq / nng spell it: ``tcp://127.0.0.1:5555``."""
+        return f"{self.transport}://{self.address}"
+
+    @property
+    def url(self) -> str:
+        return f"{self.scheme or self.wire + '+' + self.transport}://{self.address}"
+
+    def with_address(self, address: str) -> Endpoint:
+        return replace(self, address=address)
+
+    def host_port(self) -> tuple[str, int]:
+        return split_host_port(self.address)
+
+
+def split_host_port(address: str) -> tuple[str, int]:
+    host, sep, port = address.rpartition(":")
+    if not sep or not host:
+        raise ConfigError(f"tcp address {address!r} needs host:port")
+    host = host.strip("[]")
+    if port == "*":
+        return host, 0
+    if not port.isdigit() or int(port) > 65535:
+        raise ConfigError(f"bad port {port!r} in {address!r}")
+    return host, int(port)
+
+
+def parse(url: str, *, transports: frozenset[str] | None = None) -> Endpoint:
+    """Parse an endpoint URL; raise ``ConfigError`` with a one-line reason when it is bad."""
+    text = url.strip()
+    mode = None
+    if text[:1] in ("@", ">"):
+        mode = "bind" if text[0] == "@" else "connect"
+        text = text[1:]
+    scheme, sep, rest = text.partition("://")
+    if not sep or not scheme:
+        raise ConfigError(f"bad endpoint {url!r}: expected wire+transport://address, e.g. zmq+tcp://127.0.0.1:5555")
+    address, _, query = rest.partition("?")
+    wire_name, plus, transport = scheme.lower().partition("+")
+    if not plus:
+        if wire_name == "inproc":
+            wire_name, transport = "zmq", "inproc"
+        else:
+            raise ConfigError(f"bad endpoint {url!r}: say which wire, e.g. zmq+{wire_name}:// or sp+{wire_name}://")
+    wire = WIRE_ALIASES.get(wire_name)
+    if wire is None:
+        raise ConfigError(f"unknown wire {wire_name!r} in {url!r}: use zmq+ or sp+ (nng+, nanomsg+)")
+    if transports is not None and transport not in transports:
+        known = ", ".join(sorted(transports))
+        raise ConfigError(f"unknown transport {transport!r} in {url!r} (loaded: {known})")
+    if not address:
+        raise ConfigError(f"bad endpoint {url!r}: missing address")
+    if transport == "tcp":
+        split_host_port(address)
+    backend = None
+    for key, value in parse_qsl(query, keep_blank_values=True):
+        if key != "backend":
+            raise ConfigError(f"unknown option {key!r} in {url!r}")
+        if value not in BACKENDS:
+            raise ConfigError(f"unknown backend {value!r} in {url!r}: use native, pyzmq or pynng")
+        backend = value
+    return Endpoint(wire, transport, address, mode, backend, scheme.lower())

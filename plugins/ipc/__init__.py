@@ -1,0 +1,66 @@
+"""IPC transport over Unix domain sockets: ``zmq+ipc:///tmp/x.sock`` (path as libzmq/nng)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import errno
+import os
+import socket
+import stat
+
+from gateway.engine.transport import ProtocolFactory, ServerListener
+from gateway.hookspecs import hookimpl
+
+
+def _stale(path: str) -> bool:
+    """True when ``path`` is a Unix socket nobody listens on (left by a dead process)."""
+    try:
+        if not stat.S_ISSOCK(os.stat(path).st_mode):
+            return False
+    except FileNotFoundError:
+        return False
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        probe.connect(path)
+    except OSError:
+        return True
+    finally:
+        probe.close()
+    return False
+
+
+class IpcListener(ServerListener):
+    def close(self) -> None:
+        super().close()
+        with contextlib.suppress(OSError):
+            os.unlink(self.address)
+
+
+class IpcTransport:
+    scheme = "ipc"
+
+    def listen(self, address: str, protocol_factory: ProtocolFactory) -> IpcListener:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            try:
+                sock.bind(address)
+            except OSError as exc:
+                if exc.errno != errno.EADDRINUSE or not _stale(address):
+                    raise
+                os.unlink(address)
+                sock.bind(address)
+            sock.listen(256)
+            sock.setblocking(False)
+        except OSError:
+            sock.close()
+            raise
+        return IpcListener(sock, address, protocol_factory, unix=True)
+
+    async def dial(self, address: str, protocol_factory: ProtocolFactory) -> None:
+        await asyncio.get_running_loop().create_unix_connection(protocol_factory, address)
+
+
+@hookimpl
+def gateway_register_transports(register) -> None:  # type: ignore[no-untyped-def]
+    register("ipc", IpcTransport())
