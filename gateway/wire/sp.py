@@ -1,0 +1,137 @@
+"""SP over TCP (nanomsg sp-tcp-mapping), sans-IO.
+
+An 8-byte header each way (``00 53 50 00``, protocol u16 BE, two reserved bytes), then
+messages as u64 BE length + payload. There is no multipart on this wire: the parts handed to
+``send_message`` (hop words + body) are concatenated, and a received message is a 1-tuple.
+"""
+
+from __future__ import annotations
+
+import struct
+
+from gateway.errors import LocalProtocolError, MessageTooLarge, PairingError, RemoteProtocolError
+from gateway.patterns import pairing
+from gateway.wire.events import Event, HandshakeComplete
+
+__all__ = ["SpCodec", "HEADER_SIZE", "sp_header"]
+
+HEADER_SIZE = 8
+_MAGIC = b"\x00SP\x00"
+_U64 = struct.Struct(">Q")
+_HEADER = struct.Struct(">4sHH")
+_COPY_VIA_VIEW = 4096  # payloads at least this big are copied out through a memoryview
+
+# States.
+_HEADER_WAIT = 0
+_OPEN = 1
+
+
+def sp_header(protocol: int) -> bytes:
+    """The 8-byte SP/TCP connection header for ``protocol`` (e.g. 0x30 for req0)."""
+    return _HEADER.pack(_MAGIC, protocol, 0)
+
+
+class SpCodec:
+    """SP/TCP codec for one connection; the protocol is req0 or rep0 from ``kind``."""
+
+    family = "sp"
+
+    def __init__(
+        self,
+        kind: str,
+        raw: bool = False,
+        *,
+        identity: bytes = b"",
+        max_message_size: int = 1 << 20,
+    ) -> None:
+        self.kind = kind
+        self.raw = raw
+        self.protocol: int = pairing.sp_protocol(kind)
+        self.max_message_size = max_message_size
+        self.handshake_done = False
+        self.peer_type: str | None = None
+        self.peer_protocol: int | None = None
+        self._accepted = pairing.SP_PEERS[self.protocol]
+        self._state = _HEADER_WAIT
+        self._buf = bytearray()
+        self._pos = 0
+        self._error: RemoteProtocolError | None = None
+
+    def initiate(self) -> bytes:
+        """Our 8-byte header, to write as soon as the connection exists."""
+        return sp_header(self.protocol)
+
+    def data_to_send(self) -> bytes:
+        """SP never queues anything of its own."""
+        return b""
+
+    def send_message(self, parts: tuple[bytes, ...]) -> bytes:
+        """Length prefix + all parts concatenated."""
+        if not self.handshake_done:
+            raise LocalProtocolError("SP handshake not complete")
+        n = len(parts)
+        if n == 1:
+            p = parts[0]
+            return _U64.pack(len(p)) + p
+        if n == 2:  # request id + body: the common case
+            p0, p1 = parts
+            return b"".join((_U64.pack(len(p0) + len(p1)), p0, p1))
+        return b"".join((_U64.pack(sum(map(len, parts))), *parts))
+
+    def receive_data(self, data: bytes) -> None:
+        """Append received bytes (any split). Never raises."""
+        if self._pos:
+            del self._buf[: self._pos]
+            self._pos = 0
+        self._buf += data
+
+    def next_event(self) -> Event | None:
+        """``HandshakeComplete``, then ``(payload,)`` per message; ``None`` for more bytes."""
+        if self._error is not None:
+            raise self._error
+        try:
+            if self._state == _OPEN:
+                buf = self._buf
+                pos = self._pos
+                end = len(buf)
+                if end - pos < 8:
+                    return None
+                (size,) = _U64.unpack_from(buf, pos)
+                if size > self.max_message_size:
+                    raise MessageTooLarge(
+                        f"SP message of {size} bytes (limit {self.max_message_size})"
+                    )
+                start = pos + 8
+                stop = start + size
+                if stop > end:
+                    return None
+                self._pos = stop
+                if size < _COPY_VIA_VIEW:
+                    return (bytes(buf[start:stop]),)  # two small copies beat a memoryview
+                with memoryview(buf) as mv:
+                    return (bytes(mv[start:stop]),)
+            return self._read_header()
+        except RemoteProtocolError as exc:
+            self._error = exc
+            raise
+
+    def _read_header(self) -> HandshakeComplete | None:
+        buf = self._buf
+        pos = self._pos
+        have = len(buf) - pos
+        n = min(have, 4)
+        if buf[pos : pos + n] != _MAGIC[:n]:
+            raise RemoteProtocolError(f"bad SP header {bytes(buf[pos : pos + n]).hex()}")
+        if have < HEADER_SIZE:
+            return None
+        _, proto, _reserved = _HEADER.unpack_from(buf, pos)
+        name = pairing.SP_NAMES.get(proto, f"{proto:#06x}")
+        if proto not in self._accepted:
+            ours = pairing.SP_NAMES.get(self.protocol, f"{self.protocol:#06x}")
+            raise PairingError(f"SP peer mismatch: {ours} cannot talk to {name}")
+        self._pos = pos + HEADER_SIZE
+        self.peer_protocol = proto
+        self.peer_type = name
+        self.handshake_done = True
+        self._state = _OPEN
+        return HandshakeComplete(peer_type=name, version=(0, 0))

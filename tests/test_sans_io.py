@@ -1,0 +1,48 @@
+"""The protocol layers stay sans-IO: no socket, event loop, thread or binding imports."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent / "gateway"
+FORBIDDEN = frozenset({"asyncio", "socket", "selectors", "threading", "zmq", "pynng"})
+
+
+def _modules() -> list[Path]:
+    files: list[Path] = []
+    for sub in ("wire", "patterns"):
+        files += sorted((ROOT / sub).rglob("*.py"))
+    envelope = ROOT / "envelope.py"
+    if envelope.exists():
+        files.append(envelope)
+    return files
+
+
+def _imported(tree: ast.AST) -> set[str]:
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module)
+    return names
+
+
+def test_modules_found() -> None:
+    names = {p.name for p in _modules()}
+    assert {"__init__.py", "events.py", "pairing.py"} <= names
+
+
+@pytest.mark.parametrize("path", _modules(), ids=lambda p: str(p.relative_to(ROOT)))
+def test_no_io_imports(path: Path) -> None:
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    bad = {name for name in _imported(tree) if name.split(".")[0] in FORBIDDEN}
+    assert not bad, f"{path.relative_to(ROOT)} imports {sorted(bad)}"
+
+
+def test_checker_catches_imports() -> None:
+    src = "import socket\nfrom zmq.asyncio import Context\nimport os.path\nfrom . import x\n"
+    assert {n.split(".")[0] for n in _imported(ast.parse(src))} & FORBIDDEN == {"socket", "zmq"}

@@ -1,0 +1,306 @@
+"""SpCodec: exact bytes, header check, pairing, framing, limits, properties, nng interop."""
+
+from __future__ import annotations
+
+import socket
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gateway.errors import (
+    LocalProtocolError,
+    MessageTooLarge,
+    PairingError,
+    ProtocolError,
+    RemoteProtocolError,
+)
+from gateway.wire.events import HandshakeComplete
+from gateway.wire.sp import SpCodec
+
+REQ0 = bytes.fromhex("0053500000300000")
+REP0 = bytes.fromhex("0053500000310000")
+
+
+def opened(kind: str = "REQ", **kw) -> SpCodec:
+    codec = SpCodec(kind, **kw)
+    codec.initiate()
+    codec.receive_data(REP0 if codec.protocol == 0x30 else REQ0)
+    assert isinstance(codec.next_event(), HandshakeComplete)
+    return codec
+
+
+@pytest.mark.parametrize(
+    ("kind", "raw", "header"),
+    [
+        ("REQ", False, REQ0),
+        ("REQ", True, REQ0),
+        ("DEALER", False, REQ0),
+        ("REP", False, REP0),
+        ("REP", True, REP0),
+        ("ROUTER", False, REP0),
+    ],
+)
+def test_header_bytes(kind: str, raw: bool, header: bytes) -> None:
+    codec = SpCodec(kind, raw)
+    assert codec.initiate() == header
+    assert codec.data_to_send() == b""
+
+
+@pytest.mark.parametrize(
+    ("kind", "peer_header", "peer_type"),
+    [
+        ("REQ", REP0, "rep0"),
+        ("REP", REQ0, "req0"),
+        ("DEALER", REP0, "rep0"),
+        ("ROUTER", REQ0, "req0"),
+        ("REQ", bytes.fromhex("005350000031abcd"), "rep0"),  # reserved bytes not checked
+    ],
+)
+def test_handshake(kind: str, peer_header: bytes, peer_type: str) -> None:
+    codec = SpCodec(kind)
+    codec.receive_data(peer_header)
+    ev = codec.next_event()
+    assert ev == HandshakeComplete(peer_type=peer_type, version=(0, 0))
+    assert codec.handshake_done and codec.peer_type == peer_type
+    assert codec.next_event() is None
+
+
+@pytest.mark.parametrize(
+    ("kind", "peer_header"),
+    [
+        ("REQ", REQ0),
+        ("REP", REP0),
+        ("DEALER", REQ0),
+        ("ROUTER", REP0),
+        ("REQ", bytes.fromhex("0053500000100000")),  # pair0 (0x10)
+        ("REQ", bytes.fromhex("0053500000110000")),  # the RFC's stale rep number (17)
+    ],
+)
+def test_peer_mismatch(kind: str, peer_header: bytes) -> None:
+    codec = SpCodec(kind)
+    codec.receive_data(peer_header)
+    with pytest.raises(PairingError, match="peer mismatch"):
+        codec.next_event()
+    with pytest.raises(PairingError):
+        codec.next_event()
+    assert not codec.handshake_done
+
+
+def test_pairs_between_codecs() -> None:
+    for a, b, ok in [
+        ("REQ", "REP", True),
+        ("REQ", "REQ", False),
+        ("REP", "REP", False),
+        ("DEALER", "ROUTER", True),
+    ]:
+        ca, cb = SpCodec(a), SpCodec(b)
+        ca.receive_data(cb.initiate())
+        cb.receive_data(ca.initiate())
+        if ok:
+            assert isinstance(ca.next_event(), HandshakeComplete)
+            assert isinstance(cb.next_event(), HandshakeComplete)
+        else:
+            with pytest.raises(PairingError):
+                ca.next_event()
+            with pytest.raises(PairingError):
+                cb.next_event()
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"\x01",
+        b"\x00T",
+        b"\x00SQ",
+        b"\x00SP\x01",  # version byte must be 0
+        b"GET / HTTP/1.1\r\n",
+        b"\xff\x00\x00\x00\x00\x00\x00\x01\x7f",  # a ZMTP greeting
+    ],
+)
+def test_bad_magic(data: bytes) -> None:
+    codec = SpCodec("REQ")
+    codec.receive_data(data)
+    with pytest.raises(RemoteProtocolError):
+        codec.next_event()
+
+
+@pytest.mark.parametrize(
+    ("parts", "wire"),
+    [
+        ((b"",), "0000000000000000"),
+        ((b"hello",), "0000000000000005 68656c6c6f"),
+        ((b"\x80\x00\x00\x01", b"hi"), "0000000000000006 800000016869"),
+        (
+            (b"\x00\x00\x00\x07", b"\x80\x00\x00\x01", b"body"),
+            "000000000000000c 0000000780000001 626f6479",
+        ),
+        ((b"x" * 300,), "000000000000012c" + "78" * 300),
+    ],
+)
+def test_framing(parts: tuple[bytes, ...], wire: str) -> None:
+    data = bytes.fromhex(wire)
+    assert opened("REQ").send_message(parts) == data
+    rx = opened("REP")
+    rx.receive_data(data)
+    ev = rx.next_event()
+    assert ev == (b"".join(parts),)
+    assert type(ev[0]) is bytes
+    assert rx.next_event() is None
+
+
+def test_split_at_every_offset() -> None:
+    stream = REP0 + bytes.fromhex("0000000000000006 800000016869 0000000000000000")
+    for cut in range(len(stream) + 1):
+        codec = SpCodec("REQ")
+        events = []
+        for chunk in (stream[:cut], stream[cut:]):
+            codec.receive_data(chunk)
+            while (ev := codec.next_event()) is not None:
+                events.append(ev)
+        assert events == [
+            HandshakeComplete(peer_type="rep0", version=(0, 0)),
+            (b"\x80\x00\x00\x01hi",),
+            (b"",),
+        ], cut
+
+
+def test_byte_by_byte() -> None:
+    stream = REP0 + b"".join(len(p).to_bytes(8, "big") + p for p in [b"a", b"", b"xyz" * 100])
+    codec = SpCodec("REQ")
+    events = []
+    for i in range(len(stream)):
+        codec.receive_data(stream[i : i + 1])
+        while (ev := codec.next_event()) is not None:
+            events.append(ev)
+    assert events[1:] == [(b"a",), (b"",), (b"xyz" * 100,)]
+
+
+def test_oversize_refused_at_length() -> None:
+    codec = opened("REP", max_message_size=1000)
+    codec.receive_data((1001).to_bytes(8, "big"))  # no payload yet
+    with pytest.raises(MessageTooLarge):
+        codec.next_event()
+
+
+def test_exact_limit_accepted() -> None:
+    codec = opened("REP", max_message_size=10)
+    codec.receive_data((10).to_bytes(8, "big") + b"0123456789")
+    assert codec.next_event() == (b"0123456789",)
+
+
+def test_huge_length() -> None:
+    codec = opened("REP")
+    codec.receive_data(b"\xff" * 8)
+    with pytest.raises(MessageTooLarge):
+        codec.next_event()
+
+
+def test_send_before_handshake() -> None:
+    with pytest.raises(LocalProtocolError):
+        SpCodec("REQ").send_message((b"x",))
+
+
+# -- properties -----------------------------------------------------------------------------
+
+
+def chunked(data: bytes, cuts: list[int]) -> list[bytes]:
+    points = sorted({c % (len(data) + 1) for c in cuts})
+    out, last = [], 0
+    for p in points + [len(data)]:
+        out.append(data[last:p])
+        last = p
+    return out
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    messages=st.lists(st.lists(st.binary(max_size=300), min_size=1, max_size=4), max_size=8),
+    cuts=st.lists(st.integers(min_value=0, max_value=1 << 16), max_size=20),
+)
+def test_roundtrip_random_chunks(messages: list[list[bytes]], cuts: list[int]) -> None:
+    a, b = SpCodec("REQ"), SpCodec("REP")
+    a.receive_data(b.initiate())
+    assert isinstance(a.next_event(), HandshakeComplete)
+    stream = a.initiate() + b"".join(a.send_message(tuple(m)) for m in messages)
+    got: list = []
+    for chunk in chunked(stream, cuts):
+        b.receive_data(chunk)
+        while (ev := b.next_event()) is not None:
+            got.append(ev)
+    assert got[0] == HandshakeComplete(peer_type="req0", version=(0, 0))
+    assert got[1:] == [(b"".join(m),) for m in messages]
+
+
+def _feed_garbage(codec: SpCodec, chunks: list[bytes]) -> None:
+    for chunk in chunks:
+        codec.receive_data(chunk)
+        try:
+            for _ in range(10_000):
+                if codec.next_event() is None:
+                    break
+            else:
+                raise AssertionError("next_event never returned None")
+        except ProtocolError:
+            return
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.binary(max_size=200), max_size=6))
+def test_garbage_without_handshake(chunks: list[bytes]) -> None:
+    _feed_garbage(SpCodec("REQ"), chunks)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.binary(max_size=200), max_size=6))
+def test_garbage_after_handshake(chunks: list[bytes]) -> None:
+    _feed_garbage(opened("REP", max_message_size=1000), chunks)
+
+
+# -- interop with nng -----------------------------------------------------------------------
+
+
+def _recv_event(sock: socket.socket, codec: SpCodec):
+    while (ev := codec.next_event()) is None:
+        data = sock.recv(65536)
+        if not data:
+            raise ConnectionError("peer closed")
+        codec.receive_data(data)
+    return ev
+
+
+def test_interop_pynng_rep0() -> None:
+    pynng = pytest.importorskip("pynng")
+    with pynng.Rep0(recv_timeout=5000, send_timeout=5000) as rep:
+        listener = rep.listen("tcp://127.0.0.1:0")
+        port = int(str(listener.local_address).rsplit(":", 1)[1])  # .port is byte-swapped
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+            sock.settimeout(5)
+            codec = SpCodec("REQ")
+            sock.sendall(codec.initiate())
+            hs = _recv_event(sock, codec)
+            assert hs == HandshakeComplete(peer_type="rep0", version=(0, 0))
+            rid = b"\x80\x00\x00\x2a"
+            sock.sendall(codec.send_message((rid, b"hello")))
+            assert rep.recv() == b"hello"
+            rep.send(b"world")
+            assert _recv_event(sock, codec) == (rid + b"world",)
+            big = bytes(range(256)) * 1000
+            rid2 = b"\x80\x00\x00\x2b"
+            sock.sendall(codec.send_message((rid2, big)))
+            assert rep.recv() == big
+            rep.send(big[::-1])
+            assert _recv_event(sock, codec) == (rid2 + big[::-1],)
+
+
+def test_interop_pynng_peer_mismatch() -> None:
+    pynng = pytest.importorskip("pynng")
+    with pynng.Req0(recv_timeout=5000, send_timeout=5000) as req:
+        listener = req.listen("tcp://127.0.0.1:0")
+        port = int(str(listener.local_address).rsplit(":", 1)[1])
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+            sock.settimeout(5)
+            codec = SpCodec("REQ")  # req0 <-> req0: both sides refuse
+            sock.sendall(codec.initiate())
+            with pytest.raises(PairingError, match="peer mismatch"):
+                _recv_event(sock, codec)

@@ -1,0 +1,677 @@
+"""ZmtpCodec: exact bytes, handshake, pairing, commands, limits, properties, libzmq interop."""
+
+from __future__ import annotations
+
+import itertools
+import socket
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gateway.errors import (
+    LocalProtocolError,
+    MessageTooLarge,
+    PairingError,
+    ProtocolError,
+    RemoteProtocolError,
+)
+from gateway.patterns import pairing
+from gateway.wire.events import HandshakeComplete, PeerError, Ping, Pong
+from gateway.wire.zmtp import ZmtpCodec
+
+GREETING = (
+    b"\xff" + b"\x00" * 8 + b"\x7f"  # signature
+    + b"\x03\x01"  # version 3.1
+    + b"NULL" + b"\x00" * 16  # mechanism, padded to 20
+    + b"\x00"  # as-server
+    + b"\x00" * 31  # filler
+)  # fmt: skip
+# What libzmq 4.3.5 sends (captured): padding ends in 01.
+LIBZMQ_GREETING = bytes.fromhex("ff00000000000000017f03014e554c4c") + b"\x00" * 48
+
+READY_REP = b"\x04\x19\x05READY\x0bSocket-Type\x00\x00\x00\x03REP"
+READY_REQ = b"\x04\x26\x05READY\x0bSocket-Type\x00\x00\x00\x03REQ\x08Identity\x00\x00\x00\x00"
+
+
+def ready(socket_type: bytes, identity: bytes | None = None, name: bytes = b"Socket-Type") -> bytes:
+    props = bytes((len(name),)) + name + len(socket_type).to_bytes(4, "big") + socket_type
+    if identity is not None:
+        props += b"\x08Identity" + len(identity).to_bytes(4, "big") + identity
+    body = b"\x05READY" + props
+    return bytes((0x04, len(body))) + body
+
+
+def drain(codec: ZmtpCodec) -> list:
+    events = []
+    while (ev := codec.next_event()) is not None:
+        events.append(ev)
+    return events
+
+
+def opened(kind: str = "REQ", peer: bytes = b"REP", **kw) -> ZmtpCodec:
+    """A codec past the handshake with a fake peer of type ``peer``."""
+    codec = ZmtpCodec(kind, **kw)
+    codec.initiate()
+    codec.receive_data(GREETING + ready(peer))
+    [hs] = drain(codec)
+    assert isinstance(hs, HandshakeComplete)
+    codec.data_to_send()
+    return codec
+
+
+def pump(a: ZmtpCodec, b: ZmtpCodec) -> tuple[list, list]:
+    """Run the handshake between two in-memory codecs; return each side's events."""
+    ea: list = []
+    eb: list = []
+    b.receive_data(a.initiate())
+    a.receive_data(b.initiate())
+    for _ in range(4):
+        eb += drain(b)
+        ea += drain(a)
+        b.receive_data(a.data_to_send())
+        a.receive_data(b.data_to_send())
+    return ea, eb
+
+
+# -- exact bytes ----------------------------------------------------------------------------
+
+
+def test_greeting_bytes() -> None:
+    g = ZmtpCodec("REQ").initiate()
+    assert len(g) == 64
+    assert g == GREETING
+    assert g == bytes.fromhex("ff00000000000000007f 0301 4e554c4c" + "00" * 16 + "00" + "00" * 31)
+
+
+def test_greeting_as_server_byte() -> None:
+    assert ZmtpCodec("REP", as_server=True).initiate()[32] == 1
+
+
+@pytest.mark.parametrize(
+    ("kind", "raw", "identity", "expected"),
+    [
+        ("REQ", False, b"", READY_REQ),
+        ("REP", False, b"", READY_REP),
+        ("REP", False, b"ignored", READY_REP),  # libzmq: no Identity for REP
+        (
+            "DEALER",
+            False,
+            b"",
+            bytes.fromhex("0429055245414459") + b"\x0bSocket-Type\x00\x00\x00\x06DEALER"
+            b"\x08Identity\x00\x00\x00\x00",
+        ),
+        (
+            "ROUTER",
+            False,
+            b"ab",
+            b"\x04\x2b\x05READY\x0bSocket-Type\x00\x00\x00\x06ROUTER\x08Identity\x00\x00\x00\x02ab",
+        ),
+        ("REQ", True, b"", ready(b"DEALER", b"")),  # raw REQ announces DEALER
+        ("REP", True, b"", ready(b"ROUTER", b"")),  # raw REP announces ROUTER
+    ],
+)
+def test_ready_bytes(kind: str, raw: bool, identity: bytes, expected: bytes) -> None:
+    codec = ZmtpCodec(kind, raw, identity=identity)
+    codec.initiate()
+    assert codec.data_to_send() == b""  # READY waits for the peer's greeting
+    codec.receive_data(GREETING)
+    assert codec.next_event() is None
+    assert codec.data_to_send() == expected
+    assert codec.data_to_send() == b""
+
+
+@pytest.mark.parametrize(
+    ("parts", "wire"),
+    [
+        ((b"",), "0000"),
+        ((b"hello",), "000568656c6c6f"),
+        ((b"", b"hello"), "0100 000568656c6c6f"),
+        ((b"a", b"b", b"c"), "010161 010162000163"),
+        ((b"x" * 255,), "00ff" + "78" * 255),
+        ((b"x" * 256,), "020000000000000100" + "78" * 256),
+        ((b"x" * 256, b"y"), "030000000000000100" + "78" * 256 + "000179"),
+    ],
+)
+def test_frames(parts: tuple[bytes, ...], wire: str) -> None:
+    data = bytes.fromhex(wire)
+    assert opened().send_message(parts) == data
+    rx = opened()
+    rx.receive_data(data)
+    msg = rx.next_event()
+    assert msg == parts
+    assert all(type(p) is bytes for p in msg)
+    assert rx.next_event() is None
+
+
+def test_long_form_small_frame_accepted() -> None:
+    rx = opened()
+    rx.receive_data(bytes.fromhex("020000000000000003") + b"abc")
+    assert rx.next_event() == (b"abc",)
+
+
+@pytest.mark.parametrize(
+    ("ttl", "context", "wire"),
+    [
+        (0, b"", "0407 0450494e470000"),
+        (300, b"ctx", "040a 0450494e47012c 637478"),
+    ],
+)
+def test_ping_bytes(ttl: int, context: bytes, wire: str) -> None:
+    assert opened().ping(ttl, context) == bytes.fromhex(wire)
+
+
+def test_ping_context_too_long() -> None:
+    with pytest.raises(LocalProtocolError):
+        opened().ping(0, b"x" * 17)
+
+
+# -- greeting parsing -----------------------------------------------------------------------
+
+
+def test_staged_greeting_like_libzmq() -> None:
+    codec = ZmtpCodec("REQ")
+    codec.initiate()
+    codec.receive_data(LIBZMQ_GREETING[:10])
+    assert codec.next_event() is None
+    codec.receive_data(LIBZMQ_GREETING[10:11])
+    assert codec.next_event() is None
+    assert codec.data_to_send() == b""
+    codec.receive_data(LIBZMQ_GREETING[11:])
+    assert codec.next_event() is None
+    assert codec.data_to_send() == READY_REQ
+    codec.receive_data(READY_REP)
+    ev = codec.next_event()
+    assert ev == HandshakeComplete(
+        peer_type="REP", identity=b"", version=(3, 1), properties={"socket-type": b"REP"}
+    )
+    assert codec.handshake_done and codec.peer_type == "REP"
+
+
+def test_byte_by_byte() -> None:
+    codec = ZmtpCodec("DEALER")
+    codec.initiate()
+    stream = (
+        LIBZMQ_GREETING
+        + ready(b"ROUTER", b"id")
+        + b"\x01\x00\x00\x02hi"
+        + b"\x04\x07\x04PING\x00\x05"
+        + b"\x02"
+        + (300).to_bytes(8, "big")
+        + b"z" * 300
+    )
+    events = []
+    for i in range(len(stream)):
+        codec.receive_data(stream[i : i + 1])
+        events += drain(codec)
+    assert events == [
+        HandshakeComplete(
+            peer_type="ROUTER",
+            identity=b"id",
+            version=(3, 1),
+            properties={"socket-type": b"ROUTER", "identity": b"id"},
+        ),
+        (b"", b"hi"),
+        Ping(ttl=5, context=b""),
+        (b"z" * 300,),
+    ]
+    assert codec.peer_identity == b"id"
+    assert codec.data_to_send() == ready(b"DEALER", b"") + b"\x04\x05\x04PONG"
+
+
+@pytest.mark.parametrize("version", [b"\x03\x00", b"\x03\x01", b"\x03\x07", b"\x04\x00"])
+def test_version_accepted(version: bytes) -> None:
+    codec = ZmtpCodec("REQ")
+    codec.receive_data(LIBZMQ_GREETING[:10] + version + LIBZMQ_GREETING[12:] + READY_REP)
+    ev = codec.next_event()
+    assert isinstance(ev, HandshakeComplete)
+    assert ev.version == (version[0], version[1])
+
+
+@pytest.mark.parametrize(
+    ("data", "match"),
+    [
+        (b"\xff" + b"\x00" * 8 + b"\x7f\x02", "version"),  # ZMTP 2.x: refused at byte 11
+        (b"\xff" + b"\x00" * 8 + b"\x7f\x01", "version"),
+        (b"\x01\x00", "signature"),  # ZMTP 1.0 short identity frame
+        (b"\xfe", "signature"),
+        (b"\xff" + b"\x00" * 8 + b"\x7e", "signature"),  # byte 9 bit 0 clear
+        (GREETING[:12] + b"PLAIN".ljust(20, b"\x00") + GREETING[32:], "mechanism"),
+        (GREETING[:12] + b"CURVE".ljust(20, b"\x00") + GREETING[32:], "mechanism"),
+    ],
+)
+def test_bad_greeting(data: bytes, match: str) -> None:
+    codec = ZmtpCodec("REQ")
+    codec.receive_data(data)
+    with pytest.raises(RemoteProtocolError, match=match):
+        codec.next_event()
+    with pytest.raises(RemoteProtocolError):  # the error sticks
+        codec.next_event()
+
+
+@pytest.mark.parametrize("padding", [b"\x00" * 8, b"\x00" * 7 + b"\x01", b"\xff" * 8])
+def test_padding_not_validated(padding: bytes) -> None:
+    codec = ZmtpCodec("REQ")
+    codec.receive_data(b"\xff" + padding + GREETING[9:] + READY_REP)
+    assert isinstance(codec.next_event(), HandshakeComplete)
+
+
+# -- pairing --------------------------------------------------------------------------------
+
+PAIRS = list(itertools.product(pairing.SOCKET_TYPES, repeat=2))
+LEGAL = [(a, b) for a, b in PAIRS if pairing.zmtp_legal(a, b)]
+ILLEGAL = [(a, b) for a, b in PAIRS if not pairing.zmtp_legal(a, b)]
+
+
+def test_pairing_table_shape() -> None:
+    assert len(LEGAL) == 10 and len(ILLEGAL) == 6
+    assert {("REQ", "REQ"), ("REQ", "DEALER"), ("REP", "REP"), ("REP", "ROUTER")} <= set(ILLEGAL)
+
+
+@pytest.mark.parametrize(("a", "b"), LEGAL)
+def test_legal_pair(a: str, b: str) -> None:
+    ca, cb = ZmtpCodec(a, identity=b"A"), ZmtpCodec(b, identity=b"B")
+    ea, eb = pump(ca, cb)
+    assert ea == [
+        HandshakeComplete(
+            peer_type=b,
+            identity=b"B" if b != "REP" else b"",
+            properties={"socket-type": b.encode()} | ({"identity": b"B"} if b != "REP" else {}),
+        )
+    ]
+    assert isinstance(eb[0], HandshakeComplete) and eb[0].peer_type == a
+    assert ca.handshake_done and cb.handshake_done
+    cb.receive_data(ca.send_message((b"", b"ping")))
+    assert cb.next_event() == (b"", b"ping")
+
+
+@pytest.mark.parametrize(("a", "b"), ILLEGAL)
+def test_illegal_pair(a: str, b: str) -> None:
+    ca, cb = ZmtpCodec(a), ZmtpCodec(b)
+    cb.receive_data(ca.initiate())
+    ca.receive_data(cb.initiate())
+    assert ca.next_event() is None and cb.next_event() is None
+    ca.receive_data(cb.data_to_send())
+    cb.receive_data(ca.data_to_send())
+    with pytest.raises(PairingError):
+        ca.next_event()
+    with pytest.raises(PairingError):
+        cb.next_event()
+    assert not ca.handshake_done
+    with pytest.raises(LocalProtocolError):
+        ca.send_message((b"x",))
+
+
+@pytest.mark.parametrize(
+    ("kind", "raw", "peer", "ok"),
+    [
+        ("REQ", True, b"REQ", False),  # raw REQ announces DEALER, which refuses REQ
+        ("REQ", True, b"ROUTER", True),
+        ("REQ", True, b"DEALER", True),
+        ("REP", True, b"REQ", True),
+        ("REP", True, b"REP", False),
+        ("REP", True, b"ROUTER", True),
+    ],
+)
+def test_raw_pairing(kind: str, raw: bool, peer: bytes, ok: bool) -> None:
+    codec = ZmtpCodec(kind, raw)
+    codec.receive_data(GREETING + ready(peer))
+    if ok:
+        assert isinstance(codec.next_event(), HandshakeComplete)
+    else:
+        with pytest.raises(PairingError):
+            codec.next_event()
+
+
+# -- READY details --------------------------------------------------------------------------
+
+
+def test_property_names_case_insensitive() -> None:
+    codec = ZmtpCodec("REQ")
+    codec.receive_data(GREETING + ready(b"ROUTER", b"me", name=b"sOcKeT-tYpE"))
+    ev = codec.next_event()
+    assert isinstance(ev, HandshakeComplete)
+    assert ev.peer_type == "ROUTER" and ev.identity == b"me"
+    assert ev.properties == {"socket-type": b"ROUTER", "identity": b"me"}
+
+
+def test_extra_properties_kept() -> None:
+    body = b"\x05READY\x0bSocket-Type\x00\x00\x00\x03REP\x06X-Name\x00\x00\x00\x02hi"
+    codec = ZmtpCodec("REQ")
+    codec.receive_data(GREETING + bytes((4, len(body))) + body)
+    ev = codec.next_event()
+    assert isinstance(ev, HandshakeComplete)
+    assert ev.properties == {"socket-type": b"REP", "x-name": b"hi"}
+
+
+@pytest.mark.parametrize(
+    "after_greeting",
+    [
+        b"\x04\x06\x05READY",  # no Socket-Type
+        b"\x04\x13\x05READY\x08Identity\x00\x00\x00\x00",  # Identity but no Socket-Type
+        b"\x04\x0a\x05READY\x0bSock",  # truncated property
+        b"\x00\x05hello",  # data before READY
+        b"\x04\x07\x04PING\x00\x00",  # PING before READY
+        b"\x05\x06\x05READY",  # command with MORE
+        b"\x04\x00",  # empty command
+        b"\x04\x02\x09A",  # name longer than the command
+    ],
+)
+def test_bad_handshake(after_greeting: bytes) -> None:
+    codec = ZmtpCodec("REQ")
+    codec.receive_data(GREETING + after_greeting)
+    with pytest.raises(RemoteProtocolError):
+        codec.next_event()
+
+
+def test_second_ready_refused() -> None:
+    codec = opened()
+    codec.receive_data(READY_REP)
+    with pytest.raises(RemoteProtocolError):
+        codec.next_event()
+
+
+# -- commands -------------------------------------------------------------------------------
+
+
+def test_ping_answered_with_pong() -> None:
+    codec = opened()
+    codec.receive_data(b"\x04\x0a\x04PING\x00\x64abc")
+    assert codec.next_event() == Ping(ttl=100, context=b"abc")
+    assert codec.data_to_send() == b"\x04\x08\x04PONGabc"
+    assert codec.data_to_send() == b""
+
+
+def test_ping_context_truncated_like_libzmq() -> None:
+    codec = opened()
+    body = b"\x04PING\x00\x00" + b"c" * 20
+    codec.receive_data(bytes((4, len(body))) + body)
+    assert codec.next_event() == Ping(ttl=0, context=b"c" * 16)
+    assert codec.data_to_send() == b"\x04\x15\x04PONG" + b"c" * 16
+
+
+def test_ping_roundtrip_between_codecs() -> None:
+    a, b = ZmtpCodec("REQ"), ZmtpCodec("REP")
+    pump(a, b)
+    b.receive_data(a.ping(10, b"hb"))
+    assert b.next_event() == Ping(ttl=10, context=b"hb")
+    a.receive_data(b.data_to_send())
+    assert a.next_event() == Pong(context=b"hb")
+
+
+def test_pong_event() -> None:
+    codec = opened()
+    codec.receive_data(b"\x04\x07\x04PONGxy")
+    assert codec.next_event() == Pong(context=b"xy")
+
+
+@pytest.mark.parametrize("ready_first", [True, False])
+def test_error_command(ready_first: bool) -> None:
+    codec = opened() if ready_first else ZmtpCodec("REQ")
+    if not ready_first:
+        codec.receive_data(GREETING)
+    codec.receive_data(b"\x04\x0e\x05ERROR\x07go away" + b"\x00\x01x")
+    assert codec.next_event() == PeerError(reason="go away")
+    assert codec.next_event() is None  # the connection is dead
+
+
+def test_unknown_and_subscribe_commands_skipped() -> None:
+    codec = opened()
+    codec.receive_data(b"\x04\x06\x05HELLO" + b"\x04\x0b\x09SUBSCRIBEx" + b"\x00\x02ok")
+    assert codec.next_event() == (b"ok",)
+
+
+def test_command_inside_multipart_refused() -> None:
+    codec = opened()
+    codec.receive_data(b"\x01\x01a" + b"\x04\x05\x04PONG")
+    with pytest.raises(RemoteProtocolError):
+        codec.next_event()
+
+
+# -- limits and bad frames ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("flags", [0x08, 0x10, 0x20, 0x40, 0x80, 0xF8, 0x09])
+def test_reserved_flag_bits(flags: int) -> None:
+    codec = opened()
+    codec.receive_data(bytes((flags, 0)))
+    with pytest.raises(RemoteProtocolError, match="reserved"):
+        codec.next_event()
+
+
+def test_oversize_single_frame_refused_at_header() -> None:
+    codec = opened(max_message_size=1000)
+    codec.receive_data(b"\x02" + (1001).to_bytes(8, "big"))  # no payload yet
+    with pytest.raises(MessageTooLarge):
+        codec.next_event()
+
+
+def test_oversize_total_refused() -> None:
+    codec = opened(max_message_size=300)
+    codec.receive_data(b"\x01\xc8" + b"a" * 200)
+    assert codec.next_event() is None
+    codec.receive_data(b"\x00\xc8")
+    with pytest.raises(MessageTooLarge):
+        codec.next_event()
+
+
+def test_exact_limit_accepted() -> None:
+    codec = opened(max_message_size=300)
+    codec.receive_data(b"\x01\xc8" + b"a" * 200 + b"\x00\x64" + b"b" * 100)
+    assert codec.next_event() == (b"a" * 200, b"b" * 100)
+
+
+def test_oversize_command_refused() -> None:
+    codec = opened(max_message_size=100)
+    codec.receive_data(b"\x06" + (101).to_bytes(8, "big"))
+    with pytest.raises(MessageTooLarge):
+        codec.next_event()
+
+
+def test_huge_long_size() -> None:
+    codec = opened()
+    codec.receive_data(b"\x02\xff\xff\xff\xff\xff\xff\xff\xff")
+    with pytest.raises(MessageTooLarge):
+        codec.next_event()
+
+
+def test_send_errors() -> None:
+    with pytest.raises(LocalProtocolError):
+        ZmtpCodec("REQ").send_message((b"x",))
+    with pytest.raises(LocalProtocolError):
+        opened().send_message(())
+
+
+def test_unknown_kind() -> None:
+    with pytest.raises(ValueError):
+        ZmtpCodec("PUB")
+
+
+def test_data_to_send_any_time() -> None:
+    codec = ZmtpCodec("REQ")
+    assert codec.data_to_send() == b""
+    assert codec.initiate() == GREETING
+    assert codec.data_to_send() == b""
+
+
+# -- properties -----------------------------------------------------------------------------
+
+frames = st.lists(st.binary(max_size=300), min_size=1, max_size=6).map(tuple)
+
+
+def chunked(data: bytes, cuts: list[int]) -> list[bytes]:
+    points = sorted({c % (len(data) + 1) for c in cuts})
+    out, last = [], 0
+    for p in points + [len(data)]:
+        out.append(data[last:p])
+        last = p
+    return out
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    messages=st.lists(frames, min_size=1, max_size=8),
+    cuts=st.lists(st.integers(min_value=0, max_value=1 << 16), max_size=20),
+    pings=st.booleans(),
+)
+def test_roundtrip_random_chunks(
+    messages: list[tuple[bytes, ...]], cuts: list[int], pings: bool
+) -> None:
+    a, b = ZmtpCodec("DEALER"), ZmtpCodec("ROUTER", identity=b"r")
+    stream = a.initiate()
+    b_greeting = b.initiate()
+    a.receive_data(b_greeting)
+    assert a.next_event() is None
+    stream += a.data_to_send()  # READY
+    wire = b""
+    # b's handshake must finish before a may send, so build the stream after a's handshake.
+    a.receive_data(b.ready_command())
+    assert isinstance(a.next_event(), HandshakeComplete)
+    for m in messages:
+        wire += a.send_message(m)
+        if pings:
+            wire += a.ping(1, b"c")
+    got: list = []
+    for chunk in chunked(stream + wire, cuts):
+        b.receive_data(chunk)
+        got += drain(b)
+    assert isinstance(got[0], HandshakeComplete) and got[0].peer_type == "DEALER"
+    msgs = [e for e in got[1:] if isinstance(e, tuple)]
+    assert msgs == messages
+    assert all(type(f) is bytes for m in msgs for f in m)
+    assert len(got) == 1 + len(messages) * (2 if pings else 1)
+
+
+def _feed_garbage(codec: ZmtpCodec, chunks: list[bytes]) -> None:
+    for chunk in chunks:
+        codec.receive_data(chunk)
+        try:
+            for _ in range(10_000):
+                if codec.next_event() is None:
+                    break
+            else:
+                raise AssertionError("next_event never returned None")
+        except ProtocolError:
+            return
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.binary(max_size=200), max_size=6))
+def test_garbage_without_handshake(chunks: list[bytes]) -> None:
+    _feed_garbage(ZmtpCodec("REQ"), chunks)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.binary(max_size=200), max_size=6), st.sampled_from(pairing.SOCKET_TYPES))
+def test_garbage_after_handshake(chunks: list[bytes], kind: str) -> None:
+    peer = next(iter(sorted(pairing.ZMTP_PEERS[kind])))
+    codec = ZmtpCodec(kind, max_message_size=1000)
+    codec.receive_data(GREETING + ready(peer.encode(), b""))
+    assert isinstance(codec.next_event(), HandshakeComplete)
+    _feed_garbage(codec, chunks)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=120))
+def test_garbage_after_greeting(data: bytes) -> None:
+    codec = ZmtpCodec("REQ", max_message_size=1000)
+    _feed_garbage(codec, [GREETING, data])
+
+
+# -- interop with libzmq --------------------------------------------------------------------
+
+
+def _recv_event(sock: socket.socket, codec: ZmtpCodec):
+    while True:
+        ev = codec.next_event()
+        out = codec.data_to_send()
+        if out:
+            sock.sendall(out)
+        if ev is not None:
+            return ev
+        data = sock.recv(65536)
+        if not data:
+            raise ConnectionError("peer closed")
+        codec.receive_data(data)
+
+
+def test_interop_pyzmq_rep() -> None:
+    zmq = pytest.importorskip("zmq")
+    ctx = zmq.Context()
+    rep = ctx.socket(zmq.REP)
+    rep.linger = 0
+    rep.rcvtimeo = rep.sndtimeo = 5000
+    try:
+        port = rep.bind_to_random_port("tcp://127.0.0.1")
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+            sock.settimeout(5)
+            codec = ZmtpCodec("REQ")
+            sock.sendall(codec.initiate())
+            hs = _recv_event(sock, codec)
+            assert isinstance(hs, HandshakeComplete)
+            assert hs.peer_type == "REP" and hs.version == (3, 1)
+            sock.sendall(codec.send_message((b"", b"hello")))
+            assert rep.recv_multipart() == [b"hello"]
+            rep.send_multipart([b"wor", b"ld"])
+            assert _recv_event(sock, codec) == (b"", b"wor", b"ld")
+            big = b"B" * 70_000
+            sock.sendall(codec.send_message((b"", big)))
+            assert rep.recv() == big
+            rep.send(big[::-1])
+            assert _recv_event(sock, codec) == (b"", big[::-1])
+    finally:
+        rep.close()
+        ctx.term()
+
+
+def test_interop_pyzmq_refuses_illegal_pair() -> None:
+    zmq = pytest.importorskip("zmq")
+    ctx = zmq.Context()
+    rep = ctx.socket(zmq.REP)
+    rep.linger = 0
+    try:
+        port = rep.bind_to_random_port("tcp://127.0.0.1")
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+            sock.settimeout(5)
+            codec = ZmtpCodec("REP")  # REP-REP: both sides refuse at READY
+            sock.sendall(codec.initiate())
+            with pytest.raises((PairingError, ConnectionError)):
+                _recv_event(sock, codec)
+    finally:
+        rep.close()
+        ctx.term()
+
+
+@pytest.mark.parametrize("kind", pairing.SOCKET_TYPES)
+def test_interop_ready_matches_libzmq(kind: str) -> None:
+    """libzmq's READY for each type equals ours, byte for byte."""
+    zmq = pytest.importorskip("zmq")
+    ctx = zmq.Context()
+    zs = ctx.socket(getattr(zmq, kind))
+    zs.linger = 0
+    try:
+        with socket.socket() as ls:
+            ls.bind(("127.0.0.1", 0))
+            ls.listen(1)
+            ls.settimeout(5)
+            zs.connect(f"tcp://127.0.0.1:{ls.getsockname()[1]}")
+            conn, _ = ls.accept()
+            with conn:
+                conn.settimeout(5)
+                peer = next(iter(sorted(pairing.ZMTP_PEERS[kind])))
+                codec = ZmtpCodec(peer)
+                conn.sendall(codec.initiate())
+                data = b""
+                expected = ZmtpCodec(kind).ready_command()
+                while len(data) < 64 + len(expected):
+                    chunk = conn.recv(4096)
+                    assert chunk, "libzmq closed"
+                    data += chunk
+                assert data[:64] == LIBZMQ_GREETING
+                assert data[64:] == expected
+                codec.receive_data(data)
+                hs = codec.next_event()
+                assert isinstance(hs, HandshakeComplete) and hs.peer_type == kind
+    finally:
+        zs.close()
+        ctx.term()
