@@ -1,0 +1,208 @@
+"""``gateway``: bridge, run, plugins, matrix, bench.
+
+Bad input (a bad URL, an unknown scheme, a port in use, an unreadable config) is one line on
+stderr and exit code 2, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+import sys
+from collections.abc import Sequence
+
+from gateway import __version__
+from gateway.errors import ConfigError, GatewayError
+
+
+def _add_limits(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("limits (DESIGN section 10)")
+    g.add_argument("--max-message-size", type=int, metavar="BYTES", help="default 1 MiB")
+    g.add_argument("--hop-limit", type=int, metavar="N", help="SP TTL, 1..15, default 8")
+    g.add_argument("--pending-tokens", type=int, metavar="N", help="token table size, default 100000")
+    g.add_argument("--token-ttl", type=float, metavar="S", help="token lifetime, default 60 s")
+    g.add_argument("--grace", type=float, metavar="S", help="drain time on SIGINT/SIGTERM, default 2 s")
+
+
+def _add_logging(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--log-format", choices=("console", "json"), default=None)
+    p.add_argument("--log-level", choices=("debug", "info", "warning", "error"), default=None)
+    p.add_argument("--metrics", metavar="HOST:PORT",
+                   help="serve Prometheus metrics over HTTP, e.g. 127.0.0.1:9100")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="gateway",
+        description="ZeroMQ (ZMTP) <-> nanomsg/nng (SP) request-reply gateway.",
+        epilog="Endpoints: [@|>]wire+transport://address[?backend=native|pyzmq|pynng], "
+               "wire zmq or sp (nng, nanomsg), transport tcp, ipc or inproc. "
+               "'@' binds, '>' connects.")
+    parser.add_argument("--version", action="version", version=f"gateway {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    p = sub.add_parser("bridge", help="run one bridge in the foreground until SIGINT/SIGTERM",
+                       description="Clients connect to FRONT (default: bind); the gateway talks "
+                                   "to servers through BACK (default: connect).")
+    p.add_argument("front", metavar="FRONT", help="e.g. @zmq+tcp://127.0.0.1:5555")
+    p.add_argument("back", metavar="BACK", help="e.g. >sp+tcp://127.0.0.1:6000?backend=native")
+    p.add_argument("--name", default="bridge")
+    _add_logging(p)
+    _add_limits(p)
+
+    p = sub.add_parser("run", help="run the bridges of a TOML config file")
+    p.add_argument("config", metavar="CONFIG.toml")
+    _add_logging(p)
+
+    sub.add_parser("plugins", help="list loaded plugins and what each provides")
+
+    p = sub.add_parser("matrix", help="the interop matrix on Spark")
+    msub = p.add_subparsers(dest="matrix_command", metavar="ACTION")
+    for action, help_text in (("run", "run the matrix as Spark tasks, write Parquet"),
+                              ("report", "render a run as markdown or HTML")):
+        mp = msub.add_parser(action, help=help_text)
+        mp.set_defaults(matrix_action=action)
+        try:
+            module = __import__(f"gateway.matrix.{action}", fromlist=["configure_parser"])
+            module.configure_parser(mp)
+        except ImportError as exc:  # pyspark missing: say so when used
+            mp.set_defaults(matrix_missing=str(exc))
+
+    p = sub.add_parser("bench", help="latency/throughput side by side with libzmq, nng, zmq.proxy")
+    try:
+        from gateway import bench
+
+        bench.configure_parser(p)
+    except ImportError as exc:
+        p.set_defaults(bench_missing=str(exc))
+    return parser
+
+
+def _limits(args: argparse.Namespace, base=None):  # type: ignore[no-untyped-def]
+    from gateway.config import limits_from
+
+    given = {k: getattr(args, k, None) for k in
+             ("max_message_size", "hop_limit", "pending_tokens", "token_ttl", "grace")}
+    return limits_from({k: v for k, v in given.items() if v is not None}, base)
+
+
+async def _serve_metrics(address: str) -> asyncio.AbstractServer:
+    from gateway.metrics import METRICS
+    from gateway.url import split_host_port
+
+    host, port = split_host_port(address)
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
+            body = METRICS.render().encode()
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\n"
+                         b"Content-Length: %d\r\nConnection: close\r\n\r\n%s" % (len(body), body))
+            await writer.drain()
+        except (OSError, asyncio.IncompleteReadError, TimeoutError, asyncio.LimitOverrunError):
+            pass
+        finally:
+            writer.close()
+
+    try:
+        return await asyncio.start_server(handle, host, port)
+    except OSError as exc:
+        raise ConfigError(f"cannot serve metrics on {address}: {exc.strerror or exc}") from None
+
+
+async def _run_bridges(specs, metrics: str | None) -> int:  # type: ignore[no-untyped-def]
+    from gateway.device import Bridge
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    server = await _serve_metrics(metrics) if metrics else None
+    bridges: list[Bridge] = []
+    try:
+        for name, front, back, limits in specs:
+            bridge = Bridge(front, back, name=name, limits=limits)
+            bridge.open()
+            bridges.append(bridge)
+    except BaseException:
+        for bridge in bridges:
+            bridge.close()
+        raise
+    for bridge in bridges:
+        print(f"READY front={bridge.front_url} back={bridge.back_url}"
+              + (f" name={bridge.name}" if len(bridges) > 1 else ""), flush=True)
+    try:
+        await asyncio.gather(*(bridge.run(stop) for bridge in bridges))
+    finally:
+        if server is not None:
+            server.close()
+    return 0
+
+
+def _cmd_bridge(args: argparse.Namespace) -> int:
+    from gateway.logging import configure
+
+    configure(args.log_format or "console", args.log_level or "info")
+    spec = [(args.name, args.front, args.back, _limits(args))]
+    return asyncio.run(_run_bridges(spec, args.metrics))
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    from gateway.config import load
+    from gateway.logging import configure
+
+    cfg = load(args.config)
+    configure(args.log_format or cfg.log_format, args.log_level or cfg.log_level)
+    from gateway.plugins import manager
+
+    manager().hook.gateway_configure(config=cfg.raw)
+    spec = [(b.name, b.front, b.back, cfg.limits) for b in cfg.bridges]
+    return asyncio.run(_run_bridges(spec, args.metrics or cfg.metrics))
+
+
+def _cmd_plugins(args: argparse.Namespace) -> int:
+    from gateway.plugins import manager, registry
+
+    reg = registry()
+    for name, plugin in manager().list_name_plugin():
+        where = getattr(plugin, "__name__", type(plugin).__name__)
+        provides = ", ".join(reg.provided_by.get(name or "", [])) or "hooks only"
+        print(f"{name:<10} {where:<28} {provides}")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "bridge":
+            return _cmd_bridge(args)
+        if args.command == "run":
+            return _cmd_run(args)
+        if args.command == "plugins":
+            return _cmd_plugins(args)
+        if args.command == "matrix":
+            if getattr(args, "matrix_missing", None):
+                raise ConfigError(f"matrix unavailable: {args.matrix_missing}")
+            if not getattr(args, "matrix_action", None):
+                parser.parse_args(["matrix", "--help"])
+            module = __import__(f"gateway.matrix.{args.matrix_action}", fromlist=["run"])
+            return int(module.run(args))
+        if args.command == "bench":
+            if getattr(args, "bench_missing", None):
+                raise ConfigError(f"bench unavailable: {args.bench_missing}")
+            from gateway import bench
+
+            return int(bench.run(args))
+        parser.print_help()
+        return 2
+    except GatewayError as exc:
+        print(f"gateway: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

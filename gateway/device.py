@@ -1,0 +1,271 @@
+"""The device: two raw sockets and a loop each way, translating envelopes across families.
+
+A bridge = a frontend raw socket that clients connect to (ROUTER-like: xrep / ROUTER) and a
+backend raw socket that talks to servers (DEALER-like: xreq / DEALER). Either side is native or
+library-backed; the device only sees ``Message``s through the raw-socket interface::
+
+    bind(url) -> str, connect(url), async send_msg(Message), async recv_msg() -> Message, close()
+
+Like pyzmq's devices, a ``Bridge`` records its endpoints and builds the sockets only in
+``run()``. Translation (DESIGN section 6) is pure and lives in ``gateway.envelope``:
+
+=============  ==========================  ==========================================
+front -> back  request                     reply
+=============  ==========================  ==========================================
+same family    untouched                   untouched
+zmtp -> sp     envelope -> minted token    token -> envelope (bounded table, TTL)
+sp -> zmtp     backtrace -> 4-byte frames  4-byte frames -> backtrace (validated)
+=============  ==========================  ==========================================
+
+Every message that cannot cross is dropped with a reason, a log line and a counter.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from gateway import envelope
+from gateway.envelope import EnvelopeError, TokenTable
+from gateway.errors import ConfigError, GatewayError, TransportError
+from gateway.logging import get_logger
+from gateway.message import Message
+from gateway.metrics import METRICS
+from gateway.plugins import body_codec, registry
+from gateway.url import DEFAULT_BACKEND, Endpoint, parse
+
+log = get_logger("gateway.device")
+
+
+class RawSocket(Protocol):
+    family: str
+
+    def bind(self, url: str) -> str: ...
+    def connect(self, url: str) -> None: ...
+    async def send_msg(self, msg: Message) -> None: ...
+    async def recv_msg(self) -> Message: ...
+    def close(self, linger: float = 0.5) -> None: ...
+
+
+class NativeRaw:
+    """The native engine's raw socket behind the raw-socket interface."""
+
+    def __init__(self, kind: str, family: str, *, ttl: int, max_message_size: int) -> None:
+        from gateway.engine.socket import Socket
+
+        self.family = family
+        self._sock = Socket(kind, raw=True, ttl=ttl, max_message_size=max_message_size,
+                            router_mandatory=True, name=f"device-x{kind.lower()}")
+        self.send_msg = self._sock.send_msg
+        self.recv_msg = self._sock.recv_msg
+
+    def bind(self, url: str) -> str:
+        return self._sock.bind(url)
+
+    def connect(self, url: str) -> None:
+        self._sock.connect(url)
+
+    def close(self, linger: float = 0.5) -> None:
+        self._sock.close(linger)
+
+
+def open_side(ep: Endpoint, kind: str, limits: Limits) -> tuple[RawSocket, str]:
+    """Build the raw socket for one endpoint and bind or connect it; return it and its URL."""
+    backend = ep.backend or DEFAULT_BACKEND[ep.wire]
+    if backend == "native":
+        sock: Any = NativeRaw(kind, ep.family, ttl=limits.hop_limit,
+                              max_message_size=limits.max_message_size)
+        url = ep.url
+    else:
+        spec = registry().adapter(backend)
+        if spec.family != ep.family:
+            raise ConfigError(f"backend {backend} speaks {spec.family}, not {ep.wire}: {ep.url}")
+        sock = spec.factory(kind, raw=True)
+        url = ep.lib_url
+    try:
+        if ep.mode == "connect":
+            sock.connect(url)
+            real = ep.url
+        else:
+            real = sock.bind(url)
+            if backend != "native":
+                real = f"{ep.scheme}://{real.partition('://')[2]}"
+    except (OSError, GatewayError) as exc:
+        sock.close(0)
+        if isinstance(exc, ConfigError):
+            raise
+        raise TransportError(f"cannot {ep.mode or 'bind'} {ep.url}: {exc}") from exc
+    except Exception as exc:  # library errors (zmq.ZMQError, pynng.NNGException)
+        sock.close(0)
+        raise TransportError(f"cannot {ep.mode or 'bind'} {ep.url}: {exc}") from exc
+    return sock, real
+
+
+@dataclass
+class Limits:
+    max_message_size: int = 1 << 20
+    hop_limit: int = 8
+    pending_tokens: int = 100_000
+    token_ttl: float = 60.0
+    grace: float = 2.0
+
+
+@dataclass
+class Bridge:
+    """One bridge. ``front`` defaults to bind, ``back`` to connect (CZMQ @/> override)."""
+
+    front: str
+    back: str
+    name: str = "bridge"
+    limits: Limits = field(default_factory=Limits)
+    on_ready: Callable[[Bridge], None] | None = None
+    front_url: str = ""
+    back_url: str = ""
+
+    def __post_init__(self) -> None:
+        transports = frozenset(registry().transports) | {"tcp", "ipc", "inproc"}
+        front, back = parse(self.front, transports=transports), parse(self.back, transports=transports)
+        self._front_ep = front if front.mode else _with_mode(front, "bind")
+        self._back_ep = back if back.mode else _with_mode(back, "connect")
+        self.mode = f"{front.family}->{back.family}"
+        self.table = TokenTable(self.limits.pending_tokens, self.limits.token_ttl)
+        self.in_flight = 0
+        self._front: Any = None
+        self._back: Any = None
+
+    # -- translation (the hot path) --------------------------------------------------------
+    def _request(self, msg: Message, now: float) -> Message:
+        if self.mode == "zmtp->sp":
+            if len(msg.body) != 1:
+                packed = body_codec(msg.body, "to_sp")
+                if packed is None:
+                    raise EnvelopeError("multi-frame-body", f"{len(msg.body)} frames")
+                msg = Message(msg.hops, packed)
+            return envelope.zmtp_to_sp_request(msg, self.table, now)
+        if self.mode == "sp->zmtp":
+            return envelope.sp_to_zmtp(msg)
+        return msg
+
+    def _reply(self, msg: Message, now: float) -> Message:
+        if self.mode == "zmtp->sp":
+            reply = envelope.sp_to_zmtp_reply(msg, self.table, now)
+            unpacked = body_codec(reply.body, "to_zmtp") if _HAS_BODY_CODEC[0] else None
+            return reply if unpacked is None else Message(reply.hops, unpacked)
+        if self.mode == "sp->zmtp":
+            return envelope.zmtp_to_sp_reply(msg)
+        return msg
+
+    def _drop(self, reason: str, direction: str, detail: str = "") -> None:
+        METRICS.inc("gateway_dropped_total", reason=reason, bridge=self.name)
+        log.warning("drop", bridge=self.name, direction=direction, reason=reason, detail=detail)
+
+    async def _forward_requests(self) -> None:
+        front, back, clock = self._front, self._back, time.monotonic
+        while True:
+            msg = await front.recv_msg()
+            t0 = time.perf_counter()
+            try:
+                out = self._request(msg, clock())
+            except EnvelopeError as exc:
+                self._drop(exc.reason, "request", exc.detail)
+                continue
+            await back.send_msg(out)
+            self.in_flight += 1
+            METRICS.inc("gateway_forwarded_total", direction="request", bridge=self.name)
+            METRICS.observe_us("gateway_hop_latency_seconds", (time.perf_counter() - t0) * 1e6)
+
+    async def _forward_replies(self) -> None:
+        front, back, clock = self._front, self._back, time.monotonic
+        while True:
+            msg = await back.recv_msg()
+            t0 = time.perf_counter()
+            try:
+                out = self._reply(msg, clock())
+            except EnvelopeError as exc:
+                self._drop(exc.reason, "reply", exc.detail)
+                continue
+            try:
+                await front.send_msg(out)
+            except TransportError as exc:  # the client went away before its reply
+                self._drop("client-gone", "reply", str(exc))
+                continue
+            self.in_flight = max(0, self.in_flight - 1)
+            METRICS.inc("gateway_forwarded_total", direction="reply", bridge=self.name)
+            METRICS.observe_us("gateway_hop_latency_seconds", (time.perf_counter() - t0) * 1e6)
+
+    async def _expire_tokens(self) -> None:
+        while True:
+            await asyncio.sleep(min(1.0, self.limits.token_ttl / 4))
+            expired = self.table.expire(time.monotonic())
+            if expired:
+                METRICS.inc("gateway_dropped_total", expired, reason="token-expired", bridge=self.name)
+                log.warning("drop", bridge=self.name, direction="reply", reason="token-expired",
+                            count=expired)
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    def open(self) -> None:
+        """Build, bind and connect both sockets (call inside the running loop)."""
+        _HAS_BODY_CODEC[0] = bool(registry() and _body_codec_impls())
+        self._front, self.front_url = open_side(self._front_ep, "REP", self.limits)
+        try:
+            self._back, self.back_url = open_side(self._back_ep, "REQ", self.limits)
+        except BaseException:
+            self._front.close(0)
+            raise
+        METRICS.gauge("gateway_pending_tokens", lambda: float(len(self.table)),
+                      "ZeroMQ envelopes waiting for an SP reply")
+        log.info("bridge.up", bridge=self.name, front=self.front_url, back=self.back_url,
+                 mode=self.mode)
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Forward until ``stop`` is set, then drain in-flight replies for ``grace`` seconds."""
+        if self._front is None:
+            self.open()
+        if self.on_ready is not None:
+            self.on_ready(self)
+        requests = asyncio.create_task(self._forward_requests(), name=f"{self.name}-requests")
+        replies = asyncio.create_task(self._forward_replies(), name=f"{self.name}-replies")
+        expiry = asyncio.create_task(self._expire_tokens())
+        stopper = asyncio.create_task(stop.wait())
+        try:
+            done, _ = await asyncio.wait({requests, replies, stopper},
+                                         return_when=asyncio.FIRST_COMPLETED)
+            for task in done - {stopper}:
+                task.result()  # a loop that died: raise its error
+            requests.cancel()  # no new requests; replies to those in flight still cross
+            deadline = time.monotonic() + self.limits.grace
+            while self.in_flight and not replies.done() and time.monotonic() < deadline:
+                await asyncio.sleep(0.02)
+            if self.in_flight:
+                log.warning("bridge.drain", bridge=self.name, unanswered=self.in_flight)
+        finally:
+            for task in (requests, replies, expiry, stopper):
+                task.cancel()
+            await asyncio.gather(requests, replies, expiry, stopper, return_exceptions=True)
+            self.close()
+
+    def close(self) -> None:
+        for sock in (self._front, self._back):
+            if sock is not None:
+                with contextlib.suppress(Exception):
+                    sock.close(0.2)
+        log.info("bridge.down", bridge=self.name)
+
+
+def _with_mode(ep: Endpoint, mode: str) -> Endpoint:
+    from dataclasses import replace
+
+    return replace(ep, mode=mode)
+
+
+_HAS_BODY_CODEC = [False]
+
+
+def _body_codec_impls() -> bool:
+    from gateway.plugins import manager
+
+    return bool(manager().hook.gateway_body_codec.get_hookimpls())
