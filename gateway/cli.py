@@ -13,6 +13,7 @@ import sys
 from collections.abc import Sequence
 
 from gateway import __version__
+from gateway.engine.loop import run as run_loop
 from gateway.errors import ConfigError, GatewayError
 
 
@@ -145,7 +146,7 @@ def _cmd_bridge(args: argparse.Namespace) -> int:
 
     configure(args.log_format or "console", args.log_level or "info")
     spec = [(args.name, args.front, args.back, _limits(args))]
-    return asyncio.run(_run_bridges(spec, args.metrics))
+    return run_loop(_run_bridges(spec, args.metrics))
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
@@ -158,7 +159,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
     manager().hook.gateway_configure(config=cfg.raw)
     spec = [(b.name, b.front, b.back, cfg.limits) for b in cfg.bridges]
-    return asyncio.run(_run_bridges(spec, args.metrics or cfg.metrics))
+    return run_loop(_run_bridges(spec, args.metrics or cfg.metrics))
 
 
 def _cmd_plugins(args: argparse.Namespace) -> int:

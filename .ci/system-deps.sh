@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Debian packages the interop tests and the matrix need: nanomsg's and nng 1.5's CLIs, and a
+# Java runtime for Spark. Installs only what is missing; needs root (CI and dev machines are).
+set -euo pipefail
+need=()
+command -v nanocat >/dev/null 2>&1 || need+=(nanomsg-utils)
+command -v nngcat >/dev/null 2>&1 || need+=(nng-utils)
+command -v java >/dev/null 2>&1 || need+=(default-jre-headless)
+[ ${#need[@]} -eq 0 ] && exit 0
+if [ "$(id -u)" != 0 ]; then
+  echo "system-deps: missing ${need[*]}; run as root or: sudo apt-get install ${need[*]}" >&2
+  exit 1
+fi
+echo "system-deps: installing ${need[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null

@@ -1,0 +1,49 @@
+# The two set-up commands of the README: `make demo` and `make test`. Both build .venv from nothing.
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+export PYSPARK_PYTHON := $(abspath $(PY))
+export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
+
+.PHONY: env system-deps demo test test-fast lint bench matrix clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[test,bench]'
+	$(PY) -m pip install -q -e examples/plugin-skeleton
+	touch $(STAMP)
+
+system-deps:
+	bash .ci/system-deps.sh
+
+env: system-deps $(STAMP)
+
+## make test: unit tests, interop tests against libzmq/nng/nanomsg, a small Spark matrix
+test: env
+	$(PY) -m ruff check gateway plugins tests interop_tests examples
+	$(PY) -m pytest -q -m "not slow" -p no:cacheprovider
+
+test-fast: env
+	$(PY) -m pytest -q -m "not slow and not spark" -x tests
+
+lint: env
+	$(PY) -m ruff check gateway plugins tests interop_tests examples
+	$(PY) -m mypy gateway plugins
+
+## make demo: live bridges between real ZeroMQ and nng peers, then a small matrix and its report
+demo: env
+	$(PY) examples/demo.py
+
+## make bench: latency/throughput side by side with libzmq, nng and zmq.proxy
+bench: env
+	$(PY) -m gateway bench --json out/bench.json --png out/bench.png
+
+## the full matrix (Spark, local[*] unless MASTER=spark://host:7077)
+matrix: env
+	$(PY) -m gateway matrix run --out out/matrix $(if $(MASTER),--master $(MASTER))
+	$(PY) -m gateway matrix report out/matrix --format markdown
+
+clean:
+	rm -rf $(VENV) out build *.egg-info
