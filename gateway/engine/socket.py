@@ -16,7 +16,7 @@ import asyncio
 import contextlib
 import random
 from collections import deque
-from typing import Any
+from typing import Any, cast
 
 from gateway.errors import (
     Closed,
@@ -66,8 +66,8 @@ class Pipe(asyncio.Protocol):
 
     # -- asyncio.Protocol ------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        # a stream transport of any loop (asyncio's, uvloop's, inproc's): no isinstance check
+        self.transport = transport = cast(asyncio.Transport, transport)
         sock = self.socket
         if sock.closed:
             transport.abort()
@@ -80,11 +80,15 @@ class Pipe(asyncio.Protocol):
             sock.handshake_timeout, self._handshake_timeout)
 
     def data_received(self, data: bytes) -> None:
+        self.codec.receive_data(data)
+        self.process()
+
+    def process(self) -> None:
+        """Dispatch decoded events; stop while reading is paused (the rest stays in the codec)."""
         codec = self.codec
-        codec.receive_data(data)
         incoming = self.socket._incoming
         try:
-            while (event := codec.next_event()) is not None:
+            while self.reading and (event := codec.next_event()) is not None:
                 if type(event) is tuple:
                     incoming(self, event)
                 else:
@@ -225,7 +229,7 @@ class Socket:
         while not self.closed:
             lost: asyncio.Future[bool] = loop.create_future()
             try:
-                await transport.dial(ep.address, lambda: Pipe(self, wire, ep.url, lost))
+                await transport.dial(ep.address, lambda lost=lost: Pipe(self, wire, ep.url, lost))
             except OSError as exc:
                 log.debug("dial.failed", url=ep.url, error=str(exc), socket=self.name)
                 lost.cancel()
@@ -313,7 +317,9 @@ class Socket:
                 pipe.queued -= 1
                 if not pipe.reading and pipe.queued <= self.hwm // 2 and pipe.transport is not None:
                     pipe.reading = True
-                    pipe.transport.resume_reading()
+                    pipe.process()  # messages already read while paused
+                    if pipe.reading:
+                        pipe.transport.resume_reading()
             else:
                 waiter = self._recv_waiter = asyncio.get_running_loop().create_future()
                 try:

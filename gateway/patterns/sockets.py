@@ -104,9 +104,10 @@ class Pattern:
     def receive(self, routing_id: bytes, family: str, parts: tuple[bytes, ...]) -> Message:
         """A message arrived from the pipe ``routing_id``: the Message to queue for the app."""
         if family == SP:
-            hops, body = split_sp(parts[0], self.ttl)
-            if self.routed:
-                hops = (routing_id, *hops)
+            if self.routed:  # xrep/ROUTER/REP count hops (nng's TTL); xreq moves the whole stack
+                hops, body = split_sp(parts[0], self.ttl)
+                return Message((routing_id, *hops), (body,))
+            hops, body = split_sp(parts[0], len(parts[0]) // 4 + 1)
             return Message(hops, (body,))
         hops, frames = split_zmtp(parts)
         if self.routed:
