@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -31,7 +33,7 @@ from typing import Any, Protocol
 
 from gateway import envelope
 from gateway.envelope import EnvelopeError, TokenTable
-from gateway.errors import ConfigError, GatewayError, TransportError
+from gateway.errors import ConfigError, TransportError
 from gateway.logging import get_logger
 from gateway.message import Message
 from gateway.metrics import METRICS
@@ -73,9 +75,17 @@ class NativeRaw:
         self._sock.close(linger)
 
 
-def open_side(ep: Endpoint, kind: str, limits: Limits) -> tuple[RawSocket, str]:
-    """Build the raw socket for one endpoint and bind or connect it; return it and its URL."""
-    backend = ep.backend or DEFAULT_BACKEND[ep.wire]
+def backend_of(ep: Endpoint) -> str:
+    return ep.backend or DEFAULT_BACKEND[ep.wire]
+
+
+def open_side(ep: Endpoint, kind: str, limits: Limits, *, fast: bool = False) -> tuple[Any, str]:
+    """Build the raw socket for one endpoint and bind or connect it; return it and its URL.
+
+    ``fast``: a library socket for the poller loop of ``gateway.fastpath`` instead of an
+    asyncio one.
+    """
+    backend = backend_of(ep)
     if backend == "native":
         sock: Any = NativeRaw(kind, ep.family, ttl=limits.hop_limit,
                               max_message_size=limits.max_message_size)
@@ -84,7 +94,13 @@ def open_side(ep: Endpoint, kind: str, limits: Limits) -> tuple[RawSocket, str]:
         spec = registry().adapter(backend)
         if spec.family != ep.family:
             raise ConfigError(f"backend {backend} speaks {spec.family}, not {ep.wire}: {ep.url}")
-        sock = spec.factory(kind, raw=True)
+        if fast:
+            from gateway import fastpath
+
+            sock = fastpath.make_end(backend, kind, ttl=limits.hop_limit,
+                                     max_message_size=limits.max_message_size)
+        else:
+            sock = spec.factory(kind, raw=True)
         url = ep.lib_url
     try:
         if ep.mode == "connect":
@@ -94,13 +110,11 @@ def open_side(ep: Endpoint, kind: str, limits: Limits) -> tuple[RawSocket, str]:
             real = sock.bind(url)
             if backend != "native":
                 real = f"{ep.scheme}://{real.partition('://')[2]}"
-    except (OSError, GatewayError) as exc:
-        sock.close(0)
-        if isinstance(exc, ConfigError):
-            raise
-        raise TransportError(f"cannot {ep.mode or 'bind'} {ep.url}: {exc}") from exc
-    except Exception as exc:  # library errors (zmq.ZMQError, pynng.NNGException)
-        sock.close(0)
+    except ConfigError:
+        sock.close()
+        raise
+    except Exception as exc:  # OSError, TransportError, zmq.ZMQError, pynng.NNGException
+        sock.close()
         raise TransportError(f"cannot {ep.mode or 'bind'} {ep.url}: {exc}") from exc
     return sock, real
 
@@ -197,29 +211,35 @@ class Bridge:
             METRICS.inc("gateway_forwarded_total", direction="reply", bridge=self.name)
             METRICS.observe_us("gateway_hop_latency_seconds", (time.perf_counter() - t0) * 1e6)
 
+    def _expire(self, now: float) -> None:
+        expired = self.table.expire(now)
+        if expired:
+            self.in_flight = max(0, self.in_flight - expired)
+            METRICS.inc("gateway_dropped_total", expired, reason="token-expired", bridge=self.name)
+            log.warning("drop", bridge=self.name, direction="reply", reason="token-expired",
+                        count=expired)
+
     async def _expire_tokens(self) -> None:
         while True:
             await asyncio.sleep(min(1.0, self.limits.token_ttl / 4))
-            expired = self.table.expire(time.monotonic())
-            if expired:
-                METRICS.inc("gateway_dropped_total", expired, reason="token-expired", bridge=self.name)
-                log.warning("drop", bridge=self.name, direction="reply", reason="token-expired",
-                            count=expired)
+            self._expire(time.monotonic())
 
     # -- lifecycle ---------------------------------------------------------------------------
     def open(self) -> None:
         """Build, bind and connect both sockets (call inside the running loop)."""
-        _HAS_BODY_CODEC[0] = bool(registry() and _body_codec_impls())
-        self._front, self.front_url = open_side(self._front_ep, "REP", self.limits)
+        _HAS_BODY_CODEC[0] = _body_codec_impls()
+        self.fast = (os.environ.get("GATEWAY_FASTPATH", "1") != "0"
+                     and "native" not in (backend_of(self._front_ep), backend_of(self._back_ep)))
+        self._front, self.front_url = open_side(self._front_ep, "REP", self.limits, fast=self.fast)
         try:
-            self._back, self.back_url = open_side(self._back_ep, "REQ", self.limits)
+            self._back, self.back_url = open_side(self._back_ep, "REQ", self.limits, fast=self.fast)
         except BaseException:
             self._front.close(0)
             raise
         METRICS.gauge("gateway_pending_tokens", lambda: float(len(self.table)),
                       "ZeroMQ envelopes waiting for an SP reply")
         log.info("bridge.up", bridge=self.name, front=self.front_url, back=self.back_url,
-                 mode=self.mode)
+                 mode=self.mode, loop="poller" if self.fast else "asyncio")
 
     async def run(self, stop: asyncio.Event) -> None:
         """Forward until ``stop`` is set, then drain in-flight replies for ``grace`` seconds."""
@@ -227,6 +247,9 @@ class Bridge:
             self.open()
         if self.on_ready is not None:
             self.on_ready(self)
+        if self.fast:
+            await self._run_polling(stop)
+            return
         requests = asyncio.create_task(self._forward_requests(), name=f"{self.name}-requests")
         replies = asyncio.create_task(self._forward_replies(), name=f"{self.name}-replies")
         expiry = asyncio.create_task(self._expire_tokens())
@@ -248,11 +271,34 @@ class Bridge:
             await asyncio.gather(requests, replies, expiry, stopper, return_exceptions=True)
             self.close()
 
+    async def _run_polling(self, stop: asyncio.Event) -> None:
+        from gateway.fastpath import poll_loop
+
+        halt, draining = threading.Event(), threading.Event()
+        worker = asyncio.ensure_future(asyncio.to_thread(
+            poll_loop, self, self._front, self._back, halt, draining))
+        stopper = asyncio.ensure_future(stop.wait())
+        try:
+            await asyncio.wait({worker, stopper}, return_when=asyncio.FIRST_COMPLETED)
+            if worker.done():
+                worker.result()
+            draining.set()  # no new requests; replies to those in flight still cross
+            deadline = time.monotonic() + self.limits.grace
+            while self.in_flight and time.monotonic() < deadline:
+                await asyncio.sleep(0.02)
+            if self.in_flight:
+                log.warning("bridge.drain", bridge=self.name, unanswered=self.in_flight)
+        finally:
+            halt.set()
+            stopper.cancel()
+            await asyncio.gather(worker, stopper, return_exceptions=True)
+            self.close()
+
     def close(self) -> None:
         for sock in (self._front, self._back):
             if sock is not None:
                 with contextlib.suppress(Exception):
-                    sock.close(0.2)
+                    sock.close()
         log.info("bridge.down", bridge=self.name)
 
 
