@@ -1,0 +1,250 @@
+"""Envelope translation between the ZMTP and SP worlds (DESIGN section 6). Pure: no I/O.
+
+Four functions and one table, all working on :class:`~gateway.message.Message`:
+
+SP clients -> ZMTP servers (stateless)
+    :func:`sp_to_zmtp` turns the SP backtrace ``[pipe;...;rid]`` into one 4-byte frame per hop
+    plus the empty delimiter; :func:`zmtp_to_sp_reply` checks the envelope a ZeroMQ server sends
+    back (every frame 4 bytes, top bit clear except on the last one, then the delimiter) and
+    drops the delimiter again.
+
+ZMTP clients -> SP servers (bounded state)
+    :func:`zmtp_to_sp_request` parks the ZeroMQ envelope (ROUTER identity, any app envelope
+    frames, and the delimiter when there was one) in a :class:`TokenTable` under a freshly
+    minted 4-byte token with the top bit set, and sends ``[token]`` + body on SP;
+    :func:`sp_to_zmtp_reply` restores the envelope from the token of the reply.
+
+Every refusal is an :class:`EnvelopeError` (a :class:`~gateway.errors.RemoteProtocolError`)
+whose ``reason`` is a short stable string the device uses as a counter label:
+
+=================  ===========================================================================
+reason             meaning
+=================  ===========================================================================
+no-delimiter       a ZMTP reply without the empty delimiter frame
+no-request-id      no hop at all, or the last SP hop lacks its top bit
+not-4-bytes        an SP hop (or ZMTP reply envelope frame) that is not exactly 4 bytes
+bad-backtrace      a hop before the request id with its top bit set; or a token reply with
+                   more than one hop
+multi-frame-body   a body of several frames where SP carries exactly one
+no-body            a body of zero frames where SP needs one
+table-full         :class:`TableFull`: the pending-token table is full even after expiry
+unknown-token      :class:`UnknownToken`: a reply for a token the table does not hold
+expired-token      :class:`UnknownToken`: the token was still held but its deadline passed
+=================  ===========================================================================
+
+Time is always passed in (``now``, seconds of a monotonic clock, e.g. ``time.monotonic()``);
+nothing here reads a clock, so the table is fully deterministic under test.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import OrderedDict
+
+from gateway.errors import RemoteProtocolError
+from gateway.message import DELIMITER, Message
+
+__all__ = [
+    "EnvelopeError",
+    "TableFull",
+    "UnknownToken",
+    "TokenTable",
+    "sp_to_zmtp",
+    "zmtp_to_sp_reply",
+    "zmtp_to_sp_request",
+    "sp_to_zmtp_reply",
+]
+
+_new = tuple.__new__  # Message(...) without the NamedTuple __new__ wrapper (hot path)
+_TOP = 0x80
+_COUNTER_MASK = 0x7FFF_FFFF
+_TOKEN_BIT = 0x8000_0000
+
+
+class EnvelopeError(RemoteProtocolError):
+    """An envelope that cannot cross families. ``reason`` is a short label for counters."""
+
+    def __init__(self, reason: str, detail: str = "") -> None:
+        super().__init__(f"{reason}: {detail}" if detail else reason)
+        self.reason = reason
+        self.detail = detail
+
+
+class TableFull(EnvelopeError):
+    """No room for one more pending request, even after expiring the old ones."""
+
+    def __init__(self, detail: str = "") -> None:
+        super().__init__("table-full", detail)
+
+
+class UnknownToken(EnvelopeError):
+    """A reply whose token is unknown (never minted, already answered, expired)."""
+
+    def __init__(self, reason: str = "unknown-token", detail: str = "") -> None:
+        super().__init__(reason, detail)
+
+
+# ---------------------------------------------------------------------------------------------
+# SP clients -> ZMTP servers (stateless)
+
+
+def sp_to_zmtp(msg: Message) -> Message:
+    """An SP request ``([pipe;...;rid][body])`` as ZMTP frames ``pipe, ..., rid, "", body``.
+
+    >>> sp_to_zmtp(Message((b"\\x00\\x00\\x00\\x01", b"\\x80\\x00\\x00\\x07"), (b"hi",)))
+    Message(hops=(b'\\x00\\x00\\x00\\x01', b'\\x80\\x00\\x00\\x07', b''), body=(b'hi',))
+
+    The raw SP socket already guarantees the backtrace shape; only the request id is checked
+    (cheaply) so that a caller mixing up families fails loudly.
+    """
+    hops = msg[0]
+    if not hops:
+        raise EnvelopeError("no-request-id", "empty SP backtrace")
+    rid = hops[-1]
+    if len(rid) != 4 or not rid[0] & _TOP:
+        raise EnvelopeError("no-request-id", f"last hop {rid!r}")
+    return _new(Message, (hops + (DELIMITER,), msg[1]))
+
+
+def zmtp_to_sp_reply(msg: Message) -> Message:
+    """A ZeroMQ server's reply ``pipe, ..., rid, "", body`` back to ``([pipe;...;rid][body])``.
+
+    The envelope must be what :func:`sp_to_zmtp` produced: 4-byte words, top bit clear on all
+    but the last, top bit set on the last, then the delimiter; the body exactly one frame.
+    Anything else is bad input from the server (:class:`EnvelopeError`).
+    """
+    hops, body = msg
+    if not hops or hops[-1] != DELIMITER:
+        raise EnvelopeError("no-delimiter", f"envelope {hops!r}")
+    words = hops[:-1]
+    if not words:
+        raise EnvelopeError("no-request-id", "no envelope frame before the delimiter")
+    last = len(words) - 1
+    for i, w in enumerate(words):
+        if len(w) != 4:
+            raise EnvelopeError("not-4-bytes", f"envelope frame {i} is {len(w)} bytes")
+        if i == last:
+            if not w[0] & _TOP:
+                raise EnvelopeError("no-request-id", f"last envelope frame {w!r}")
+        elif w[0] & _TOP:
+            raise EnvelopeError("bad-backtrace", f"frame {i} {w!r} has the top bit set")
+    if len(body) != 1:
+        if not body:
+            raise EnvelopeError("no-body")
+        raise EnvelopeError("multi-frame-body", f"{len(body)} frames")
+    return _new(Message, (words, body))
+
+
+# ---------------------------------------------------------------------------------------------
+# ZMTP clients -> SP servers (bounded state)
+
+
+class TokenTable:
+    """Pending requests of ZeroMQ clients: token -> (ZeroMQ hops, deadline).
+
+    Tokens are 4 bytes big-endian with the top bit set (so they are a valid SP request id);
+    the low 31 bits are a counter that starts at a random value (or ``start``) and skips any
+    token still in the table. ``ttl`` is constant, so insertion order is deadline order as long
+    as ``now`` never goes back: :meth:`expire` pops from the front of an ``OrderedDict`` while
+    the front is expired -- O(1) per removed entry and O(1) when nothing is due.
+
+    The table never reads a clock and never expires entries behind the caller's back except in
+    :meth:`mint` when it is full; every removal by expiry is counted in ``expired_total``
+    (and returned by :meth:`expire`) so the device can log and count it.
+    """
+
+    __slots__ = ("max_entries", "ttl", "_entries", "_counter", "expired_total")
+
+    def __init__(
+        self, max_entries: int = 100_000, ttl: float = 60.0, *, start: int | None = None
+    ) -> None:
+        if not 1 <= max_entries <= _COUNTER_MASK:
+            raise ValueError(f"max_entries must be in 1..{_COUNTER_MASK}, not {max_entries}")
+        if not ttl > 0:
+            raise ValueError(f"ttl must be > 0, not {ttl}")
+        self.max_entries = max_entries
+        self.ttl = float(ttl)
+        self._entries: OrderedDict[bytes, tuple[tuple[bytes, ...], float]] = OrderedDict()
+        self._counter = (random.getrandbits(31) if start is None else start) & _COUNTER_MASK
+        self.expired_total = 0
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __contains__(self, token: object) -> bool:
+        return token in self._entries
+
+    def mint(self, hops: tuple[bytes, ...], now: float) -> bytes:
+        """Park ``hops`` until ``now + ttl``; return the new 4-byte token (top bit set)."""
+        entries = self._entries
+        if len(entries) >= self.max_entries:
+            self.expire(now)
+            if len(entries) >= self.max_entries:
+                raise TableFull(f"{len(entries)} pending requests")
+        c = self._counter
+        token = (c | _TOKEN_BIT).to_bytes(4, "big")
+        while token in entries:  # terminates: fewer than 2**31 entries
+            c = (c + 1) & _COUNTER_MASK
+            token = (c | _TOKEN_BIT).to_bytes(4, "big")
+        self._counter = (c + 1) & _COUNTER_MASK
+        entries[token] = (hops, now + self.ttl)
+        return token
+
+    def pop(self, token: bytes, now: float) -> tuple[bytes, ...]:
+        """Remove and return the hops parked under ``token``; :class:`UnknownToken` if none."""
+        try:
+            hops, deadline = self._entries.pop(token)
+        except KeyError:
+            raise UnknownToken("unknown-token", f"token {token!r}") from None
+        if deadline <= now:
+            raise UnknownToken("expired-token", f"token {token!r}")
+        return hops
+
+    def expire(self, now: float) -> int:
+        """Drop every entry whose deadline is ``<= now``; return how many were dropped."""
+        entries = self._entries
+        n = 0
+        while entries:
+            token = next(iter(entries))
+            if entries[token][1] > now:
+                break
+            entries.popitem(last=False)
+            n += 1
+        self.expired_total += n
+        return n
+
+    def __repr__(self) -> str:
+        return f"TokenTable({len(self)}/{self.max_entries}, ttl={self.ttl})"
+
+
+def zmtp_to_sp_request(msg: Message, table: TokenTable, now: float) -> Message:
+    """A ZeroMQ request (hops = ROUTER identity, app envelope, delimiter if any) as SP.
+
+    Returns ``([token][body])``; the hops wait in ``table`` for the reply. The body must be
+    one frame (the device asks the ``gateway_body_codec`` hook first).
+    """
+    hops, body = msg
+    if len(body) != 1:
+        if not body:
+            raise EnvelopeError("no-body")
+        raise EnvelopeError("multi-frame-body", f"{len(body)} frames")
+    return _new(Message, ((table.mint(hops, now),), body))
+
+
+def sp_to_zmtp_reply(msg: Message, table: TokenTable, now: float) -> Message:
+    """An SP reply ``([token][body])`` back to the ZeroMQ envelope parked under ``token``.
+
+    A DEALER client that sent no delimiter gets back exactly its identity + body frames, as it
+    sent them: the parked hops simply hold no delimiter.
+    """
+    hops, body = msg
+    if len(hops) != 1:
+        if not hops:
+            raise EnvelopeError("no-request-id", "reply without a token")
+        raise EnvelopeError("bad-backtrace", f"{len(hops)} hops where one token was expected")
+    token = hops[0]
+    if len(token) != 4:
+        raise EnvelopeError("not-4-bytes", f"token {token!r}")
+    if not token[0] & _TOP:
+        raise EnvelopeError("no-request-id", f"token {token!r} lacks the top bit")
+    return _new(Message, (table.pop(token, now), body))

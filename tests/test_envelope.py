@@ -1,0 +1,392 @@
+"""gateway.envelope: table tests with exact bytes, the seed walk-through, the token table."""
+
+from __future__ import annotations
+
+import ast
+import pathlib
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import gateway.envelope as envelope
+from gateway.envelope import (
+    EnvelopeError,
+    TableFull,
+    TokenTable,
+    UnknownToken,
+    sp_to_zmtp,
+    sp_to_zmtp_reply,
+    zmtp_to_sp_reply,
+    zmtp_to_sp_request,
+)
+from gateway.errors import GatewayError, RemoteProtocolError
+from gateway.message import Message
+
+PIPE1 = b"\x00\x00\x00\x11"  # nng pipe ids: top bit clear
+PIPE0 = b"\x00\x00\x00\x07"
+RID = b"\x80\x00\x00\x01"  # request id: top bit set
+ZID = b"\x00k\x8bEg"  # libzmq generated ROUTER identity: 00 + uint32
+
+
+# --- purity -------------------------------------------------------------------------------------
+
+
+def test_envelope_module_is_pure() -> None:
+    tree = ast.parse(pathlib.Path(envelope.__file__).read_text())
+    imported: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            imported.update(a.name.split(".")[0] for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            imported.add(node.module.split(".")[0])
+    forbidden = {"socket", "asyncio", "zmq", "pynng", "threading", "selectors", "time", "trio"}
+    assert not imported & forbidden, imported & forbidden
+
+
+def test_error_tree() -> None:
+    assert issubclass(EnvelopeError, RemoteProtocolError)
+    assert issubclass(TableFull, EnvelopeError) and issubclass(UnknownToken, EnvelopeError)
+    assert issubclass(EnvelopeError, GatewayError)
+    e = EnvelopeError("not-4-bytes", "frame 0 is 5 bytes")
+    assert e.reason == "not-4-bytes" and "frame 0" in str(e)
+    assert TableFull().reason == "table-full"
+    assert UnknownToken().reason == "unknown-token"
+
+
+# --- SP clients -> ZMTP servers (stateless) -----------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("sp", "zmtp"),
+    [
+        (Message((PIPE1, RID), (b"hi",)), Message((PIPE1, RID, b""), (b"hi",))),
+        (Message((RID,), (b"",)), Message((RID, b""), (b"",))),
+        (
+            Message((PIPE1, PIPE0, b"\xff\xff\xff\xff"), (b"x" * 3,)),
+            Message((PIPE1, PIPE0, b"\xff\xff\xff\xff", b""), (b"xxx",)),
+        ),
+    ],
+)
+def test_sp_to_zmtp_and_back(sp: Message, zmtp: Message) -> None:
+    assert sp_to_zmtp(sp) == zmtp
+    assert zmtp_to_sp_reply(zmtp) == sp
+    # frames exactly as a ZeroMQ DEALER puts them on the wire
+    assert sp_to_zmtp(sp).frames == sp.hops + (b"",) + sp.body
+
+
+@pytest.mark.parametrize(
+    ("sp", "reason"),
+    [
+        (Message((), (b"x",)), "no-request-id"),
+        (Message((PIPE1,), (b"x",)), "no-request-id"),
+        (Message((PIPE1, b"\x80\x00\x01"), (b"x",)), "no-request-id"),
+    ],
+)
+def test_sp_to_zmtp_refuses(sp: Message, reason: str) -> None:
+    with pytest.raises(EnvelopeError) as ei:
+        sp_to_zmtp(sp)
+    assert ei.value.reason == reason
+
+
+@pytest.mark.parametrize(
+    ("zmtp", "reason"),
+    [
+        (Message((PIPE1, RID), (b"x",)), "no-delimiter"),  # REP server lost the delimiter
+        (Message((), (b"x",)), "no-delimiter"),
+        (Message((b"",), (b"x",)), "no-request-id"),  # only a delimiter
+        (Message((PIPE1, b""), (b"x",)), "no-request-id"),  # last word lacks the top bit
+        (Message((ZID, RID, b""), (b"x",)), "not-4-bytes"),  # a 5-byte identity frame
+        (Message((PIPE1, b"\x80\x00\x01", b""), (b"x",)), "not-4-bytes"),
+        (Message((RID, RID, b""), (b"x",)), "bad-backtrace"),  # top bit before the end
+        (Message((PIPE1, RID, b""), (b"a", b"b")), "multi-frame-body"),
+        (Message((PIPE1, RID, b""), ()), "no-body"),
+    ],
+)
+def test_zmtp_to_sp_reply_refuses(zmtp: Message, reason: str) -> None:
+    with pytest.raises(EnvelopeError) as ei:
+        zmtp_to_sp_reply(zmtp)
+    assert ei.value.reason == reason
+
+
+# --- the token table ----------------------------------------------------------------------------
+
+
+def test_mint_exact_tokens_and_pop() -> None:
+    t = TokenTable(max_entries=10, ttl=5.0, start=5)
+    a = t.mint((ZID, b""), now=100.0)
+    b = t.mint((b"id2",), now=100.5)
+    assert (a, b) == (b"\x80\x00\x00\x05", b"\x80\x00\x00\x06")
+    assert len(t) == 2 and a in t
+    assert t.pop(b, now=101.0) == (b"id2",)
+    assert t.pop(a, now=104.9) == (ZID, b"")
+    assert len(t) == 0
+    with pytest.raises(UnknownToken) as ei:
+        t.pop(a, now=105.0)  # answered already
+    assert ei.value.reason == "unknown-token"
+
+
+def test_token_counter_wraps_and_keeps_top_bit() -> None:
+    t = TokenTable(start=0x7FFF_FFFE)
+    toks = [t.mint((b"i",), 0.0) for _ in range(3)]
+    assert toks == [b"\xff\xff\xff\xfe", b"\xff\xff\xff\xff", b"\x80\x00\x00\x00"]
+
+
+def test_random_start_has_top_bit() -> None:
+    for _ in range(50):
+        tok = TokenTable().mint((b"i",), 0.0)
+        assert len(tok) == 4 and tok[0] & 0x80
+
+
+def test_mint_skips_tokens_in_use() -> None:
+    t = TokenTable(max_entries=10, start=0x7FFF_FFFF)
+    held = t.mint((b"held",), 0.0)  # 0xffffffff stays pending
+    assert held == b"\xff\xff\xff\xff"
+    t._counter = 0x7FFF_FFFF  # as if 2**31 mints later the counter came round to it again
+    nxt = t.mint((b"next",), 0.0)
+    assert nxt == b"\x80\x00\x00\x00"  # skipped the held one
+    assert t.pop(held, 0.0) == (b"held",) and t.pop(nxt, 0.0) == (b"next",)
+
+
+def test_tokens_unique_while_pending() -> None:
+    t = TokenTable(max_entries=5000, start=123)
+    toks = [t.mint((i.to_bytes(2, "big"),), 0.0) for i in range(5000)]
+    assert len(set(toks)) == 5000
+    assert all(len(x) == 4 and x[0] & 0x80 for x in toks)
+
+
+def test_ttl_expiry() -> None:
+    t = TokenTable(max_entries=100, ttl=10.0, start=1)
+    a = t.mint((b"a",), now=0.0)
+    b = t.mint((b"b",), now=4.0)
+    c = t.mint((b"c",), now=8.0)
+    assert t.expire(9.9) == 0
+    assert t.expire(10.0) == 1  # a's deadline is 10.0
+    assert len(t) == 2 and a not in t
+    with pytest.raises(UnknownToken) as ei:
+        t.pop(a, now=10.0)
+    assert ei.value.reason == "unknown-token"
+    # b is still held but past its deadline when the reply comes: refused as expired
+    with pytest.raises(UnknownToken) as ei:
+        t.pop(b, now=14.0)
+    assert ei.value.reason == "expired-token"
+    assert b not in t
+    assert t.expire(100.0) == 1 and c not in t
+    assert t.expired_total == 2 and len(t) == 0
+
+
+def test_table_full_then_expiry_makes_room() -> None:
+    t = TokenTable(max_entries=3, ttl=1.0, start=0)
+    for i in range(3):
+        t.mint((bytes([i]),), now=0.0)
+    with pytest.raises(TableFull) as ei:
+        t.mint((b"x",), now=0.5)
+    assert ei.value.reason == "table-full"
+    assert len(t) == 3
+    tok = t.mint((b"x",), now=1.0)  # mint expires the old ones first
+    assert len(t) == 1 and t.expired_total == 3
+    assert t.pop(tok, 1.5) == (b"x",)
+
+
+def test_table_validates_arguments() -> None:
+    with pytest.raises(ValueError):
+        TokenTable(max_entries=0)
+    with pytest.raises(ValueError):
+        TokenTable(ttl=0)
+
+
+# --- ZMTP clients -> SP servers -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("zmtp", "sp_body"),
+    [
+        (Message((ZID, b""), (b"hi",)), (b"hi",)),  # REQ client through a ROUTER
+        (Message((ZID, b"app1", b"app2", b""), (b"hi",)), (b"hi",)),  # DEALER + app envelope
+        (Message((ZID,), (b"raw",)), (b"raw",)),  # DEALER client, no delimiter
+        (Message((b"\x00" * 255, b""), (b"",)), (b"",)),  # long identity, empty body frame
+    ],
+)
+def test_zmtp_request_round_trip(zmtp: Message, sp_body: tuple[bytes, ...]) -> None:
+    t = TokenTable(start=0x10)
+    sp = zmtp_to_sp_request(zmtp, t, now=1.0)
+    assert sp == Message((b"\x80\x00\x00\x10",), sp_body)
+    assert len(t) == 1
+    reply = sp_to_zmtp_reply(Message(sp.hops, (b"ok",)), t, now=2.0)
+    assert reply == Message(zmtp.hops, (b"ok",))
+    assert len(t) == 0
+
+
+def test_dealer_without_delimiter_gets_its_frames_back() -> None:
+    t = TokenTable(start=0)
+    sp = zmtp_to_sp_request(Message((ZID,), (b"body",)), t, 0.0)
+    back = sp_to_zmtp_reply(Message(sp.hops, (b"answer",)), t, 0.0)
+    assert back.frames == (ZID, b"answer")  # ROUTER pops ZID: the DEALER reads [b"answer"]
+
+
+@pytest.mark.parametrize(("body", "reason"), [((b"a", b"b"), "multi-frame-body"), ((), "no-body")])
+def test_zmtp_request_refuses_bodies(body: tuple[bytes, ...], reason: str) -> None:
+    t = TokenTable()
+    with pytest.raises(EnvelopeError) as ei:
+        zmtp_to_sp_request(Message((ZID, b""), body), t, 0.0)
+    assert ei.value.reason == reason
+    assert len(t) == 0  # nothing parked for a refused request
+
+
+@pytest.mark.parametrize(
+    ("hops", "reason", "exc"),
+    [
+        ((), "no-request-id", EnvelopeError),
+        ((b"\x80\x00\x00\x01", b"\x80\x00\x00\x02"), "bad-backtrace", EnvelopeError),
+        ((b"\x80\x00\x01",), "not-4-bytes", EnvelopeError),
+        ((b"\x00\x00\x00\x01",), "no-request-id", EnvelopeError),
+        ((b"\x80\x00\x00\x63",), "unknown-token", UnknownToken),
+    ],
+)
+def test_sp_reply_refuses(hops: tuple[bytes, ...], reason: str, exc: type) -> None:
+    t = TokenTable(start=0)
+    t.mint((ZID, b""), 0.0)
+    with pytest.raises(exc) as ei:
+        sp_to_zmtp_reply(Message(hops, (b"x",)), t, 0.0)
+    assert ei.value.reason == reason
+    assert len(t) == 1  # the pending request is untouched
+
+
+# --- the seed walk-through, across families -----------------------------------------------------
+# Small byte-level models of what the sockets do (seed notes 000/001), so that every step can be
+# checked with the exact bytes: nng raw REP recv/send, cooked REP, ZeroMQ REP and ROUTER.
+
+
+def raw_rep_recv(pipe_id: bytes, wire: bytes) -> Message:
+    """D-REP::recv: push the pipe id, move 4-byte words to the header up to the top-bit one."""
+    hops = [pipe_id]
+    while True:
+        word, wire = wire[:4], wire[4:]
+        hops.append(word)
+        if word[0] & 0x80:
+            return Message(tuple(hops), (wire,))
+
+
+def raw_rep_send(msg: Message) -> tuple[bytes, bytes]:
+    """D-REP::send: pop the first hop as the pipe id; the rest + body go on that pipe."""
+    return msg.hops[0], b"".join(msg.hops[1:]) + msg.body[0]
+
+
+def raw_req_send(msg: Message) -> bytes:
+    return b"".join(msg.hops) + msg.body[0]
+
+
+def raw_req_recv(wire: bytes) -> Message:
+    hops = []
+    while True:
+        word, wire = wire[:4], wire[4:]
+        hops.append(word)
+        if word[0] & 0x80:
+            return Message(tuple(hops), (wire,))
+
+
+def zmq_rep_serve(frames: tuple[bytes, ...], reply: bytes) -> tuple[bytes, ...]:
+    """A ZeroMQ REP: store everything up to and including the delimiter, echo it back."""
+    i = frames.index(b"")
+    return frames[: i + 1] + (reply,)
+
+
+def test_seed_walk_through_sp_client_to_zmtp_server() -> None:
+    # User -> REQ::send: rid pushed, wire rid;req-body
+    wire = RID + b"req-body"
+    # gateway frontend raw REP (the seed's D-REP): ([eid1;rid][req-body])
+    req = raw_rep_recv(PIPE1, wire)
+    assert req == Message((PIPE1, RID), (b"req-body",))
+    # DEVICE translates: one frame per hop + delimiter; the DEALER backend sends these frames
+    frames = sp_to_zmtp(req).frames
+    assert frames == (PIPE1, RID, b"", b"req-body")
+    # the ZeroMQ REP server echoes the envelope with its reply; the DEALER reads it back
+    back = zmq_rep_serve(frames, b"rep-body")
+    assert back == (PIPE1, RID, b"", b"rep-body")
+    reply = zmtp_to_sp_reply(Message(back[:3], back[3:]))
+    assert reply == Message((PIPE1, RID), (b"rep-body",))
+    # D-REP::send: pops eid1 to find the pipe, writes rid;rep-body; REQ::recv checks rid
+    assert raw_rep_send(reply) == (PIPE1, RID + b"rep-body")
+
+
+def test_seed_walk_through_with_an_sp_device_in_front() -> None:
+    # client -> nng device (eid0) -> gateway (eid1): the backtrace grows, the envelope too
+    wire_from_device = PIPE0 + RID + b"q"
+    req = raw_rep_recv(PIPE1, wire_from_device)
+    assert req.hops == (PIPE1, PIPE0, RID)
+    frames = sp_to_zmtp(req).frames
+    assert frames == (PIPE1, PIPE0, RID, b"", b"q")
+    back = zmq_rep_serve(frames, b"a")
+    reply = zmtp_to_sp_reply(Message(back[:-1], back[-1:]))
+    assert raw_rep_send(reply) == (PIPE1, PIPE0 + RID + b"a")  # the device pops eid0 next
+
+
+def test_seed_walk_through_zmtp_client_to_sp_server() -> None:
+    t = TokenTable(start=0x2A)
+    # ZeroMQ REQ client sends ["", "req-body"]; the ROUTER frontend pushes the identity
+    req = Message((ZID, b""), (b"req-body",))
+    sp = zmtp_to_sp_request(req, t, now=0.0)
+    token = b"\x80\x00\x00\x2a"
+    assert sp == Message((token,), (b"req-body",))
+    # D-REQ::send (raw): header + body untouched on the wire
+    wire = raw_req_send(sp)
+    assert wire == token + b"req-body"
+    # the nng REP server (cooked): push eid2, move up to the top-bit word, keep it as backtrace
+    server_view = raw_rep_recv(b"\x00\x00\x00\x02", wire)
+    assert server_view.hops == (b"\x00\x00\x00\x02", token)
+    # REP::send: restores the backtrace, pops eid2: wire token;rep-body to the gateway
+    _, back_wire = raw_rep_send(Message(server_view.hops, (b"rep-body",)))
+    assert back_wire == token + b"rep-body"
+    # D-REQ::recv: ([token][rep-body]) -> the ZeroMQ envelope again
+    rep = raw_req_recv(back_wire)
+    assert rep == Message((token,), (b"rep-body",))
+    out = sp_to_zmtp_reply(rep, t, now=0.1)
+    assert out == Message((ZID, b""), (b"rep-body",))
+    # ROUTER::send pops the identity; the REQ client reads ["", "rep-body"]
+    assert out.frames[1:] == (b"", b"rep-body")
+    assert len(t) == 0
+
+
+# --- properties ---------------------------------------------------------------------------------
+
+frame = st.binary(min_size=1, max_size=40)
+zmtp_envelopes = st.tuples(
+    frame,  # ROUTER identity
+    st.lists(frame, max_size=6),  # app envelope frames
+    st.booleans(),  # delimiter present
+).map(lambda t: (t[0], *t[1], *((b"",) if t[2] else ())))
+sp_backtraces = st.tuples(
+    st.lists(st.integers(0, 0x7FFF_FFFF), max_size=7),
+    st.integers(0x8000_0000, 0xFFFF_FFFF),
+).map(lambda t: tuple(w.to_bytes(4, "big") for w in (*t[0], t[1])))
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    envs=st.lists(st.tuples(zmtp_envelopes, st.binary(max_size=64)), min_size=1, max_size=20),
+    order=st.randoms(use_true_random=False),
+    start=st.integers(0, 0x7FFF_FFFF),
+)
+def test_zmtp_round_trip_property(envs, order, start) -> None:  # type: ignore[no-untyped-def]
+    t = TokenTable(max_entries=100, start=start)
+    pending = []
+    for hops, body in envs:
+        msg = Message(hops, (body,))
+        sp = zmtp_to_sp_request(msg, t, now=0.0)
+        assert len(sp.hops) == 1 and len(sp.hops[0]) == 4 and sp.hops[0][0] & 0x80
+        assert sp.body == (body,)
+        pending.append((msg, sp))
+    assert len({sp.hops for _, sp in pending}) == len(pending)  # tokens unique
+    order.shuffle(pending)  # replies come back in any order
+    for msg, sp in pending:
+        assert sp_to_zmtp_reply(Message(sp.hops, sp.body), t, now=1.0) == msg
+    assert len(t) == 0
+
+
+@settings(max_examples=300, deadline=None)
+@given(bt=sp_backtraces, body=st.binary(max_size=64))
+def test_sp_round_trip_property(bt, body) -> None:  # type: ignore[no-untyped-def]
+    msg = Message(bt, (body,))
+    z = sp_to_zmtp(msg)
+    assert z.has_delimiter and z.frames == bt + (b"", body)
+    assert zmtp_to_sp_reply(z) == msg
