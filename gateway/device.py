@@ -75,6 +75,25 @@ class NativeRaw:
         self._sock.close(linger)
 
 
+def _adapter_options(backend: str, kind: str, limits: Limits) -> dict[str, Any]:
+    """The device's limits, in each library's terms."""
+    if backend == "pynng":
+        options: dict[str, Any] = {"recv_max_size": limits.max_message_size}
+        if kind == "REP":
+            options["ttl"] = limits.hop_limit
+        return options
+    if backend == "pyzmq" and kind == "REP":
+        import zmq
+
+        # a reply to a vanished client raises (counted as client-gone) instead of vanishing
+        return {"options": {zmq.ROUTER_MANDATORY: 1, zmq.MAXMSGSIZE: limits.max_message_size}}
+    if backend == "pyzmq":
+        import zmq
+
+        return {"options": {zmq.MAXMSGSIZE: limits.max_message_size}}
+    return {}
+
+
 def backend_of(ep: Endpoint) -> str:
     return ep.backend or DEFAULT_BACKEND[ep.wire]
 
@@ -100,7 +119,7 @@ def open_side(ep: Endpoint, kind: str, limits: Limits, *, fast: bool = False) ->
             sock = fastpath.make_end(backend, kind, ttl=limits.hop_limit,
                                      max_message_size=limits.max_message_size)
         else:
-            sock = spec.factory(kind, raw=True)
+            sock = spec.factory(kind, raw=True, **_adapter_options(backend, kind, limits))
         url = ep.lib_url
     try:
         if ep.mode == "connect":
@@ -148,13 +167,14 @@ class Bridge:
         self.mode = f"{front.family}->{back.family}"
         self.table = TokenTable(self.limits.pending_tokens, self.limits.token_ttl)
         self.in_flight = 0
+        self._expired_seen = 0
         self._front: Any = None
         self._back: Any = None
 
     # -- translation (the hot path) --------------------------------------------------------
     def _request(self, msg: Message, now: float) -> Message:
         if self.mode == "zmtp->sp":
-            if len(msg.body) != 1:
+            if len(msg.body) > 1:  # none at all: no-body, from the envelope module
                 packed = body_codec(msg.body, "to_sp")
                 if packed is None:
                     raise EnvelopeError("multi-frame-body", f"{len(msg.body)} frames")
@@ -212,7 +232,8 @@ class Bridge:
             METRICS.observe_us("gateway_hop_latency_seconds", (time.perf_counter() - t0) * 1e6)
 
     def _expire(self, now: float) -> None:
-        expired = self.table.expire(now)
+        self.table.expire(now)  # mint() also expires when full: count by the table's total
+        expired, self._expired_seen = self.table.expired_total - self._expired_seen, self.table.expired_total
         if expired:
             self.in_flight = max(0, self.in_flight - expired)
             METRICS.inc("gateway_dropped_total", expired, reason="token-expired", bridge=self.name)

@@ -42,10 +42,12 @@ class ZmqEnd:
 
     family = "zmtp"
 
-    def __init__(self, kind: str, *, send_timeout_ms: int = 1000) -> None:
+    def __init__(self, kind: str, *, max_message_size: int = 1 << 20,
+                 send_timeout_ms: int = 1000) -> None:
         self.router = kind == "REP"
         self.sock = zmq.Context.instance().socket(zmq.ROUTER if self.router else zmq.DEALER)
         self.sock.linger = 200
+        self.sock.maxmsgsize = max_message_size
         self.sock.sndtimeo = send_timeout_ms
         if self.router:
             self.sock.router_mandatory = True  # a reply to a vanished client is counted
@@ -154,7 +156,7 @@ class NngEnd:
 
 def make_end(backend: str, kind: str, *, ttl: int, max_message_size: int) -> Any:
     if backend == "pyzmq":
-        return ZmqEnd(kind)
+        return ZmqEnd(kind, max_message_size=max_message_size)
     return NngEnd(kind, ttl=ttl, max_message_size=max_message_size)
 
 
