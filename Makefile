@@ -38,7 +38,7 @@ demo: env
 
 ## make bench: latency/throughput side by side with libzmq, nng and zmq.proxy
 bench: env
-	$(PY) -m gateway bench --json out/bench.json --png out/bench.png
+	$(PY) -m gateway bench --memory --json out/bench.json --png out/bench.png
 
 ## the full matrix (Spark, local[*] unless MASTER=spark://host:7077)
 matrix: env

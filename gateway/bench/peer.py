@@ -1,0 +1,522 @@
+"""One benchmark peer (server, proxy or client) in its own process.
+
+Run by path (``python -P .../peer.py ROLE JSON``) so that library peers import only pyzmq or
+pynng, never the ``gateway`` package (native roles import it). Protocol with the harness:
+
+- one ``READY {json}`` line on stdout once bound/connected (``{"url": ...}`` for servers and
+  proxies: a plain ``tcp://127.0.0.1:PORT`` address);
+- clients then read one JSON command per stdin line and answer one ``RESULT {json}`` line;
+- every peer exits when its stdin closes (the harness went away) or after ``lifetime`` seconds.
+
+Commands: ``{"op": "lat", "n", "size", "timeout", "warmup"}`` -> ``{"samples_ns": [...],
+"elapsed": s}``; ``{"op": "tput", "window", "n", "size", "timeout"}`` -> ``{"n", "elapsed",
+"timed_out"}``; ``{"op": "flood", "n", "size", "duration"}`` -> ``{"sent", "elapsed"}``;
+``{"op": "quit"}``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import struct
+import sys
+import threading
+import time
+from typing import Any
+
+DEFAULT_LIFETIME = 3600.0
+
+
+def emit(tag: str, payload: dict[str, Any]) -> None:
+    sys.stdout.write(f"{tag} {json.dumps(payload, separators=(',', ':'))}\n")
+    sys.stdout.flush()
+
+
+def watchdog(lifetime: float, watch_stdin: bool) -> None:
+    """Exit when the harness closes our stdin, or after ``lifetime`` seconds in any case."""
+
+    def on_eof() -> None:
+        try:
+            while sys.stdin.buffer.read(4096):
+                pass
+        except (OSError, ValueError):
+            pass
+        os._exit(0)
+
+    def on_deadline() -> None:
+        time.sleep(lifetime)
+        os._exit(3)
+
+    if watch_stdin:
+        threading.Thread(target=on_eof, daemon=True).start()
+    threading.Thread(target=on_deadline, daemon=True).start()
+
+
+def die_with_parent() -> None:
+    """Linux: SIGKILL this peer when the harness dies, even mid-measurement."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+        import signal
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+    if os.getppid() == 1:
+        os._exit(1)
+
+
+def nng_port(sock: Any) -> int:
+    return socket.ntohs(sock.listeners[0].local_address.port)
+
+
+def zmq_port(sock: Any) -> int:
+    import zmq
+
+    return int(sock.getsockopt(zmq.LAST_ENDPOINT).decode().rsplit(":", 1)[1])
+
+
+def bound_url(port: int) -> str:
+    return f"tcp://127.0.0.1:{port}"
+
+
+# --------------------------------------------------------------------------------------------
+# servers and proxies: bind (or connect), say READY, serve until killed
+# --------------------------------------------------------------------------------------------
+
+
+def serve_zmq_rep(cfg: dict[str, Any]) -> None:
+    import zmq
+
+    ctx: Any = zmq.Context.instance()
+    s = ctx.socket(zmq.REP)
+    s.linger = 0
+    if cfg.get("connect"):
+        s.connect(cfg["connect"])
+        emit("READY", {"url": cfg["connect"]})
+    else:
+        s.bind("tcp://127.0.0.1:*")
+        emit("READY", {"url": bound_url(zmq_port(s))})
+    recv, send = s.recv, s.send
+    while True:
+        send(recv())
+
+
+def serve_nng_rep(cfg: dict[str, Any]) -> None:
+    import pynng
+
+    s = pynng.Rep0()
+    if cfg.get("connect"):
+        s.dial(cfg["connect"], block=False)
+        emit("READY", {"url": cfg["connect"]})
+    else:
+        s.listen("tcp://127.0.0.1:0")
+        emit("READY", {"url": bound_url(nng_port(s))})
+    recv, send = s.recv, s.send
+    while True:
+        send(recv())
+
+
+def serve_nng_blackhole(cfg: dict[str, Any]) -> None:
+    """An nng server that reads requests and never answers (raw Rep0: keeps no state)."""
+    import pynng
+
+    s = pynng.Rep0(opener=pynng.lib.nng_rep0_open_raw)
+    s.listen("tcp://127.0.0.1:0")
+    emit("READY", {"url": bound_url(nng_port(s))})
+    n = 0
+    while True:
+        s.recv()
+        n += 1
+
+
+def serve_native_rep(cfg: dict[str, Any]) -> None:
+    import asyncio
+
+    import gateway
+
+    async def main() -> None:
+        async with gateway.Socket("REP") as s:
+            url = s.bind(f"{cfg['wire']}+tcp://127.0.0.1:0")
+            emit("READY", {"url": url})
+            recv, send = s.recv, s.send
+            while True:
+                await send(await recv())
+
+    asyncio.run(main())
+
+
+def serve_zmq_proxy(cfg: dict[str, Any]) -> None:
+    """zmq.proxy(ROUTER, DEALER): clients connect to the ROUTER, the DEALER dials the server."""
+    import zmq
+
+    ctx: Any = zmq.Context.instance()
+    front = ctx.socket(zmq.ROUTER)
+    back = ctx.socket(zmq.DEALER)
+    front.linger = back.linger = 0
+    front.bind("tcp://127.0.0.1:*")
+    back.connect(cfg["server"])
+    emit("READY", {"url": bound_url(zmq_port(front))})
+    zmq.proxy(front, back)
+
+
+def serve_nng_device(cfg: dict[str, Any]) -> None:
+    """nng_device(raw Rep0, raw Req0) in a thread: clients connect to the raw Rep0."""
+    import pynng
+
+    front = pynng.Rep0(opener=pynng.lib.nng_rep0_open_raw)
+    back = pynng.Req0(opener=pynng.lib.nng_req0_open_raw)
+    front.listen("tcp://127.0.0.1:0")
+    back.dial(cfg["server"], block=False)
+    result: list[int] = []
+
+    def device() -> None:  # blocks in C with the GIL released until a socket closes
+        result.append(pynng.lib.nng_device(front.socket, back.socket))
+
+    t = threading.Thread(target=device, daemon=True)
+    t.start()
+    emit("READY", {"url": bound_url(nng_port(front))})
+    t.join()
+    sys.stderr.write(f"nng_device returned {result}\n")
+    sys.exit(1)
+
+
+# --------------------------------------------------------------------------------------------
+# clients: persistent connections, driven by commands on stdin
+# --------------------------------------------------------------------------------------------
+
+
+class ZmqClient:
+    """REQ for latency, DEALER (empty delimiter + body) with a window for throughput."""
+
+    def __init__(self, url: str) -> None:
+        import zmq
+
+        self.zmq = zmq
+        self.ctx: Any = zmq.Context.instance()
+        self.url = url
+        self.req = self._socket(zmq.REQ)
+        self.dealer: Any = None
+
+    def _socket(self, kind: int) -> Any:
+        s = self.ctx.socket(kind)
+        s.linger = 0
+        s.connect(self.url)
+        return s
+
+    def lat(self, n: int, size: int, timeout: float, warmup: int) -> dict[str, Any]:
+        s = self.req
+        s.rcvtimeo = int(timeout * 1000)
+        payload = b"x" * size
+        send, recv, clock = s.send, s.recv, time.perf_counter_ns
+        deadline = time.monotonic() + timeout
+        for _ in range(warmup):
+            send(payload)
+            recv()
+        samples = [0] * n
+        t0 = time.perf_counter()
+        for i in range(n):
+            a = clock()
+            send(payload)
+            reply = recv()
+            samples[i] = clock() - a
+            if i & 255 == 0 and time.monotonic() > deadline:
+                raise TimeoutError(f"latency slice over {timeout}s after {i} requests")
+        if reply != payload:
+            raise ValueError(f"bad echo: {reply[:20]!r}")
+        return {"samples_ns": samples, "elapsed": time.perf_counter() - t0}
+
+    def tput(self, window: int, n: int, size: int, timeout: float) -> dict[str, Any]:
+        if self.dealer is None:
+            self.dealer = self._socket(self.zmq.DEALER)
+            time.sleep(0.05)
+        d = self.dealer
+        d.rcvtimeo = int(timeout * 1000)
+        d.sndtimeo = int(timeout * 1000)
+        frames = [b"", b"x" * size]
+        send, recv = d.send_multipart, d.recv_multipart
+        deadline = time.monotonic() + timeout
+        t0 = time.perf_counter()
+        sent = 0
+        for _ in range(min(window, n)):
+            send(frames)
+            sent += 1
+        got = 0
+        timed_out = False
+        while got < n:
+            try:
+                recv()
+            except self.zmq.Again:
+                timed_out = True
+                break
+            got += 1
+            if sent < n:
+                send(frames)
+                sent += 1
+            if got & 1023 == 0 and time.monotonic() > deadline:
+                timed_out = True
+                break
+        return {"n": got, "elapsed": time.perf_counter() - t0, "timed_out": timed_out}
+
+    def flood(self, n: int, size: int, duration: float) -> dict[str, Any]:
+        """Send without reading replies, as fast as the socket accepts, within ``duration``."""
+        if self.dealer is None:
+            self.dealer = self._socket(self.zmq.DEALER)
+            time.sleep(0.1)
+        d = self.dealer
+        frames = [b"", b"x" * size]
+        again = self.zmq.Again
+        t0 = time.monotonic()
+        deadline = t0 + duration
+        sent = 0
+        while sent < n and time.monotonic() < deadline:
+            try:
+                d.send_multipart(frames, flags=self.zmq.NOBLOCK)
+                sent += 1
+            except again:
+                time.sleep(0.001)
+        return {"sent": sent, "elapsed": time.monotonic() - t0}
+
+
+class NngClient:
+    """Cooked Req0 for latency; raw Req0 (request id written by hand) for throughput."""
+
+    def __init__(self, url: str) -> None:
+        import pynng
+
+        self.pynng = pynng
+        self.url = url
+        self.req = pynng.Req0()
+        self.req.dial(url, block=False)
+        self.raw: Any = None
+        self.rid = 0x80000000 | (os.getpid() & 0xFFFF) << 8
+
+    def lat(self, n: int, size: int, timeout: float, warmup: int) -> dict[str, Any]:
+        s = self.req
+        s.recv_timeout = int(timeout * 1000)
+        s.send_timeout = int(timeout * 1000)
+        payload = b"x" * size
+        send, recv, clock = s.send, s.recv, time.perf_counter_ns
+        deadline = time.monotonic() + timeout
+        for _ in range(warmup):
+            send(payload)
+            recv()
+        samples = [0] * n
+        t0 = time.perf_counter()
+        reply = payload
+        for i in range(n):
+            a = clock()
+            send(payload)
+            reply = recv()
+            samples[i] = clock() - a
+            if i & 255 == 0 and time.monotonic() > deadline:
+                raise TimeoutError(f"latency slice over {timeout}s after {i} requests")
+        if reply != payload:
+            raise ValueError(f"bad echo: {reply[:20]!r}")
+        return {"samples_ns": samples, "elapsed": time.perf_counter() - t0}
+
+    def tput(self, window: int, n: int, size: int, timeout: float) -> dict[str, Any]:
+        pynng = self.pynng
+        if self.raw is None:
+            self.raw = pynng.Req0(opener=pynng.lib.nng_req0_open_raw)
+            self.raw.dial(self.url, block=False)
+            time.sleep(0.05)
+        s = self.raw
+        s.recv_timeout = int(timeout * 1000)
+        s.send_timeout = int(timeout * 1000)
+        payload = b"x" * size
+        pack = struct.Struct(">I").pack
+        send, recv = s.send, s.recv
+        deadline = time.monotonic() + timeout
+        rid = self.rid
+        t0 = time.perf_counter()
+        sent = 0
+        for _ in range(min(window, n)):
+            rid = 0x80000000 | ((rid + 1) & 0x7FFFFFFF)
+            send(pack(rid) + payload)  # raw Req0: header words go first on the wire
+            sent += 1
+        got = 0
+        timed_out = False
+        while got < n:
+            try:
+                recv()
+            except pynng.Timeout:
+                timed_out = True
+                break
+            got += 1
+            if sent < n:
+                rid = 0x80000000 | ((rid + 1) & 0x7FFFFFFF)
+                send(pack(rid) + payload)
+                sent += 1
+            if got & 1023 == 0 and time.monotonic() > deadline:
+                timed_out = True
+                break
+        self.rid = rid
+        return {"n": got, "elapsed": time.perf_counter() - t0, "timed_out": timed_out}
+
+
+class NativeClient:
+    """The native engine: one REQ for latency, ``window`` REQ sockets in one loop for throughput."""
+
+    def __init__(self, url: str) -> None:
+        import asyncio
+
+        import gateway
+
+        self.asyncio = asyncio
+        self.gateway = gateway
+        self.url = url
+        self.loop = asyncio.new_event_loop()
+        self.req = self.loop.run_until_complete(self._open())
+        self.pool: list[Any] = []
+
+    async def _open(self) -> Any:
+        s = self.gateway.Socket("REQ")
+        s.connect(self.url)
+        return s
+
+    def lat(self, n: int, size: int, timeout: float, warmup: int) -> dict[str, Any]:
+        asyncio = self.asyncio
+        s = self.req
+        payload = b"x" * size
+        clock = time.perf_counter_ns
+
+        async def go() -> dict[str, Any]:
+            send, recv = s.send, s.recv
+            async with asyncio.timeout(timeout):
+                for _ in range(warmup):
+                    await send(payload)
+                    await recv()
+                samples = [0] * n
+                t0 = time.perf_counter()
+                reply = payload
+                for i in range(n):
+                    a = clock()
+                    await send(payload)
+                    reply = await recv()
+                    samples[i] = clock() - a
+            if reply != payload:
+                raise ValueError(f"bad echo: {reply[:20]!r}")
+            return {"samples_ns": samples, "elapsed": time.perf_counter() - t0}
+
+        return self.loop.run_until_complete(go())
+
+    def tput(self, window: int, n: int, size: int, timeout: float) -> dict[str, Any]:
+        asyncio = self.asyncio
+        payload = b"x" * size
+
+        async def go() -> dict[str, Any]:
+            while len(self.pool) < window:
+                self.pool.append(await self._open())
+            await asyncio.gather(*(p.wait_peers(1, timeout) for p in self.pool[:window]))
+            left = [n]
+            got = [0]
+
+            async def worker(s: Any) -> None:
+                while left[0] > 0:
+                    left[0] -= 1
+                    await s.send(payload)
+                    await s.recv()
+                    got[0] += 1
+
+            t0 = time.perf_counter()
+            timed_out = False
+            try:
+                async with asyncio.timeout(timeout):
+                    await asyncio.gather(*(worker(s) for s in self.pool[:window]))
+            except TimeoutError:
+                timed_out = True
+            return {"n": got[0], "elapsed": time.perf_counter() - t0, "timed_out": timed_out}
+
+        return self.loop.run_until_complete(go())
+
+
+def run_client(cfg: dict[str, Any]) -> None:
+    kind = cfg["client"]
+    client: Any = {"zmq": ZmqClient, "nng": NngClient, "native": NativeClient}[kind](cfg["url"])
+    emit("READY", {"url": cfg["url"]})
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        cmd = json.loads(line)
+        op = cmd.pop("op")
+        if op == "quit":
+            break
+        try:
+            emit("RESULT", getattr(client, op)(**cmd))
+        except Exception as exc:  # noqa: BLE001 - reported to the harness, which marks the route
+            emit("RESULT", {"error": f"{type(exc).__name__}: {exc}"})
+            sys.stdout.flush()
+    os._exit(0)  # no linger, no context teardown waits
+
+
+def run_idle_clients(cfg: dict[str, Any]) -> None:
+    """``n`` zmq DEALER sockets connect to ``url``; each makes one round trip, then all idle."""
+    import resource
+
+    import zmq
+
+    n = int(cfg["n"])
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    want = 4 * n + 256
+    if soft < want:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(want, hard), hard))
+    ctx: Any = zmq.Context()
+    ctx.set(zmq.MAX_SOCKETS, n + 64)
+    socks = []
+    for _ in range(n):
+        s = ctx.socket(zmq.DEALER)
+        s.linger = 0
+        s.connect(cfg["url"])
+        socks.append(s)
+    poller = zmq.Poller()
+    for s in socks:
+        poller.register(s, zmq.POLLIN)
+    t0 = time.monotonic()
+    deadline = t0 + float(cfg.get("timeout", 60))
+    for s in socks:
+        s.send_multipart([b"", b"hello"])
+    pending = set(socks)
+    while pending and time.monotonic() < deadline:
+        for s, _ in poller.poll(200):
+            while True:
+                try:
+                    s.recv_multipart(zmq.NOBLOCK)
+                except zmq.Again:
+                    break
+                pending.discard(s)
+    emit("READY", {"connected": n - len(pending), "n": n, "elapsed": time.monotonic() - t0})
+    for line in sys.stdin:
+        if line.strip() and json.loads(line).get("op") == "quit":
+            break
+    os._exit(0)
+
+
+ROLES = {
+    "zmq-rep": serve_zmq_rep,
+    "nng-rep": serve_nng_rep,
+    "native-rep": serve_native_rep,
+    "nng-blackhole": serve_nng_blackhole,
+    "zmq-proxy": serve_zmq_proxy,
+    "nng-device": serve_nng_device,
+    "client": run_client,
+    "idle-clients": run_idle_clients,
+}
+
+
+def main(argv: list[str]) -> None:
+    role, cfg = argv[0], json.loads(argv[1]) if len(argv) > 1 else {}
+    client = role in ("client", "idle-clients")
+    die_with_parent()
+    # clients read stdin themselves: EOF ends their command loop
+    watchdog(float(cfg.get("lifetime", DEFAULT_LIFETIME)), watch_stdin=not client)
+    try:
+        ROLES[role](cfg)
+    except KeyboardInterrupt:
+        os._exit(130)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,384 @@
+"""Figures, derived ratios, goals (issue 5), and the three outputs: table, JSON, PNG.
+
+Hop definitions (the cost one middle process adds to a round trip, at p50):
+- same family: ``hop = route p50 - direct p50 of that family`` (libzmq direct for zmq->zmq,
+  ``zmq.proxy``; nng direct for sp->sp, ``nng_device``);
+- cross family (zmq->sp, sp->zmq): ``hop = route p50 - (libzmq direct p50 + nng direct p50) / 2``.
+  A cross round trip has one zmq leg (client <-> gateway) and one SP leg (gateway <-> server);
+  a direct round trip of either family has two legs of that family, so the mean of the two direct
+  round trips is the cost of one leg of each: what the route would cost with a free middle.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import platform
+from pathlib import Path
+from typing import Any
+
+from gateway.bench.runner import RouteRun
+
+GOAL_HOP_SAME = 1.5
+GOAL_HOP_STRETCH = 1.0
+GOAL_HOP_CROSS = 2.0
+GOAL_TPUT = 0.5
+GOAL_NATIVE = 1.5
+GOAL_RSS_MIB = 80.0
+MIDDLE_KIND = {"zmq-proxy": "zmq.proxy", "nng-device": "nng_device", "bridge": "gateway"}
+
+
+def percentile(sorted_values: list[int], q: float) -> float:
+    """Nearest-rank percentile of an already sorted list."""
+    if not sorted_values:
+        return math.nan
+    k = max(0, min(len(sorted_values) - 1, math.ceil(q / 100 * len(sorted_values)) - 1))
+    return float(sorted_values[k])
+
+
+def _r(x: float | None, nd: int = 1) -> float | None:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return None
+    return round(x, nd)
+
+
+def route_figures(run: RouteRun) -> dict[str, Any]:
+    route = run.route
+    out: dict[str, Any] = {
+        "name": route.name, "group": route.group, "description": route.description,
+        "status": run.status, "reason": run.reason or None,
+        "front": route.front, "back": route.back, "backend": route.backend or None,
+        "middle": MIDDLE_KIND.get(route.middle or "", None), "baseline": route.baseline,
+        "rounds": run.rounds_done,
+    }
+    s = sorted(run.samples_ns)
+    if s:
+        out["latency"] = {
+            "n": len(s),
+            "p50_us": _r(percentile(s, 50) / 1e3), "p90_us": _r(percentile(s, 90) / 1e3),
+            "p99_us": _r(percentile(s, 99) / 1e3), "min_us": _r(s[0] / 1e3),
+            "max_us": _r(s[-1] / 1e3), "mean_us": _r(sum(s) / len(s) / 1e3),
+            "rps_1": _r(len(s) / run.lat_elapsed if run.lat_elapsed else None, 0),
+        }
+    tput = {}
+    for window, (n, elapsed) in sorted(run.tput.items()):
+        if n and elapsed:
+            tput[str(window)] = {"n": int(n), "elapsed_s": _r(elapsed, 3), "rps": _r(n / elapsed, 0)}
+    if tput:
+        out["throughput"] = tput
+    if run.round_p50_us or run.round_rps:
+        out["per_round"] = {"p50_us": run.round_p50_us,
+                            **{f"rps_{w}": v for w, v in sorted(run.round_rps.items())}}
+    if route.middle is not None:
+        cpu_total = sum(run.cpu.values())
+        reqs_total = sum(run.reqs.values())
+        mid: dict[str, Any] = {"kind": MIDDLE_KIND[route.middle]}
+        if run.cpu:
+            mid["cpu_s"] = _r(cpu_total, 3)
+            mid["cpu_us_per_req"] = _r(cpu_total / reqs_total * 1e6 if reqs_total else None)
+            for window, (_, elapsed) in run.tput.items():
+                c = run.cpu.get(f"tput{window}")
+                if c is not None and elapsed:
+                    mid[f"cpu_pct_{window}"] = _r(100 * c / elapsed)
+        mid.update({k: _r(v) for k, v in run.memory.items()})
+        out["middle_process"] = mid
+    return out
+
+
+def _p50(fig: dict[str, Any] | None) -> float | None:
+    if not fig or "latency" not in fig:
+        return None
+    v = fig["latency"].get("p50_us")
+    return float(v) if v is not None else None
+
+
+def _rps(fig: dict[str, Any] | None, window: int) -> float | None:
+    try:
+        return float(fig["throughput"][str(window)]["rps"])  # type: ignore[index]
+    except (KeyError, TypeError):
+        return None
+
+
+def _round_p50s(figs: dict[str, dict[str, Any]], name: str) -> list[float]:
+    return list((figs.get(name) or {}).get("per_round", {}).get("p50_us", []))
+
+
+def _paired_ratio(figs: dict[str, dict[str, Any]], name: str) -> float | None:
+    """Median over rounds of (route hop / zmq.proxy hop), each from the same round's p50s.
+
+    Routes of one round run within seconds of each other, so this pairs up the noise; it is
+    a robustness check next to the pooled ratio (which the goals use)."""
+    fig = figs[name]
+    z, n, p, r = (_round_p50s(figs, k) for k in ("zmq-direct", "nng-direct", "zmq-proxy", name))
+    k = len(r)
+    if k == 0 or any(len(x) != k for x in (z, n, p)):
+        return None
+    ratios = []
+    for i in range(k):
+        if fig["front"] == fig["back"]:
+            b = z[i] if fig["front"] == "zmq" else n[i]
+        else:
+            b = (z[i] + n[i]) / 2
+        ph = p[i] - z[i]
+        if ph > 0:
+            ratios.append((r[i] - b) / ph)
+    if not ratios:
+        return None
+    ratios.sort()
+    mid = len(ratios) // 2
+    return ratios[mid] if len(ratios) % 2 else (ratios[mid - 1] + ratios[mid]) / 2
+
+
+def derive(figs: dict[str, dict[str, Any]], windows: tuple[int, ...]) -> dict[str, Any]:
+    z, n = _p50(figs.get("zmq-direct")), _p50(figs.get("nng-direct"))
+    base = {"zmq": z, "sp": n}
+    proxy = figs.get("zmq-proxy")
+    proxy_p50 = _p50(proxy)
+    proxy_hop = proxy_p50 - z if proxy_p50 is not None and z is not None else None
+    big = max(windows) if windows else None
+    proxy_rps = _rps(proxy, big) if big else None
+    hops: dict[str, Any] = {}
+    for name, fig in figs.items():
+        if fig.get("middle") is None or _p50(fig) is None:
+            continue
+        if fig["front"] == fig["back"]:
+            b = base[fig["front"]]
+        else:
+            b = (z + n) / 2 if z is not None and n is not None else None
+        if b is None:
+            continue
+        hop = _p50(fig) - b  # type: ignore[operator]
+        entry: dict[str, Any] = {"hop_us": _r(hop), "baseline_us": _r(b),
+                                 "baseline": fig["baseline"]}
+        if proxy_hop and proxy_hop > 0:
+            entry["hop_vs_zmq_proxy"] = _r(hop / proxy_hop, 2)
+        paired = _paired_ratio(figs, name)
+        if paired is not None:
+            entry["hop_vs_zmq_proxy_median_of_rounds"] = _r(paired, 2)
+        rps = _rps(fig, big) if big else None
+        if rps and proxy_rps:
+            entry[f"tput{big}_vs_zmq_proxy"] = _r(rps / proxy_rps, 2)
+        hops[name] = entry
+    native: dict[str, Any] = {}
+    for name, fam in (("native-zmq", "zmq"), ("native-sp", "sp")):
+        p, b = _p50(figs.get(name)), base[fam]
+        if p is not None and b:
+            native[name] = {"p50_us": _r(p), "direct_p50_us": _r(b),
+                            "vs_library_direct": _r(p / b, 2),
+                            "library": "zmq-direct" if fam == "zmq" else "nng-direct"}
+    return {"zmq_direct_p50_us": _r(z), "nng_direct_p50_us": _r(n),
+            "zmq_proxy_hop_us": _r(proxy_hop), f"zmq_proxy_tput{big}_rps": _r(proxy_rps, 0),
+            "hops": hops, "native": native}
+
+
+def goals(derived: dict[str, Any], memory: dict[str, Any] | None,
+          windows: tuple[int, ...]) -> list[dict[str, Any]]:
+    big = max(windows) if windows else 64
+    hops, native = derived["hops"], derived["native"]
+    out: list[dict[str, Any]] = []
+
+    def add(goal: str, value: float | None, limit: float | None, le: bool, source: str,
+            why_missing: str = "") -> None:
+        ok = None if value is None or limit is None else (value <= limit if le else value >= limit)
+        out.append({"goal": goal, "value": value, "limit": limit,
+                    "op": "<=" if le else ">=", "pass": ok, "source": source,
+                    **({"missing": why_missing} if value is None else {})})
+
+    zz = hops.get("gw-zmq-zmq-lib", {})
+    add("gateway hop zmq->zmq (library) / zmq.proxy hop, p50", zz.get("hop_vs_zmq_proxy"),
+        GOAL_HOP_SAME, True, "gw-zmq-zmq-lib", "route or zmq.proxy not measured")
+    add("  stretch: same ratio", zz.get("hop_vs_zmq_proxy"), GOAL_HOP_STRETCH, True,
+        "gw-zmq-zmq-lib", "route or zmq.proxy not measured")
+    zs = hops.get("gw-zmq-sp-lib", {})
+    add("cross hop zmq client -> nng server (library) / zmq.proxy hop, p50",
+        zs.get("hop_vs_zmq_proxy"), GOAL_HOP_CROSS, True, "gw-zmq-sp-lib",
+        "route or zmq.proxy not measured")
+    add(f"gateway zmq->zmq (library) throughput x{big} / zmq.proxy's",
+        zz.get(f"tput{big}_vs_zmq_proxy"), GOAL_TPUT, False, "gw-zmq-zmq-lib",
+        "route or zmq.proxy not measured")
+    add("native REQ<->REP zmq+tcp p50 / libzmq direct p50",
+        native.get("native-zmq", {}).get("vs_library_direct"), GOAL_NATIVE, True, "native-zmq",
+        "native engine or zmq-direct not measured")
+    if memory is not None:
+        for name, m in memory.get("idle", {}).items():
+            if name.startswith("gw-"):
+                add(f"gateway peak RSS with {m.get('clients')} connected clients (MiB), {name}",
+                    m.get("peak_rss_mib"), GOAL_RSS_MIB, True, f"memory:{name}",
+                    m.get("reason") or "not measured")
+        for name, f in memory.get("flood", {}).items():
+            limit = f.get("limit")
+            add(f"pending tokens under a reply-less flood of {f.get('sent')} (max seen), {name}",
+                f.get("max_pending"), float(limit) if limit is not None else None, True,
+                f"flood:{name}", f.get("reason") or "gauge gateway_pending_tokens not read")
+    return out
+
+
+def build(runs: list[RouteRun], settings: Any, args: dict[str, Any],
+          memory: dict[str, Any] | None, elapsed: float) -> dict[str, Any]:
+    figs = {run.route.name: route_figures(run) for run in runs}
+    derived = derive(figs, settings.windows)
+    try:
+        import pynng
+        import zmq
+
+        versions = {"pyzmq": zmq.__version__, "libzmq": zmq.zmq_version(),
+                    "pynng": getattr(pynng, "__version__", "?")}
+    except ImportError:
+        versions = {}
+    return {
+        "meta": {
+            "schema": 1, "time": _now(), "elapsed_s": round(elapsed, 1),
+            "python": platform.python_version(), "platform": platform.platform(),
+            "cpus": os.cpu_count(), "versions": versions, "args": args,
+            "settings": {"requests": settings.requests, "tput_requests": settings.tput_requests,
+                         "windows": list(settings.windows), "rounds": settings.rounds,
+                         "size": settings.size, "warmup": settings.warmup},
+            "hop_definition": (__doc__ or "").split("Hop definitions", 1)[-1].strip(),
+        },
+        "routes": figs,
+        "derived": derived,
+        "memory": memory,
+        "goals": goals(derived, memory, settings.windows),
+    }
+
+
+def _now() -> str:
+    import datetime
+
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _fmt(v: Any, nd: int = 1) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        return f"{v:.{nd}f}" if abs(v) < 1e4 else f"{v:.0f}"
+    return str(v)
+
+
+def table(result: dict[str, Any]) -> str:
+    windows = result["meta"]["settings"]["windows"]
+    d = result["derived"]
+    head = ["route", "p50 us", "p99 us", "rps x1"] + [f"rps x{w}" for w in windows] + \
+           ["hop us", "hop/proxy", "(rounds)", f"x{max(windows) if windows else 0}/proxy",
+            "mid CPU us/req", "mid peak MiB"]
+    rows: list[list[str]] = []
+    notes: list[str] = []
+    for name, fig in result["routes"].items():
+        if fig["status"] == "unavailable" or "latency" not in fig:
+            notes.append(f"  {name}: {fig['status']}: {fig.get('reason') or 'no data'}")
+            rows.append([name, fig["status"]] + [""] * (len(head) - 2))
+            continue
+        lat, tp = fig["latency"], fig.get("throughput", {})
+        hop = d["hops"].get(name, {})
+        mid = fig.get("middle_process", {})
+        big = max(windows) if windows else 0
+        rows.append([name, _fmt(lat["p50_us"]), _fmt(lat["p99_us"]), _fmt(lat["rps_1"], 0)]
+                    + [_fmt(tp.get(str(w), {}).get("rps"), 0) for w in windows]
+                    + [_fmt(hop.get("hop_us")), _fmt(hop.get("hop_vs_zmq_proxy"), 2),
+                       _fmt(hop.get("hop_vs_zmq_proxy_median_of_rounds"), 2),
+                       _fmt(hop.get(f"tput{big}_vs_zmq_proxy"), 2),
+                       _fmt(mid.get("cpu_us_per_req")), _fmt(mid.get("peak_rss_mib"))])
+        if fig["status"] != "ok":
+            notes.append(f"  {name}: {fig['status']}: {fig.get('reason')}")
+    widths = [max(len(str(r[i])) for r in [head, *rows]) for i in range(len(head))]
+    lines = ["  ".join(h.rjust(w) if i else h.ljust(w) for i, (h, w) in
+                       enumerate(zip(head, widths, strict=True)))]
+    lines.append("  ".join("-" * w for w in widths))
+    for r in rows:
+        lines.append("  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in
+                               enumerate(zip(r, widths, strict=True))))
+    s = result["meta"]["settings"]
+    lines.append(f"({s['size']} B messages; latency: 1 client, {s['requests']} round trips/route; "
+                 f"throughput: {s['tput_requests']} requests/route/window; {s['rounds']} "
+                 "interleaved rounds; hop = p50 - direct p50, cross family vs the mean of both "
+                 "directs; (rounds) = median over rounds of the same ratio from each round's "
+                 "p50s)")
+    if notes:
+        lines.append("not measured:")
+        lines.extend(notes)
+    mem = result.get("memory")
+    if mem:
+        lines.append("memory:")
+        for name, m in mem.get("idle", {}).items():
+            if m.get("reason"):
+                lines.append(f"  {name}: idle clients: unavailable: {m['reason']}")
+            else:
+                lines.append(f"  {name}: {m['connected']}/{m['clients']} idle zmq clients "
+                             f"connected; middle RSS {_fmt(m.get('rss_before_mib'))} -> "
+                             f"{_fmt(m.get('rss_mib'))} MiB, peak {_fmt(m.get('peak_rss_mib'))} MiB")
+        for name, f in mem.get("flood", {}).items():
+            if f.get("reason"):
+                lines.append(f"  {name}: flood: {f['reason']}")
+            if f.get("sent") is not None:
+                lines.append(f"  {name}: flood of {f['sent']} reply-less requests: pending "
+                             f"tokens max {_fmt(f.get('max_pending'), 0)} (limit "
+                             f"{_fmt(f.get('limit'))}, ttl {_fmt(f.get('ttl_s'))} s), last "
+                             f"{_fmt(f.get('final_pending'), 0)}; peak RSS "
+                             f"{_fmt(f.get('peak_rss_mib'))} MiB; counters "
+                             f"{f.get('counters') or {}}")
+    if result.get("goals"):
+        lines.append("goals (issue 5):")
+        for g in result["goals"]:
+            mark = {True: "PASS", False: "FAIL", None: "n/a "}[g["pass"]]
+            val = _fmt(g["value"], 2) if g["value"] is not None else g.get("missing", "-")
+            lines.append(f"  [{mark}] {g['goal']}: {val} {g['op']} {_fmt(g['limit'], 2)}")
+    return "\n".join(lines)
+
+
+def write_json(result: dict[str, Any], path: str) -> None:
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_text(json.dumps(result, indent=2, allow_nan=False, default=_json_default) + "\n")
+
+
+def _json_default(o: Any) -> Any:
+    if isinstance(o, float) and math.isnan(o):
+        return None
+    return str(o)
+
+
+def write_png(result: dict[str, Any], path: str) -> str | None:
+    """Bar charts: p50/p99 latency and throughput per route. Returns a reason if skipped."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError as exc:
+        return f"matplotlib not installed ({exc}); pip install matplotlib"
+    figs = [f for f in result["routes"].values() if "latency" in f]
+    if not figs:
+        return "no route measured"
+    windows = result["meta"]["settings"]["windows"]
+    names = [f["name"] for f in figs]
+    x = list(range(len(names)))
+    fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(max(8, 0.8 * len(names) + 3), 9),
+                                   constrained_layout=True)
+    w = 0.38
+    p50 = [f["latency"]["p50_us"] for f in figs]
+    p99 = [f["latency"]["p99_us"] for f in figs]
+    ax1.bar([i - w / 2 for i in x], p50, w, label="p50")
+    ax1.bar([i + w / 2 for i in x], p99, w, label="p99")
+    ax1.set_ylabel("round trip (µs), 1 client")
+    ax1.set_title(f"Latency, {result['meta']['settings']['size']} B request-reply")
+    ax1.set_xticks(x, names, rotation=35, ha="right")
+    ax1.legend()
+    ax1.grid(axis="y", alpha=0.3)
+    series = [("x1", [f["latency"].get("rps_1") or 0 for f in figs])]
+    series += [(f"x{win}", [(f.get("throughput", {}).get(str(win), {}).get("rps") or 0)
+                            for f in figs]) for win in windows]
+    bw = 0.8 / len(series)
+    for k, (label, vals) in enumerate(series):
+        ax2.bar([i - 0.4 + bw * (k + 0.5) for i in x], vals, bw, label=f"{label} in flight")
+    ax2.set_ylabel("requests / s")
+    ax2.set_title("Throughput")
+    ax2.set_xticks(x, names, rotation=35, ha="right")
+    ax2.legend()
+    ax2.grid(axis="y", alpha=0.3)
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(p, dpi=110)
+    plt.close(fig)
+    return None

@@ -1,0 +1,99 @@
+"""The routes measured side by side, as data.
+
+A route = a server process, an optional middle process (``zmq.proxy``, ``nng_device`` or a
+``gateway bridge``) and a client process. Servers bind on 127.0.0.1:0; middles bind their front
+on 127.0.0.1:0 and dial the server (the bridge's default: FRONT binds, BACK connects).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from dataclasses import dataclass
+
+#: client family on the wire -> which library client speaks it
+LIB_CLIENT = {"zmq": "zmq", "sp": "nng"}
+LIB_SERVER = {"zmq": "zmq-rep", "sp": "nng-rep"}
+LIB_BACKEND = {"zmq": "pyzmq", "sp": "pynng"}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Route:
+    name: str
+    group: str  # library | native | gateway
+    description: str
+    client: str  # zmq | nng | native
+    server: str  # peer role
+    middle: str | None = None  # zmq-proxy | nng-device | bridge
+    front: str = "zmq"  # wire the client speaks
+    back: str = "zmq"  # wire the server speaks
+    backend: str = ""  # bridge backend: lib | native
+
+    @property
+    def baseline(self) -> str:
+        """What 'direct' means for this route's hop (see ``report.hop_us``)."""
+        if self.front == self.back:
+            return "zmq-direct" if self.front == "zmq" else "nng-direct"
+        return "mean(zmq-direct, nng-direct)"
+
+
+def _gateway_routes() -> list[Route]:
+    out = []
+    for backend in ("lib", "native"):
+        for front in ("zmq", "sp"):
+            for back in ("zmq", "sp"):
+                what = ("pyzmq/pynng adapters" if backend == "lib" else "native engine")
+                client = "libzmq REQ/DEALER" if front == "zmq" else "nng Req0/raw Req0"
+                server = "libzmq REP" if back == "zmq" else "nng Rep0"
+                out.append(Route(
+                    name=f"gw-{front}-{back}-{backend}", group="gateway",
+                    description=f"{client} -> gateway bridge {front}->{back} ({what}) -> {server}",
+                    client=LIB_CLIENT[front], server=LIB_SERVER[back], middle="bridge",
+                    front=front, back=back, backend=backend))
+    return out
+
+
+ROUTES: list[Route] = [
+    Route(name="zmq-direct", group="library", description="libzmq REQ <-> REP (pyzmq)",
+          client="zmq", server="zmq-rep"),
+    Route(name="nng-direct", group="library", description="nng Req0 <-> Rep0 (pynng)",
+          client="nng", server="nng-rep", front="sp", back="sp"),
+    Route(name="zmq-proxy", group="library",
+          description="libzmq REQ -> zmq.proxy(ROUTER/DEALER) -> REP",
+          client="zmq", server="zmq-rep", middle="zmq-proxy"),
+    Route(name="nng-device", group="library",
+          description="nng Req0 -> nng_device(raw Rep0/raw Req0) -> Rep0",
+          client="nng", server="nng-rep", middle="nng-device", front="sp", back="sp"),
+    Route(name="native-zmq", group="native", description="native REQ <-> native REP, zmq+tcp",
+          client="native", server="native-rep", front="zmq", back="zmq"),
+    Route(name="native-sp", group="native", description="native REQ <-> native REP, sp+tcp",
+          client="native", server="native-rep", front="sp", back="sp"),
+    *_gateway_routes(),
+]
+
+GROUPS = {"library", "native", "gateway", "all"}
+
+
+def select(spec: str | None) -> list[Route]:
+    """``--routes``: comma list of names, glob patterns (``gw-*-lib``) or groups; '-x' excludes."""
+    if not spec:
+        return list(ROUTES)
+    include: list[str] = []
+    exclude: list[str] = []
+    for item in (s.strip() for s in spec.split(",")):
+        if not item:
+            continue
+        (exclude if item.startswith("-") else include).append(item.lstrip("-"))
+    if not include:
+        include = ["all"]
+    unknown = [p for p in include + exclude
+               if p not in GROUPS and not any(fnmatch.fnmatchcase(r.name, p) for r in ROUTES)]
+    if unknown:
+        names = ", ".join(r.name for r in ROUTES)
+        raise ValueError(f"unknown route(s) {', '.join(unknown)}; known: {names}; "
+                         f"groups: {', '.join(sorted(GROUPS))}")
+
+    def hit(route: Route, pats: list[str]) -> bool:
+        return any(p == "all" or p == route.group or fnmatch.fnmatchcase(route.name, p)
+                   for p in pats)
+
+    return [r for r in ROUTES if hit(r, include) and not hit(r, exclude)]

@@ -1,0 +1,241 @@
+"""Start every route's processes, then measure them interleaved in rounds.
+
+All routes stay up for the whole run; in each round every route gets one latency slice and one
+throughput slice per window, in a rotated order, so machine noise is shared between them. Only
+one route carries traffic at a time. Every slice is bounded in requests and in seconds.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from gateway.bench.procs import (
+    Proc,
+    Unavailable,
+    gateway_cli_problem,
+    proc_cpu_seconds,
+    proc_memory_mib,
+    start_bridge,
+    tcp_address,
+)
+from gateway.bench.routes import LIB_BACKEND, Route
+
+
+@dataclass
+class Settings:
+    requests: int  # latency round trips per route, over all rounds
+    tput_requests: int  # requests per window per route, over all rounds
+    windows: tuple[int, ...]
+    rounds: int
+    size: int
+    warmup: int
+    slice_timeout: float
+    ready_timeout: float
+    max_time: float
+    bridge_args: tuple[str, ...] = ()
+    verbose: bool = True
+
+
+@dataclass
+class RouteRun:
+    route: Route
+    status: str = "pending"  # ok | unavailable | error | incomplete
+    reason: str = ""
+    procs: list[Proc] = field(default_factory=list)
+    client: Proc | None = None
+    middle: Proc | None = None
+    samples_ns: list[int] = field(default_factory=list)
+    lat_elapsed: float = 0.0
+    tput: dict[int, list[float]] = field(default_factory=dict)  # window -> [n, elapsed]
+    cpu: dict[str, float] = field(default_factory=dict)  # phase -> middle CPU seconds
+    reqs: dict[str, int] = field(default_factory=dict)  # phase -> requests
+    round_p50_us: list[float] = field(default_factory=list)  # per round: the spread
+    round_rps: dict[int, list[float]] = field(default_factory=dict)
+    tput_timeouts: int = 0
+    rounds_done: int = 0
+    memory: dict[str, float] = field(default_factory=dict)
+    front_url: str = ""
+
+
+def log(settings: Settings, msg: str) -> None:
+    if settings.verbose:
+        print(f"[bench] {msg}", file=sys.stderr, flush=True)
+
+
+def backend_query(route: Route, wire: str) -> str:
+    return "native" if route.backend == "native" else LIB_BACKEND[wire]
+
+
+def bridge_endpoints(route: Route, server_url: str) -> tuple[str, str]:
+    host_port = tcp_address(server_url).split("://", 1)[1]
+    front = f"@{route.front}+tcp://127.0.0.1:0?backend={backend_query(route, route.front)}"
+    back = f">{route.back}+tcp://{host_port}?backend={backend_query(route, route.back)}"
+    return front, back
+
+
+def start_server_and_middle(route: Route, settings: Settings, run: RouteRun,
+                            server_role: str | None = None,
+                            bridge_extra: tuple[str, ...] = ()) -> str:
+    """Start the server and the middle (if any); return the URL clients connect to."""
+    role = server_role or route.server
+    cfg: dict[str, Any] = {"wire": route.back} if role == "native-rep" else {}
+    server = Proc.peer(f"{route.name}/server", role, **cfg)
+    run.procs.append(server)
+    url = str(server.wait_ready(settings.ready_timeout)["url"])
+    if route.middle is None:
+        return url
+    if route.middle == "bridge":
+        front, back = bridge_endpoints(route, url)
+        middle = start_bridge(f"{route.name}/bridge", front, back,
+                              [*settings.bridge_args, *bridge_extra], settings.ready_timeout)
+        run.procs.append(middle)
+        run.middle = middle
+        return str(middle.ready["front"])
+    middle = Proc.peer(f"{route.name}/{route.middle}", route.middle, server=tcp_address(url))
+    run.procs.append(middle)
+    run.middle = middle
+    return str(middle.wait_ready(settings.ready_timeout)["url"])
+
+
+def setup(route: Route, settings: Settings) -> RouteRun:
+    run = RouteRun(route)
+    try:
+        url = start_server_and_middle(route, settings, run)
+        run.front_url = url
+        client_url = url if route.client == "native" else tcp_address(url)
+        client = Proc.peer(f"{route.name}/client", "client", client=route.client, url=client_url)
+        run.procs.append(client)
+        client.wait_ready(settings.ready_timeout)
+        run.client = client
+        run.status = "ok"
+    except (Unavailable, ValueError, KeyError) as exc:
+        run.status, run.reason = "unavailable", str(exc)
+        teardown(run)
+    return run
+
+
+def teardown(run: RouteRun) -> None:
+    for proc in reversed(run.procs):
+        if proc is run.middle and proc.alive():
+            run.memory = proc_memory_mib(proc.pid) or run.memory
+        proc.stop()
+    run.procs.clear()
+
+
+def _middle_cpu(run: RouteRun) -> float | None:
+    return proc_cpu_seconds(run.middle.pid) if run.middle is not None else None
+
+
+def _account(run: RouteRun, phase: str, cpu0: float | None, n: int) -> None:
+    cpu1 = _middle_cpu(run)
+    if cpu0 is not None and cpu1 is not None:
+        run.cpu[phase] = run.cpu.get(phase, 0.0) + (cpu1 - cpu0)
+    run.reqs[phase] = run.reqs.get(phase, 0) + n
+
+
+def _fail(run: RouteRun, why: str, settings: Settings) -> None:
+    run.status = "error"
+    middle = run.middle
+    extra = ""
+    if middle is not None and not middle.alive():
+        extra = f"; {middle.name} exited {middle.p.poll()}: {middle.stderr_tail(3)}"
+    run.reason = why + extra
+    log(settings, f"{run.route.name}: ERROR {run.reason}")
+
+
+def measure_round(run: RouteRun, settings: Settings, n_lat: int, n_tput: int) -> None:
+    client = run.client
+    assert client is not None
+    timeout = settings.slice_timeout
+    if n_lat > 0:
+        cpu0 = _middle_cpu(run)
+        try:
+            res = client.request(timeout + 10, op="lat", n=n_lat, size=settings.size,
+                                 timeout=timeout, warmup=settings.warmup)
+        except Unavailable as exc:
+            _fail(run, str(exc), settings)
+            return
+        if "error" in res:
+            _fail(run, f"latency: {res['error']}", settings)
+            return
+        _account(run, "lat", cpu0, n_lat)
+        run.samples_ns.extend(res["samples_ns"])
+        if res["samples_ns"]:
+            run.round_p50_us.append(round(sorted(res["samples_ns"])[len(res["samples_ns"]) // 2]
+                                          / 1e3, 1))
+        run.lat_elapsed += res["elapsed"]
+    for window in settings.windows:
+        if n_tput <= 0:
+            break
+        cpu0 = _middle_cpu(run)
+        try:
+            res = client.request(timeout + 10, op="tput", window=window, n=n_tput,
+                                 size=settings.size, timeout=timeout)
+        except Unavailable as exc:
+            _fail(run, str(exc), settings)
+            return
+        if "error" in res:
+            _fail(run, f"throughput x{window}: {res['error']}", settings)
+            return
+        _account(run, f"tput{window}", cpu0, res["n"])
+        acc = run.tput.setdefault(window, [0, 0.0])
+        acc[0] += res["n"]
+        acc[1] += res["elapsed"]
+        if res["elapsed"] > 0:
+            run.round_rps.setdefault(window, []).append(round(res["n"] / res["elapsed"]))
+        if res.get("timed_out"):
+            run.tput_timeouts += 1
+            _fail(run, f"throughput x{window}: {res['n']}/{n_tput} replies within {timeout:.0f}s "
+                       "(requests lost?)", settings)
+            return
+    run.rounds_done += 1
+
+
+def split(total: int, parts: int, index: int) -> int:
+    """The ``index``-th of ``parts`` near-equal shares of ``total``."""
+    return total // parts + (1 if index < total % parts else 0)
+
+
+def run_routes(routes: list[Route], settings: Settings) -> list[RouteRun]:
+    t_start = time.monotonic()
+    Proc.lifetime = settings.max_time + 900
+    runs: list[RouteRun] = []
+    gw_problem = None
+    if any(r.middle == "bridge" for r in routes):
+        gw_problem = gateway_cli_problem()
+        if gw_problem:
+            log(settings, f"gateway CLI unavailable: {gw_problem}")
+    try:
+        for route in routes:
+            if route.middle == "bridge" and gw_problem:
+                runs.append(RouteRun(route, status="unavailable", reason=gw_problem))
+                continue
+            log(settings, f"starting {route.name}")
+            run = setup(route, settings)
+            if run.status != "ok":
+                log(settings, f"{route.name}: unavailable: {run.reason}")
+            runs.append(run)
+        live = [r for r in runs if r.status == "ok"]
+        for rnd in range(settings.rounds):
+            k = rnd % len(live) if live else 0
+            order = live[k:] + live[:k]  # rotate so no route is always first or last
+            n_lat = split(settings.requests, settings.rounds, rnd)
+            n_tput = split(settings.tput_requests, settings.rounds, rnd)
+            log(settings, f"round {rnd + 1}/{settings.rounds}: {len(order)} routes, "
+                          f"{n_lat} round trips + {n_tput} x {len(settings.windows)} windows each")
+            for run in order:
+                if run.status != "ok":
+                    continue
+                if time.monotonic() - t_start > settings.max_time:
+                    run.status = "incomplete"
+                    run.reason = f"--max-time {settings.max_time:.0f}s reached after " \
+                                 f"{run.rounds_done} rounds"
+                    continue
+                measure_round(run, settings, n_lat, n_tput)
+    finally:
+        for run in runs:
+            teardown(run)
+    return runs

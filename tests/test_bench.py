@@ -1,0 +1,110 @@
+"""Smoke tests of ``gateway bench``: it runs, reports every field, never crashes on a missing
+route. No timing assertions: benchmarks are for ``gateway bench`` / ``make bench``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+
+import pytest
+
+from gateway import bench
+from gateway.bench import report
+from gateway.bench.routes import ROUTES, Route, select
+from gateway.bench.runner import Settings, run_routes
+
+LIBRARY = ["zmq-direct", "nng-direct", "zmq-proxy", "nng-device"]
+
+
+def parse(*argv: str) -> argparse.Namespace:
+    p = argparse.ArgumentParser()
+    bench.configure_parser(p)
+    return p.parse_args(list(argv))
+
+
+@pytest.mark.timeout(120)
+def test_quick_library_routes_write_json_table_and_png(tmp_path, capsys):
+    out, png = tmp_path / "bench.json", tmp_path / "sub" / "bench.png"
+    args = parse("--quick", "--routes", "library", "--requests", "200", "--tput-requests",
+                 "400", "--json", str(out), "--png", str(png), "--quiet")
+    assert bench.run(args) == 0
+    result = json.loads(out.read_text())
+    assert set(result) >= {"meta", "routes", "derived", "goals", "memory"}
+    assert list(result["routes"]) == LIBRARY
+    for name in LIBRARY:
+        fig = result["routes"][name]
+        assert fig["status"] == "ok", fig
+        lat = fig["latency"]
+        assert lat["n"] == 200
+        for key in ("p50_us", "p90_us", "p99_us", "min_us", "max_us", "mean_us", "rps_1"):
+            assert lat[key] > 0, (name, key)
+        assert lat["min_us"] <= lat["p50_us"] <= lat["p99_us"] <= lat["max_us"]
+        for window in ("8", "64"):
+            assert fig["throughput"][window]["n"] == 400
+            assert fig["throughput"][window]["rps"] > 0
+        assert len(fig["per_round"]["p50_us"]) == 2
+    for name in ("zmq-proxy", "nng-device"):
+        mid = result["routes"][name]["middle_process"]
+        assert mid["peak_rss_mib"] > 0 and mid["cpu_s"] >= 0
+    d = result["derived"]
+    assert d["zmq_direct_p50_us"] > 0 and d["nng_direct_p50_us"] > 0
+    assert set(d["hops"]) == {"zmq-proxy", "nng-device"}
+    assert "hop_vs_zmq_proxy" in d["hops"]["nng-device"] or d["zmq_proxy_hop_us"] <= 0
+    goals = {g["goal"]: g for g in result["goals"]}
+    assert any("native" in g and goals[g]["pass"] is None for g in goals)  # not selected: n/a
+    table = capsys.readouterr().out
+    for name in LIBRARY:
+        assert name in table
+    assert png.stat().st_size > 1000
+
+
+def test_missing_software_is_unavailable_not_a_crash():
+    broken = Route(name="broken", group="library", description="server role that does not exist",
+                   client="zmq", server="no-such-role")
+    settings = Settings(requests=10, tput_requests=10, windows=(8,), rounds=1, size=100,
+                        warmup=0, slice_timeout=10, ready_timeout=20, max_time=60, verbose=False)
+    [run] = run_routes([broken], settings)
+    assert run.status == "unavailable"
+    assert "no-such-role" in run.reason or "KeyError" in run.reason
+    fig = report.route_figures(run)
+    assert fig["status"] == "unavailable" and "latency" not in fig
+
+
+def test_memory_check_on_zmq_proxy(tmp_path):
+    out = tmp_path / "m.json"
+    args = parse("--memory-only", "--routes", "zmq-proxy", "--clients", "20", "--json", str(out),
+                 "--quiet")
+    assert bench.run(args) == 0
+    idle = json.loads(out.read_text())["memory"]["idle"]["zmq-proxy"]
+    assert idle["connected"] == 20 and idle["peak_rss_mib"] > 0
+
+
+def test_route_selection():
+    assert [r.name for r in select("library")] == LIBRARY
+    assert {r.name for r in select("gw-*-lib")} == {
+        "gw-zmq-zmq-lib", "gw-zmq-sp-lib", "gw-sp-zmq-lib", "gw-sp-sp-lib"}
+    assert "native-zmq" not in [r.name for r in select("all,-native")]
+    assert len(select(None)) == len(ROUTES)
+    with pytest.raises(ValueError, match="unknown route"):
+        select("nope")
+
+
+def test_percentile_and_cross_family_hop():
+    assert report.percentile([1, 2, 3, 4], 50) == 2
+    assert report.percentile([1, 2, 3, 4], 99) == 4
+    assert math.isnan(report.percentile([], 50))
+
+    def fig(name, p50, front="zmq", back="zmq", middle=None, rps=None):
+        return {"name": name, "front": front, "back": back, "middle": middle,
+                "baseline": "x", "latency": {"p50_us": p50},
+                "throughput": {"64": {"rps": rps}} if rps else {}}
+
+    figs = {"zmq-direct": fig("zmq-direct", 40), "nng-direct": fig("nng-direct", 80, "sp", "sp"),
+            "zmq-proxy": fig("zmq-proxy", 90, middle="zmq.proxy", rps=1000),
+            "gw-zmq-sp-lib": fig("gw-zmq-sp-lib", 160, "zmq", "sp", "gateway", rps=600)}
+    d = report.derive(figs, (8, 64))
+    assert d["zmq_proxy_hop_us"] == 50
+    cross = d["hops"]["gw-zmq-sp-lib"]
+    assert cross["baseline_us"] == 60 and cross["hop_us"] == 100
+    assert cross["hop_vs_zmq_proxy"] == 2.0 and cross["tput64_vs_zmq_proxy"] == 0.6
