@@ -60,8 +60,8 @@ class NativeRaw:
         from gateway.engine.socket import Socket
 
         self.family = family
-        self._sock = Socket(kind, raw=True, ttl=ttl, max_message_size=max_message_size,
-                            router_mandatory=True, name=f"device-x{kind.lower()}")
+        self.socket = self._sock = Socket(kind, raw=True, ttl=ttl, max_message_size=max_message_size,
+                                          router_mandatory=True, name=f"device-x{kind.lower()}")
         self.send_msg = self._sock.send_msg
         self.recv_msg = self._sock.recv_msg
 
@@ -134,6 +134,8 @@ def open_side(ep: Endpoint, kind: str, limits: Limits, *, fast: bool = False) ->
         raise
     except Exception as exc:  # OSError, TransportError, zmq.ZMQError, pynng.NNGException
         sock.close()
+        if isinstance(exc, TransportError) and ep.url in str(exc):  # already says where
+            raise
         raise TransportError(f"cannot {ep.mode or 'bind'} {ep.url}: {exc}") from exc
     return sock, real
 
@@ -167,6 +169,7 @@ class Bridge:
         self.mode = f"{front.family}->{back.family}"
         self.table = TokenTable(self.limits.pending_tokens, self.limits.token_ttl)
         self.in_flight = 0
+        self.draining = False
         self._expired_seen = 0
         self._front: Any = None
         self._back: Any = None
@@ -240,6 +243,44 @@ class Bridge:
             log.warning("drop", bridge=self.name, direction="reply", reason="token-expired",
                         count=expired)
 
+    def _install_sinks(self) -> None:
+        """Native on both sides: forward inside the receiving pipe's callback (parse, translate,
+        write: one loop wake-up per message). A message that cannot go out at once (no
+        writable backend pipe) takes the async path below, so nothing is lost or reordered
+        with respect to the queue."""
+        front, back = self._front.socket, self._back.socket
+        request, reply, drop, clock = self._request, self._reply, self._drop, time.monotonic
+        counters = METRICS.counters
+        k_req = ("gateway_forwarded_total", (("bridge", self.name), ("direction", "request")))
+        k_rep = ("gateway_forwarded_total", (("bridge", self.name), ("direction", "reply")))
+
+        def forward_request(msg: Message) -> bool:
+            if self.draining or not back.can_send():
+                return False
+            try:
+                back.try_send(request(msg, clock()))
+            except EnvelopeError as exc:
+                drop(exc.reason, "request", exc.detail)
+                return True
+            self.in_flight += 1
+            counters[k_req] += 1
+            return True
+
+        def forward_reply(msg: Message) -> bool:
+            try:
+                front.try_send(reply(msg, clock()))
+            except EnvelopeError as exc:
+                drop(exc.reason, "reply", exc.detail)
+                return True
+            except TransportError as exc:
+                drop("client-gone", "reply", str(exc))
+                return True
+            self.in_flight = max(0, self.in_flight - 1)
+            counters[k_rep] += 1
+            return True
+
+        front.sink, back.sink = forward_request, forward_reply
+
     async def _expire_tokens(self) -> None:
         while True:
             await asyncio.sleep(min(1.0, self.limits.token_ttl / 4))
@@ -255,7 +296,7 @@ class Bridge:
         try:
             self._back, self.back_url = open_side(self._back_ep, "REQ", self.limits, fast=self.fast)
         except BaseException:
-            self._front.close(0)
+            self._front.close()  # fast-path ends take no linger
             raise
         METRICS.gauge("gateway_pending_tokens", lambda: float(len(self.table)),
                       "ZeroMQ envelopes waiting for an SP reply")
@@ -271,6 +312,8 @@ class Bridge:
         if self.fast:
             await self._run_polling(stop)
             return
+        if isinstance(self._front, NativeRaw) and isinstance(self._back, NativeRaw):
+            self._install_sinks()
         requests = asyncio.create_task(self._forward_requests(), name=f"{self.name}-requests")
         replies = asyncio.create_task(self._forward_replies(), name=f"{self.name}-replies")
         expiry = asyncio.create_task(self._expire_tokens())
@@ -281,6 +324,7 @@ class Bridge:
             for task in done - {stopper}:
                 task.result()  # a loop that died: raise its error
             requests.cancel()  # no new requests; replies to those in flight still cross
+            self.draining = True
             deadline = time.monotonic() + self.limits.grace
             while self.in_flight and not replies.done() and time.monotonic() < deadline:
                 await asyncio.sleep(0.02)

@@ -133,7 +133,6 @@ def serve_nng_blackhole(cfg: dict[str, Any]) -> None:
 
 
 def serve_native_rep(cfg: dict[str, Any]) -> None:
-    import asyncio
 
     import gateway
 
@@ -145,7 +144,9 @@ def serve_native_rep(cfg: dict[str, Any]) -> None:
             while True:
                 await send(await recv())
 
-    asyncio.run(main())
+    from gateway.engine.loop import run
+
+    run(main())
 
 
 def serve_zmq_proxy(cfg: dict[str, Any]) -> None:
@@ -368,7 +369,9 @@ class NativeClient:
         self.asyncio = asyncio
         self.gateway = gateway
         self.url = url
-        self.loop = asyncio.new_event_loop()
+        from gateway.engine.loop import new_event_loop
+
+        self.loop = new_event_loop()  # uvloop when installed, as the CLI runs
         self.req = self.loop.run_until_complete(self._open())
         self.pool: list[Any] = []
 

@@ -28,3 +28,12 @@ def run(main: Coroutine[Any, Any, T]) -> T:
 
         return uvloop.run(main)
     return asyncio.run(main)
+
+
+def new_event_loop() -> asyncio.AbstractEventLoop:
+    """A fresh loop of the kind ``run`` uses."""
+    if loop_name() == "uvloop":
+        import uvloop
+
+        return uvloop.new_event_loop()
+    return asyncio.new_event_loop()

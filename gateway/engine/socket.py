@@ -15,7 +15,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
+import threading
 from collections import deque
+from collections.abc import Callable
 from typing import Any, cast
 
 from gateway.errors import (
@@ -43,6 +45,29 @@ def _next_sp_pipe_id() -> bytes:
     return _RUNNING_PIPE_IDS[0].to_bytes(4, "big")
 
 
+class _Batch(threading.local):
+    """Write coalescing, per thread (each thread runs its own loop): while received messages
+    are dispatched, writes are buffered per pipe and flushed with one ``transport.write`` each.
+    One message in flight still costs one write; a burst of N costs one per pipe, not N."""
+
+    depth = 0
+
+    def __init__(self) -> None:
+        self.dirty: list[Pipe] = []
+
+
+_batch = _Batch()
+
+
+def _flush(batch: _Batch) -> None:
+    dirty, batch.dirty = batch.dirty, []
+    for pipe in dirty:
+        chunks, pipe.wbuf = pipe.wbuf, []
+        transport = pipe.transport
+        if transport is not None and not transport.is_closing():
+            transport.write(chunks[0] if len(chunks) == 1 else b"".join(chunks))
+
+
 class Pipe(asyncio.Protocol):
     """One connection to one peer, over one wire. Created by a listener or a dialer."""
 
@@ -61,6 +86,7 @@ class Pipe(asyncio.Protocol):
         self.queued = 0  # messages of this pipe in the socket's inbox
         self.reading = True
         self.close_reason = ""
+        self.wbuf: list[bytes] = []  # coalesced writes while a batch is open
         self._lost = lost
         self._timer: asyncio.TimerHandle | None = None
 
@@ -87,6 +113,8 @@ class Pipe(asyncio.Protocol):
         """Dispatch decoded events; stop while reading is paused (the rest stays in the codec)."""
         codec = self.codec
         incoming = self.socket._incoming
+        batch = _batch
+        batch.depth += 1  # writes caused by these messages are coalesced (see _flush)
         try:
             while self.reading and (event := codec.next_event()) is not None:
                 if type(event) is tuple:
@@ -95,10 +123,14 @@ class Pipe(asyncio.Protocol):
                     self._on_event(event)
         except ProtocolError as exc:
             self.abort(type(exc).__name__, str(exc))
-            return
-        out = codec.data_to_send()
-        if out and self.transport is not None:
-            self.transport.write(out)
+        else:
+            out = codec.data_to_send()
+            if out and self.transport is not None:
+                self.transport.write(out)
+        finally:
+            batch.depth -= 1
+            if not batch.depth and batch.dirty:
+                _flush(batch)
 
     def connection_lost(self, exc: Exception | None) -> None:
         if self._timer is not None:
@@ -134,8 +166,14 @@ class Pipe(asyncio.Protocol):
         body = msg.body
         if self.family == SP and len(body) != 1:
             raise LocalProtocolError(f"SP carries exactly one body frame, not {len(body)}")
-        assert self.transport is not None
-        self.transport.write(self.codec.send_message(msg.hops + body))
+        data = self.codec.send_message(msg.hops + body)
+        batch = _batch
+        if batch.depth:
+            if not self.wbuf:
+                batch.dirty.append(self)
+            self.wbuf.append(data)
+        elif self.transport is not None:
+            self.transport.write(data)
 
     def abort(self, reason: str, detail: str = "") -> None:
         """Close this pipe because of bad input; the socket and its other pipes go on."""
@@ -192,6 +230,9 @@ class Socket:
         self._listeners: list[Any] = []
         self._dialers: list[asyncio.Task[None]] = []
         self._resend: asyncio.TimerHandle | None = None
+        #: device fast path: called with each received message before the inbox; returns
+        #: True when it took the message (see ``gateway.device``). Raw sockets only.
+        self.sink: Callable[[Message], bool] | None = None
         self._last_zmtp_id = random.getrandbits(32)
 
     # -- endpoints -------------------------------------------------------------------------
@@ -207,12 +248,13 @@ class Socket:
         self._check_open()
         ep, wire, transport = self._endpoint(url)
         asyncio.get_running_loop()  # a clear error outside asyncio
+        shown = [ep.url]  # accepted pipes log the real address, not ":0"
         try:
-            listener = transport.listen(ep.address, lambda: Pipe(self, wire, ep.url))
+            listener = transport.listen(ep.address, lambda: Pipe(self, wire, shown[0]))
         except OSError as exc:
             raise TransportError(f"cannot bind {url}: {exc.strerror or exc}") from exc
         self._listeners.append(listener)
-        real = ep.with_address(listener.address).url
+        real = shown[0] = ep.with_address(listener.address).url
         log.info("listening", url=real, socket=self.name)
         return real
 
@@ -294,6 +336,9 @@ class Socket:
             METRICS.inc("gateway_dropped_total", reason=drop.reason)
             log.debug("drop", reason=drop.reason, endpoint=pipe.endpoint, socket=self.name)
             return
+        sink = self.sink
+        if sink is not None and not self._inbox and sink(msg):
+            return
         waiter = self._recv_waiter
         if waiter is not None and not waiter.done():
             self._recv_waiter = None
@@ -339,8 +384,16 @@ class Socket:
                     self._resend = None
                 return delivered
 
-    async def send_msg(self, msg: Message) -> None:
-        """Send one message. Raw/ROUTER sockets route by ``msg.hops``; REQ/DEALER load-balance."""
+    def can_send(self) -> bool:
+        """True when ``try_send`` would send now (routed sockets always route or drop)."""
+        return self.pattern.routed or any(pipe.writable for pipe in self._out)
+
+    def try_send(self, msg: Message) -> bool:
+        """Send without waiting; ``False`` when a load-balanced socket has no writable pipe.
+
+        Routed sockets (ROUTER, xrep, REP) always return ``True``: the message went out, or its
+        peer is gone and it was dropped and counted (``TransportError`` with router_mandatory).
+        """
         self._check_open()
         pattern = self.pattern
         if pattern.routed:
@@ -350,11 +403,25 @@ class Socket:
                 if self.router_mandatory:
                     raise TransportError(f"no peer with routing id {target!r}")
                 METRICS.inc("gateway_dropped_total", reason="unroutable")
-                return
+                return True
             pipe.write(pattern.envelope(rest, pipe.family))
             pattern.sent(pipe.routing_id)
-            return
-        pipe = self._pick() or await self._wait_pipe()
+            return True
+        pipe = self._pick()
+        if pipe is None:
+            return False
+        self._send_on(pipe, msg)
+        return True
+
+    async def send_msg(self, msg: Message) -> None:
+        """Send one message. Raw/ROUTER sockets route by ``msg.hops``; REQ/DEALER load-balance
+        over writable pipes, waiting for one when there is none (as libzmq blocks)."""
+        self.pattern.check_send()
+        if not self.try_send(msg):
+            self._send_on(await self._wait_pipe(), msg)
+
+    def _send_on(self, pipe: Pipe, msg: Message) -> None:
+        pattern = self.pattern
         _, rest = pattern.prepare_send(msg)
         pipe.write(pattern.envelope(rest, pipe.family))
         pattern.sent(pipe.routing_id)

@@ -122,6 +122,9 @@ class Pattern:
         return msg
 
     # -- send --------------------------------------------------------------------------------
+    def check_send(self) -> None:
+        """Raise ``StateError`` when the app may not send now (before waiting for a pipe)."""
+
     def prepare_send(self, msg: Message) -> tuple[bytes | None, Message]:
         """Where ``msg`` goes (a routing id, or ``None`` to load-balance) and what remains."""
         if not self.routed:
@@ -155,9 +158,12 @@ class Req(Pattern):
         self.request: Message | None = None  # kept for resends
         self.reply_pipe: bytes | None = None
 
-    def prepare_send(self, msg: Message) -> tuple[bytes | None, Message]:
+    def check_send(self) -> None:
         if self.pending is not None and not self.relaxed:
             raise StateError("REQ: cannot send another request before the reply (EFSM)")
+
+    def prepare_send(self, msg: Message) -> tuple[bytes | None, Message]:
+        self.check_send()
         self._next_id = (self._next_id + 1) & 0x7FFFFFFF
         self.pending = (self._next_id | 0x80000000).to_bytes(4, "big")
         self.request = Message((), msg.body)
@@ -225,9 +231,13 @@ class Rep(Pattern):
         self.backtrace = msg.hops
         return Message((), msg.body)
 
-    def prepare_send(self, msg: Message) -> tuple[bytes | None, Message]:
+    def check_send(self) -> None:
         if self.backtrace is None:
             raise StateError("REP: cannot send a reply before receiving a request (EFSM)")
+
+    def prepare_send(self, msg: Message) -> tuple[bytes | None, Message]:
+        self.check_send()
+        assert self.backtrace is not None
         hops, self.backtrace = self.backtrace, None
         return hops[0], Message(hops[1:], msg.body)
 
