@@ -298,10 +298,12 @@ class Bridge:
         except BaseException:
             self._front.close()  # fast-path ends take no linger
             raise
+        self.loop_kind = ("asyncio" if not self.fast else "zmq_proxy" if self.mode == "zmtp->zmtp"
+                          else "poller")
         METRICS.gauge("gateway_pending_tokens", lambda: float(len(self.table)),
                       "ZeroMQ envelopes waiting for an SP reply")
         log.info("bridge.up", bridge=self.name, front=self.front_url, back=self.back_url,
-                 mode=self.mode, loop="poller" if self.fast else "asyncio")
+                 mode=self.mode, loop=self.loop_kind)
 
     async def run(self, stop: asyncio.Event) -> None:
         """Forward until ``stop`` is set, then drain in-flight replies for ``grace`` seconds."""
@@ -336,8 +338,36 @@ class Bridge:
             await asyncio.gather(requests, replies, expiry, stopper, return_exceptions=True)
             self.close()
 
+    async def _run_proxy(self, stop: asyncio.Event) -> None:
+        from gateway.fastpath import ZmqProxy
+
+        proxy = ZmqProxy(self, self._front, self._back)
+        worker = asyncio.ensure_future(asyncio.to_thread(proxy.run))
+        try:
+            while not stop.is_set() and not worker.done():
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), 1.0)
+                await asyncio.to_thread(proxy.statistics)
+            if worker.done():
+                worker.result()
+            deadline = time.monotonic() + self.limits.grace
+            while self.in_flight and time.monotonic() < deadline:
+                await asyncio.sleep(0.05)
+                await asyncio.to_thread(proxy.statistics)
+            if self.in_flight:
+                log.warning("bridge.drain", bridge=self.name, unanswered_frames=self.in_flight)
+        finally:
+            if not worker.done():
+                await asyncio.to_thread(proxy.terminate)
+            await asyncio.gather(worker, return_exceptions=True)
+            self.close()
+
     async def _run_polling(self, stop: asyncio.Event) -> None:
-        from gateway.fastpath import poll_loop
+        from gateway.fastpath import ZmqEnd, poll_loop
+
+        if isinstance(self._front, ZmqEnd) and isinstance(self._back, ZmqEnd):
+            await self._run_proxy(stop)
+            return
 
         halt, draining = threading.Event(), threading.Event()
         worker = asyncio.ensure_future(asyncio.to_thread(
