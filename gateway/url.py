@@ -76,6 +76,8 @@ def parse(url: str, *, transports: frozenset[str] | None = None) -> Endpoint:
             wire_name, transport = "zmq", "inproc"
         else:
             raise ConfigError(f"bad endpoint {url!r}: say which wire, e.g. zmq+{wire_name}:// or sp+{wire_name}://")
+    if not transport:
+        raise ConfigError(f"bad endpoint {url!r}: missing transport, e.g. {wire_name}+tcp://")
     wire = WIRE_ALIASES.get(wire_name)
     if wire is None:
         raise ConfigError(f"unknown wire {wire_name!r} in {url!r}: use zmq+ or sp+ (nng+, nanomsg+)")

@@ -416,6 +416,7 @@ class Socket:
     async def send_msg(self, msg: Message) -> None:
         """Send one message. Raw/ROUTER sockets route by ``msg.hops``; REQ/DEALER load-balance
         over writable pipes, waiting for one when there is none (as libzmq blocks)."""
+        self._check_open()  # a closed socket says Closed, whatever the pattern's state
         self.pattern.check_send()
         if not self.try_send(msg):
             self._send_on(await self._wait_pipe(), msg)

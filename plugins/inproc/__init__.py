@@ -25,6 +25,12 @@ class InprocPipeTransport(asyncio.Transport):
         self._held: deque[bytes] = deque()
         self._closing = False
         self._extra = {"peername": f"inproc://{name}"}
+        # write-side flow control, as a socket transport has: bytes we wrote that the peer's
+        # protocol has not taken yet (in flight, or held while the peer's reading is paused)
+        self._unread = 0
+        self._high = 64 * 1024
+        self._low = 16 * 1024
+        self._writing_paused = False
 
     # called by the peer: deliver incoming bytes to our protocol
     def _feed(self, data: bytes) -> None:
@@ -33,13 +39,31 @@ class InprocPipeTransport(asyncio.Transport):
         if self._paused:
             self._held.append(data)
         else:
-            self._protocol.data_received(data)
+            self._deliver(data)
+
+    def _deliver(self, data: bytes) -> None:
+        peer = self._peer
+        if peer is not None:
+            peer._taken(len(data))
+        self._protocol.data_received(data)
+
+    # called by the peer: its protocol took ``n`` of the bytes we wrote
+    def _taken(self, n: int) -> None:
+        self._unread -= n
+        if self._writing_paused and self._unread <= self._low:
+            self._writing_paused = False
+            self._protocol.resume_writing()
 
     def write(self, data: Any) -> None:
         peer = self._peer
         if self._closing or peer is None:
             return
-        self._loop.call_soon(peer._feed, bytes(data))
+        data = bytes(data)
+        self._unread += len(data)
+        self._loop.call_soon(peer._feed, data)
+        if not self._writing_paused and self._unread > self._high:
+            self._writing_paused = True
+            self._protocol.pause_writing()
 
     def is_closing(self) -> bool:
         return self._closing
@@ -62,16 +86,17 @@ class InprocPipeTransport(asyncio.Transport):
     def resume_reading(self) -> None:
         self._paused = False
         while self._held and not self._paused:
-            self._protocol.data_received(self._held.popleft())
+            self._deliver(self._held.popleft())
 
     def is_reading(self) -> bool:
         return not self._paused
 
     def get_write_buffer_size(self) -> int:
-        return 0
+        return self._unread
 
     def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
-        pass
+        self._high = 64 * 1024 if high is None else high
+        self._low = self._high // 4 if low is None else low
 
     def get_extra_info(self, name: str, default: Any = None) -> Any:
         return self._extra.get(name, default)

@@ -1,0 +1,812 @@
+"""The asyncio engine, native against native on 127.0.0.1: every transport and wire, ``:0``
+binds, bounded queues, reconnect and resend, close that never hangs, and bad input that closes
+one pipe (with a counter) while the socket and its other pipes go on."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import gateway
+from gateway import Closed, Message
+from gateway.errors import LocalProtocolError, TransportError
+from gateway.metrics import METRICS
+from gateway.url import parse
+
+TIMEOUT = 10.0
+ZMTP_GREETING = b"\xff" + b"\x00" * 8 + b"\x7f\x03\x01" + b"NULL".ljust(20, b"\x00") + b"\x00" * 32
+
+
+def run(coro: Awaitable[Any], timeout: float = TIMEOUT) -> Any:
+    async def bounded() -> Any:
+        async with asyncio.timeout(timeout):
+            return await coro
+
+    return asyncio.run(bounded())
+
+
+def closed(reason: str) -> int:
+    return METRICS.get("gateway_pipes_closed_total", reason=reason)
+
+
+def dropped(reason: str) -> int:
+    return METRICS.get("gateway_dropped_total", reason=reason)
+
+
+async def until(pred: Callable[[], bool], timeout: float = 3.0) -> None:
+    async with asyncio.timeout(timeout):
+        while not pred():
+            await asyncio.sleep(0.01)
+
+
+def zmtp_ready(socket_type: bytes, identity: bytes | None = b"") -> bytes:
+    props = b"\x0bSocket-Type" + len(socket_type).to_bytes(4, "big") + socket_type
+    if identity is not None:
+        props += b"\x08Identity" + len(identity).to_bytes(4, "big") + identity
+    body = b"\x05READY" + props
+    return bytes((0x04, len(body))) + body
+
+
+def sp_header(proto: int) -> bytes:
+    return b"\x00SP\x00" + proto.to_bytes(2, "big") + b"\x00\x00"
+
+
+def endpoint(kind: str, tmp_path: Path) -> str:
+    """A bindable URL for ``kind`` = wire+transport."""
+    wire, _, transport = kind.partition("+")
+    if transport == "tcp":
+        return f"{wire}+tcp://127.0.0.1:0"
+    if transport == "ipc":
+        return f"{wire}+ipc://{tmp_path / uuid.uuid4().hex[:8]}.sock"
+    return f"{wire}+inproc://{uuid.uuid4().hex}"
+
+
+ENDPOINTS = ("zmq+tcp", "sp+tcp", "zmq+ipc", "sp+ipc", "zmq+inproc", "sp+inproc")
+
+
+# -- native <-> native over every transport and wire ------------------------------------------
+
+
+@pytest.mark.parametrize("where", ENDPOINTS)
+def test_req_rep(where: str, tmp_path: Path) -> None:
+    async def main() -> None:
+        async with gateway.Socket("REP") as rep, gateway.Socket("REQ") as req:
+            url = rep.bind(endpoint(where, tmp_path))
+            req.connect(url)
+            for i in range(100):
+                await req.send(b"req %d" % i)
+                assert await rep.recv() == b"req %d" % i
+                await rep.send(b"rep %d" % i)
+                assert await req.recv() == b"rep %d" % i
+            assert req.peers == rep.peers == 1
+
+    run(main())
+
+
+@pytest.mark.parametrize("where", ENDPOINTS)
+def test_dealer_router(where: str, tmp_path: Path) -> None:
+    async def main() -> None:
+        async with gateway.Socket("ROUTER") as router, gateway.Socket("DEALER") as dealer:
+            url = router.bind(endpoint(where, tmp_path))
+            dealer.connect(url)
+            for i in range(100):
+                await dealer.send_msg(Message((b"",), (b"q%d" % i,)))
+                msg = await router.recv_msg()
+                rid = msg.hops[0]
+                assert msg.hops[1:] == (b"",) and msg.body == (b"q%d" % i,)
+                if where.startswith("sp"):
+                    # SP: the pipe id (4 bytes, top bit clear) + a rid moved out of the body
+                    assert len(rid) == 4 and not rid[0] & 0x80
+                else:
+                    assert len(rid) == 5 and rid[0] == 0  # libzmq-style 00 + uint32
+                await router.send_msg(Message(msg.hops, (b"r%d" % i,)))
+                back = await dealer.recv_msg()
+                assert back.body == (b"r%d" % i,)
+
+    if where.startswith("sp"):
+        # on SP the delimiter is an empty string; the DEALER must carry a request id instead
+        async def sp_main() -> None:
+            async with gateway.Socket("ROUTER") as router, gateway.Socket("DEALER") as dealer:
+                url = router.bind(endpoint(where, tmp_path))
+                dealer.connect(url)
+                for i in range(100):
+                    rid = (0x80000000 | i).to_bytes(4, "big")
+                    await dealer.send_msg(Message((rid,), (b"q%d" % i,)))
+                    msg = await router.recv_msg()
+                    assert msg.hops[1:] == (rid,) and msg.body == (b"q%d" % i,)
+                    assert len(msg.hops[0]) == 4 and not msg.hops[0][0] & 0x80
+                    await router.send_msg(Message(msg.hops, (b"r%d" % i,)))
+                    assert await dealer.recv_msg() == Message((rid,), (b"r%d" % i,))
+
+        run(sp_main())
+    else:
+        run(main())
+
+
+@pytest.mark.parametrize("wire", ["zmq", "sp"])
+def test_raw_device_chain(wire: str) -> None:
+    """REQ -> xrep | device | xreq -> REP over native sockets: the seed walk-through live."""
+
+    async def main() -> None:
+        async with (gateway.Socket("REP") as rep, gateway.Socket("REQ", raw=True) as xreq,
+                    gateway.Socket("REP", raw=True) as xrep, gateway.Socket("REQ") as req):
+            xreq.connect(rep.bind(f"{wire}+tcp://127.0.0.1:0"))
+            req.connect(xrep.bind(f"{wire}+tcp://127.0.0.1:0"))
+            await xreq.wait_peers(1)
+            for i in range(20):
+                await req.send(b"q%d" % i)
+                fwd = await xrep.recv_msg()
+                assert len(fwd.hops) == 2  # (pipe id, rid) on SP; (pipe id, delimiter) on ZMTP
+                await xreq.send_msg(fwd)
+                assert await rep.recv() == b"q%d" % i
+                await rep.send(b"r%d" % i)
+                back = await xreq.recv_msg()
+                assert back.hops == fwd.hops
+                await xrep.send_msg(back)
+                assert await req.recv() == b"r%d" % i
+
+    run(main())
+
+
+def test_one_socket_serves_both_wires(tmp_path: Path) -> None:
+    async def main() -> None:
+        async with (gateway.Socket("REP") as rep, gateway.Socket("REQ") as zreq,
+                    gateway.Socket("REQ") as sreq):
+            zreq.connect(rep.bind("zmq+tcp://127.0.0.1:0"))
+            sreq.connect(rep.bind(f"sp+ipc://{tmp_path}/both.sock"))
+            await rep.wait_peers(2)
+            for i in range(10):
+                for req in (zreq, sreq):
+                    await req.send(b"q%d" % i)
+                    body = await rep.recv()
+                    await rep.send(body + b"!")
+                    assert await req.recv() == b"q%d!" % i
+
+    run(main())
+
+
+def test_dealer_round_robin_and_router_fair_queue() -> None:
+    async def main() -> None:
+        routers = [gateway.Socket("ROUTER") for _ in range(3)]
+        dealer = gateway.Socket("DEALER")
+        try:
+            for r in routers:
+                dealer.connect(r.bind("zmq+tcp://127.0.0.1:0"))
+            await dealer.wait_peers(3)
+            for i in range(30):
+                await dealer.send(b"%d" % i)
+            counts = []
+            for r in routers:
+                got = [await r.recv_msg() for _ in range(10)]
+                counts.append(len(got))
+                assert len({m.hops[0] for m in got}) == 1
+            assert counts == [10, 10, 10]
+            # fair queueing the other way: two dealers into one router
+            other = gateway.Socket("DEALER")
+            other.connect(routers[0].bind("zmq+tcp://127.0.0.1:0"))
+            await other.wait_peers(1)
+            await routers[0].wait_peers(2)
+            for i in range(10):
+                await dealer.send(b"a%d" % i)  # round-robin: a0, a3, a6, a9 reach routers[0]
+                await other.send(b"b%d" % i)
+            bodies = [(await routers[0].recv_msg()).body[0] for _ in range(14)]
+            assert sorted(b for b in bodies if b.startswith(b"b")) == sorted(b"b%d" % i for i in range(10))
+            assert [b for b in bodies if b.startswith(b"a")] == [b"a0", b"a3", b"a6", b"a9"]
+            other.close()
+        finally:
+            dealer.close()
+            for r in routers:
+                r.close()
+
+    run(main())
+
+
+# -- addresses -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("url", ["zmq+tcp://127.0.0.1:0", "sp+tcp://127.0.0.1:0",
+                                 "nng+tcp://127.0.0.1:*", "@zmq+tcp://127.0.0.1:0"])
+def test_bind_port_zero_returns_the_real_port(url: str) -> None:
+    async def main() -> None:
+        async with gateway.Socket("REP") as rep:
+            real = rep.bind(url)
+            ep = parse(real)
+            host, port = ep.host_port()
+            assert host == "127.0.0.1" and port > 0
+            assert real == f"{parse(url).scheme}://127.0.0.1:{port}"
+            # really listening before bind returned: a raw connection succeeds at once
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            await until(lambda: bool(rep._pipes))
+            assert [p.endpoint for p in rep._pipes] == [real]  # logs name the real address
+            writer.close()
+
+    run(main())
+
+
+def test_bind_address_in_use_is_a_transport_error() -> None:
+    async def main() -> None:
+        async with gateway.Socket("REP") as a, gateway.Socket("REP") as b:
+            url = a.bind("zmq+tcp://127.0.0.1:0")
+            with pytest.raises(TransportError):
+                b.bind(url)
+            name = f"inproc://{uuid.uuid4().hex}"
+            a.bind(name)
+            with pytest.raises(TransportError):
+                b.bind(name)
+
+    run(main())
+
+
+def test_many_endpoints_on_one_socket(tmp_path: Path) -> None:
+    async def main() -> None:
+        async with gateway.Socket("ROUTER") as router:
+            urls = [router.bind(endpoint(k, tmp_path)) for k in ENDPOINTS]
+            dealers = []
+            for url in urls:
+                d = gateway.Socket("DEALER")
+                d.connect(url)
+                dealers.append(d)
+            await router.wait_peers(len(urls))
+            for i, d in enumerate(dealers):
+                rid = (0x80000000 | i).to_bytes(4, "big")
+                await d.send_msg(Message((rid,), (b"from %d" % i,)))
+            got = sorted([(await router.recv_msg()).body[-1] for _ in dealers])
+            assert got == sorted(b"from %d" % i for i in range(len(dealers)))
+            for d in dealers:
+                d.close()
+
+    run(main())
+
+
+# -- bounded queues ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("where", ["zmq+tcp", "sp+tcp", "zmq+ipc", "zmq+inproc"])
+def test_bounded_inbox(where: str, tmp_path: Path) -> None:
+    """hwm=10: reading pauses at 10 queued messages; once drained, everything arrives in order."""
+    n = 3000
+
+    async def main() -> None:
+        async with (gateway.Socket("ROUTER", hwm=10) as router,
+                    gateway.Socket("DEALER") as dealer):
+            dealer.connect(router.bind(endpoint(where, tmp_path)))
+            await router.wait_peers(1)
+            sp = where.startswith("sp")
+
+            async def sender() -> None:
+                for i in range(n):
+                    body = b"%06d" % i + b"x" * 200
+                    if sp:
+                        await dealer.send_msg(Message((b"\x80\x00\x00\x01",), (body,)))
+                    else:
+                        await dealer.send(body)
+
+            task = asyncio.create_task(sender())
+            peak = 0
+            for _ in range(30):
+                await asyncio.sleep(0.01)
+                peak = max(peak, len(router._inbox))
+            assert 0 < len(router._inbox) <= 10
+            (pipe,) = [p for p in router._pipes if p.ready]
+            assert pipe.reading is False  # paused: back-pressure instead of growth
+            got = []
+            for _ in range(n):
+                msg = await router.recv_msg()
+                got.append(msg.body[0][:6])
+                peak = max(peak, len(router._inbox))
+            assert peak <= 10
+            assert got == [b"%06d" % i for i in range(n)]
+            await task
+
+    run(main(), 30)
+
+
+@pytest.mark.parametrize("where", ["zmq+tcp", "sp+ipc", "zmq+inproc"])
+def test_sender_blocks_when_the_peer_does_not_read(where: str, tmp_path: Path) -> None:
+    """A small hwm on the sender too: the writer is paused and send() waits, nothing is lost."""
+    n = 20000
+
+    async def main() -> None:
+        async with (gateway.Socket("REP", raw=True, hwm=10) as router,
+                    gateway.Socket("REQ", raw=True, hwm=10) as dealer):
+            dealer.connect(router.bind(endpoint(where, tmp_path)))
+            await router.wait_peers(1)
+            sent = 0
+
+            async def sender() -> None:
+                nonlocal sent
+                for i in range(n):  # an SP-valid envelope, fine on ZMTP too
+                    await dealer.send_msg(Message((b"\x80\x00\x00\x01",), (b"%06d" % i + b"y" * 1000,)))
+                    sent += 1
+
+            task = asyncio.create_task(sender())
+            await asyncio.sleep(0.5)
+            assert not task.done() and sent < n  # 20 MB cannot all be buffered: send waits
+            (out,) = [p for p in dealer._pipes if p.ready]
+            assert out.transport.get_write_buffer_size() <= 64 * 1024
+            for i in range(n):
+                assert (await router.recv_msg()).body[-1][:6] == b"%06d" % i
+            await task
+
+    run(main(), 60)
+
+
+# -- reconnect, resend, linger ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("wire", ["zmq", "sp"])
+def test_reconnect_after_the_server_rebinds(wire: str) -> None:
+    async def main() -> None:
+        async with gateway.Socket("REQ", reconnect_ivl=0.05, reconnect_ivl_max=0.2) as req:
+            rep = gateway.Socket("REP")
+            url = rep.bind(f"{wire}+tcp://127.0.0.1:0")
+            req.connect(url)
+            await req.send(b"one")
+            assert await rep.recv() == b"one"
+            await rep.send(b"1")
+            assert await req.recv() == b"1"
+            rep.close()
+            await until(lambda: req.peers == 0)
+            await asyncio.sleep(0.3)  # a few failed redials
+            rep = gateway.Socket("REP")
+            assert rep.bind(url) == url  # same port
+            try:
+                await req.wait_peers(1, timeout=5)
+                await req.send(b"two")
+                assert await rep.recv() == b"two"
+                await rep.send(b"2")
+                assert await req.recv() == b"2"
+            finally:
+                rep.close()
+
+    run(main())
+
+
+def test_sp_req_resends_on_a_new_pipe_when_its_pipe_dies() -> None:
+    """nng's REQ: the pending request goes out again when the pipe it went on is lost."""
+
+    async def main() -> None:
+        async with gateway.Socket("REQ", reconnect_ivl=0.05, reconnect_ivl_max=0.2) as req:
+            first = gateway.Socket("REP")
+            url = first.bind("sp+tcp://127.0.0.1:0")
+            req.connect(url)
+            await req.send(b"important")
+            assert await first.recv() == b"important"
+            first.close()  # dies without replying
+            second = gateway.Socket("REP")
+            second.bind(url)
+            try:
+                before = METRICS.get("gateway_resent_total")
+                assert await second.recv() == b"important"
+                assert METRICS.get("gateway_resent_total") > before
+                await second.send(b"done")
+                assert await req.recv() == b"done"
+            finally:
+                second.close()
+
+    run(main())
+
+
+def test_sp_req_resend_interval() -> None:
+    async def main() -> None:
+        async with (gateway.Socket("REQ", resend_interval=0.2) as req,
+                    gateway.Socket("REP", raw=True) as xrep):
+            req.connect(xrep.bind("sp+tcp://127.0.0.1:0"))
+            await req.send(b"again?")
+            a = await xrep.recv_msg()
+            b = await xrep.recv_msg()  # the same request, resent after 0.2 s
+            assert a == b and a.body == (b"again?",)
+            await xrep.send_msg(Message(b.hops, (b"yes",)))
+            assert await req.recv() == b"yes"
+            await asyncio.sleep(0.3)
+            assert not xrep._inbox  # answered: no more resends
+
+    run(main())
+
+
+def test_linger_flushes_queued_messages() -> None:
+    n = 2000
+
+    async def main() -> None:
+        async with gateway.Socket("ROUTER") as router:
+            dealer = gateway.Socket("DEALER", linger=5.0)
+            dealer.connect(router.bind("zmq+tcp://127.0.0.1:0"))
+            await dealer.wait_peers(1)
+            for i in range(n):
+                await dealer.send(b"%06d" % i + b"z" * 1000)
+            dealer.close()  # 2 MB still in buffers: close flushes within the linger
+            for i in range(n):
+                assert (await router.recv_msg()).body[0][:6] == b"%06d" % i
+
+    run(main(), 30)
+
+
+# -- close never hangs ------------------------------------------------------------------------
+
+
+def test_close_with_a_pending_recv_raises_closed() -> None:
+    async def main() -> None:
+        s = gateway.Socket("REP")
+        s.bind("zmq+tcp://127.0.0.1:0")
+        task = asyncio.create_task(s.recv())
+        await asyncio.sleep(0.05)
+        s.close()
+        with pytest.raises(Closed):
+            await asyncio.wait_for(task, 1)
+
+    run(main())
+
+
+def test_close_with_a_pending_send_raises_closed() -> None:
+    async def main() -> None:
+        s = gateway.Socket("DEALER")
+        s.connect("zmq+tcp://127.0.0.1:1")  # nobody there: send waits for a pipe
+        task = asyncio.create_task(s.send(b"x"))
+        await asyncio.sleep(0.05)
+        assert not task.done()
+        s.close()
+        with pytest.raises(Closed):
+            await asyncio.wait_for(task, 1)
+
+    run(main())
+
+
+def test_wait_peers_times_out() -> None:
+    async def main() -> None:
+        async with gateway.Socket("REQ") as s:
+            s.connect("sp+tcp://127.0.0.1:1")
+            with pytest.raises(TimeoutError):
+                await s.wait_peers(1, timeout=0.2)
+
+    run(main())
+
+
+def test_close_is_fast_and_idempotent() -> None:
+    async def main() -> None:
+        for kind in ("REQ", "REP", "DEALER", "ROUTER"):
+            s = gateway.Socket(kind)
+            s.bind("zmq+tcp://127.0.0.1:0")
+            s.connect("sp+tcp://127.0.0.1:1")  # a dialer that keeps failing
+            t0 = time.monotonic()
+            s.close()
+            s.close()
+            await asyncio.sleep(0)
+            assert time.monotonic() - t0 < 0.5
+            with pytest.raises(Closed):
+                await s.send(b"x")
+            with pytest.raises(Closed):
+                await s.recv()
+            with pytest.raises(Closed):
+                s.bind("zmq+tcp://127.0.0.1:0")
+            with pytest.raises(Closed):
+                s.connect("zmq+tcp://127.0.0.1:1")
+
+    run(main())
+
+
+def test_close_with_peers_and_unread_data() -> None:
+    async def main() -> None:
+        router = gateway.Socket("ROUTER", linger=0)
+        dealer = gateway.Socket("DEALER")
+        dealer.connect(router.bind("zmq+tcp://127.0.0.1:0"))
+        await router.wait_peers(1)
+        for _ in range(100):
+            await dealer.send(b"unread")
+        t0 = time.monotonic()
+        router.close()
+        assert time.monotonic() - t0 < 0.5
+        await until(lambda: dealer.peers == 0)  # the peer notices
+        dealer.close()
+
+    run(main())
+
+
+def test_asyncio_timeout_on_recv_loses_nothing() -> None:
+    async def main() -> None:
+        async with gateway.Socket("REP") as rep, gateway.Socket("REQ") as req:
+            req.connect(rep.bind("zmq+tcp://127.0.0.1:0"))
+            with pytest.raises(TimeoutError):
+                await asyncio.wait_for(rep.recv(), 0.1)
+            await req.send(b"after timeout")
+            assert await rep.recv() == b"after timeout"
+
+    run(main())
+
+
+# -- bad input: one pipe closed, counted; the socket goes on -----------------------------------
+
+
+async def _raw_client(port: int, data: bytes, read_timeout: float = 3.0) -> bytes:
+    """Connect, write ``data``, read until the server closes; return what it sent."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(data)
+    got = bytearray()
+    try:
+        async with asyncio.timeout(read_timeout):
+            while chunk := await reader.read(65536):
+                got += chunk
+    except ConnectionResetError:
+        pass
+    finally:
+        writer.close()
+    return bytes(got)
+
+
+async def _good_exchange(router: gateway.Socket, dealer: gateway.Socket, sp: bool) -> None:
+    rid = (b"\x80\x00\x00\x09",) if sp else ()
+    await dealer.send_msg(Message(rid, (b"still here",)))
+    msg = await router.recv_msg()
+    assert msg.body == (b"still here",)
+    await router.send_msg(Message(msg.hops, (b"yes",)))
+    assert (await dealer.recv_msg()).body == (b"yes",)
+
+
+BAD_INPUT = [
+    ("zmq", b"GET / HTTP/1.1\r\nHost: x\r\n\r\n", "RemoteProtocolError"),
+    ("zmq", b"\xff" + b"\x00" * 8 + b"\x7f\x02\x00" + b"\x00" * 52, "RemoteProtocolError"),  # ZMTP 2.0
+    ("zmq", ZMTP_GREETING[:12] + b"PLAIN".ljust(20, b"\x00") + b"\x00" * 32, "RemoteProtocolError"),
+    ("zmq", ZMTP_GREETING + b"\x00\x05hello", "RemoteProtocolError"),  # data before READY
+    ("zmq", ZMTP_GREETING + zmtp_ready(b"DEALER") + b"\xf1\x01x", "RemoteProtocolError"),
+    ("zmq", ZMTP_GREETING + b"\x04\x09\x05READY\xff\xff\xff", "RemoteProtocolError"),
+    ("zmq", ZMTP_GREETING + zmtp_ready(b"PUB"), "PairingError"),
+    ("sp", b"GET / HTTP/1.1\r\n\r\n", "RemoteProtocolError"),
+    ("sp", b"\x00SP\x01\x00\x30\x00\x00", "RemoteProtocolError"),
+    ("sp", sp_header(0x10), "PairingError"),  # pair0
+    ("sp", sp_header(0x31), "PairingError"),  # rep0 to a rep0
+]
+
+
+@pytest.mark.parametrize(("wire", "garbage", "reason"), BAD_INPUT,
+                         ids=[f"{w}-{i}" for i, (w, _, _) in enumerate(BAD_INPUT)])
+def test_bad_input_closes_only_that_pipe(wire: str, garbage: bytes, reason: str) -> None:
+    async def main() -> None:
+        async with gateway.Socket("ROUTER") as router, gateway.Socket("DEALER") as dealer:
+            url = router.bind(f"{wire}+tcp://127.0.0.1:0")
+            dealer.connect(url)
+            await router.wait_peers(1)
+            before = closed(reason)
+            got = await _raw_client(parse(url).host_port()[1], garbage)
+            if wire == "zmq":
+                assert got[:1] == b"\xff"  # our greeting went out first; then the close
+            else:
+                assert got[:8] == sp_header(0x31)
+            await until(lambda: closed(reason) == before + 1)
+            assert router.peers == 1
+            await _good_exchange(router, dealer, wire == "sp")
+
+    run(main())
+
+
+def test_handshake_timeout_closes_a_silent_peer() -> None:
+    async def main() -> None:
+        async with gateway.Socket("ROUTER", handshake_timeout=0.2) as router:
+            url = router.bind("zmq+tcp://127.0.0.1:0")
+            before = closed("handshake-timeout")
+            t0 = time.monotonic()
+            got = await _raw_client(parse(url).host_port()[1], b"")
+            assert got[:1] == b"\xff" and time.monotonic() - t0 < 2
+            assert closed("handshake-timeout") == before + 1
+
+    run(main())
+
+
+def test_zmtp_ping_is_answered() -> None:
+    async def main() -> None:
+        async with gateway.Socket("ROUTER") as router:
+            url = router.bind("zmq+tcp://127.0.0.1:0")
+            reader, writer = await asyncio.open_connection("127.0.0.1", parse(url).host_port()[1])
+            writer.write(ZMTP_GREETING + zmtp_ready(b"DEALER"))
+            writer.write(b"\x04\x09\x04PING\x00\x0aab")  # ttl 1 s, context "ab"
+            await router.wait_peers(1)
+            pong = b"\x04\x07\x04PONGab"
+            got = bytearray()
+            async with asyncio.timeout(3):
+                while pong not in got:
+                    got += await reader.read(4096)
+            writer.write(b"\x00\x02hi")
+            msg = await router.recv_msg()
+            assert msg.body == (b"hi",)
+            writer.close()
+
+    run(main())
+
+
+@pytest.mark.parametrize("wire", ["zmq", "sp"])
+def test_oversize_message_closes_the_pipe(wire: str) -> None:
+    async def main() -> None:
+        async with (gateway.Socket("ROUTER", max_message_size=1000) as router,
+                    gateway.Socket("DEALER", reconnect_ivl=0.05) as big,
+                    gateway.Socket("DEALER") as small):
+            url = router.bind(f"{wire}+tcp://127.0.0.1:0")
+            big.connect(url)
+            small.connect(url)
+            await router.wait_peers(2)
+            before = closed("MessageTooLarge")
+            rid = (b"\x80\x00\x00\x01",) if wire == "sp" else ()
+            await big.send_msg(Message(rid, (b"x" * 2000,)))
+            await until(lambda: closed("MessageTooLarge") == before + 1)
+            await _good_exchange(router, small, wire == "sp")
+            # the offender redials; a message within the limit is fine afterwards
+            await until(lambda: router.peers == 2)
+            await big.send_msg(Message(rid, (b"x" * 900,)))
+            msg = await router.recv_msg()
+            assert msg.body == (b"x" * 900,)
+
+    run(main())
+
+
+@pytest.mark.parametrize("ttl", [8, 3])
+def test_sp_ttl_overflow_is_dropped_and_counted(ttl: int) -> None:
+    hop = b"\x00\x00\x00\x05"
+    rid = b"\x80\x00\x00\x06"
+
+    async def main() -> None:
+        async with (gateway.Socket("REP", raw=True, ttl=ttl) as xrep,
+                    gateway.Socket("REQ", raw=True) as xreq):
+            xreq.connect(xrep.bind("sp+tcp://127.0.0.1:0"))
+            await xrep.wait_peers(1)
+            before_drop, before_close = dropped("ttl"), METRICS.total("gateway_pipes_closed_total")
+            await xreq.send_msg(Message((hop,) * ttl + (rid,), (b"too far",)))
+            await xreq.send_msg(Message((hop,) * (ttl - 1) + (rid,), (b"just fits",)))
+            msg = await xrep.recv_msg()
+            assert msg.body == (b"just fits",)
+            assert msg.hops[1:] == (hop,) * (ttl - 1) + (rid,)
+            assert dropped("ttl") == before_drop + 1
+            assert METRICS.total("gateway_pipes_closed_total") == before_close
+            assert xrep.peers == 1  # the pipe stays up
+            await xrep.send_msg(Message(msg.hops, (b"reply",)))
+            assert await xreq.recv_msg() == Message((hop,) * (ttl - 1) + (rid,), (b"reply",))
+
+    run(main())
+
+
+def test_sp_short_backtrace_closes_the_pipe() -> None:
+    async def main() -> None:
+        async with (gateway.Socket("REP", raw=True) as xrep,
+                    gateway.Socket("REQ", raw=True, reconnect_ivl=0.05) as xreq):
+            xreq.connect(xrep.bind("sp+tcp://127.0.0.1:0"))
+            await xrep.wait_peers(1)
+            before = closed("RemoteProtocolError")
+            await xreq.send_msg(Message((), (b"\x00\x00\x00\x01",)))  # no top-bit word
+            await until(lambda: closed("RemoteProtocolError") == before + 1)
+            await xrep.wait_peers(1)  # redialled
+            await xreq.send_msg(Message((b"\x80\x00\x00\x01",), (b"ok",)))
+            assert (await xrep.recv_msg()).body == (b"ok",)
+
+    run(main())
+
+
+WRONG_PAIRS = [
+    ("zmq", "REQ", "REQ"), ("zmq", "REP", "REP"), ("zmq", "REQ", "DEALER"),
+    ("zmq", "ROUTER", "REP"), ("sp", "REQ", "REQ"), ("sp", "REP", "REP"),
+    ("sp", "DEALER", "REQ"), ("sp", "ROUTER", "REP"),
+]
+
+
+@pytest.mark.parametrize(("wire", "server", "client"), WRONG_PAIRS)
+def test_wrong_peer_type_is_refused(wire: str, server: str, client: str) -> None:
+    async def main() -> None:
+        async with (gateway.Socket(server, reconnect_ivl=0.05) as srv,
+                    gateway.Socket(client, reconnect_ivl=0.05) as cli):
+            before = closed("PairingError")
+            cli.connect(srv.bind(f"{wire}+tcp://127.0.0.1:0"))
+            await until(lambda: closed("PairingError") >= before + 2, 1.5)  # both ends refuse
+            assert srv.peers == 0 and cli.peers == 0
+            sender = cli if client in ("REQ", "DEALER") else srv
+            receiver = srv if sender is cli else cli
+            if sender.pattern.routed:
+                return  # nothing to route to
+            with pytest.raises(TimeoutError):
+                await asyncio.wait_for(sender.send(b"must not cross"), 0.3)
+            if receiver.kind == "REQ":  # a REQ may not even call recv before sending
+                await asyncio.sleep(0.3)
+                assert not receiver._inbox
+            else:
+                with pytest.raises(TimeoutError):
+                    await asyncio.wait_for(receiver.recv(), 0.3)
+
+    run(main())
+
+
+def test_router_mandatory_and_unroutable_drop() -> None:
+    async def main() -> None:
+        async with gateway.Socket("ROUTER") as lax, gateway.Socket("ROUTER", router_mandatory=True) as strict:
+            before = dropped("unroutable")
+            await lax.send_msg(Message((b"nobody",), (b"x",)))
+            assert dropped("unroutable") == before + 1
+            with pytest.raises(TransportError):
+                await strict.send_msg(Message((b"nobody",), (b"x",)))
+            with pytest.raises(LocalProtocolError):
+                await strict.send_msg(Message((), (b"no routing id",)))
+
+    run(main())
+
+
+def test_peer_chosen_identity_and_duplicates() -> None:
+    async def main() -> None:
+        async with (gateway.Socket("ROUTER") as router,
+                    gateway.Socket("DEALER", identity=b"alice") as a1,
+                    gateway.Socket("DEALER", identity=b"alice", reconnect_ivl=1.0) as a2):
+            url = router.bind("zmq+tcp://127.0.0.1:0")
+            a1.connect(url)
+            await router.wait_peers(1)
+            before = closed("duplicate-identity")
+            a2.connect(url)
+            await until(lambda: closed("duplicate-identity") == before + 1)
+            await a1.send(b"hi")
+            msg = await router.recv_msg()
+            assert msg == Message((b"alice",), (b"hi",))
+            await router.send_multipart([b"alice", b"hello", b"alice"])
+            assert await a1.recv_multipart() == [b"hello", b"alice"]
+            assert router.peers == 1
+
+    run(main())
+
+
+def test_sp_refuses_multipart_bodies() -> None:
+    async def main() -> None:
+        async with gateway.Socket("REP") as rep, gateway.Socket("DEALER") as dealer:
+            dealer.connect(rep.bind("sp+tcp://127.0.0.1:0"))
+            await dealer.wait_peers(1)
+            with pytest.raises(LocalProtocolError):
+                await dealer.send_msg(Message((b"\x80\x00\x00\x01",), (b"a", b"b")))
+
+    run(main())
+
+
+def test_req_rep_efsm_on_the_socket() -> None:
+    async def main() -> None:
+        async with gateway.Socket("REP") as rep, gateway.Socket("REQ") as req:
+            req.connect(rep.bind("zmq+tcp://127.0.0.1:0"))
+            with pytest.raises(gateway.StateError):
+                await req.recv()
+            with pytest.raises(gateway.StateError):
+                await rep.send(b"no request yet")
+            await req.send(b"q")
+            with pytest.raises(gateway.StateError):
+                await req.send(b"q2")
+            assert await rep.recv() == b"q"
+            with pytest.raises(gateway.StateError):
+                await rep.recv()
+            await rep.send(b"r")
+            assert await req.recv() == b"r"
+
+    run(main())
+
+
+def test_relaxed_req_drops_the_stale_reply() -> None:
+    async def main() -> None:
+        async with (gateway.Socket("REP", raw=True) as xrep,
+                    gateway.Socket("REQ", relaxed=True) as req):
+            req.connect(xrep.bind("sp+tcp://127.0.0.1:0"))
+            await req.send(b"first")
+            first = await xrep.recv_msg()
+            await req.send(b"second")
+            second = await xrep.recv_msg()
+            before = dropped("stale-reply")
+            await xrep.send_msg(Message(first.hops, (b"late",)))
+            await xrep.send_msg(Message(second.hops, (b"fresh",)))
+            assert await req.recv() == b"fresh"
+            assert dropped("stale-reply") == before + 1
+
+    run(main())
+
+
+def test_bad_options() -> None:
+    async def main() -> None:
+        with pytest.raises(gateway.GatewayError):
+            gateway.Socket("REP", ttl=16)
+        with pytest.raises(gateway.GatewayError):
+            gateway.Socket("REP", ttl=0)
+        with pytest.raises(gateway.ConfigError):
+            gateway.Socket("REP", hwm=0)
+        with pytest.raises(gateway.GatewayError):
+            gateway.Socket("PAIR")
+
+    run(main())

@@ -1,0 +1,142 @@
+"""Endpoint URLs: wire aliases, CZMQ's @/> prefixes, the backend option, and clear errors."""
+
+from __future__ import annotations
+
+import pytest
+
+from gateway.errors import ConfigError
+from gateway.url import Endpoint, parse, split_host_port
+
+
+@pytest.mark.parametrize(
+    ("url", "wire", "transport", "address", "mode", "backend"),
+    [
+        ("zmq+tcp://127.0.0.1:5555", "zmq", "tcp", "127.0.0.1:5555", None, None),
+        ("zmtp+tcp://127.0.0.1:5555", "zmq", "tcp", "127.0.0.1:5555", None, None),
+        ("sp+tcp://127.0.0.1:5555", "sp", "tcp", "127.0.0.1:5555", None, None),
+        ("nng+tcp://127.0.0.1:5555", "sp", "tcp", "127.0.0.1:5555", None, None),
+        ("nanomsg+tcp://127.0.0.1:5555", "sp", "tcp", "127.0.0.1:5555", None, None),
+        ("ZMQ+TCP://127.0.0.1:5555", "zmq", "tcp", "127.0.0.1:5555", None, None),
+        ("  zmq+tcp://127.0.0.1:1  ", "zmq", "tcp", "127.0.0.1:1", None, None),
+        ("@zmq+tcp://*:5555", "zmq", "tcp", "*:5555", "bind", None),
+        (">zmq+tcp://127.0.0.1:5555", "zmq", "tcp", "127.0.0.1:5555", "connect", None),
+        ("@sp+tcp://127.0.0.1:0", "sp", "tcp", "127.0.0.1:0", "bind", None),
+        (">nng+tcp://localhost:80", "sp", "tcp", "localhost:80", "connect", None),
+        ("zmq+tcp://127.0.0.1:*", "zmq", "tcp", "127.0.0.1:*", None, None),
+        ("zmq+tcp://[::1]:5555", "zmq", "tcp", "[::1]:5555", None, None),
+        ("zmq+ipc:///tmp/x.sock", "zmq", "ipc", "/tmp/x.sock", None, None),
+        (">sp+ipc:///tmp/x.sock", "sp", "ipc", "/tmp/x.sock", "connect", None),
+        ("inproc://name", "zmq", "inproc", "name", None, None),
+        ("@inproc://name", "zmq", "inproc", "name", "bind", None),
+        ("sp+inproc://name", "sp", "inproc", "name", None, None),
+        ("zmq+tcp://127.0.0.1:5555?backend=native", "zmq", "tcp", "127.0.0.1:5555", None, "native"),
+        ("zmq+tcp://127.0.0.1:5555?backend=pyzmq", "zmq", "tcp", "127.0.0.1:5555", None, "pyzmq"),
+        ("@sp+tcp://127.0.0.1:5555?backend=pynng", "sp", "tcp", "127.0.0.1:5555", "bind", "pynng"),
+        ("sp+ipc:///tmp/a b?backend=native", "sp", "ipc", "/tmp/a b", None, "native"),
+    ],
+)
+def test_parse_table(url: str, wire: str, transport: str, address: str, mode: str | None,
+                     backend: str | None) -> None:
+    ep = parse(url)
+    assert (ep.wire, ep.transport, ep.address, ep.mode, ep.backend) == (
+        wire, transport, address, mode, backend)
+    assert ep.family == {"zmq": "zmtp", "sp": "sp"}[wire]
+    assert ep.lib_url == f"{transport}://{address}"
+    # the URL we give back keeps the scheme as written (lower-cased), without prefix or query
+    again = parse(ep.url)
+    assert (again.wire, again.transport, again.address) == (wire, transport, address)
+    assert again.mode is None and again.backend is None
+
+
+def test_url_keeps_the_alias_scheme() -> None:
+    assert parse("nng+tcp://127.0.0.1:1").url == "nng+tcp://127.0.0.1:1"
+    assert parse("@nanomsg+ipc:///tmp/s").url == "nanomsg+ipc:///tmp/s"
+    assert parse("inproc://x").url == "inproc://x"
+    assert Endpoint("sp", "tcp", "h:1").url == "sp+tcp://h:1"
+
+
+def test_with_address_replaces_only_the_address() -> None:
+    ep = parse("@sp+tcp://127.0.0.1:0?backend=native")
+    real = ep.with_address("127.0.0.1:40001")
+    assert real.url == "sp+tcp://127.0.0.1:40001"
+    assert (real.mode, real.backend, real.wire) == ("bind", "native", "sp")
+    assert ep.address == "127.0.0.1:0"  # frozen: the original is unchanged
+
+
+@pytest.mark.parametrize(
+    ("address", "host", "port"),
+    [
+        ("127.0.0.1:5555", "127.0.0.1", 5555),
+        ("localhost:0", "localhost", 0),
+        ("*:7", "*", 7),
+        ("127.0.0.1:*", "127.0.0.1", 0),
+        ("[::1]:5555", "::1", 5555),
+        ("h:65535", "h", 65535),
+    ],
+)
+def test_host_port(address: str, host: str, port: int) -> None:
+    assert split_host_port(address) == (host, port)
+    assert parse(f"zmq+tcp://{address}").host_port() == (host, port)
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "",
+        "   ",
+        "@",
+        "127.0.0.1:5555",  # no scheme
+        "tcp://127.0.0.1:5555",  # no wire
+        "ipc:///tmp/x",  # no wire
+        "foo+tcp://127.0.0.1:5555",  # unknown wire
+        "http://example.com:80",
+        "://127.0.0.1:5555",
+        "zmq+tcp://",  # no address
+        "zmq+tcp://127.0.0.1",  # no port
+        "zmq+tcp://127.0.0.1:",
+        "zmq+tcp://:5555",  # no host
+        "zmq+tcp://127.0.0.1:65536",
+        "zmq+tcp://127.0.0.1:99999",
+        "zmq+tcp://127.0.0.1:-1",
+        "zmq+tcp://127.0.0.1:http",
+        "zmq+tcp://127.0.0.1:5555?backend=",
+        "zmq+tcp://127.0.0.1:5555?backend=libzmq",
+        "zmq+tcp://127.0.0.1:5555?color=blue",
+        "zmq+tcp://127.0.0.1:5555?backend=native&hwm=3",
+        "sp+ipc://",
+        "zmq+://127.0.0.1:5555",  # no transport
+    ],
+)
+def test_errors_are_config_errors(url: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        parse(url)
+    message = str(info.value)
+    assert "\n" not in message and message  # one clear line for the CLI
+
+
+def test_unknown_transport_against_the_loaded_set() -> None:
+    loaded = frozenset({"tcp", "ipc", "inproc"})
+    assert parse("zmq+tcp://127.0.0.1:1", transports=loaded).transport == "tcp"
+    assert parse("inproc://x", transports=loaded).transport == "inproc"
+    with pytest.raises(ConfigError, match="ws"):
+        parse("zmq+ws://127.0.0.1:1", transports=loaded)
+    # without the loaded set a plugin's scheme parses (the registry decides later)
+    assert parse("zmq+ws://127.0.0.1:1").transport == "ws"
+
+
+def test_engine_refuses_bad_urls() -> None:
+    """Socket.bind/connect go through the same parser and the loaded transports."""
+    import asyncio
+
+    import gateway
+
+    async def main() -> None:
+        async with gateway.Socket("REP") as s:
+            for url in ("tcp://127.0.0.1:0", "zmq+nope://x", "zmq+tcp://127.0.0.1",
+                        "zmq+tcp://127.0.0.1:0?backend=pyzmq", "sp+tcp://127.0.0.1:0?backend=pynng"):
+                with pytest.raises(ConfigError):
+                    s.bind(url)
+                with pytest.raises(ConfigError):
+                    s.connect(url)
+
+    asyncio.run(asyncio.wait_for(main(), 10))
