@@ -72,7 +72,7 @@ def bridges() -> None:
 def matrix() -> int:
     out = ROOT / "out" / "demo-matrix"
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
-    run = [sys.executable, "-m", "gateway", "matrix", "run", "--out", str(out), "--small"]
+    run = [sys.executable, "-m", "gateway", "matrix", "run", "--out", str(out), "--select", "@small"]
     rc = subprocess.call(run, cwd=ROOT, env=env)
     report = [sys.executable, "-m", "gateway", "matrix", "report", str(out), "--format", "markdown"]
     subprocess.call(report, cwd=ROOT, env=env)

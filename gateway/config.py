@@ -15,17 +15,23 @@
     name = "orders"
     front = "@zmq+tcp://0.0.0.0:5555"
     back = ">sp+tcp://127.0.0.1:6000"
+
+    [plugins]                       # free-form: plugins read it in their gateway_configure hook
+
+Every mistake is a :class:`ConfigError` with one line saying what and where (the CLI prints it
+and exits 2): unknown sections and keys, wrong types, limits out of range.
 """
 
 from __future__ import annotations
 
+import math
 import tomllib
 from dataclasses import dataclass, field, fields
 from typing import Any
 
 from gateway.device import Limits
 from gateway.errors import ConfigError
-from gateway.url import parse
+from gateway.url import parse, split_host_port
 
 
 @dataclass
@@ -51,8 +57,11 @@ def limits_from(table: dict[str, Any], base: Limits | None = None) -> Limits:
     for key, value in table.items():
         if key not in known:
             raise ConfigError(f"unknown limit {key!r} (known: {', '.join(known)})")
-        if not isinstance(value, int | float) or isinstance(value, bool) or value <= 0:
+        if (not isinstance(value, int | float) or isinstance(value, bool)
+                or not math.isfinite(value) or value <= 0):
             raise ConfigError(f"limit {key} must be a positive number, not {value!r}")
+        if isinstance(getattr(limits, key), int) and value != int(value):
+            raise ConfigError(f"limit {key} must be a whole number, not {value!r}")
         setattr(limits, key, type(getattr(limits, key))(value))
     if not 1 <= limits.hop_limit <= 15:
         raise ConfigError(f"hop_limit must be within 1..15, not {limits.hop_limit}")
@@ -65,16 +74,37 @@ def load(path: str) -> Config:
             data = tomllib.load(fh)
     except OSError as exc:
         raise ConfigError(f"cannot read {path}: {exc.strerror or exc}") from None
-    except tomllib.TOMLDecodeError as exc:
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path}: {exc}") from None
     return from_dict(data, source=path)
 
 
+_GATEWAY_KEYS = ("log_format", "log_level", "metrics")
+_BRIDGE_KEYS = ("name", "front", "back")
+_LOG_LEVELS = ("debug", "info", "warning", "error")
+
+
+def _table(data: dict[str, Any], key: str, source: str) -> dict[str, Any]:
+    value = data.get(key, {})
+    if not isinstance(value, dict):
+        raise ConfigError(f"{source}: [{key}] must be a table, not {value!r}")
+    return value
+
+
+def _unknown_keys(table: dict[str, Any], known: tuple[str, ...], where: str) -> None:
+    unknown = set(table) - set(known)
+    if unknown:
+        raise ConfigError(f"{where}: unknown key(s) {', '.join(sorted(unknown))} "
+                          f"(known: {', '.join(known)})")
+
+
 def from_dict(data: dict[str, Any], source: str = "config") -> Config:
-    unknown = set(data) - {"gateway", "limits", "bridge"}
+    unknown = set(data) - {"gateway", "limits", "bridge", "plugins"}
     if unknown:
         raise ConfigError(f"{source}: unknown section(s) {', '.join(sorted(unknown))}")
-    general = data.get("gateway", {})
+    general = _table(data, "gateway", source)
+    _unknown_keys(general, _GATEWAY_KEYS, f"{source} [gateway]")
+    _table(data, "plugins", source)
     bridges = data.get("bridge", [])
     if not isinstance(bridges, list) or not bridges:
         raise ConfigError(f"{source}: no [[bridge]] tables")
@@ -82,10 +112,23 @@ def from_dict(data: dict[str, Any], source: str = "config") -> Config:
     for i, entry in enumerate(bridges):
         if not isinstance(entry, dict) or "front" not in entry or "back" not in entry:
             raise ConfigError(f"{source}: bridge #{i + 1} needs 'front' and 'back'")
+        _unknown_keys(entry, _BRIDGE_KEYS, f"{source}: bridge #{i + 1}")
+        for key in _BRIDGE_KEYS:
+            if key in entry and not isinstance(entry[key], str):
+                raise ConfigError(f"{source}: bridge #{i + 1} {key} must be a string, "
+                                  f"not {entry[key]!r}")
         parse(entry["front"]), parse(entry["back"])  # fail early, with the URL in the message
-        parsed.append(BridgeConfig(str(entry.get("name", f"bridge{i + 1}")), entry["front"], entry["back"]))
+        parsed.append(BridgeConfig(entry.get("name", f"bridge{i + 1}"), entry["front"], entry["back"]))
     fmt = general.get("log_format", "console")
     if fmt not in ("console", "json"):
         raise ConfigError(f"{source}: log_format must be console or json, not {fmt!r}")
-    return Config(parsed, limits_from(data.get("limits", {})), fmt,
-                  general.get("log_level", "info"), general.get("metrics"), data)
+    level = general.get("log_level", "info")
+    if level not in _LOG_LEVELS:
+        raise ConfigError(f"{source}: log_level must be one of {', '.join(_LOG_LEVELS)}, "
+                          f"not {level!r}")
+    metrics = general.get("metrics")
+    if metrics is not None:
+        if not isinstance(metrics, str):
+            raise ConfigError(f"{source}: metrics must be \"HOST:PORT\", not {metrics!r}")
+        split_host_port(metrics)
+    return Config(parsed, limits_from(_table(data, "limits", source)), fmt, level, metrics, data)

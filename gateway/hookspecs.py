@@ -34,7 +34,7 @@ def gateway_register_wires(register: Callable[..., None]) -> None:
 
     Call ``register(name, family, codec_factory, aliases=())``: ``family`` is ``"zmtp"`` or
     ``"sp"`` (the envelope rules the patterns apply), ``codec_factory(kind, raw, *,
-    identity, max_message_size)`` returns a sans-IO ``gateway.wire.WireCodec``.
+    identity, max_message_size, transport)`` returns a sans-IO ``gateway.wire.WireCodec``.
     """
 
 

@@ -496,10 +496,6 @@ def test_nanocat_req_to_native_req_is_refused() -> None:
 # -- SP over IPC -------------------------------------------------------------------------------------
 
 
-@pytest.mark.xfail(reason="SP over IPC (nanomsg sp-ipc mapping) puts a 1-byte message type (0x01) "
-                          "before each u64 length; the native SP codec frames IPC like TCP, so nng "
-                          "sees garbage and the native side a huge length (MessageTooLarge)",
-                   raises=(TimeoutError, pynng.Timeout), strict=False)
 @pytest.mark.parametrize("binder", BINDERS)
 def test_native_rep_with_nng_req_over_ipc(binder: str, tmp_path: Any) -> None:
     path = f"{tmp_path}/sp.sock"

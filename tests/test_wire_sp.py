@@ -304,3 +304,31 @@ def test_interop_pynng_peer_mismatch() -> None:
             sock.sendall(codec.initiate())
             with pytest.raises(PairingError, match="peer mismatch"):
                 _recv_event(sock, codec)
+
+
+# -- IPC framing: a message-type byte (1) before each u64 length (nng and nanomsg ipc) --------
+
+
+def _ipc_pair() -> tuple[SpCodec, SpCodec]:
+    a, b = SpCodec("REQ", transport="ipc"), SpCodec("REP", transport="ipc")
+    a.receive_data(b.initiate())
+    b.receive_data(a.initiate())
+    assert a.next_event() is not None and b.next_event() is not None
+    return a, b
+
+
+def test_ipc_framing_bytes() -> None:
+    a, b = _ipc_pair()
+    wire = a.send_message((b"\x80\x00\x00\x01", b"hi"))
+    assert wire == bytes.fromhex("01" "0000000000000006" "80000001") + b"hi"
+    b.receive_data(wire[:3])
+    assert b.next_event() is None
+    b.receive_data(wire[3:])
+    assert b.next_event() == (b"\x80\x00\x00\x01hi",)
+
+
+def test_ipc_unknown_message_type_is_remote_error() -> None:
+    _, b = _ipc_pair()
+    b.receive_data(bytes.fromhex("02" "0000000000000001") + b"x")
+    with pytest.raises(RemoteProtocolError):
+        b.next_event()

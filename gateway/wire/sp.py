@@ -43,8 +43,13 @@ class SpCodec:
         *,
         identity: bytes = b"",
         max_message_size: int = 1 << 20,
+        transport: str = "tcp",
     ) -> None:
         self.kind = kind
+        # nng's and nanomsg's IPC mapping puts a message-type byte (1 = message) before each
+        # u64 length; TCP (and everything else) has none. The 8-byte header is the same.
+        self._prefix = b"\x01" if transport == "ipc" else b""
+        self._skip = len(self._prefix)
         self.raw = raw
         self.protocol: int = pairing.sp_protocol(kind)
         self.max_message_size = max_message_size
@@ -70,13 +75,14 @@ class SpCodec:
         if not self.handshake_done:
             raise LocalProtocolError("SP handshake not complete")
         n = len(parts)
+        prefix = self._prefix
         if n == 1:
             p = parts[0]
-            return _U64.pack(len(p)) + p
+            return prefix + _U64.pack(len(p)) + p
         if n == 2:  # request id + body: the common case
             p0, p1 = parts
-            return b"".join((_U64.pack(len(p0) + len(p1)), p0, p1))
-        return b"".join((_U64.pack(sum(map(len, parts))), *parts))
+            return b"".join((prefix, _U64.pack(len(p0) + len(p1)), p0, p1))
+        return b"".join((prefix, _U64.pack(sum(map(len, parts))), *parts))
 
     def receive_data(self, data: bytes) -> None:
         """Append received bytes (any split). Never raises."""
@@ -94,14 +100,17 @@ class SpCodec:
                 buf = self._buf
                 pos = self._pos
                 end = len(buf)
-                if end - pos < 8:
+                skip = self._skip
+                if end - pos < 8 + skip:
                     return None
-                (size,) = _U64.unpack_from(buf, pos)
+                if skip and buf[pos] != 1:
+                    raise RemoteProtocolError(f"unknown SP/IPC message type {buf[pos]}")
+                (size,) = _U64.unpack_from(buf, pos + skip)
                 if size > self.max_message_size:
                     raise MessageTooLarge(
                         f"SP message of {size} bytes (limit {self.max_message_size})"
                     )
-                start = pos + 8
+                start = pos + skip + 8
                 stop = start + size
                 if stop > end:
                     return None

@@ -118,6 +118,7 @@ class ZmtpCodec:
         identity: bytes = b"",
         max_message_size: int = 1 << 20,
         as_server: bool = False,
+        transport: str = "tcp",  # ZMTP frames the same on every transport
     ) -> None:
         if kind not in pairing.ZMTP_PEERS:
             raise ValueError(f"unknown socket kind {kind!r}")

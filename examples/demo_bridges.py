@@ -1,0 +1,235 @@
+"""Live bridges between real ZeroMQ (pyzmq) and nng (pynng) peers, through the gateway CLI.
+
+``run_demo()`` runs four short scenes, each with its own ``gateway bridge`` process:
+
+* zmq -> nng with the library backends (pyzmq front, pynng back), then with the native engine:
+  a ZeroMQ REQ and a ZeroMQ DEALER with an application envelope talk to a raw nng REP server
+  that shows the SP backtrace it receives (the gateway's token stands for the whole ZeroMQ
+  envelope);
+* nng -> zmq, the same two ways: an nng REQ talks to a ZeroMQ ROUTER server that shows the
+  envelope it receives (the SP backtrace as 4-byte frames) and returns it, as ROUTERs do.
+
+It prints what crossed (requests, replies, envelopes in hex), stops each gateway with SIGTERM
+(exit code 0) and finishes in a few seconds. Run it alone with ``python examples/demo_bridges.py``.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pynng
+import zmq
+from pynng import ffi, lib
+
+REPO = Path(__file__).resolve().parents[1]
+HOST = "127.0.0.1"
+TIMEOUT_MS = 5000
+
+
+def _hex(frames: list[bytes]) -> str:
+    return "[" + " ".join(f.hex() or "''" for f in frames) + "]"
+
+
+def _say(who: str, text: str) -> None:
+    print(f"  {who:<18} {text}", flush=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# the gateway process
+
+
+class _Gateway:
+    """``gateway bridge FRONT BACK`` as a child process; ``front``/``back`` from its READY line."""
+
+    def __init__(self, front: str, back: str) -> None:
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "gateway", "bridge", front, back, "--log-level", "warning"],
+            cwd=REPO, env=env, text=True, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE)
+        lines: queue.Queue[str] = queue.Queue()
+        stdout = self.proc.stdout
+        assert stdout is not None
+
+        def pump() -> None:
+            for line in stdout:
+                lines.put(line)
+
+        threading.Thread(target=pump, daemon=True).start()
+        try:
+            line = lines.get(timeout=15)
+        except queue.Empty:
+            self.stop()
+            raise RuntimeError("the gateway did not report READY") from None
+        if not line.startswith("READY "):
+            self.stop()
+            raise RuntimeError(f"the gateway said {line!r}")
+        fields = dict(part.split("=", 1) for part in line.split()[1:])
+        self.front, self.back = fields["front"], fields["back"]
+        _say("gateway", line.strip())
+
+    def lib_front(self) -> str:  # zmq+tcp://h:p -> tcp://h:p, what pyzmq / pynng dial
+        return self.front.split("+", 1)[1]
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                code = self.proc.wait(10)
+                _say("gateway", f"SIGTERM -> exit code {code}")
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+                _say("gateway", "killed (did not stop within 10 s)")
+
+
+# ---------------------------------------------------------------------------------------------
+# servers, each in its own thread (a libzmq socket never leaves the thread that made it)
+
+
+class _RawNngServer:
+    """nng raw rep0: receives the SP backtrace words in front of the body and returns them."""
+
+    def __init__(self) -> None:
+        self.sock = pynng.Rep0(opener=lib.nng_rep0_open_raw, recv_timeout=100)
+        listener = self.sock.listen(f"tcp://{HOST}:0")
+        self.port = int(str(listener.local_address).rsplit(":", 1)[1])
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        msg_p = ffi.new("nng_msg **")
+        while not self._stop.is_set():
+            if lib.nng_recvmsg(self.sock.socket, msg_p, 0):  # timeout or closed
+                continue
+            m = msg_p[0]
+            header = ffi.buffer(lib.nng_msg_header(m), lib.nng_msg_header_len(m))[:]
+            body = ffi.buffer(lib.nng_msg_body(m), lib.nng_msg_len(m))[:]
+            words = [header[i : i + 4] for i in range(0, len(header), 4)]
+            _say("nng REP (raw)", f"got {body!r}, SP backtrace {_hex(words)} "
+                                  "(its pipe id, then the gateway's token)")
+            reply = body + b" -> nng"
+            lib.nng_msg_clear(m)
+            lib.nng_msg_append(m, reply, len(reply))  # header kept: it routes the reply
+            if lib.nng_sendmsg(self.sock.socket, m, 0):
+                lib.nng_msg_free(m)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(5)
+        self.sock.close()
+
+
+class _ZmqRouterServer:
+    """A ZeroMQ ROUTER server: shows the envelope it got and returns it with the reply."""
+
+    def __init__(self) -> None:
+        self._stop = threading.Event()
+        self._port: queue.Queue[int] = queue.Queue()
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
+        self.port = self._port.get(timeout=10)
+
+    def _serve(self) -> None:
+        ctx = zmq.Context()
+        sock = ctx.socket(zmq.ROUTER)
+        sock.linger = 0
+        self._port.put(sock.bind_to_random_port(f"tcp://{HOST}"))
+        try:
+            while not self._stop.is_set():
+                if not sock.poll(100):
+                    continue
+                *envelope, body = sock.recv_multipart()
+                _say("zmq ROUTER", f"got {body!r}, envelope {_hex(envelope)} "
+                                   "(identity, SP pipe id, request id, delimiter)")
+                sock.send_multipart([*envelope, body + b" -> zmq"])
+        finally:
+            sock.close(0)
+            ctx.term()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(5)
+
+
+# ---------------------------------------------------------------------------------------------
+# scenes
+
+
+def _zmq_to_nng(backend: str) -> None:
+    front_be, back_be = ("pyzmq", "pynng") if backend == "lib" else ("native", "native")
+    print(f"\n== ZeroMQ clients -> gateway -> nng server (front {front_be}, back {back_be}) ==",
+          flush=True)
+    server = _RawNngServer()
+    gw = None
+    ctx = zmq.Context()
+    try:
+        gw = _Gateway(f"@zmq+tcp://{HOST}:0?backend={front_be}",
+                      f">sp+tcp://{HOST}:{server.port}?backend={back_be}")
+        req = ctx.socket(zmq.REQ)
+        req.linger, req.rcvtimeo = 0, TIMEOUT_MS
+        req.connect(gw.lib_front())
+        req.send(b"hello from REQ")
+        _say("zmq REQ", "sent b'hello from REQ'")
+        _say("zmq REQ", f"got {req.recv()!r}")
+        req.close()
+
+        dealer = ctx.socket(zmq.DEALER)
+        dealer.linger, dealer.rcvtimeo = 0, TIMEOUT_MS
+        dealer.connect(gw.lib_front())
+        for i in (1, 2):
+            frames = [b"app", b"order-%d" % i, b"", b"item %d" % i]
+            dealer.send_multipart(frames)
+            _say("zmq DEALER", f"sent envelope {_hex(frames[:-1])} body {frames[-1]!r}")
+        for _ in (1, 2):
+            *envelope, body = dealer.recv_multipart()
+            _say("zmq DEALER", f"got envelope {_hex(envelope)} body {body!r} (its own, back)")
+        dealer.close()
+    finally:
+        if gw is not None:
+            gw.stop()
+        server.stop()
+        ctx.term()
+
+
+def _nng_to_zmq(backend: str) -> None:
+    front_be, back_be = ("pynng", "pyzmq") if backend == "lib" else ("native", "native")
+    print(f"\n== nng client -> gateway -> ZeroMQ server (front {front_be}, back {back_be}) ==",
+          flush=True)
+    server = _ZmqRouterServer()
+    gw = None
+    try:
+        gw = _Gateway(f"@sp+tcp://{HOST}:0?backend={front_be}",
+                      f">zmq+tcp://{HOST}:{server.port}?backend={back_be}")
+        with pynng.Req0(recv_timeout=TIMEOUT_MS, send_timeout=TIMEOUT_MS) as req:
+            req.dial(gw.lib_front(), block=False)
+            for i in (1, 2):
+                body = b"hello %d from nng REQ" % i
+                req.send(body)
+                _say("nng REQ", f"sent {body!r}")
+                _say("nng REQ", f"got {req.recv()!r}")
+    finally:
+        if gw is not None:
+            gw.stop()
+        server.stop()
+
+
+def run_demo() -> None:
+    """The four scenes; raises if a reply does not come within 5 s."""
+    t0 = time.monotonic()
+    for backend in ("lib", "native"):
+        _zmq_to_nng(backend)
+        _nng_to_zmq(backend)
+    print(f"\nbridges demo done in {time.monotonic() - t0:.1f} s", flush=True)
+
+
+if __name__ == "__main__":
+    run_demo()

@@ -1,0 +1,23 @@
+#!/usr/bin/env sh
+# ZeroMQ clients -> nanomsg/nng servers.
+#
+#   examples/zmq_to_nng_bridge.sh [FRONT_PORT] [BACK_PORT] [gateway bridge options...]
+#
+# ZeroMQ REQ/DEALER clients connect to tcp://127.0.0.1:FRONT_PORT (default 5555); the gateway
+# connects to an nng/nanomsg REP server on tcp://127.0.0.1:BACK_PORT (default 6000).
+# Try it, in three terminals:
+#   python examples/nng_rep_server.py --listen tcp://127.0.0.1:6000
+#   examples/zmq_to_nng_bridge.sh
+#   python examples/zmq_req_client.py --connect tcp://127.0.0.1:5555 --count 3
+# Options pass through, e.g. --log-format json --metrics 127.0.0.1:9100, and
+# append ?backend=native to an endpoint to run that side on the pure-Python engine.
+set -eu
+FRONT_PORT=${1:-5555}
+BACK_PORT=${2:-6000}
+[ $# -gt 0 ] && shift
+[ $# -gt 0 ] && shift
+# from a checkout: find the gateway package next to this script
+PYTHONPATH="$(cd "$(dirname "$0")/.." && pwd)${PYTHONPATH:+:$PYTHONPATH}"
+export PYTHONPATH
+exec "${PYTHON:-python3}" -m gateway bridge \
+    "@zmq+tcp://127.0.0.1:${FRONT_PORT}" ">sp+tcp://127.0.0.1:${BACK_PORT}" "$@"

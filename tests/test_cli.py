@@ -1,0 +1,202 @@
+"""gateway.cli: the parser, help, version, ``plugins`` output and exit codes (in-process).
+
+The real process (signals, READY line, live bridges) is tested in interop_tests/test_gateway_*.
+"""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import tomllib
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import gateway
+from gateway.cli import build_parser, main
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(autouse=True)
+def _no_log_setup(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The CLI configures structlog to print to the sys.stderr of the moment: under capsys that
+    stream is closed after the test, so keep the test process's logging as it is."""
+    monkeypatch.setattr("gateway.logging.configure", lambda *a, **k: None)
+
+
+def _error_line(capsys: pytest.CaptureFixture[str]) -> str:
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    lines = err.splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith("gateway: error: ")
+    return lines[0]
+
+
+# ---------------------------------------------------------------------------------------------
+# parser, help, version
+
+
+def test_help_lists_the_commands(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(["--help"])
+    assert exit_.value.code == 0
+    out = capsys.readouterr().out
+    for command in ("bridge", "run", "plugins", "matrix", "bench"):
+        assert command in out
+    assert "'@' binds, '>' connects" in " ".join(out.split())
+
+
+def test_bridge_help(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(["bridge", "--help"])
+    assert exit_.value.code == 0
+    out = capsys.readouterr().out
+    for option in ("FRONT", "BACK", "--log-format", "--metrics", "--max-message-size",
+                   "--hop-limit", "--pending-tokens", "--token-ttl", "--grace", "--name"):
+        assert option in out
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(["--version"])
+    assert exit_.value.code == 0
+    assert capsys.readouterr().out == f"gateway {gateway.__version__}\n"
+
+
+def test_version_matches_the_distribution() -> None:
+    meta = tomllib.loads((REPO / "pyproject.toml").read_text())
+    assert meta["project"]["version"] == gateway.__version__
+    assert meta["project"]["scripts"]["gateway"] == "gateway.cli:main"
+
+
+def test_no_command_prints_help_and_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([]) == 2
+    assert "usage: gateway" in capsys.readouterr().out
+
+
+def test_bridge_arguments() -> None:
+    args = build_parser().parse_args([
+        "bridge", "@zmq+tcp://127.0.0.1:5555", ">sp+tcp://127.0.0.1:6000?backend=native",
+        "--name", "b1", "--log-format", "json", "--log-level", "debug",
+        "--metrics", "127.0.0.1:9100", "--max-message-size", "4096", "--hop-limit", "3",
+        "--pending-tokens", "10", "--token-ttl", "0.5", "--grace", "1"])
+    assert (args.command, args.front, args.back, args.name) == (
+        "bridge", "@zmq+tcp://127.0.0.1:5555", ">sp+tcp://127.0.0.1:6000?backend=native", "b1")
+    assert (args.log_format, args.log_level, args.metrics) == ("json", "debug", "127.0.0.1:9100")
+    assert (args.max_message_size, args.hop_limit, args.pending_tokens, args.token_ttl,
+            args.grace) == (4096, 3, 10, 0.5, 1.0)
+
+
+def test_bridge_defaults() -> None:
+    args = build_parser().parse_args(["bridge", "a", "b"])
+    assert args.name == "bridge" and args.metrics is None
+    assert args.log_format is None and args.log_level is None  # console / info at run time
+    assert args.hop_limit is None and args.grace is None  # the Limits defaults apply
+
+
+def test_run_arguments() -> None:
+    args = build_parser().parse_args(["run", "g.toml", "--log-format", "json",
+                                      "--metrics", "127.0.0.1:1"])
+    assert (args.command, args.config, args.log_format, args.metrics) == (
+        "run", "g.toml", "json", "127.0.0.1:1")
+
+
+@pytest.mark.parametrize("argv", [
+    ["bridge"],
+    ["bridge", "only-front"],
+    ["bridge", "a", "b", "--log-format", "xml"],
+    ["bridge", "a", "b", "--log-level", "loud"],
+    ["bridge", "a", "b", "--hop-limit", "many"],
+    ["bridge", "a", "b", "--token-ttl", "soon"],
+    ["run"],
+    ["no-such-command"],
+])
+def test_usage_errors_exit_2(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(argv)
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert "usage: gateway" in err and "Traceback" not in err
+
+
+# ---------------------------------------------------------------------------------------------
+# plugins
+
+
+def test_plugins_lists_builtins_and_what_they_provide(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["plugins"]) == 0
+    rows = {line.split(None, 2)[0]: line.split(None, 2)[1:]
+            for line in capsys.readouterr().out.splitlines()}
+    assert rows["tcp"] == ["plugins.tcp", "transport tcp"]
+    assert rows["ipc"] == ["plugins.ipc", "transport ipc"]
+    assert rows["inproc"] == ["plugins.inproc", "transport inproc"]
+    assert rows["wires"] == ["plugins.wires", "wire zmq (zmtp), wire sp (sp)"]
+    assert rows["pyzmq"] == ["plugins.pyzmq_adapter", "adapter pyzmq (zmtp)"]
+    assert rows["pynng"] == ["plugins.pynng_adapter", "adapter pynng (sp)"]
+
+
+# ---------------------------------------------------------------------------------------------
+# bad input: one line on stderr, exit 2 (before any socket is served)
+
+
+@pytest.mark.parametrize(("front", "back", "contains"), [
+    ("zmq+tcp://127.0.0.1", "sp+tcp://127.0.0.1:1", "needs host:port"),
+    ("zmq+tcp://127.0.0.1:70000", "sp+tcp://127.0.0.1:1", "bad port"),
+    ("foo+tcp://127.0.0.1:1", "sp+tcp://127.0.0.1:1", "unknown wire 'foo'"),
+    ("zmq+udp://127.0.0.1:1", "sp+tcp://127.0.0.1:1", "unknown transport 'udp'"),
+    ("zmq+tcp://127.0.0.1:0", "sp+tcp://127.0.0.1:1?backend=zmq", "unknown backend 'zmq'"),
+    ("zmq+tcp://127.0.0.1:0?backend=pynng", "sp+tcp://127.0.0.1:1", "speaks sp"),
+])
+def test_bad_endpoint(front: str, back: str, contains: str,
+                      capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["bridge", front, back]) == 2
+    assert contains in _error_line(capsys)
+
+
+@pytest.mark.parametrize(("option", "value", "contains"), [
+    ("--hop-limit", "16", "hop_limit must be within 1..15"),
+    ("--hop-limit", "0", "must be a positive number"),
+    ("--pending-tokens", "0", "must be a positive number"),
+    ("--token-ttl", "0", "must be a positive number"),
+    ("--max-message-size", "-5", "must be a positive number"),
+    ("--metrics", "nowhere", "needs host:port"),
+])
+def test_bad_option_values(option: str, value: str, contains: str,
+                           capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["bridge", "zmq+tcp://127.0.0.1:0", "sp+tcp://127.0.0.1:1", option, value]) == 2
+    assert contains in _error_line(capsys)
+
+
+@pytest.fixture
+def busy_port() -> Iterator[int]:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen(1)
+        yield s.getsockname()[1]
+
+
+@pytest.mark.parametrize("backend", ["pyzmq", "native"])
+def test_port_in_use(busy_port: int, backend: str, capsys: pytest.CaptureFixture[str]) -> None:
+    front = f"@zmq+tcp://127.0.0.1:{busy_port}?backend={backend}"
+    assert main(["bridge", front, "sp+tcp://127.0.0.1:1"]) == 2
+    line = _error_line(capsys)
+    assert f"127.0.0.1:{busy_port}" in line and "in use" in line
+
+
+def test_unreadable_config(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", str(tmp_path / "missing.toml")]) == 2
+    assert "cannot read" in _error_line(capsys)
+    (tmp_path / "bad.toml").write_text("[[bridge]\n")
+    assert main(["run", str(tmp_path / "bad.toml")]) == 2
+    assert "bad.toml" in _error_line(capsys)
+
+
+def test_console_script_entry_runs() -> None:
+    r = subprocess.run([sys.executable, "-m", "gateway", "--version"], cwd=REPO, text=True,
+                       capture_output=True, timeout=30,
+                       env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"})
+    assert r.returncode == 0 and r.stdout == f"gateway {gateway.__version__}\n"

@@ -1,0 +1,154 @@
+"""gateway.config: TOML config parsing, as tables of inputs and outcomes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gateway.config import Config, from_dict, limits_from, load
+from gateway.device import Limits
+from gateway.errors import ConfigError
+
+REPO = Path(__file__).resolve().parents[1]
+
+ONE = {"bridge": [{"front": "@zmq+tcp://127.0.0.1:5555", "back": ">sp+tcp://127.0.0.1:6000"}]}
+
+
+def _with(**sections: Any) -> dict[str, Any]:
+    return {**ONE, **sections}
+
+
+# ---------------------------------------------------------------------------------------------
+# good configs
+
+
+def test_minimal_config_defaults() -> None:
+    cfg = from_dict(ONE)
+    assert isinstance(cfg, Config)
+    assert [(b.name, b.front, b.back) for b in cfg.bridges] == [
+        ("bridge1", "@zmq+tcp://127.0.0.1:5555", ">sp+tcp://127.0.0.1:6000")]
+    assert cfg.limits == Limits()
+    assert (cfg.log_format, cfg.log_level, cfg.metrics) == ("console", "info", None)
+    assert cfg.raw is ONE
+
+
+def test_full_config() -> None:
+    cfg = from_dict({
+        "gateway": {"log_format": "json", "log_level": "debug", "metrics": "127.0.0.1:9100"},
+        "limits": {"max_message_size": 4096, "hop_limit": 15, "pending_tokens": 10,
+                   "token_ttl": 2, "grace": 0.5},
+        "bridge": [
+            {"name": "a", "front": "zmq+tcp://127.0.0.1:1", "back": "sp+tcp://127.0.0.1:2"},
+            {"front": "nng+tcp://127.0.0.1:3?backend=native", "back": "zmq+ipc:///tmp/x"},
+        ],
+        "plugins": {"mine": {"option": 1}},
+    })
+    assert [b.name for b in cfg.bridges] == ["a", "bridge2"]
+    assert cfg.limits == Limits(max_message_size=4096, hop_limit=15, pending_tokens=10,
+                                token_ttl=2.0, grace=0.5)
+    assert isinstance(cfg.limits.token_ttl, float)
+    assert (cfg.log_format, cfg.log_level, cfg.metrics) == ("json", "debug", "127.0.0.1:9100")
+    assert cfg.raw["plugins"] == {"mine": {"option": 1}}  # for the gateway_configure hook
+
+
+def test_whole_float_accepted_for_integer_limit() -> None:
+    assert from_dict(_with(limits={"pending_tokens": 10.0})).limits.pending_tokens == 10
+
+
+def test_shipped_example_config_parses() -> None:
+    cfg = load(str(REPO / "examples" / "gateway.toml"))
+    assert [b.name for b in cfg.bridges] == ["zmq-to-nng", "nng-to-zmq"]
+    assert cfg.limits == Limits()  # it spells out the defaults
+    assert cfg.metrics == "127.0.0.1:9100"
+
+
+def test_load_from_file(tmp_path: Path) -> None:
+    path = tmp_path / "g.toml"
+    path.write_text('[[bridge]]\nname = "x"\nfront = "zmq+tcp://127.0.0.1:1"\n'
+                    'back = "sp+tcp://127.0.0.1:2"\n')
+    assert load(str(path)).bridges[0].name == "x"
+
+
+# ---------------------------------------------------------------------------------------------
+# bad configs: one ConfigError each, naming the problem
+
+
+@pytest.mark.parametrize(("data", "message"), [
+    ({}, "no [[bridge]] tables"),
+    ({"bridge": []}, "no [[bridge]] tables"),
+    ({"bridge": {"front": "x", "back": "y"}}, "no [[bridge]] tables"),
+    ({"bridge": [{"front": "zmq+tcp://127.0.0.1:1"}]}, "bridge #1 needs 'front' and 'back'"),
+    ({"bridge": ["zmq+tcp://127.0.0.1:1"]}, "bridge #1 needs 'front' and 'back'"),
+    ({"bridge": [{"front": 5, "back": "sp+tcp://127.0.0.1:1"}]}, "front must be a string"),
+    ({"bridge": [{"front": "zmq+tcp://127.0.0.1:1", "back": "sp+tcp://127.0.0.1:1",
+                  "name": 3}]}, "name must be a string"),
+    ({"bridge": [{"front": "zmq+tcp://127.0.0.1:1", "back": "sp+tcp://127.0.0.1:1",
+                  "bakend": "native"}]}, "unknown key(s) bakend"),
+    ({"bridge": [{"front": "zmq+tcp://127.0.0.1", "back": "sp+tcp://127.0.0.1:1"}]},
+     "needs host:port"),
+    ({"bridge": [{"front": "foo+tcp://127.0.0.1:1", "back": "sp+tcp://127.0.0.1:1"}]},
+     "unknown wire 'foo'"),
+    ({"bridge": [{"front": "zmq+tcp://127.0.0.1:1", "back": "sp+tcp://127.0.0.1:1?x=1"}]},
+     "unknown option 'x'"),
+    (_with(extra={}), "unknown section(s) extra"),
+    (_with(gateway=3), "[gateway] must be a table"),
+    (_with(gateway={"log_format": "xml"}), "log_format must be console or json"),
+    (_with(gateway={"log_level": "verbose"}), "log_level must be one of"),
+    (_with(gateway={"metrics": 9100}), "metrics must be"),
+    (_with(gateway={"metrics": "9100"}), "needs host:port"),
+    (_with(gateway={"metrics": "127.0.0.1:http"}), "bad port"),
+    (_with(gateway={"log_fmt": "json"}), "unknown key(s) log_fmt"),
+    (_with(limits=3), "[limits] must be a table"),
+    (_with(limits={"ttl": 5}), "unknown limit 'ttl'"),
+    (_with(limits={"hop_limit": 0}), "must be a positive number"),
+    (_with(limits={"hop_limit": 16}), "hop_limit must be within 1..15"),
+    (_with(limits={"grace": -1}), "must be a positive number"),
+    (_with(limits={"token_ttl": "60"}), "must be a positive number"),
+    (_with(limits={"pending_tokens": True}), "must be a positive number"),
+    (_with(limits={"pending_tokens": 0.5}), "must be a whole number"),
+    (_with(limits={"max_message_size": 1.5}), "must be a whole number"),
+    (_with(limits={"hop_limit": float("inf")}), "must be a positive number"),
+    (_with(limits={"token_ttl": float("nan")}), "must be a positive number"),
+    (_with(plugins=[1, 2]), "[plugins] must be a table"),
+], ids=lambda v: None if isinstance(v, dict) else v)
+def test_bad_config(data: dict[str, Any], message: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        from_dict(data, source="g.toml")
+    assert message in str(err.value)
+    assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize(("content", "message"), [
+    (None, "cannot read"),
+    ("dir", "cannot read"),
+    (b"[[bridge]\n", "g.toml: "),
+    (b"front = \n", "g.toml: "),
+    (b"\xff\xfe not utf-8", "g.toml: "),
+    (b"", "no [[bridge]] tables"),
+], ids=["missing", "directory", "bad-table", "bad-value", "not-utf8", "empty"])
+def test_load_errors(tmp_path: Path, content: bytes | str | None, message: str) -> None:
+    path = tmp_path / "g.toml"
+    if content == "dir":
+        path.mkdir()
+    elif isinstance(content, bytes):
+        path.write_bytes(content)
+    with pytest.raises(ConfigError) as err:
+        load(str(path))
+    assert message in str(err.value)
+    assert "\n" not in str(err.value)
+
+
+# ---------------------------------------------------------------------------------------------
+# limits_from (shared by the config file and the CLI flags)
+
+
+def test_limits_from_overrides_a_base() -> None:
+    base = Limits(pending_tokens=5)
+    out = limits_from({"grace": 0.1}, base)
+    assert out.pending_tokens == 5 and out.grace == 0.1
+
+
+def test_limits_from_empty_is_defaults() -> None:
+    assert limits_from({}) == Limits()

@@ -1,0 +1,501 @@
+"""gateway.device: the Bridge's translation, drops, token-table bounds and the body-codec hook.
+
+Two layers: the Bridge's translation step on Messages without any socket (``_request`` /
+``_reply`` with an explicit clock), then live bridges inside one asyncio loop between real
+libzmq (pyzmq asyncio) clients and nng (pynng asyncio) servers, with the library adapters and
+the native engine on each side.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib.util
+import uuid
+from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
+from types import ModuleType
+
+import pynng
+import pytest
+import zmq
+import zmq.asyncio
+
+from gateway.device import Bridge, Limits
+from gateway.envelope import EnvelopeError
+from gateway.errors import ConfigError
+from gateway.message import Message
+from gateway.metrics import METRICS
+from gateway.plugins import manager
+
+pytestmark = pytest.mark.timeout(30)
+
+REPO = Path(__file__).resolve().parents[1]
+PIPE = b"\x00\x00\x00\x2a"
+RID = b"\x80\x00\x00\x07"
+
+
+def _name() -> str:
+    return f"t-{uuid.uuid4().hex[:8]}"
+
+
+def _dropped(bridge: Bridge, reason: str) -> int:
+    return METRICS.get("gateway_dropped_total", reason=reason, bridge=bridge.name)
+
+
+def _load_body_codec_plugin() -> ModuleType:
+    spec = importlib.util.spec_from_file_location(
+        "body_codec_plugin", REPO / "examples" / "body_codec_plugin.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+BODY_CODEC = _load_body_codec_plugin()
+
+
+@pytest.fixture
+def body_codec() -> Iterator[ModuleType]:
+    """The example body-codec plugin, registered for one test only."""
+    pm = manager()
+    pm.register(BODY_CODEC, name="test-body-codec")
+    try:
+        yield BODY_CODEC
+    finally:
+        pm.unregister(name="test-body-codec")
+
+
+# ---------------------------------------------------------------------------------------------
+# construction
+
+
+@pytest.mark.parametrize(("front", "back", "mode", "front_mode", "back_mode"), [
+    ("zmq+tcp://127.0.0.1:5555", "sp+tcp://127.0.0.1:6000", "zmtp->sp", "bind", "connect"),
+    ("sp+tcp://127.0.0.1:6001", "zmq+tcp://127.0.0.1:7000", "sp->zmtp", "bind", "connect"),
+    ("nng+tcp://127.0.0.1:6001", "zmtp+tcp://127.0.0.1:7000", "sp->zmtp", "bind", "connect"),
+    ("zmq+tcp://127.0.0.1:5555", "zmq+tcp://127.0.0.1:5556", "zmtp->zmtp", "bind", "connect"),
+    ("nanomsg+tcp://127.0.0.1:1", "sp+ipc:///tmp/x.sock", "sp->sp", "bind", "connect"),
+    (">zmq+tcp://127.0.0.1:5555", "@sp+tcp://127.0.0.1:6000", "zmtp->sp", "connect", "bind"),
+    ("@zmq+tcp://127.0.0.1:5555?backend=native", ">sp+tcp://127.0.0.1:6000?backend=pynng",
+     "zmtp->sp", "bind", "connect"),
+    ("inproc://front", "sp+tcp://127.0.0.1:6000", "zmtp->sp", "bind", "connect"),
+])
+def test_mode_and_default_directions(front: str, back: str, mode: str, front_mode: str,
+                                     back_mode: str) -> None:
+    bridge = Bridge(front, back, name=_name())
+    assert bridge.mode == mode
+    assert bridge._front_ep.mode == front_mode
+    assert bridge._back_ep.mode == back_mode
+    assert bridge._front is None and bridge._back is None  # sockets only in run()/open()
+
+
+@pytest.mark.parametrize(("front", "back", "message"), [
+    ("zmq+udp://127.0.0.1:1", "sp+tcp://127.0.0.1:1", "unknown transport 'udp'"),
+    ("foo+tcp://127.0.0.1:1", "sp+tcp://127.0.0.1:1", "unknown wire 'foo'"),
+    ("zmq+tcp://127.0.0.1", "sp+tcp://127.0.0.1:1", "needs host:port"),
+    ("zmq+tcp://127.0.0.1:1", "sp+tcp://127.0.0.1:1?backend=bogus", "unknown backend"),
+    ("tcp://127.0.0.1:1", "sp+tcp://127.0.0.1:1", "say which wire"),
+])
+def test_bad_endpoints(front: str, back: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        Bridge(front, back, name=_name())
+
+
+# ---------------------------------------------------------------------------------------------
+# translation on Messages (no sockets, explicit clock)
+
+
+def test_zmtp_to_sp_envelope_parked_under_a_token() -> None:
+    bridge = Bridge("zmq+tcp://127.0.0.1:1", "sp+tcp://127.0.0.1:2", name=_name())
+    hops = (b"\x00\x11\x22\x33\x44", b"app1", b"app2", b"")
+    out = bridge._request(Message(hops, (b"body",)), now=10.0)
+    (token,) = out.hops
+    assert len(token) == 4 and token[0] & 0x80 and out.body == (b"body",)
+    assert len(bridge.table) == 1
+    back = bridge._reply(Message((token,), (b"reply",)), now=11.0)
+    assert back == Message(hops, (b"reply",))
+    assert len(bridge.table) == 0
+    with pytest.raises(EnvelopeError) as err:  # the same token twice
+        bridge._reply(Message((token,), (b"again",)), now=11.0)
+    assert err.value.reason == "unknown-token"
+
+
+def test_dealer_without_delimiter_keeps_its_frames_as_body() -> None:
+    bridge = Bridge("zmq+tcp://127.0.0.1:1", "sp+tcp://127.0.0.1:2", name=_name())
+    ident = b"\x00\x00\x00\x00\x01"
+    out = bridge._request(Message((ident,), (b"bare",)), now=0.0)
+    assert bridge._reply(Message(out.hops, (b"r",)), now=0.0) == Message((ident,), (b"r",))
+
+
+def test_sp_to_zmtp_backtrace_as_4_byte_frames() -> None:
+    bridge = Bridge("sp+tcp://127.0.0.1:1", "zmq+tcp://127.0.0.1:2", name=_name())
+    out = bridge._request(Message((PIPE, RID), (b"q",)), now=0.0)
+    assert out == Message((PIPE, RID, b""), (b"q",))
+    assert bridge._reply(Message((PIPE, RID, b""), (b"a",)), now=0.0) == Message((PIPE, RID),
+                                                                                   (b"a",))
+    assert len(bridge.table) == 0  # stateless
+
+
+@pytest.mark.parametrize(("hops", "body", "reason"), [
+    ((b"xyz", PIPE, RID, b""), (b"a",), "not-4-bytes"),  # a server prepended a 3-byte frame
+    ((PIPE, RID), (b"a",), "no-delimiter"),
+    ((b"",), (b"a",), "no-request-id"),
+    ((PIPE, b"\x00\x00\x00\x07", b""), (b"a",), "no-request-id"),  # top bit cleared
+    ((RID, RID, b""), (b"a",), "bad-backtrace"),  # top bit set before the end
+    ((PIPE, RID, b""), (b"a", b"b"), "multi-frame-body"),
+    ((PIPE, RID, b""), (), "no-body"),
+])
+def test_sp_to_zmtp_bad_reply_envelopes(hops: tuple[bytes, ...], body: tuple[bytes, ...],
+                                        reason: str) -> None:
+    bridge = Bridge("sp+tcp://127.0.0.1:1", "zmq+tcp://127.0.0.1:2", name=_name())
+    with pytest.raises(EnvelopeError) as err:
+        bridge._reply(Message(hops, body), now=0.0)
+    assert err.value.reason == reason
+
+
+@pytest.mark.parametrize(("front", "back"), [
+    ("zmq+tcp://127.0.0.1:1", "zmq+tcp://127.0.0.1:2"),
+    ("sp+tcp://127.0.0.1:1", "sp+tcp://127.0.0.1:2"),
+])
+def test_same_family_untouched(front: str, back: str) -> None:
+    bridge = Bridge(front, back, name=_name())
+    msg = Message((b"anything", b"goes", b""), (b"x", b"y"))
+    assert bridge._request(msg, 0.0) is msg
+    assert bridge._reply(msg, 0.0) is msg
+
+
+@pytest.mark.parametrize(("body", "reason"), [((b"a", b"b"), "multi-frame-body"),
+                                              ((), "no-body")])
+def test_zmtp_to_sp_body_refused_by_default(body: tuple[bytes, ...], reason: str) -> None:
+    bridge = Bridge("zmq+tcp://127.0.0.1:1", "sp+tcp://127.0.0.1:2", name=_name())
+    with pytest.raises(EnvelopeError) as err:
+        bridge._request(Message((b"id", b""), body), now=0.0)
+    assert err.value.reason == reason
+    assert len(bridge.table) == 0  # nothing parked for a refused request
+
+
+def test_token_table_full_and_expired_counted() -> None:
+    bridge = Bridge("zmq+tcp://127.0.0.1:1", "sp+tcp://127.0.0.1:2", name=_name(),
+                    limits=Limits(pending_tokens=2, token_ttl=5.0))
+    msg = Message((b"id", b""), (b"x",))
+    bridge._request(msg, now=0.0)
+    bridge._request(msg, now=1.0)
+    with pytest.raises(EnvelopeError) as err:
+        bridge._request(msg, now=2.0)
+    assert err.value.reason == "table-full"
+    bridge._expire(4.9)
+    assert _dropped(bridge, "token-expired") == 0
+    bridge._expire(5.0)  # the first one's deadline
+    assert _dropped(bridge, "token-expired") == 1 and len(bridge.table) == 1
+    bridge._request(msg, now=5.5)  # room again
+    assert len(bridge.table) == 2
+
+
+def test_expiry_made_by_mint_to_make_room_is_counted_too() -> None:
+    """A full table expires old entries itself when a new request comes: still counted."""
+    bridge = Bridge("zmq+tcp://127.0.0.1:1", "sp+tcp://127.0.0.1:2", name=_name(),
+                    limits=Limits(pending_tokens=2, token_ttl=1.0))
+    msg = Message((b"id", b""), (b"x",))
+    bridge._request(msg, now=0.0)
+    bridge._request(msg, now=0.0)
+    bridge._request(msg, now=3.0)  # both expired, evicted to make room, before any sweep
+    assert len(bridge.table) == 1
+    bridge._expire(3.0)  # the periodic sweep reports what the table dropped meanwhile
+    assert _dropped(bridge, "token-expired") == 2
+
+
+def test_late_reply_for_expired_token() -> None:
+    bridge = Bridge("zmq+tcp://127.0.0.1:1", "sp+tcp://127.0.0.1:2", name=_name(),
+                    limits=Limits(token_ttl=1.0))
+    token = bridge._request(Message((b"id", b""), (b"x",)), now=0.0).hops[0]
+    with pytest.raises(EnvelopeError) as err:  # still held, but past its deadline
+        bridge._reply(Message((token,), (b"late",)), now=1.5)
+    assert err.value.reason == "expired-token"
+
+
+# ---------------------------------------------------------------------------------------------
+# the body-codec hook (examples/body_codec_plugin.py)
+
+
+def test_body_codec_example_roundtrip() -> None:
+    frames = (b"", b"a", b"\x00" * 300, b"last")
+    packed = BODY_CODEC.pack(frames)
+    assert packed.startswith(BODY_CODEC.MAGIC)
+    assert BODY_CODEC.unpack(packed) == frames
+    assert BODY_CODEC.unpack(b"plain") is None
+    assert BODY_CODEC.unpack(packed[:-1]) is None  # truncated
+    assert BODY_CODEC.unpack(packed + b"x") is None  # trailing garbage
+
+
+def test_body_codec_hook_packs_requests_and_unpacks_replies(body_codec: ModuleType) -> None:
+    bridge = Bridge("zmq+tcp://127.0.0.1:1", "sp+tcp://127.0.0.1:2", name=_name())
+    import gateway.device as device
+
+    saved = device._HAS_BODY_CODEC[0]
+    device._HAS_BODY_CODEC[0] = device._body_codec_impls()  # what open() does
+    try:
+        assert device._HAS_BODY_CODEC[0]
+        out = bridge._request(Message((b"id", b""), (b"f1", b"f2")), now=0.0)
+        assert out.body == (body_codec.pack((b"f1", b"f2")),)
+        back = bridge._reply(Message(out.hops, (body_codec.pack((b"r1", b"r2", b"r3")),)), 0.0)
+        assert back == Message((b"id", b""), (b"r1", b"r2", b"r3"))
+        plain = bridge._request(Message((b"id", b""), (b"one",)), now=0.0)
+        assert bridge._reply(Message(plain.hops, (b"not packed",)), 0.0).body == (b"not packed",)
+    finally:
+        device._HAS_BODY_CODEC[0] = saved
+
+
+def test_body_codec_plugin_is_opt_in() -> None:
+    """Never loaded by default; the fixture registers it for one test and takes it out again."""
+    pm = manager()
+    assert pm.get_plugin("test-body-codec") is None
+    assert BODY_CODEC not in pm.get_plugins()
+    assert all(getattr(p, "__name__", "") != "body_codec_plugin" for p in pm.get_plugins())
+
+
+# ---------------------------------------------------------------------------------------------
+# live bridges in one asyncio loop: pyzmq clients, pynng servers, native or library sides
+
+SIDES = [("pyzmq", "pynng"), ("pyzmq", "native"), ("native", "pynng"), ("native", "native")]
+SIDE_IDS = [f"front_{f}-back_{b}" for f, b in SIDES]
+
+
+async def _live(front: str, back: str, body: Callable[[Bridge], Awaitable[None]],
+                **limits: float) -> Bridge:
+    ready = asyncio.Event()
+    bridge = Bridge(front, back, name=_name(), limits=Limits(grace=0.3, **limits),  # type: ignore[arg-type]
+                    on_ready=lambda b: ready.set())
+    stop = asyncio.Event()
+    task = asyncio.create_task(bridge.run(stop))
+    try:
+        await asyncio.wait_for(ready.wait(), 5)
+        await body(bridge)
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, 10)
+    return bridge
+
+
+def _lib(url: str) -> str:
+    return url.split("+", 1)[1].split("?", 1)[0]
+
+
+class _NngEcho:
+    """A pynng rep0 server on the test's loop: answers ``handler(body)``."""
+
+    def __init__(self, handler: Callable[[bytes], bytes | None] | None = None) -> None:
+        self.sock = pynng.Rep0()
+        self.port = int(str(self.sock.listen("tcp://127.0.0.1:0").local_address).rsplit(":")[1])
+        self.handler = handler or (lambda b: b"re:" + b)
+        self.received: list[bytes] = []
+        self.task = asyncio.create_task(self._serve())
+
+    async def _serve(self) -> None:
+        with contextlib.suppress(pynng.Closed):
+            while True:
+                body = await self.sock.arecv()
+                self.received.append(body)
+                reply = self.handler(body)
+                if reply is not None:
+                    await self.sock.asend(reply)
+
+    async def close(self) -> None:
+        # close first: cancelling a pending pynng arecv() can wait forever for its nng aio
+        self.sock.close()
+        await asyncio.wait_for(asyncio.gather(self.task, return_exceptions=True), 5)
+
+
+def _dealer(ctx: zmq.asyncio.Context, url: str) -> zmq.asyncio.Socket:
+    s = ctx.socket(zmq.DEALER)
+    s.linger = 0
+    s.connect(url)
+    return s
+
+
+@pytest.mark.parametrize(("front_be", "back_be"), SIDES, ids=SIDE_IDS)
+def test_live_multi_frame_body_with_and_without_codec(front_be: str, back_be: str,
+                                                      body_codec: ModuleType) -> None:
+    """With the example plugin registered, a 3-frame ZeroMQ body crosses packed and the packed
+    reply comes back as frames; the plain request next to it is untouched."""
+
+    async def main() -> None:
+        def handler(body: bytes) -> bytes:  # an SP server that speaks the packing
+            frames = body_codec.unpack(body)
+            if frames is None:
+                return b"re:" + body
+            return body_codec.pack([b"re:" + f for f in frames])
+
+        server = _NngEcho(handler)
+        ctx = zmq.asyncio.Context()
+
+        async def exchange(bridge: Bridge) -> None:
+            dealer = _dealer(ctx, _lib(bridge.front_url))
+            try:
+                await dealer.send_multipart([b"app", b"", b"f1", b"f2", b"f3"])
+                got = await asyncio.wait_for(dealer.recv_multipart(), 5)
+                assert got == [b"app", b"", b"re:f1", b"re:f2", b"re:f3"]
+                await dealer.send_multipart([b"", b"single"])
+                assert await asyncio.wait_for(dealer.recv_multipart(), 5) == [b"", b"re:single"]
+            finally:
+                dealer.close(0)
+
+        try:
+            bridge = await _live(f"zmq+tcp://127.0.0.1:0?backend={front_be}",
+                                 f"sp+tcp://127.0.0.1:{server.port}?backend={back_be}",
+                                 exchange)
+        finally:
+            await server.close()
+            ctx.term()
+        assert server.received[0] == body_codec.pack((b"f1", b"f2", b"f3"))
+        assert _dropped(bridge, "multi-frame-body") == 0
+
+    asyncio.run(main())
+
+
+@pytest.mark.parametrize(("front_be", "back_be"), SIDES, ids=SIDE_IDS)
+def test_live_multi_frame_refused_without_codec(front_be: str, back_be: str) -> None:
+    async def main() -> None:
+        server = _NngEcho()
+        ctx = zmq.asyncio.Context()
+
+        async def exchange(bridge: Bridge) -> None:
+            dealer = _dealer(ctx, _lib(bridge.front_url))
+            try:
+                await dealer.send_multipart([b"", b"f1", b"f2"])
+                await dealer.send_multipart([b"", b"ok"])
+                assert await asyncio.wait_for(dealer.recv_multipart(), 5) == [b"", b"re:ok"]
+                assert _dropped(bridge, "multi-frame-body") == 1
+            finally:
+                dealer.close(0)
+
+        try:
+            await _live(f"zmq+tcp://127.0.0.1:0?backend={front_be}",
+                        f"sp+tcp://127.0.0.1:{server.port}?backend={back_be}", exchange)
+        finally:
+            await server.close()
+            ctx.term()
+        assert server.received == [b"ok"]
+
+    asyncio.run(main())
+
+
+@pytest.mark.parametrize(("front_be", "back_be"), SIDES, ids=SIDE_IDS)
+def test_live_token_table_bounds(front_be: str, back_be: str) -> None:
+    async def main() -> None:
+        server = _NngEcho(lambda b: None if b.startswith(b"hang") else b"re:" + b)
+        ctx = zmq.asyncio.Context()
+
+        async def exchange(bridge: Bridge) -> None:
+            dealer = _dealer(ctx, _lib(bridge.front_url))
+            try:
+                for i in range(3):
+                    await dealer.send_multipart([b"", b"hang%d" % i])
+                for _ in range(200):
+                    if _dropped(bridge, "table-full") and _dropped(bridge, "token-expired") >= 2:
+                        break
+                    await asyncio.sleep(0.025)
+                assert _dropped(bridge, "table-full") == 1
+                assert _dropped(bridge, "token-expired") == 2
+                assert len(bridge.table) == 0
+                await dealer.send_multipart([b"", b"ping"])
+                assert await asyncio.wait_for(dealer.recv_multipart(), 5) == [b"", b"re:ping"]
+            finally:
+                dealer.close(0)
+
+        try:
+            await _live(f"zmq+tcp://127.0.0.1:0?backend={front_be}",
+                        f"sp+tcp://127.0.0.1:{server.port}?backend={back_be}", exchange,
+                        pending_tokens=2, token_ttl=0.4)
+        finally:
+            await server.close()
+            ctx.term()
+
+    asyncio.run(main())
+
+
+@pytest.mark.parametrize(("front_be", "back_be"), SIDES, ids=SIDE_IDS)
+def test_live_stop_drains_the_reply_in_flight(front_be: str, back_be: str) -> None:
+    """Stop is set while the server is still working: its reply crosses during the grace."""
+
+    async def main() -> None:
+        server = _NngEcho()
+        ctx = zmq.asyncio.Context()
+        ready = asyncio.Event()
+        stop = asyncio.Event()
+        bridge = Bridge(f"zmq+tcp://127.0.0.1:0?backend={front_be}",
+                        f"sp+tcp://127.0.0.1:{server.port}?backend={back_be}", name=_name(),
+                        limits=Limits(grace=3.0), on_ready=lambda b: ready.set())
+        slow = asyncio.Event()
+
+        def handler(body: bytes) -> None:
+            slow.set()
+            return None
+
+        server.handler = handler
+        task = asyncio.create_task(bridge.run(stop))
+        dealer = None
+        try:
+            await asyncio.wait_for(ready.wait(), 5)
+            dealer = _dealer(ctx, _lib(bridge.front_url))
+            await dealer.send_multipart([b"", b"late"])
+            await asyncio.wait_for(slow.wait(), 5)
+            for _ in range(100):  # the poller thread counts it just after the send
+                if bridge.in_flight:
+                    break
+                await asyncio.sleep(0.01)
+            stop.set()  # a request is in flight: the bridge waits for its reply
+            await asyncio.sleep(0.3)
+            assert not task.done()
+            await server.sock.asend(b"re:late")
+            assert await asyncio.wait_for(dealer.recv_multipart(), 5) == [b"", b"re:late"]
+            await asyncio.wait_for(task, 5)
+        finally:
+            stop.set()
+            if dealer is not None:
+                dealer.close(0)
+            await asyncio.gather(asyncio.wait_for(task, 10), return_exceptions=True)
+            await server.close()
+            ctx.term()
+
+    asyncio.run(main())
+
+
+def test_live_sp_to_zmtp_bad_reply_envelope_dropped_then_served() -> None:
+    async def main() -> None:
+        ctx = zmq.asyncio.Context()
+        router = ctx.socket(zmq.ROUTER)
+        router.linger = 0
+        port = router.bind_to_random_port("tcp://127.0.0.1")
+
+        async def serve() -> None:
+            while True:
+                frames = await router.recv_multipart()
+                if frames[-1] == b"bad":  # a 3-byte frame where 4-byte hops belong
+                    await router.send_multipart([frames[0], b"xyz", *frames[1:-1], b"re:bad"])
+                else:
+                    await router.send_multipart([*frames[:-1], b"re:" + frames[-1]])
+
+        server = asyncio.create_task(serve())
+
+        async def exchange(bridge: Bridge) -> None:
+            with pynng.Req0(recv_timeout=400) as req:
+                req.dial(_lib(bridge.front_url), block=False)
+                await req.asend(b"bad")
+                with pytest.raises(pynng.Timeout):
+                    await req.arecv()
+                assert _dropped(bridge, "not-4-bytes") == 1
+                req.recv_timeout = 5000
+                await req.asend(b"good")
+                assert await req.arecv() == b"re:good"
+
+        try:
+            await _live("sp+tcp://127.0.0.1:0?backend=native",
+                        f"zmq+tcp://127.0.0.1:{port}?backend=pyzmq", exchange)
+        finally:
+            server.cancel()
+            await asyncio.gather(server, return_exceptions=True)
+            router.close(0)
+            ctx.term()
+
+    asyncio.run(main())
