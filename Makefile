@@ -23,6 +23,7 @@ env: system-deps $(STAMP)
 ## make test: unit tests, interop tests against libzmq/nng/nanomsg, a small Spark matrix
 test: env
 	$(PY) -m ruff check gateway plugins tests interop_tests examples
+	$(PY) -m mypy gateway plugins
 	$(PY) -m pytest -q -m "not slow" -p no:cacheprovider
 
 test-fast: env

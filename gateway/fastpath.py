@@ -45,12 +45,13 @@ class ZmqEnd:
     def __init__(self, kind: str, *, max_message_size: int = 1 << 20,
                  send_timeout_ms: int = 1000) -> None:
         self.router = kind == "REP"
-        self.sock = zmq.Context.instance().socket(zmq.ROUTER if self.router else zmq.DEALER)
-        self.sock.linger = 200
-        self.sock.maxmsgsize = max_message_size
-        self.sock.sndtimeo = send_timeout_ms
+        sock: Any = zmq.Context.instance().socket(zmq.ROUTER if self.router else zmq.DEALER)
+        sock.setsockopt(zmq.LINGER, 200)
+        sock.setsockopt(zmq.MAXMSGSIZE, max_message_size)
+        sock.setsockopt(zmq.SNDTIMEO, send_timeout_ms)
         if self.router:
-            self.sock.router_mandatory = True  # a reply to a vanished client is counted
+            sock.setsockopt(zmq.ROUTER_MANDATORY, 1)  # a reply to a vanished client is counted
+        self.sock = sock
         self.pollable: Any = self.sock
 
     def bind(self, url: str) -> str:
@@ -178,15 +179,17 @@ def poll_loop(bridge: Bridge, front: Any, back: Any, stop: threading.Event,
             n = 0
             while n < BATCH and (msg := front.recv_nowait()) is not None:
                 n += 1
+                bridge.in_flight += 1  # before the send: a SIGTERM meanwhile still drains it
                 try:
                     back.send(request(msg, now))
                 except EnvelopeError as exc:
+                    bridge.in_flight -= 1
                     drop(exc.reason, "request", exc.detail)
                     continue
                 except TransportError as exc:
+                    bridge.in_flight -= 1
                     drop("backend-unavailable", "request", str(exc))
                     continue
-                bridge.in_flight += 1
                 counters[k_req] += 1
         if back.pollable in ready:
             n = 0
@@ -217,7 +220,7 @@ class ZmqProxy:
     """
 
     def __init__(self, bridge: Bridge, front: ZmqEnd, back: ZmqEnd) -> None:
-        ctx = zmq.Context.instance()
+        ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context.instance()
         address = f"inproc://gateway-proxy-control-{id(self)}"
         self._control = ctx.socket(zmq.REP)  # used by the proxy thread only
         self._control.bind(address)

@@ -335,7 +335,7 @@ class Socket:
             msg = self.pattern.receive(pipe.routing_id, pipe.family, parts)
         except Drop as drop:
             METRICS.inc("gateway_dropped_total", reason=drop.reason)
-            log.debug("drop", reason=drop.reason, endpoint=pipe.endpoint, socket=self.name)
+            log.info("drop", reason=drop.reason, endpoint=pipe.endpoint, socket=self.name)
             return
         sink = self.sink
         if sink is not None and not self._inbox and sink(msg):

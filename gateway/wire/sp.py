@@ -48,7 +48,7 @@ class SpCodec:
         self.kind = kind
         # nng's and nanomsg's IPC mapping puts a message-type byte (1 = message) before each
         # u64 length; TCP (and everything else) has none. The 8-byte header is the same.
-        self._prefix = b"\x01" if transport == "ipc" else b""
+        self._prefix = b"\x01" if transport in ("ipc", "abstract") else b""
         self._skip = len(self._prefix)
         self.raw = raw
         self.protocol: int = pairing.sp_protocol(kind)
