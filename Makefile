@@ -43,8 +43,9 @@ bench: env
 
 ## the full matrix (Spark, local[*] unless MASTER=spark://host:7077)
 matrix: env
-	$(PY) -m gateway matrix run --out out/matrix $(if $(MASTER),--master $(MASTER))
-	$(PY) -m gateway matrix report out/matrix --format markdown
+	$(PY) -m gateway matrix run --out out/matrix $(if $(MASTER),--master $(MASTER)); st=$$?; \
+	$(PY) -m gateway matrix report out/matrix --format html --output out/matrix.html; \
+	$(PY) -m gateway matrix report out/matrix --format markdown; exit $$st
 
 clean:
 	rm -rf $(VENV) out build *.egg-info

@@ -1,0 +1,566 @@
+"""The cell library: what a matrix cell is, what it must do, and how to run one.
+
+A cell = (client impl, client type, server impl, server type, wire/transport, route, shape).
+
+* ``client`` connects, ``server`` binds (through the gateway: the client connects to the
+  gateway's front, the gateway's back connects to the server).
+* impls: ``native`` (this project's engine, both wires), ``libzmq`` (pyzmq), ``nng`` (pynng,
+  cooked), ``nng-raw`` (pynng raw: ``nng_req0_open_raw`` / ``nng_rep0_open_raw``, headers read
+  and written by hand), ``nanomsg`` (Debian's ``nanocat``, nanomsg 1.1.5) and ``nng-1.5``
+  (Debian's ``nngcat``, nng 1.5.2).
+* ``transport`` is the wire/transport column, spelled like the URL scheme: ``zmq+tcp``,
+  ``sp+ipc`` for a direct cell; ``<front>-><back>`` (``zmq+tcp->sp+tcp``) through the gateway.
+  Direct cells never cross wires: a libzmq peer and an nng peer cannot talk (different
+  handshakes), so such pairs are not cells; the gateway cells are the cross-wire ones.
+* ``route``: ``direct`` or ``gateway:<front backend>-><back backend>`` with backends
+  ``pyzmq``/``native`` on a ZMTP side and ``pynng``/``native`` on an SP side.
+* shapes: ``small`` (100 B), ``empty`` (0 B), ``64k`` (65 536 B), ``oversize`` (1 MiB + 1 KiB).
+
+Expected outcome (``expected(cell)``) is derived, never listed by hand:
+
+1. the pairing tables of ``gateway.patterns.pairing`` (``zmtp_legal``, ``sp_legal`` with
+   ``sp_protocol``) decide ``refused-handshake``; through the gateway both hops are checked:
+   client vs the front (a raw REP: ROUTER on ZMTP, rep0 on SP) and the back (a raw REQ:
+   DEALER on ZMTP, req0 on SP) vs the server — the gateway's own rule, DESIGN section 6;
+2. ``oversize`` is ``refused-limit`` when any receiver on the path enforces a maximum message
+   size: the responder (gets the request), the requester (gets an equally large reply, unless
+   the responder is a CLI: those answer an oversize request with a short fixed reply), and the
+   gateway (``Limits.max_message_size``, 1 MiB, on every backend). ``RECV_LIMITS`` records each
+   implementation's *default* limit as measured (see its comment: nng has none by default).
+3. otherwise ``exchanged``.
+
+Observed outcome (``run_cell``): ``exchanged``; ``refused-handshake`` (not one message got
+through, and no side saw a completed handshake on a direct link); ``refused-limit`` (the
+handshake was proven by a small probe exchange, then the oversize exchange got no reply);
+``timeout`` (a handshake completed but the exchange still got no reply); ``connected`` (a
+pairing with no side able to send completed its handshake anyway); ``bad-reply``; ``error``.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from dataclasses import asdict, dataclass, fields
+from itertools import product
+from typing import Any
+
+from gateway.patterns.pairing import (
+    SOCKET_TYPES,
+    sp_legal,
+    sp_protocol,
+    zmtp_legal,
+    zmtp_socket_type,
+)
+
+MIB = 1 << 20
+
+ZMTP_IMPLS = ("native", "libzmq")
+SP_IMPLS = ("native", "nng", "nng-raw", "nanomsg", "nng-1.5")
+IMPLS = ("native", "libzmq", "nng", "nng-raw", "nanomsg", "nng-1.5")
+CLI_IMPLS = frozenset({"nanomsg", "nng-1.5"})
+#: impls whose peers can tell a completed handshake from a refused one (libzmq's socket monitor,
+#: nng's pipe callbacks, the native engine's ``peers``); a pairing where nobody can send needs one.
+EVIDENCE_IMPLS = frozenset({"libzmq", "nng", "nng-raw", "native"})
+ZMTP_TYPES = SOCKET_TYPES  # REQ REP DEALER ROUTER
+SP_TYPES = ("REQ", "REP")
+WIRES = ("zmq", "sp")
+NETS = ("tcp", "ipc")
+BACKENDS = {"zmq": ("pyzmq", "native"), "sp": ("pynng", "native")}
+
+SHAPES: dict[str, int] = {
+    "small": 100,
+    "empty": 0,
+    "64k": 64 * 1024,
+    "oversize": MIB + 1024,
+}
+
+
+def _gateway_limit() -> int:
+    try:  # one source of truth: the device's default limits
+        from gateway.device import Limits
+
+        return int(Limits().max_message_size)
+    except Exception:  # the device not importable (yet): DESIGN section 10's default
+        return MIB
+
+
+#: Default maximum *received* message size per implementation, in bytes (None: no limit).
+#: Measured on this machine, not assumed:
+#:  - libzmq 4.3.5: ZMQ_MAXMSGSIZE defaults to -1 (no limit);
+#:  - nng 1.11 (pynng 0.9.0) and nng 1.5.2 (nngcat): NNG_OPT_RECVMAXSZ defaults to 0 (no limit):
+#:    both accept 1 MiB + 1 KiB. DESIGN section 10 calls 1 MiB "nng's default": that is
+#:    nanomsg's default, not nng's (a finding of this matrix);
+#:  - nanomsg 1.1.5: NN_RCVMAXSIZE = 1 MiB, counted on the SP payload *including* the 4-byte
+#:    request id, so a REP refuses a request body of exactly 1 MiB;
+#:  - native: ``gateway.Socket(max_message_size=1 MiB)`` (DESIGN section 10).
+RECV_LIMITS: dict[str, int | None] = {
+    "native": MIB,
+    "libzmq": None,
+    "nng": None,
+    "nng-raw": None,
+    "nanomsg": MIB,
+    "nng-1.5": None,
+}
+GATEWAY_LIMIT = _gateway_limit()
+
+OUTCOMES = ("exchanged", "refused-handshake", "refused-limit")
+
+#: Parquet/DataFrame columns, in order (the first twelve are the contract of issue 4).
+RESULT_COLUMNS = (
+    "client_impl", "client_type", "server_impl", "server_type", "transport", "route", "shape",
+    "expected", "observed", "envelope_ok", "rtt_us", "detail",
+    "cell_id", "wire", "duration_s",
+)
+
+
+def wire_of_impl(impl: str) -> tuple[str, ...]:
+    return {"native": WIRES, "libzmq": ("zmq",)}.get(impl, ("sp",))
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class Cell:
+    client_impl: str
+    client_type: str
+    server_impl: str
+    server_type: str
+    transport: str  # "zmq+tcp" | "sp+ipc" | "zmq+tcp->sp+tcp"
+    route: str  # "direct" | "gateway:pyzmq->pynng"
+    shape: str  # key of SHAPES
+
+    # -- identity -------------------------------------------------------------------------
+    @property
+    def cell_id(self) -> str:
+        """Stable, human-readable, unique: ``libzmq:REQ>nng:REP@zmq+tcp->sp+tcp/gateway:pyzmq->pynng/small``."""
+        return (f"{self.client_impl}:{self.client_type}>{self.server_impl}:{self.server_type}"
+                f"@{self.transport}/{self.route}/{self.shape}")
+
+    def as_dict(self) -> dict[str, str]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Cell:
+        return cls(**{f.name: d[f.name] for f in fields(cls)})
+
+    # -- derived --------------------------------------------------------------------------
+    @property
+    def direct(self) -> bool:
+        return self.route == "direct"
+
+    @property
+    def backends(self) -> tuple[str, str]:
+        """(front backend, back backend) of a gateway route."""
+        front, _, back = self.route.partition(":")[2].partition("->")
+        return front, back
+
+    @property
+    def sides(self) -> tuple[str, str]:
+        """(client side wire+transport, server side wire+transport)."""
+        if "->" in self.transport:
+            a, _, b = self.transport.partition("->")
+            return a, b
+        return self.transport, self.transport
+
+    @property
+    def client_wire(self) -> str:
+        return self.sides[0].partition("+")[0]
+
+    @property
+    def server_wire(self) -> str:
+        return self.sides[1].partition("+")[0]
+
+    @property
+    def net(self) -> str:
+        return self.sides[0].partition("+")[2]
+
+    @property
+    def wire(self) -> str:
+        """``zmq``, ``sp`` (direct) or ``zmq->sp`` (gateway): the report's grid key."""
+        return self.client_wire if self.direct else f"{self.client_wire}->{self.server_wire}"
+
+    @property
+    def requester(self) -> str | None:
+        """Which side sends the first message: ``client``, ``server`` or None (nobody can)."""
+        ct, st = self.client_type, self.server_type
+        if not self.direct:  # the gateway only forwards requests from its front
+            return "client" if ct in ("REQ", "DEALER", "ROUTER") else None
+        if ct == "REQ":
+            return "client"
+        if st == "REQ":
+            return "server"
+        if ct == "REP":  # a REP client answers; a DEALER server can ask it, a ROUTER server
+            return "server" if st == "DEALER" else None  # cannot address it (REP sends no Identity)
+        return "client"  # DEALER/ROUTER client to REP/DEALER/ROUTER server
+
+    @property
+    def responder(self) -> str | None:
+        req = self.requester
+        if req is None:
+            return None
+        other = "server" if req == "client" else "client"
+        kind = self.server_type if other == "server" else self.client_type
+        return other if kind != "REQ" else None
+
+    def impl_of(self, side: str) -> str:
+        return self.client_impl if side == "client" else self.server_impl
+
+    def type_of(self, side: str) -> str:
+        return self.client_type if side == "client" else self.server_type
+
+    def validate(self) -> None:
+        if self.shape not in SHAPES:
+            raise ValueError(f"unknown shape {self.shape!r}")
+        for side in ("client", "server"):
+            impl, kind = self.impl_of(side), self.type_of(side)
+            wire = self.client_wire if side == "client" else self.server_wire
+            if impl not in IMPLS:
+                raise ValueError(f"unknown impl {impl!r}")
+            if wire not in wire_of_impl(impl):
+                raise ValueError(f"{impl} does not speak the {wire} wire")
+            if kind not in (ZMTP_TYPES if wire == "zmq" else SP_TYPES):
+                raise ValueError(f"{kind} is not a socket type on the {wire} wire")
+        if self.net not in NETS:
+            raise ValueError(f"unknown transport {self.net!r}")
+        if not self.direct:
+            front, back = self.backends
+            if front not in BACKENDS[self.client_wire] or back not in BACKENDS[self.server_wire]:
+                raise ValueError(f"bad route {self.route!r} for {self.transport}")
+
+
+# -- expected outcome ----------------------------------------------------------------------
+def legal(wire: str, a: str, b: str) -> bool:
+    """The pairing tables, for socket types ``a`` and ``b`` on ``wire``."""
+    if wire == "zmq":
+        return zmtp_legal(a, b)
+    return sp_legal(sp_protocol(a), sp_protocol(b))
+
+
+#: What the gateway's sockets are, as the pairing tables see them (DESIGN section 6: a raw REP
+#: in front, a raw REQ at the back; on ZMTP they announce ROUTER and DEALER).
+GATEWAY_FRONT_TYPE = "REP"
+GATEWAY_BACK_TYPE = "REQ"
+
+
+def _as_wire_type(wire: str, kind: str, raw: bool) -> str:
+    return zmtp_socket_type(kind, raw=raw) if wire == "zmq" else kind
+
+
+def hops_legal(cell: Cell) -> list[tuple[str, bool]]:
+    """Each link of the cell with its verdict from the pairing tables."""
+    if cell.direct:
+        w = cell.client_wire
+        return [(f"{w}: {cell.client_type}-{cell.server_type}",
+                 legal(w, cell.client_type, cell.server_type))]
+    cw, sw = cell.client_wire, cell.server_wire
+    front = _as_wire_type(cw, GATEWAY_FRONT_TYPE, raw=True)
+    back = _as_wire_type(sw, GATEWAY_BACK_TYPE, raw=True)
+    return [
+        (f"{cw}: {cell.client_type}-gateway {front}", legal(cw, cell.client_type, front)),
+        (f"{sw}: gateway {back}-{cell.server_type}", legal(sw, back, cell.server_type)),
+    ]
+
+
+def reply_is_oversize(cell: Cell) -> bool:
+    """Python responders answer with a reply as large as the request; CLI responders with a
+    short fixed reply when the request is oversize (a CLI cannot compute its answer)."""
+    responder = cell.responder
+    return responder is not None and cell.impl_of(responder) not in CLI_IMPLS
+
+
+def limits_on_path(cell: Cell) -> list[str]:
+    """Who refuses an oversize message on this cell's path (empty: nobody)."""
+    if cell.shape != "oversize" or cell.requester is None:
+        return []
+    size = SHAPES[cell.shape]
+    out = []
+    responder = cell.responder
+    requester = cell.requester
+    if responder is not None:
+        lim = RECV_LIMITS[cell.impl_of(responder)]
+        if lim is not None and size > lim:
+            out.append(f"{responder} {cell.impl_of(responder)} (request, limit {lim})")
+    if not cell.direct and size > GATEWAY_LIMIT:
+        out.append(f"gateway (limit {GATEWAY_LIMIT})")
+    if reply_is_oversize(cell):
+        lim = RECV_LIMITS[cell.impl_of(requester)]
+        if lim is not None and size > lim:
+            out.append(f"{requester} {cell.impl_of(requester)} (reply, limit {lim})")
+    return out
+
+
+def expected(cell: Cell) -> str:
+    """``exchanged`` | ``refused-handshake`` | ``refused-limit``, from the tables (see module doc)."""
+    if not all(ok for _, ok in hops_legal(cell)):
+        return "refused-handshake"
+    if limits_on_path(cell):
+        return "refused-limit"
+    return "exchanged"
+
+
+def expected_reason(cell: Cell) -> str:
+    bad = [name for name, ok in hops_legal(cell) if not ok]
+    if bad:
+        return "illegal " + "; ".join(bad)
+    lim = limits_on_path(cell)
+    if lim:
+        return "over the limit of " + ", ".join(lim)
+    return "legal"
+
+
+# -- the matrix ------------------------------------------------------------------------------
+def _direct(wire: str, net: str, ci: str, si: str, ct: str, st: str, shape: str) -> Cell:
+    return Cell(ci, ct, si, st, f"{wire}+{net}", "direct", shape)
+
+
+def _gw(cw: str, sw: str, net: str, fb: str, bb: str, ci: str, ct: str, si: str, st: str,
+        shape: str) -> Cell:
+    return Cell(ci, ct, si, st, f"{cw}+{net}->{sw}+{net}", f"gateway:{fb}->{bb}", shape)
+
+
+def _shapes_for(cell: Cell) -> tuple[str, ...]:
+    """Every shape for legal pairings where the client asks; one shape for the others."""
+    if all(ok for _, ok in hops_legal(cell)) and cell.requester == "client":
+        return tuple(SHAPES)
+    return ("small",)
+
+
+def _observable(cell: Cell) -> bool:
+    """A pairing where nobody can send is only observable through handshake evidence."""
+    if cell.requester is not None:
+        return True
+    return bool({cell.client_impl, cell.server_impl} & EVIDENCE_IMPLS)
+
+
+GW_CLIENTS = {
+    "zmq": [("native", "REQ"), ("libzmq", "REQ"), ("libzmq", "DEALER"), ("libzmq", "ROUTER"),
+            ("native", "DEALER")],
+    "sp": [("native", "REQ"), ("nng", "REQ"), ("nng-raw", "REQ"), ("nanomsg", "REQ"),
+           ("nng-1.5", "REQ")],
+}
+GW_SERVERS = {
+    "zmq": [("native", "REP"), ("libzmq", "REP"), ("libzmq", "ROUTER"), ("libzmq", "DEALER"),
+            ("native", "ROUTER")],
+    "sp": [("native", "REP"), ("nng", "REP"), ("nng-raw", "REP"), ("nanomsg", "REP"),
+           ("nng-1.5", "REP")],
+}
+GW_DEFAULT_CLIENT = {"zmq": ("libzmq", "REQ"), "sp": ("nng", "REQ")}
+GW_DEFAULT_SERVER = {"zmq": ("libzmq", "REP"), "sp": ("nng", "REP")}
+#: an illegal peer for each side of the gateway: a REP client (vs the front's ROUTER/rep0) and
+#: a REQ server (vs the back's DEALER/req0).
+GW_BAD_CLIENT = {"zmq": ("libzmq", "REP"), "sp": ("nng", "REP")}
+GW_BAD_SERVER = {"zmq": ("libzmq", "REQ"), "sp": ("nng", "REQ")}
+
+
+def gateway_cells(net: str = "tcp", backends: str = "all") -> list[Cell]:
+    out: list[Cell] = []
+    for cw, sw in product(WIRES, repeat=2):
+        for fb, bb in product(BACKENDS[cw], BACKENDS[sw]):
+            if backends == "default" and (fb, bb) != (BACKENDS[cw][0], BACKENDS[sw][0]):
+                continue
+            if backends == "native" and (fb, bb) != ("native", "native"):
+                continue
+            dc, ds = GW_DEFAULT_CLIENT[cw], GW_DEFAULT_SERVER[sw]
+            pairs = [(c, ds) for c in GW_CLIENTS[cw]] + [(dc, s) for s in GW_SERVERS[sw]]
+            pairs += [(GW_BAD_CLIENT[cw], ds), (dc, GW_BAD_SERVER[sw])]
+            seen = set()
+            for (ci, ct), (si, st) in pairs:
+                if (ci, ct, si, st) in seen:
+                    continue
+                seen.add((ci, ct, si, st))
+                out.append(_gw(cw, sw, net, fb, bb, ci, ct, si, st, "small"))
+            for shape in ("empty", "64k", "oversize"):
+                out.append(_gw(cw, sw, net, fb, bb, *dc, *ds, shape))
+    return out
+
+
+def all_cells() -> list[Cell]:
+    """The full matrix (``gateway matrix run`` without ``--select``)."""
+    cells: list[Cell] = []
+    # direct ZMTP, tcp: every impl pair x every ordered type pair
+    for ci, si in product(ZMTP_IMPLS, repeat=2):
+        for ct, st in product(ZMTP_TYPES, repeat=2):
+            base = _direct("zmq", "tcp", ci, si, ct, st, "small")
+            if not _observable(base):
+                continue
+            cells += [_direct("zmq", "tcp", ci, si, ct, st, s) for s in _shapes_for(base)]
+    # direct ZMTP, ipc: the main pairings
+    for ci, si in product(ZMTP_IMPLS, repeat=2):
+        cells += [_direct("zmq", "ipc", ci, si, "REQ", "REP", s) for s in SHAPES]
+        cells += [_direct("zmq", "ipc", ci, si, "DEALER", "ROUTER", "small"),
+                  _direct("zmq", "ipc", ci, si, "REQ", "REQ", "small")]
+    # direct SP, tcp: every impl pair x every ordered type pair
+    for ci, si in product(SP_IMPLS, repeat=2):
+        for ct, st in product(SP_TYPES, repeat=2):
+            base = _direct("sp", "tcp", ci, si, ct, st, "small")
+            if not _observable(base):
+                continue
+            cells += [_direct("sp", "tcp", ci, si, ct, st, s) for s in _shapes_for(base)]
+    # direct SP, ipc: req-rep, three shapes
+    for ci, si in product(SP_IMPLS, repeat=2):
+        cells += [_direct("sp", "ipc", ci, si, "REQ", "REP", s) for s in ("small", "64k", "oversize")]
+    # through the gateway: every route and backend on tcp; default and native backends on ipc
+    cells += gateway_cells("tcp", "all")
+    cells += [c for c in gateway_cells("ipc", "default") if c.shape in ("small", "64k")]
+    cells += [c for c in gateway_cells("ipc", "native")
+              if c.shape == "small" and (c.client_impl, c.client_type) == GW_DEFAULT_CLIENT[c.client_wire]
+              and (c.server_impl, c.server_type) == GW_DEFAULT_SERVER[c.server_wire]]
+    assert len(set(cells)) == len(cells), "duplicate cells"
+    # the CI and demo selections are part of the matrix, whatever the loops above chose
+    from gateway.matrix.small import small_selection
+
+    cells = list(dict.fromkeys(cells + ci_cells() + small_selection()))
+    for c in cells:
+        c.validate()
+    return cells
+
+
+def ci_cells() -> list[Cell]:
+    """The CI-sized selection: every impl pair (direct REQ-REP on each wire), every ZMTP
+    pairing against libzmq (so every illegal one), the SP illegal ones against nng and
+    nanomsg, one cell per shape and transport, every gateway route family with both the
+    library and the native backends, and an illegal peer on each side of the gateway."""
+    cells: list[Cell] = []
+    for ct, st in product(ZMTP_TYPES, repeat=2):  # all 16 ordered pairings, libzmq both ends
+        cells.append(_direct("zmq", "tcp", "libzmq", "libzmq", ct, st, "small"))
+    for ci, si in product(ZMTP_IMPLS, repeat=2):
+        if (ci, si) != ("libzmq", "libzmq"):
+            cells.append(_direct("zmq", "tcp", ci, si, "REQ", "REP", "small"))
+    cells += [
+        _direct("zmq", "tcp", "native", "libzmq", "REQ", "DEALER", "small"),  # illegal, native side
+        _direct("zmq", "tcp", "libzmq", "native", "DEALER", "ROUTER", "small"),
+        _direct("zmq", "tcp", "native", "libzmq", "ROUTER", "ROUTER", "small"),
+        _direct("zmq", "tcp", "libzmq", "libzmq", "REQ", "REP", "empty"),
+        _direct("zmq", "tcp", "libzmq", "libzmq", "DEALER", "ROUTER", "64k"),
+        _direct("zmq", "tcp", "libzmq", "libzmq", "REQ", "REP", "oversize"),  # no limit: exchanged
+        _direct("zmq", "tcp", "libzmq", "native", "REQ", "REP", "oversize"),  # refused-limit
+        _direct("zmq", "ipc", "libzmq", "native", "REQ", "REP", "small"),
+    ]
+    for ci, si in product(SP_IMPLS, repeat=2):  # every SP impl pair
+        cells.append(_direct("sp", "tcp", ci, si, "REQ", "REP", "small"))
+    cells += [
+        _direct("sp", "tcp", "nng", "nng", "REQ", "REQ", "small"),
+        _direct("sp", "tcp", "nng", "nng", "REP", "REP", "small"),
+        _direct("sp", "tcp", "nanomsg", "nng-1.5", "REQ", "REQ", "small"),
+        _direct("sp", "tcp", "nng-raw", "native", "REQ", "REQ", "small"),
+        _direct("sp", "tcp", "nng", "nanomsg", "REP", "REQ", "small"),
+        _direct("sp", "tcp", "nng-raw", "nng-1.5", "REQ", "REP", "empty"),
+        _direct("sp", "tcp", "native", "nng-raw", "REQ", "REP", "64k"),
+        _direct("sp", "tcp", "nng", "nanomsg", "REQ", "REP", "oversize"),  # nanomsg: 1 MiB limit
+        _direct("sp", "tcp", "nng", "nng-1.5", "REQ", "REP", "oversize"),  # nng: no limit
+        _direct("sp", "ipc", "nanomsg", "nng", "REQ", "REP", "small"),
+        _direct("sp", "ipc", "native", "nng-1.5", "REQ", "REP", "small"),
+    ]
+    for cw, sw in product(WIRES, repeat=2):
+        for fb, bb in ((BACKENDS[cw][0], BACKENDS[sw][0]), ("native", "native")):
+            cells.append(_gw(cw, sw, "tcp", fb, bb, *GW_DEFAULT_CLIENT[cw], *GW_DEFAULT_SERVER[sw], "small"))
+    cells += [
+        _gw("zmq", "sp", "tcp", "pyzmq", "pynng", "libzmq", "DEALER", "nng-raw", "REP", "small"),
+        _gw("sp", "zmq", "tcp", "pynng", "pyzmq", "nng-raw", "REQ", "libzmq", "ROUTER", "small"),
+        _gw("zmq", "sp", "tcp", "pyzmq", "pynng", "libzmq", "REP", "nng", "REP", "small"),  # bad client
+        _gw("sp", "zmq", "tcp", "pynng", "pyzmq", "nng", "REQ", "libzmq", "REQ", "small"),  # bad server
+        _gw("zmq", "sp", "tcp", "pyzmq", "pynng", "libzmq", "REQ", "nng", "REP", "oversize"),
+        _gw("sp", "zmq", "ipc", "pynng", "pyzmq", "nng", "REQ", "libzmq", "REP", "small"),
+    ]
+    for c in cells:
+        c.validate()
+    return list(dict.fromkeys(cells))
+
+
+# -- selection -------------------------------------------------------------------------------
+_KEYS = {f.name for f in fields(Cell)} | {"cell_id", "wire", "expected", "net", "impl", "type"}
+
+
+def _value(cell: Cell, key: str) -> list[str]:
+    if key == "expected":
+        return [expected(cell)]
+    if key == "impl":
+        return [cell.client_impl, cell.server_impl]
+    if key == "type":
+        return [cell.client_type, cell.server_type]
+    return [str(getattr(cell, key))]
+
+
+def select(cells: list[Cell], expr: str | None) -> list[Cell]:
+    """Filter cells with a small expression language (``--select``).
+
+    Terms are separated by ``,`` (or whitespace) and all must hold:
+
+    * ``key=value`` / ``key!=value``: a field equals (or not) the value; the value may be a glob
+      (``nng*``) and may list alternatives with ``|`` (``server_impl=nanomsg|nng-1.5``). Keys: the
+      cell fields, plus ``cell_id``, ``wire`` (``zmq``, ``sp``, ``zmq->sp``...), ``net`` (``tcp``,
+      ``ipc``), ``expected``, ``impl`` / ``type`` (either side).
+    * ``~text``  or bare ``text``: a substring of the cell id (``gateway``, ``nanomsg``, ``/64k``).
+    * ``@ci`` / ``@all`` / ``@small``: a named selection (``@small`` = ``gateway.matrix.small``).
+    * ``!term``: negates any of the above.
+
+    Example: ``--select 'wire=sp,impl=nanomsg,shape!=oversize'``.
+    """
+    if not expr or not expr.strip():
+        return list(cells)
+    terms = [t for t in re.split(r"[,\s]+", expr.strip()) if t]
+    preds = [_predicate(t) for t in terms]
+    return [c for c in cells if all(p(c) for p in preds)]
+
+
+def _predicate(term: str):  # type: ignore[no-untyped-def]
+    if term.startswith("!") and len(term) > 1:
+        inner = _predicate(term[1:])
+        return lambda c: not inner(c)
+    if term.startswith("@"):
+        name = term[1:]
+        if name == "all":
+            return lambda c: True
+        if name == "ci":
+            chosen = set(ci_cells())
+        elif name == "small":
+            from gateway.matrix.small import small_selection
+
+            chosen = set(small_selection())
+        else:
+            raise ValueError(f"unknown named selection {term!r} (known: @ci, @small, @all)")
+        return lambda c: c in chosen
+    m = re.fullmatch(r"([a-z_]+)(!=|=)(.*)", term)
+    if m:
+        key, op, raw = m.groups()
+        if key not in _KEYS:
+            raise ValueError(f"unknown key {key!r} in --select (known: {', '.join(sorted(_KEYS))})")
+        alts = raw.split("|")
+
+        def match(c: Cell, key: str = key, alts: list[str] = alts) -> bool:
+            return any(fnmatch.fnmatchcase(v, a) for v in _value(c, key) for a in alts)
+
+        return match if op == "=" else (lambda c: not match(c))
+    text = term[1:] if term.startswith("~") else term
+    return lambda c: text in c.cell_id
+
+
+# -- running ----------------------------------------------------------------------------------
+DEFAULT_TIMEOUT = 2.0
+
+
+def hard_timeout(timeout: float) -> float:
+    """Wall-clock ceiling of one cell: set-up (gateway start), probe, rounds, tear-down."""
+    return 30.0 + 6 * timeout
+
+
+def run_cell(cell: Cell, timeout: float = DEFAULT_TIMEOUT, *, isolate: bool = True) -> dict[str, Any]:
+    """Run one cell and return its result row (``RESULT_COLUMNS``). Never raises.
+
+    ``isolate=True`` runs it in a forked child of a clean helper process (``interop_tests.host``)
+    with a hard timeout after which the child's whole process group is killed; ``False`` runs it
+    in this process (debugging).
+    """
+    if isolate:
+        from interop_tests.host import run_isolated
+
+        return run_isolated(cell, timeout)
+    from interop_tests.runner import run_cell_inline
+
+    return run_cell_inline(cell, timeout)
+
+
+def error_row(cell: Cell, detail: str, duration: float = 0.0) -> dict[str, Any]:
+    row: dict[str, Any] = dict(cell.as_dict())
+    row.update(expected=expected(cell), observed="error", envelope_ok=False, rtt_us=None,
+               detail=detail[:2000], cell_id=cell.cell_id, wire=cell.wire,
+               duration_s=round(duration, 3))
+    return row

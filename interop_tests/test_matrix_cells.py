@@ -1,0 +1,199 @@
+"""The CI-sized matrix: ``interop_tests.cells.ci_cells()`` run directly (no Spark), each cell
+in its own forked process group with a hard timeout, plus table tests of the cell library.
+
+Every implementation pair, every ZMTP pairing against libzmq (so every illegal one), both SP
+illegal pairings, each shape and transport, and every gateway route family with the library
+and the native backends. The full matrix is ``gateway matrix run`` (and ``-m slow`` here).
+"""
+
+from __future__ import annotations
+
+import shutil
+from itertools import product
+
+import pytest
+
+from gateway.patterns.pairing import zmtp_legal
+from interop_tests.cells import (
+    CLI_IMPLS,
+    IMPLS,
+    SHAPES,
+    Cell,
+    all_cells,
+    ci_cells,
+    expected,
+    run_cell,
+    select,
+)
+
+CI_TIMEOUT = 1.5  # refused cells cost one timeout each; a legal exchange takes milliseconds
+CLI_EXE = {"nanomsg": "nanocat", "nng-1.5": "nngcat"}
+
+
+def _skip_missing_cli(cell: Cell) -> None:
+    for impl in (cell.client_impl, cell.server_impl):
+        if impl in CLI_IMPLS and shutil.which(CLI_EXE[impl]) is None:
+            pytest.skip(f"{CLI_EXE[impl]} not installed (apt-get install nanomsg-utils nng-utils)")
+
+
+def _check(cell: Cell, timeout: float) -> None:
+    _skip_missing_cli(cell)
+    row = run_cell(cell, timeout=timeout)
+    assert row["expected"] == expected(cell)
+    assert row["observed"] == row["expected"], f"{cell.cell_id}: {row['detail']}"
+    assert row["envelope_ok"], f"{cell.cell_id}: {row['detail']}"
+    if row["observed"] == "exchanged" and cell.impl_of(cell.requester or "client") not in CLI_IMPLS:
+        assert row["rtt_us"] is not None and row["rtt_us"] > 0
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("cell", ci_cells(), ids=lambda c: c.cell_id)
+def test_ci_cell(cell: Cell) -> None:
+    _check(cell, CI_TIMEOUT)
+
+
+def _slow_cells() -> list[Cell]:
+    ci = set(ci_cells())
+    return [c for c in all_cells() if c not in ci]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("cell", _slow_cells(), ids=lambda c: c.cell_id)
+def test_matrix_cell(cell: Cell) -> None:
+    _check(cell, 2.0)
+
+
+# -- the cell library itself (no network) ---------------------------------------------------------
+def test_ci_selection_covers_every_impl_pair_and_illegal_pairing() -> None:
+    ci = ci_cells()
+    direct = [c for c in ci if c.direct]
+    for wire, impls in (("zmq", ("native", "libzmq")), ("sp", [i for i in IMPLS if i != "libzmq"])):
+        for a, b in product(impls, repeat=2):
+            assert any(c.client_wire == wire and (c.client_impl, c.server_impl) == (a, b)
+                       for c in direct), (wire, a, b)
+    for a, b in product(("REQ", "REP", "DEALER", "ROUTER"), repeat=2):  # all 16, libzmq both ends
+        assert any(c.client_wire == "zmq" and (c.client_type, c.server_type) == (a, b)
+                   and c.client_impl == c.server_impl == "libzmq" for c in direct)
+    for a, b in (("REQ", "REQ"), ("REP", "REP")):
+        assert any(c.client_wire == "sp" and (c.client_type, c.server_type) == (a, b) for c in direct)
+    assert {c.wire for c in ci} >= {"zmq", "sp", "zmq->sp", "sp->zmq", "zmq->zmq", "sp->sp"}
+    assert {c.shape for c in ci} == set(SHAPES)
+    assert {c.net for c in ci} == {"tcp", "ipc"}
+    assert {expected(c) for c in ci} == {"exchanged", "refused-handshake", "refused-limit"}
+    assert len(ci) <= 100
+
+
+def test_full_matrix_is_big_and_unique() -> None:
+    cells = all_cells()
+    assert len(cells) >= 200
+    assert len({c.cell_id for c in cells}) == len(cells)
+    routes = {c.route for c in cells if not c.direct}
+    assert len(routes) == 9  # pyzmq/native x pynng/native, plus same-family pairs
+
+
+@pytest.mark.parametrize("a,b", list(product(("REQ", "REP", "DEALER", "ROUTER"), repeat=2)))
+def test_zmtp_expectation_follows_the_table(a: str, b: str) -> None:
+    cell = Cell("libzmq", a, "libzmq", b, "zmq+tcp", "direct", "small")
+    assert expected(cell) == ("exchanged" if zmtp_legal(a, b) else "refused-handshake")
+
+
+def test_seed_illegal_pairs_are_expected_refused() -> None:
+    for a, b in (("REQ", "DEALER"), ("REQ", "REQ"), ("REP", "REP"), ("REP", "ROUTER")):
+        assert expected(Cell("libzmq", a, "libzmq", b, "zmq+tcp", "direct", "small")) == "refused-handshake"
+    for a, b in (("REQ", "REP"), ("REQ", "ROUTER"), ("DEALER", "REP"), ("DEALER", "ROUTER"),
+                 ("DEALER", "DEALER"), ("ROUTER", "ROUTER")):
+        assert expected(Cell("libzmq", a, "libzmq", b, "zmq+tcp", "direct", "small")) == "exchanged"
+
+
+def test_sp_only_req_rep() -> None:
+    for (a, b), want in {("REQ", "REP"): "exchanged", ("REP", "REQ"): "exchanged",
+                         ("REQ", "REQ"): "refused-handshake", ("REP", "REP"): "refused-handshake"}.items():
+        assert expected(Cell("nng", a, "nanomsg", b, "sp+tcp", "direct", "small")) == want
+
+
+def test_gateway_checks_both_hops() -> None:
+    g = "gateway:pyzmq->pynng"
+    t = "zmq+tcp->sp+tcp"
+    assert expected(Cell("libzmq", "REQ", "nng", "REP", t, g, "small")) == "exchanged"
+    assert expected(Cell("libzmq", "DEALER", "nng", "REP", t, g, "small")) == "exchanged"
+    assert expected(Cell("libzmq", "REP", "nng", "REP", t, g, "small")) == "refused-handshake"
+    assert expected(Cell("libzmq", "REQ", "nng", "REQ", t, g, "small")) == "refused-handshake"
+    zz = "zmq+tcp->zmq+tcp"
+    assert expected(Cell("libzmq", "REQ", "libzmq", "REQ", zz, "gateway:pyzmq->pyzmq", "small")) == "refused-handshake"
+    assert expected(Cell("libzmq", "REQ", "libzmq", "ROUTER", zz, "gateway:pyzmq->pyzmq", "small")) == "exchanged"
+
+
+def test_oversize_limits() -> None:
+    d = "direct"
+    # libzmq has no default limit, nor has nng (1.11 and 1.5.2); nanomsg and native: 1 MiB
+    assert expected(Cell("libzmq", "REQ", "libzmq", "REP", "zmq+tcp", d, "oversize")) == "exchanged"
+    assert expected(Cell("nng", "REQ", "nng-1.5", "REP", "sp+tcp", d, "oversize")) == "exchanged"
+    assert expected(Cell("nng", "REQ", "nanomsg", "REP", "sp+tcp", d, "oversize")) == "refused-limit"
+    assert expected(Cell("libzmq", "REQ", "native", "REP", "zmq+tcp", d, "oversize")) == "refused-limit"
+    # the reply is as large as the request: a limited client refuses it
+    assert expected(Cell("native", "REQ", "libzmq", "REP", "zmq+tcp", d, "oversize")) == "refused-limit"
+    # ... unless a CLI answers (a fixed short reply)
+    assert expected(Cell("native", "REQ", "nng-1.5", "REP", "sp+tcp", d, "oversize")) == "exchanged"
+    # the gateway enforces its limit on every backend
+    assert expected(Cell("libzmq", "REQ", "libzmq", "REP", "zmq+tcp->zmq+tcp", "gateway:pyzmq->pyzmq",
+                         "oversize")) == "refused-limit"
+
+
+def test_select_expressions() -> None:
+    cells = all_cells()
+    assert all(c.server_impl == "nanomsg" for c in select(cells, "server_impl=nanomsg"))
+    sp_gw = select(cells, "wire=sp->zmq,route=gateway:native->*,shape!=small")
+    assert sp_gw and all(c.wire == "sp->zmq" and c.backends[0] == "native" and c.shape != "small"
+                         for c in sp_gw)
+    assert select(cells, "impl=nng-1.5|nanomsg,net=ipc") == [
+        c for c in cells if {"nng-1.5", "nanomsg"} & {c.client_impl, c.server_impl} and c.net == "ipc"]
+    assert set(select(cells, "@ci")) == set(ci_cells())
+    assert all("gateway" in c.cell_id for c in select(cells, "gateway"))
+    assert not any("gateway" in c.cell_id for c in select(cells, "!gateway"))
+    with pytest.raises(ValueError):
+        select(cells, "colour=blue")
+
+
+def test_cell_id_round_trip() -> None:
+    for c in ci_cells():
+        assert Cell.from_dict(c.as_dict()) == c
+        assert c.cell_id == Cell.from_dict(c.as_dict()).cell_id
+
+
+def _dead(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/status") as fh:
+            return any(line.startswith("State:") and "Z" in line.split()[1] for line in fh)
+    except OSError:
+        return True
+
+
+def test_hard_timeout_kills_the_whole_cell(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A cell that hangs is killed with everything it spawned (its process group)."""
+    import subprocess
+    import time
+
+    import interop_tests.host as host
+    import interop_tests.runner as runner
+
+    marker = tmp_path / "pid"
+
+    def hang(cell: Cell, timeout: float) -> dict:  # type: ignore[type-arg]
+        proc = subprocess.Popen(["sleep", "60"])  # stands for a CLI peer or the gateway
+        marker.write_text(str(proc.pid))
+        time.sleep(60)
+        return {}
+
+    monkeypatch.setattr(runner, "run_cell_inline", hang)
+    monkeypatch.setattr(host, "hard_timeout", lambda timeout: 1.0)
+    cell = ci_cells()[0]
+    t0 = time.monotonic()
+    row = host._run_forked(cell, 0.1)
+    assert time.monotonic() - t0 < 10
+    assert row["observed"] == "error" and "hard timeout" in row["detail"]
+    pid = int(marker.read_text())
+    deadline = time.monotonic() + 5
+    while not _dead(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _dead(pid)
