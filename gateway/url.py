@@ -15,7 +15,6 @@ from gateway.errors import ConfigError
 WIRE_ALIASES = {"zmq": "zmq", "zmtp": "zmq", "sp": "sp", "nng": "sp", "nanomsg": "sp"}
 FAMILY = {"zmq": "zmtp", "sp": "sp"}
 BACKENDS = ("native", "pyzmq", "pynng")
-DEFAULT_BACKEND = {"zmq": "pyzmq", "sp": "pynng"}
 
 
 @dataclass(frozen=True, slots=True)
