@@ -189,6 +189,29 @@ def serve_nng_device(cfg: dict[str, Any]) -> None:
 # --------------------------------------------------------------------------------------------
 
 
+
+def timed_echo(send: Any, recv: Any, payload: bytes, n: int, warmup: int,
+               timeout: float) -> dict[str, Any]:
+    """``n`` timed round trips of ``payload`` after ``warmup`` untimed ones (one client)."""
+    deadline = time.monotonic() + timeout
+    clock = time.perf_counter_ns
+    for _ in range(warmup):
+        send(payload)
+        recv()
+    samples = [0] * n
+    t0 = time.perf_counter()
+    reply = payload
+    for i in range(n):
+        a = clock()
+        send(payload)
+        reply = recv()
+        samples[i] = clock() - a
+        if i & 255 == 0 and time.monotonic() > deadline:
+            raise TimeoutError(f"latency slice over {timeout}s after {i} requests")
+    if reply != payload:
+        raise ValueError(f"bad echo: {reply[:20]!r}")
+    return {"samples_ns": samples, "elapsed": time.perf_counter() - t0}
+
 class ZmqClient:
     """REQ for latency, DEALER (empty delimiter + body) with a window for throughput."""
 
@@ -211,23 +234,8 @@ class ZmqClient:
         s = self.req
         s.rcvtimeo = int(timeout * 1000)
         payload = b"x" * size
-        send, recv, clock = s.send, s.recv, time.perf_counter_ns
-        deadline = time.monotonic() + timeout
-        for _ in range(warmup):
-            send(payload)
-            recv()
-        samples = [0] * n
-        t0 = time.perf_counter()
-        for i in range(n):
-            a = clock()
-            send(payload)
-            reply = recv()
-            samples[i] = clock() - a
-            if i & 255 == 0 and time.monotonic() > deadline:
-                raise TimeoutError(f"latency slice over {timeout}s after {i} requests")
-        if reply != payload:
-            raise ValueError(f"bad echo: {reply[:20]!r}")
-        return {"samples_ns": samples, "elapsed": time.perf_counter() - t0}
+        send, recv = s.send, s.recv
+        return timed_echo(send, recv, payload, n, warmup, timeout)
 
     def tput(self, window: int, n: int, size: int, timeout: float) -> dict[str, Any]:
         if self.dealer is None:
@@ -299,24 +307,8 @@ class NngClient:
         s.recv_timeout = int(timeout * 1000)
         s.send_timeout = int(timeout * 1000)
         payload = b"x" * size
-        send, recv, clock = s.send, s.recv, time.perf_counter_ns
-        deadline = time.monotonic() + timeout
-        for _ in range(warmup):
-            send(payload)
-            recv()
-        samples = [0] * n
-        t0 = time.perf_counter()
-        reply = payload
-        for i in range(n):
-            a = clock()
-            send(payload)
-            reply = recv()
-            samples[i] = clock() - a
-            if i & 255 == 0 and time.monotonic() > deadline:
-                raise TimeoutError(f"latency slice over {timeout}s after {i} requests")
-        if reply != payload:
-            raise ValueError(f"bad echo: {reply[:20]!r}")
-        return {"samples_ns": samples, "elapsed": time.perf_counter() - t0}
+        send, recv = s.send, s.recv
+        return timed_echo(send, recv, payload, n, warmup, timeout)
 
     def tput(self, window: int, n: int, size: int, timeout: float) -> dict[str, Any]:
         pynng = self.pynng
