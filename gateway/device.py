@@ -191,29 +191,36 @@ class Bridge:
         self.in_flight = 0
         self.draining = False
         self._expired_seen = 0
+        self._body_codec = _body_codec_impls()  # a plugin packs multi-frame bodies
         self._front: Any = None
         self._back: Any = None
 
     # -- translation (the hot path) --------------------------------------------------------
+    def _to_sp_body(self, msg: Message) -> Message:
+        """SP carries one body frame: several go through the body-codec hook, or are refused."""
+        if len(msg.body) > 1:  # none at all: no-body, from the envelope module
+            packed = body_codec(msg.body, "to_sp") if self._body_codec else None
+            if packed is None:
+                raise EnvelopeError("multi-frame-body", f"{len(msg.body)} frames")
+            return Message(msg.hops, packed)
+        return msg
+
+    def _to_zmtp_body(self, msg: Message) -> Message:
+        unpacked = body_codec(msg.body, "to_zmtp") if self._body_codec else None
+        return msg if unpacked is None else Message(msg.hops, unpacked)
+
     def _request(self, msg: Message, now: float) -> Message:
         if self.mode == "zmtp->sp":
-            if len(msg.body) > 1:  # none at all: no-body, from the envelope module
-                packed = body_codec(msg.body, "to_sp")
-                if packed is None:
-                    raise EnvelopeError("multi-frame-body", f"{len(msg.body)} frames")
-                msg = Message(msg.hops, packed)
-            return envelope.zmtp_to_sp_request(msg, self.table, now)
+            return envelope.zmtp_to_sp_request(self._to_sp_body(msg), self.table, now)
         if self.mode == "sp->zmtp":
-            return envelope.sp_to_zmtp(msg)
+            return self._to_zmtp_body(envelope.sp_to_zmtp(msg))
         return msg
 
     def _reply(self, msg: Message, now: float) -> Message:
         if self.mode == "zmtp->sp":
-            reply = envelope.sp_to_zmtp_reply(msg, self.table, now)
-            unpacked = body_codec(reply.body, "to_zmtp") if _HAS_BODY_CODEC[0] else None
-            return reply if unpacked is None else Message(reply.hops, unpacked)
+            return self._to_zmtp_body(envelope.sp_to_zmtp_reply(msg, self.table, now))
         if self.mode == "sp->zmtp":
-            return envelope.zmtp_to_sp_reply(msg)
+            return envelope.zmtp_to_sp_reply(self._to_sp_body(msg))
         return msg
 
     def _drop(self, reason: str, direction: str, detail: str = "") -> None:
@@ -309,7 +316,6 @@ class Bridge:
     # -- lifecycle ---------------------------------------------------------------------------
     def open(self) -> None:
         """Build, bind and connect both sockets (call inside the running loop)."""
-        _HAS_BODY_CODEC[0] = _body_codec_impls()
         self.fast = (os.environ.get("GATEWAY_FASTPATH", "1") != "0"
                      and "native" not in (backend_of(self._front_ep), backend_of(self._back_ep)))
         self._front, self.front_url = open_side(self._front_ep, "REP", self.limits, fast=self.fast)
@@ -418,9 +424,6 @@ class Bridge:
                 with contextlib.suppress(Exception):
                     sock.close()
         log.info("bridge.down", bridge=self.name)
-
-
-_HAS_BODY_CODEC = [False]
 
 
 def _body_codec_impls() -> bool:

@@ -230,20 +230,23 @@ def test_body_codec_example_roundtrip() -> None:
 
 def test_body_codec_hook_packs_requests_and_unpacks_replies(body_codec: ModuleType) -> None:
     bridge = Bridge("zmq+tcp://127.0.0.1:1", "sp+tcp://127.0.0.1:2", name=_name())
-    import gateway.device as device
+    assert bridge._body_codec  # the plugin was registered before the bridge was made
+    out = bridge._request(Message((b"id", b""), (b"f1", b"f2")), now=0.0)
+    assert out.body == (body_codec.pack((b"f1", b"f2")),)
+    back = bridge._reply(Message(out.hops, (body_codec.pack((b"r1", b"r2", b"r3")),)), 0.0)
+    assert back == Message((b"id", b""), (b"r1", b"r2", b"r3"))
+    plain = bridge._request(Message((b"id", b""), (b"one",)), now=0.0)
+    assert bridge._reply(Message(plain.hops, (b"not packed",)), 0.0).body == (b"not packed",)
 
-    saved = device._HAS_BODY_CODEC[0]
-    device._HAS_BODY_CODEC[0] = device._body_codec_impls()  # what open() does
-    try:
-        assert device._HAS_BODY_CODEC[0]
-        out = bridge._request(Message((b"id", b""), (b"f1", b"f2")), now=0.0)
-        assert out.body == (body_codec.pack((b"f1", b"f2")),)
-        back = bridge._reply(Message(out.hops, (body_codec.pack((b"r1", b"r2", b"r3")),)), 0.0)
-        assert back == Message((b"id", b""), (b"r1", b"r2", b"r3"))
-        plain = bridge._request(Message((b"id", b""), (b"one",)), now=0.0)
-        assert bridge._reply(Message(plain.hops, (b"not packed",)), 0.0).body == (b"not packed",)
-    finally:
-        device._HAS_BODY_CODEC[0] = saved
+
+def test_body_codec_hook_works_the_other_way_too(body_codec: ModuleType) -> None:
+    """sp -> zmq: a packed SP request unpacks into frames; a multi-frame reply packs."""
+    bridge = Bridge("sp+tcp://127.0.0.1:1", "zmq+tcp://127.0.0.1:2", name=_name())
+    pipe, rid = b"\x00\x00\x00\x07", b"\x80\x00\x00\x01"
+    out = bridge._request(Message((pipe, rid), (body_codec.pack((b"a", b"b")),)), now=0.0)
+    assert out == Message((pipe, rid, b""), (b"a", b"b"))
+    back = bridge._reply(Message((pipe, rid, b""), (b"x", b"y")), 0.0)
+    assert back == Message((pipe, rid), (body_codec.pack((b"x", b"y")),))
 
 
 def test_body_codec_plugin_is_opt_in() -> None:
