@@ -33,7 +33,7 @@ from typing import Any, Protocol
 
 from gateway import envelope
 from gateway.envelope import EnvelopeError, TokenTable
-from gateway.errors import ConfigError, TransportError
+from gateway.errors import ConfigError, LocalProtocolError, TransportError
 from gateway.logging import get_logger
 from gateway.message import Message
 from gateway.metrics import METRICS
@@ -117,7 +117,8 @@ def default_backends(front: Endpoint, back: Endpoint) -> tuple[Endpoint, Endpoin
     return pick(front), pick(back)
 
 
-def open_side(ep: Endpoint, kind: str, limits: Limits, *, fast: bool = False) -> tuple[Any, str]:
+def open_side(ep: Endpoint, kind: str, limits: Limits, *, fast: bool = False,
+              context: Any = None) -> tuple[Any, str]:
     """Build the raw socket for one endpoint and bind or connect it; return it and its URL.
 
     ``fast``: a library socket for the poller loop of ``gateway.fastpath`` instead of an
@@ -136,7 +137,7 @@ def open_side(ep: Endpoint, kind: str, limits: Limits, *, fast: bool = False) ->
             from gateway import fastpath
 
             sock = fastpath.make_end(backend, kind, ttl=limits.hop_limit,
-                                     max_message_size=limits.max_message_size)
+                                     max_message_size=limits.max_message_size, context=context)
         else:
             sock = spec.factory(kind, raw=True, **_adapter_options(backend, kind, limits))
         url = ep.lib_url
@@ -191,6 +192,7 @@ class Bridge:
         self.in_flight = 0
         self.draining = False
         self._expired_seen = 0
+        self._detour = False
         self._body_codec = _body_codec_impls()  # a plugin packs multi-frame bodies
         self._front: Any = None
         self._back: Any = None
@@ -221,6 +223,8 @@ class Bridge:
             return self._to_zmtp_body(envelope.sp_to_zmtp_reply(msg, self.table, now))
         if self.mode == "sp->zmtp":
             return envelope.zmtp_to_sp_reply(self._to_sp_body(msg))
+        if not msg.hops:  # same family: the front routes by the first hop
+            raise EnvelopeError("no-envelope", "reply without a routing hop")
         return msg
 
     def _drop(self, reason: str, direction: str, detail: str = "") -> None:
@@ -237,7 +241,13 @@ class Bridge:
             except EnvelopeError as exc:
                 self._drop(exc.reason, "request", exc.detail)
                 continue
-            await back.send_msg(out)
+            try:
+                await back.send_msg(out)
+            except LocalProtocolError as exc:
+                self._drop("bad-envelope", "request", str(exc))
+                continue
+            if self._detour and not self._front_inbox():
+                self._detour = False  # caught up: the sinks may forward directly again
             self.in_flight += 1
             METRICS.inc("gateway_forwarded_total", direction="request", bridge=self.name)
             METRICS.observe_us("gateway_hop_latency_seconds", (time.perf_counter() - t0) * 1e6)
@@ -254,6 +264,9 @@ class Bridge:
                 continue
             try:
                 await front.send_msg(out)
+            except LocalProtocolError as exc:
+                self._drop("bad-envelope", "reply", str(exc))
+                continue
             except TransportError as exc:  # the client went away before its reply
                 self._drop("client-gone", "reply", str(exc))
                 continue
@@ -270,6 +283,10 @@ class Bridge:
             log.warning("drop", bridge=self.name, direction="reply", reason="token-expired",
                         count=expired)
 
+    def _front_inbox(self) -> int:
+        """Requests received but not forwarded (native front only; adapters keep their own)."""
+        return len(self._front.socket._inbox) if isinstance(self._front, NativeRaw) else 0
+
     def _install_sinks(self) -> None:
         """Native on both sides: forward inside the receiving pipe's callback (parse, translate,
         write: one loop wake-up per message). A message that cannot go out at once (no
@@ -282,7 +299,10 @@ class Bridge:
         k_rep = ("gateway_forwarded_total", (("bridge", self.name), ("direction", "reply")))
 
         def forward_request(msg: Message) -> bool:
-            if self.draining or not back.can_send():
+            # while the async path holds a request (no writable backend pipe a moment ago),
+            # later ones follow it there: a client's requests stay in order
+            if self.draining or self._detour or not back.can_send():
+                self._detour = not self.draining
                 return False
             try:
                 back.try_send(request(msg, clock()))
@@ -298,6 +318,9 @@ class Bridge:
                 front.try_send(reply(msg, clock()))
             except EnvelopeError as exc:
                 drop(exc.reason, "reply", exc.detail)
+                return True
+            except LocalProtocolError as exc:  # e.g. a multi-frame body toward an SP client
+                drop("bad-envelope", "reply", str(exc))
                 return True
             except TransportError as exc:
                 drop("client-gone", "reply", str(exc))
@@ -318,9 +341,16 @@ class Bridge:
         """Build, bind and connect both sockets (call inside the running loop)."""
         self.fast = (os.environ.get("GATEWAY_FASTPATH", "1") != "0"
                      and "native" not in (backend_of(self._front_ep), backend_of(self._back_ep)))
-        self._front, self.front_url = open_side(self._front_ep, "REP", self.limits, fast=self.fast)
+        context = None
+        if self.fast and self.mode == "zmtp->zmtp":  # libzmq's own proxy, on its own context
+            from gateway.fastpath import proxy_context
+
+            context = proxy_context()
+        self._front, self.front_url = open_side(self._front_ep, "REP", self.limits,
+                                                fast=self.fast, context=context)
         try:
-            self._back, self.back_url = open_side(self._back_ep, "REQ", self.limits, fast=self.fast)
+            self._back, self.back_url = open_side(self._back_ep, "REQ", self.limits,
+                                                  fast=self.fast, context=context)
         except BaseException:
             self._front.close()  # fast-path ends take no linger
             raise
@@ -358,6 +388,10 @@ class Bridge:
                 await asyncio.sleep(0.02)
             if self.in_flight:
                 log.warning("bridge.drain", bridge=self.name, unanswered=self.in_flight)
+            left = self._front_inbox()
+            if left:  # arrived after the stop: never forwarded, never answered
+                self._drop("shutdown", "request", f"{left} request(s) not forwarded")
+                METRICS.inc("gateway_dropped_total", left - 1, reason="shutdown", bridge=self.name)
         finally:
             for task in (requests, replies, expiry, stopper):
                 task.cancel()

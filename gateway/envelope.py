@@ -197,6 +197,7 @@ class TokenTable:
         except KeyError:
             raise UnknownToken("unknown-token", f"token {token!r}") from None
         if deadline <= now:
+            self.expired_total += 1  # removed by expiry, like the ones expire() sweeps
             raise UnknownToken("expired-token", f"token {token!r}")
         return hops
 

@@ -43,9 +43,10 @@ class ZmqEnd:
     family = "zmtp"
 
     def __init__(self, kind: str, *, max_message_size: int = 1 << 20,
-                 send_timeout_ms: int = 1000) -> None:
+                 send_timeout_ms: int = 1000, context: Any = None) -> None:
         self.router = kind == "REP"
-        sock: Any = zmq.Context.instance().socket(zmq.ROUTER if self.router else zmq.DEALER)
+        ctx = context if context is not None else zmq.Context.instance()
+        sock: Any = ctx.socket(zmq.ROUTER if self.router else zmq.DEALER)
         sock.setsockopt(zmq.LINGER, 200)
         sock.setsockopt(zmq.MAXMSGSIZE, max_message_size)
         sock.setsockopt(zmq.SNDTIMEO, send_timeout_ms)
@@ -155,10 +156,21 @@ class NngEnd:
         self._pynng.close()
 
 
-def make_end(backend: str, kind: str, *, ttl: int, max_message_size: int) -> Any:
+def make_end(backend: str, kind: str, *, ttl: int, max_message_size: int,
+             context: Any = None) -> Any:
+    """A library socket for the poller, or (``context`` given) for a ``ZmqProxy``: its own
+    context, and sends that block (back-pressure, as zmq_proxy expects) instead of timing out."""
     if backend == "pyzmq":
+        if context is not None:
+            return ZmqEnd(kind, max_message_size=max_message_size, send_timeout_ms=-1,
+                          context=context)
         return ZmqEnd(kind, max_message_size=max_message_size)
     return NngEnd(kind, ttl=ttl, max_message_size=max_message_size)
+
+
+def proxy_context() -> Any:
+    """A context of its own for a ZmqProxy, so that terminating it ends only that proxy."""
+    return zmq.Context()
 
 
 def poll_loop(bridge: Bridge, front: Any, back: Any, stop: threading.Event,
@@ -177,7 +189,9 @@ def poll_loop(bridge: Bridge, front: Any, back: Any, stop: threading.Event,
         now = clock()
         if front.pollable in ready and not draining.is_set():
             n = 0
-            while n < BATCH and (msg := front.recv_nowait()) is not None:
+            # each send may wait up to its timeout on a stalled backend: look at the flags
+            while (n < BATCH and not draining.is_set() and not stop.is_set()
+                   and (msg := front.recv_nowait()) is not None):
                 n += 1
                 bridge.in_flight += 1  # before the send: a SIGTERM meanwhile still drains it
                 try:
@@ -220,30 +234,39 @@ class ZmqProxy:
     """
 
     def __init__(self, bridge: Bridge, front: ZmqEnd, back: ZmqEnd) -> None:
-        ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context.instance()
+        self.ctx: Any = front.sock.context  # the proxy's own (see proxy_context)
         address = f"inproc://gateway-proxy-control-{id(self)}"
-        self._control = ctx.socket(zmq.REP)  # used by the proxy thread only
+        self._control = self.ctx.socket(zmq.REP)  # used by the proxy thread only
         self._control.bind(address)
-        self._client = ctx.socket(zmq.REQ)  # used by the caller's thread only
-        self._client.rcvtimeo = self._client.sndtimeo = 2000
+        self._client = self.ctx.socket(zmq.REQ)  # used by the caller's thread only
+        self._client.rcvtimeo = self._client.sndtimeo = 1000
         self._client.linger = 0
+        self._client.setsockopt(zmq.REQ_RELAXED, 1)  # a timed-out STATISTICS may be re-asked
+        self._client.setsockopt(zmq.REQ_CORRELATE, 1)
         self._client.connect(address)
         self.bridge, self.front, self.back = bridge, front, back
         self._seen = [0, 0]
 
     def run(self) -> None:
-        """Blocks (without the GIL) until TERMINATE."""
+        """Blocks (without the GIL) until TERMINATE, or until ``terminate`` ends the context
+        while the proxy waits in a send to a stalled backend. The proxy thread owns the sockets
+        and closes them."""
         try:
             zmq.proxy_steerable(self.front.sock, self.back.sock, None, self._control)
         except zmq.ContextTerminated:
             pass
         finally:
-            self._control.close(0)
+            for sock in (self._control, self.front.sock, self.back.sock):
+                sock.close(0)
 
-    def statistics(self) -> list[int]:
-        """(front recv, front sent, back recv, back sent) in frames; updates the metrics."""
-        self._client.send(b"STATISTICS")
-        raw = self._client.recv_multipart()
+    def statistics(self) -> list[int] | None:
+        """(front recv, front sent, back recv, back sent) in frames, and the metrics updated;
+        ``None`` when the proxy is busy (blocked on a full backend) and did not answer."""
+        try:
+            self._client.send(b"STATISTICS")
+            raw = self._client.recv_multipart()
+        except zmq.Again:
+            return None
         frames = [int.from_bytes(part, "little") for part in raw[0::2]]  # counts, not bytes
         name = self.bridge.name
         for i, direction in ((0, "request"), (1, "reply")):
@@ -255,6 +278,15 @@ class ZmqProxy:
         return frames
 
     def terminate(self) -> None:
-        self._client.send(b"TERMINATE")
-        self._client.recv()
+        """TERMINATE; if the proxy cannot hear it (blocked in a send), end its context."""
+        try:
+            self._client.send(b"TERMINATE")
+            self._client.recv()
+        except zmq.Again:
+            stalled = True
+        else:
+            stalled = False
         self._client.close(0)
+        if stalled:
+            METRICS.inc("gateway_proxy_forced_stop_total", bridge=self.bridge.name)
+        self.ctx.term()  # returns once the proxy thread has closed its sockets

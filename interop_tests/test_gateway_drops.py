@@ -28,6 +28,7 @@ from interop_tests.gateway_helpers import (
     bridge_args,
     echo_rep,
     echo_router,
+    free_port,
     lib_url,
     nng_raw_recv,
     nng_raw_send,
@@ -305,3 +306,28 @@ def test_nng_client_gone_before_reply(front_be: str, back_be: str) -> None:
         with nng_req(lib_url(gw.front)) as req:
             req.send(b"next")
             assert req.recv() == b"re:next"
+
+
+def test_zmq_proxy_route_survives_a_stalled_backend_and_stops_on_sigterm() -> None:
+    """zmq->zmq runs libzmq's proxy; with the backend down its DEALER fills up to the HWM.
+    The proxy must wait (back-pressure), not die, and SIGTERM must still end it (exit 0)."""
+    dead = free_port()
+    with Gateway("bridge", "@zmq+tcp://127.0.0.1:0", f">zmq+tcp://127.0.0.1:{dead}",
+                 "--grace", "0.5") as gw:
+        ctx = zmq.Context.instance()
+        client = ctx.socket(zmq.DEALER)
+        client.linger = 0
+        client.sndtimeo = 100
+        client.connect(lib_url(gw.front))
+        sent = 0
+        try:
+            for _ in range(2500):
+                client.send_multipart([b"", b"x"])
+                sent += 1
+        except zmq.Again:
+            pass
+        time.sleep(1.5)  # the proxy's send timeout was 1 s before the fix
+        assert gw.alive(), "the bridge died on a full backend"
+        assert gw.stop(timeout=5.0) == 0
+        client.close(0)
+    assert sent > 1000  # the backend queue really filled past its HWM

@@ -502,3 +502,14 @@ def test_live_sp_to_zmtp_bad_reply_envelope_dropped_then_served() -> None:
             ctx.term()
 
     asyncio.run(main())
+
+
+def test_same_family_reply_without_routing_hop_is_dropped_not_fatal() -> None:
+    from gateway.envelope import EnvelopeError
+
+    bridge = Bridge("zmq+tcp://127.0.0.1:1", "zmq+tcp://127.0.0.1:2", name=_name())
+    with pytest.raises(EnvelopeError) as info:
+        bridge._reply(Message((), (b"reply",)), 0.0)
+    assert info.value.reason == "no-envelope"
+    ok = Message((b"\x00\x00\x00\x00\x01", b""), (b"reply",))
+    assert bridge._reply(ok, 0.0) is ok

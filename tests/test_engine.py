@@ -810,3 +810,20 @@ def test_bad_options() -> None:
             gateway.Socket("PAIR")
 
     run(main())
+
+
+def test_refused_multiframe_send_on_sp_leaves_req_usable() -> None:
+    """SP carries one body frame: the refusal comes before REQ records a pending request."""
+
+    async def main() -> None:
+        async with gateway.Socket("REP") as rep, gateway.Socket("REQ") as req:
+            req.connect(rep.bind("sp+tcp://127.0.0.1:0"))
+            await req.wait_peers(1)
+            with pytest.raises(LocalProtocolError):
+                await req.send_multipart([b"a", b"b"])
+            await req.send(b"ok")  # no StateError: nothing was pending
+            assert await rep.recv() == b"ok"
+            await rep.send(b"fine")
+            assert await req.recv() == b"fine"
+
+    run(main())

@@ -172,7 +172,8 @@ def test_ttl_expiry() -> None:
     assert ei.value.reason == "expired-token"
     assert b not in t
     assert t.expire(100.0) == 1 and c not in t
-    assert t.expired_total == 2 and len(t) == 0
+    # a, c swept by expire(); b removed by pop() past its deadline: all three expired
+    assert t.expired_total == 3 and len(t) == 0
 
 
 def test_table_full_then_expiry_makes_room() -> None:
@@ -390,3 +391,13 @@ def test_sp_round_trip_property(bt, body) -> None:  # type: ignore[no-untyped-de
     z = sp_to_zmtp(msg)
     assert z.has_delimiter and z.frames == bt + (b"", body)
     assert zmtp_to_sp_reply(z) == msg
+
+
+def test_pop_of_an_expired_token_counts_as_expired() -> None:
+    """The device decrements its in-flight count from expired_total: late replies count too."""
+    table = TokenTable(max_entries=4, ttl=1.0, start=5)
+    token = table.mint((b"id", b""), now=0.0)
+    with pytest.raises(UnknownToken) as info:
+        table.pop(token, now=2.0)
+    assert info.value.reason == "expired-token"
+    assert table.expired_total == 1 and len(table) == 0

@@ -68,6 +68,11 @@ def _flush(batch: _Batch) -> None:
             transport.write(chunks[0] if len(chunks) == 1 else b"".join(chunks))
 
 
+def _check_body(pipe: Pipe, msg: Message) -> None:
+    if pipe.family == SP and len(msg.body) != 1:
+        raise LocalProtocolError(f"SP carries exactly one body frame, not {len(msg.body)}")
+
+
 class Pipe(asyncio.Protocol):
     """One connection to one peer, over one wire. Created by a listener or a dialer."""
 
@@ -398,8 +403,10 @@ class Socket:
         self._check_open()
         pattern = self.pattern
         if pattern.routed:
+            pipe = self._routes.get(pattern.peek_target(msg))  # type: ignore[arg-type]
+            if pipe is not None:
+                _check_body(pipe, msg)  # before the pattern's state changes
             target, rest = pattern.prepare_send(msg)
-            pipe = self._routes.get(target)  # type: ignore[arg-type]
             if pipe is None:
                 if self.router_mandatory:
                     raise TransportError(f"no peer with routing id {target!r}")
@@ -424,6 +431,7 @@ class Socket:
 
     def _send_on(self, pipe: Pipe, msg: Message) -> None:
         pattern = self.pattern
+        _check_body(pipe, msg)  # a refused send must not leave REQ waiting for a reply
         _, rest = pattern.prepare_send(msg)
         pipe.write(pattern.envelope(rest, pipe.family))
         pattern.sent(pipe.routing_id)

@@ -125,6 +125,10 @@ class Pattern:
     def check_send(self) -> None:
         """Raise ``StateError`` when the app may not send now (before waiting for a pipe)."""
 
+    def peek_target(self, msg: Message) -> bytes | None:
+        """The routing id ``prepare_send`` would pick, without changing any state."""
+        return msg.hops[0] if self.routed and msg.hops else None
+
     def prepare_send(self, msg: Message) -> tuple[bytes | None, Message]:
         """Where ``msg`` goes (a routing id, or ``None`` to load-balance) and what remains."""
         if not self.routed:
@@ -226,6 +230,9 @@ class Rep(Pattern):
     def check_recv(self) -> None:
         if self.backtrace is not None:
             raise StateError("REP: cannot receive before replying to the last request (EFSM)")
+
+    def peek_target(self, msg: Message) -> bytes | None:
+        return self.backtrace[0] if self.backtrace else None
 
     def deliver(self, msg: Message) -> Message:
         self.backtrace = msg.hops
