@@ -401,9 +401,6 @@ class Bridge:
     async def _run_proxy(self, stop: asyncio.Event) -> None:
         from gateway.fastpath import ZmqProxy
 
-        # zmq_proxy ends on the first failed send: with ROUTER_MANDATORY a reply to a client
-        # that has gone (EHOSTUNREACH) would stop the bridge, so libzmq drops it instead
-        self._front.sock.router_mandatory = False
         proxy = ZmqProxy(self, self._front, self._back)
         worker = asyncio.ensure_future(asyncio.to_thread(proxy.run))
         try:

@@ -43,14 +43,15 @@ class ZmqEnd:
     family = "zmtp"
 
     def __init__(self, kind: str, *, max_message_size: int = 1 << 20,
-                 send_timeout_ms: int = 1000, context: Any = None) -> None:
+                 send_timeout_ms: int = 1000, context: Any = None,
+                 mandatory: bool = True) -> None:
         self.router = kind == "REP"
         ctx = context if context is not None else zmq.Context.instance()
         sock: Any = ctx.socket(zmq.ROUTER if self.router else zmq.DEALER)
         sock.setsockopt(zmq.LINGER, 200)
         sock.setsockopt(zmq.MAXMSGSIZE, max_message_size)
         sock.setsockopt(zmq.SNDTIMEO, send_timeout_ms)
-        if self.router:
+        if self.router and mandatory:
             sock.setsockopt(zmq.ROUTER_MANDATORY, 1)  # a reply to a vanished client is counted
         self.sock = sock
         self.pollable: Any = self.sock
@@ -162,8 +163,10 @@ def make_end(backend: str, kind: str, *, ttl: int, max_message_size: int,
     context, and sends that block (back-pressure, as zmq_proxy expects) instead of timing out."""
     if backend == "pyzmq":
         if context is not None:
+            # zmq_proxy ends on its first failed send: with ROUTER_MANDATORY a reply to a
+            # client that has gone (EHOSTUNREACH) would stop the bridge; libzmq drops it instead
             return ZmqEnd(kind, max_message_size=max_message_size, send_timeout_ms=-1,
-                          context=context)
+                          context=context, mandatory=False)
         return ZmqEnd(kind, max_message_size=max_message_size)
     return NngEnd(kind, ttl=ttl, max_message_size=max_message_size)
 
