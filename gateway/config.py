@@ -29,9 +29,19 @@ import tomllib
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from gateway.device import Limits
 from gateway.errors import ConfigError
 from gateway.url import parse, split_host_port
+
+
+@dataclass
+class Limits:
+    """The bridge's limits (DESIGN section 10); every one configurable."""
+
+    max_message_size: int = 1 << 20
+    hop_limit: int = 8
+    pending_tokens: int = 100_000
+    token_ttl: float = 60.0
+    grace: float = 2.0  # drain time on SIGINT/SIGTERM
 
 
 @dataclass

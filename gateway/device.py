@@ -32,6 +32,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from gateway import envelope
+from gateway.config import Limits
 from gateway.envelope import EnvelopeError, TokenTable
 from gateway.errors import ConfigError, LocalProtocolError, TransportError
 from gateway.logging import get_logger
@@ -158,15 +159,6 @@ def open_side(ep: Endpoint, kind: str, limits: Limits, *, fast: bool = False,
             raise
         raise TransportError(f"cannot {ep.mode or 'bind'} {ep.url}: {exc}") from exc
     return sock, real
-
-
-@dataclass
-class Limits:
-    max_message_size: int = 1 << 20
-    hop_limit: int = 8
-    pending_tokens: int = 100_000
-    token_ttl: float = 60.0
-    grace: float = 2.0
 
 
 @dataclass

@@ -35,9 +35,61 @@ class TransportError(GatewayError):
     """Bind/connect failed: address in use, unreachable, unknown transport."""
 
 
+class PeerGone(TransportError):
+    """A routed send named a peer that is not connected (libzmq's EHOSTUNREACH with
+    ROUTER_MANDATORY). The device counts it as ``client-gone``."""
+
+
+class PeerBusy(TransportError):
+    """A routed send found its peer's pipe at the high-water mark (libzmq's EAGAIN with
+    ROUTER_MANDATORY). Nothing was buffered; the device counts it as ``hwm``."""
+
+
+class Drop(GatewayError):
+    """A message this layer refuses and drops (counted, logged); the pipe stays open.
+
+    ``reason`` is one of :data:`DROP_REASONS`.
+    """
+
+    def __init__(self, reason: str, detail: str = "") -> None:
+        super().__init__(f"{reason}: {detail}" if detail else reason)
+        self.reason = reason
+        self.detail = detail
+
+
 class ConfigError(GatewayError):
     """A bad URL, option or configuration file. The CLI prints it on one line and exits 2."""
 
 
 class Closed(GatewayError):
     """The socket was closed."""
+
+
+#: Every reason a message can be dropped for, and what it means: the one table that counters,
+#: logs and docs share (DESIGN section 10: nothing is lost without a reason and a counter).
+DROP_REASONS: dict[str, str] = {
+    # patterns (engine)
+    "ttl": "an SP message with more hops than the hop limit",
+    "unexpected-reply": "a reply while no request is pending",
+    "stale-reply": "a reply to an earlier request",
+    "wrong-pipe": "a reply from a pipe the request did not go to",
+    "no-delimiter": "a ZeroMQ message without the empty delimiter frame where one is required",
+    "unroutable": "a routed send for a peer that is not connected",
+    "hwm": "a routed send to a peer whose pipe is at the high-water mark",
+    # envelope translation (gateway.envelope)
+    "no-request-id": "no hop at all, or the last SP hop lacks its top bit",
+    "not-4-bytes": "an SP hop or ZeroMQ reply envelope frame that is not exactly 4 bytes",
+    "bad-backtrace": "a hop before the request id with its top bit set",
+    "multi-frame-body": "a ZeroMQ body of several frames toward SP (one frame only)",
+    "no-body": "a body of zero frames toward SP",
+    "no-envelope": "a same-family reply without a routing hop",
+    "table-full": "the pending-token table is full",
+    "unknown-token": "a reply for a token the table does not hold",
+    "expired-token": "a reply whose token had expired",
+    "token-expired": "a request whose reply did not come within the token TTL",
+    "bad-envelope": "a message the sending socket refused (e.g. several frames toward SP)",
+    # the device
+    "client-gone": "a reply to a client that is no longer connected",
+    "backend-unavailable": "no backend peer took the request in time",
+    "shutdown": "a request that arrived after the stop and was never forwarded",
+}

@@ -77,7 +77,7 @@ SHAPES: dict[str, int] = {
 
 def _gateway_limit() -> int:
     try:  # one source of truth: the device's default limits
-        from gateway.device import Limits
+        from gateway.config import Limits
 
         return int(Limits().max_message_size)
     except Exception:  # the device not importable (yet): DESIGN section 10's default

@@ -7,8 +7,7 @@ from typing import Any
 
 import pytest
 
-from gateway.config import Config, from_dict, limits_from, load
-from gateway.device import Limits
+from gateway.config import Config, Limits, from_dict, limits_from, load
 from gateway.errors import ConfigError
 
 REPO = Path(__file__).resolve().parents[1]

@@ -21,7 +21,8 @@ import pytest
 import zmq
 import zmq.asyncio
 
-from gateway.device import Bridge, Limits
+from gateway.config import Limits
+from gateway.device import Bridge
 from gateway.envelope import EnvelopeError
 from gateway.errors import ConfigError
 from gateway.message import Message
