@@ -30,7 +30,8 @@ def _add_logging(p: argparse.ArgumentParser) -> None:
     p.add_argument("--log-format", choices=("console", "json"), default=None)
     p.add_argument("--log-level", choices=("debug", "info", "warning", "error"), default=None)
     p.add_argument("--metrics", metavar="HOST:PORT",
-                   help="serve Prometheus metrics over HTTP, e.g. 127.0.0.1:9100")
+                   help="serve /metrics (Prometheus), /healthz and /readyz over HTTP, "
+                        "e.g. 127.0.0.1:9100 (port 0: any; the READY line says which)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -49,6 +50,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("front", metavar="FRONT", help="e.g. @zmq+tcp://127.0.0.1:5555")
     p.add_argument("back", metavar="BACK", help="e.g. >sp+tcp://127.0.0.1:6000?backend=native")
     p.add_argument("--name", default="bridge")
+    p.add_argument("--forwarder", choices=("auto", "proxy"), default="auto",
+                   help="proxy: libzmq's own zmq_proxy for a zmq->zmq bridge on pyzmq "
+                        "(fastest; counts frames, not messages, and no hop latency)")
     _add_logging(p)
     _add_limits(p)
 
@@ -88,51 +92,35 @@ def _limits(args: argparse.Namespace, base=None):  # type: ignore[no-untyped-def
     return limits_from({k: v for k, v in given.items() if v is not None}, base)
 
 
-async def _serve_metrics(address: str) -> asyncio.AbstractServer:
-    from gateway.metrics import METRICS
-    from gateway.url import split_host_port
-
-    host, port = split_host_port(address)
-
-    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
-            body = METRICS.render().encode()
-            writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\n"
-                         b"Content-Length: %d\r\nConnection: close\r\n\r\n%s" % (len(body), body))
-            await writer.drain()
-        except (OSError, asyncio.IncompleteReadError, TimeoutError, asyncio.LimitOverrunError):
-            pass
-        finally:
-            writer.close()
-
-    try:
-        return await asyncio.start_server(handle, host, port)
-    except OSError as exc:
-        raise ConfigError(f"cannot serve metrics on {address}: {exc.strerror or exc}") from None
-
-
 async def _run_bridges(specs, metrics: str | None) -> int:  # type: ignore[no-untyped-def]
     from gateway.device import Bridge
+    from gateway.observe import ObserveServer
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    server = await _serve_metrics(metrics) if metrics else None
     bridges: list[Bridge] = []
+
+    def readiness() -> list[tuple[str, int, int]]:
+        return [(b.name, *b.peers) for b in bridges]
+
+    server = ObserveServer(metrics, readiness) if metrics else None
     try:
-        for name, front, back, limits in specs:
-            bridge = Bridge(front, back, name=name, limits=limits)
+        for name, front, back, limits, forwarder in specs:
+            bridge = Bridge(front, back, name=name, limits=limits, forwarder=forwarder)
             bridge.open()
             bridges.append(bridge)
     except BaseException:
         for bridge in bridges:
             bridge.close()
+        if server is not None:
+            server.close()
         raise
+    shown = f" metrics={server.address}" if server is not None else ""
     for bridge in bridges:
         print(f"READY front={bridge.front_url} back={bridge.back_url}"
-              + (f" name={bridge.name}" if len(bridges) > 1 else ""), flush=True)
+              + (f" name={bridge.name}" if len(bridges) > 1 else "") + shown, flush=True)
     try:
         await asyncio.gather(*(bridge.run(stop) for bridge in bridges))
     finally:
@@ -145,7 +133,7 @@ def _cmd_bridge(args: argparse.Namespace) -> int:
     from gateway.logging import configure
 
     configure(args.log_format or "console", args.log_level or "info")
-    spec = [(args.name, args.front, args.back, _limits(args))]
+    spec = [(args.name, args.front, args.back, _limits(args), args.forwarder)]
     return run_loop(_run_bridges(spec, args.metrics))
 
 
@@ -158,7 +146,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from gateway.plugins import manager
 
     manager().hook.gateway_configure(config=cfg.raw)
-    spec = [(b.name, b.front, b.back, cfg.limits) for b in cfg.bridges]
+    spec = [(b.name, b.front, b.back, cfg.limits, b.forwarder) for b in cfg.bridges]
     return run_loop(_run_bridges(spec, args.metrics or cfg.metrics))
 
 

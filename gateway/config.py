@@ -49,6 +49,7 @@ class BridgeConfig:
     name: str
     front: str
     back: str
+    forwarder: str = "auto"
 
 
 @dataclass
@@ -90,7 +91,7 @@ def load(path: str) -> Config:
 
 
 _GATEWAY_KEYS = ("log_format", "log_level", "metrics")
-_BRIDGE_KEYS = ("name", "front", "back")
+_BRIDGE_KEYS = ("name", "front", "back", "forwarder")
 _LOG_LEVELS = ("debug", "info", "warning", "error")
 
 
@@ -128,7 +129,12 @@ def from_dict(data: dict[str, Any], source: str = "config") -> Config:
                 raise ConfigError(f"{source}: bridge #{i + 1} {key} must be a string, "
                                   f"not {entry[key]!r}")
         parse(entry["front"]), parse(entry["back"])  # fail early, with the URL in the message
-        parsed.append(BridgeConfig(entry.get("name", f"bridge{i + 1}"), entry["front"], entry["back"]))
+        forwarder = entry.get("forwarder", "auto")
+        if forwarder not in ("auto", "proxy"):
+            raise ConfigError(f"{source}: bridge #{i + 1} forwarder must be auto or proxy, "
+                              f"not {forwarder!r}")
+        parsed.append(BridgeConfig(entry.get("name", f"bridge{i + 1}"), entry["front"],
+                                   entry["back"], forwarder))
     fmt = general.get("log_format", "console")
     if fmt not in ("console", "json"):
         raise ConfigError(f"{source}: log_format must be console or json, not {fmt!r}")

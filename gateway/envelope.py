@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import random
 from collections import OrderedDict
+from collections.abc import Callable
 
 from gateway.errors import RemoteProtocolError
 from gateway.message import DELIMITER, Message
@@ -53,6 +54,7 @@ __all__ = [
     "zmtp_to_sp_reply",
     "zmtp_to_sp_request",
     "sp_to_zmtp_reply",
+    "Translator",
 ]
 
 _new = tuple.__new__  # Message(...) without the NamedTuple __new__ wrapper (hot path)
@@ -249,3 +251,88 @@ def sp_to_zmtp_reply(msg: Message, table: TokenTable, now: float) -> Message:
     if not token[0] & _TOP:
         raise EnvelopeError("no-request-id", f"token {token!r} lacks the top bit")
     return _new(Message, (table.pop(token, now), body))
+
+
+# ---------------------------------------------------------------------------------------------
+# one bridge's translation, both directions
+
+#: ``(frames, direction) -> frames | None``: the ``gateway_body_codec`` hook, or None.
+BodyCodec = Callable[[tuple[bytes, ...], str], "tuple[bytes, ...] | None"]
+
+
+class Translator:
+    """What a bridge does to each message, chosen once from its two families:
+
+    =============  ==========================  ==========================================
+    front -> back  :meth:`request`             :meth:`reply`
+    =============  ==========================  ==========================================
+    same family    untouched                   untouched (must carry a routing hop)
+    zmtp -> sp     envelope -> minted token    token -> envelope (bounded table, TTL)
+    sp -> zmtp     backtrace -> 4-byte frames  4-byte frames -> backtrace (validated)
+    =============  ==========================  ==========================================
+
+    SP carries one body frame: a ZeroMQ body of several goes through ``body_codec`` (the
+    ``gateway_body_codec`` hook) or is refused as ``multi-frame-body``. Pure: the clock is
+    passed in; every refusal is an :class:`EnvelopeError` with its reason.
+    """
+
+    def __init__(self, front: str, back: str, table: TokenTable | None = None,
+                 body_codec: BodyCodec | None = None) -> None:
+        self.mode = f"{front}->{back}"
+        self.table = table if table is not None else TokenTable()
+        self.body_codec = body_codec
+        self._expired_seen = self.table.expired_total
+        plan = {
+            "zmtp->sp": (self._request_to_sp, self._reply_from_sp),
+            "sp->zmtp": (self._request_from_sp, self._reply_to_sp),
+            "zmtp->zmtp": (_same, _same_reply),
+            "sp->sp": (_same, _same_reply),
+        }.get(self.mode)
+        if plan is None:
+            raise ValueError(f"no translation for {self.mode}")
+        self.request: Callable[[Message, float], Message] = plan[0]
+        self.reply: Callable[[Message, float], Message] = plan[1]
+
+    def _to_sp_body(self, msg: Message) -> Message:
+        if len(msg[1]) > 1:  # none at all: no-body, from the functions above
+            packed = self.body_codec(msg[1], "to_sp") if self.body_codec is not None else None
+            if packed is None:
+                raise EnvelopeError("multi-frame-body", f"{len(msg[1])} frames")
+            return _new(Message, (msg[0], packed))
+        return msg
+
+    def _to_zmtp_body(self, msg: Message) -> Message:
+        if self.body_codec is None:
+            return msg
+        unpacked = self.body_codec(msg[1], "to_zmtp")
+        return msg if unpacked is None else _new(Message, (msg[0], unpacked))
+
+    def _request_to_sp(self, msg: Message, now: float) -> Message:
+        return zmtp_to_sp_request(self._to_sp_body(msg), self.table, now)
+
+    def _reply_from_sp(self, msg: Message, now: float) -> Message:
+        return self._to_zmtp_body(sp_to_zmtp_reply(msg, self.table, now))
+
+    def _request_from_sp(self, msg: Message, now: float) -> Message:
+        return self._to_zmtp_body(sp_to_zmtp(msg))
+
+    def _reply_to_sp(self, msg: Message, now: float) -> Message:
+        return zmtp_to_sp_reply(self._to_sp_body(msg))
+
+    def expire(self, now: float) -> int:
+        """Expire due tokens; return how many requests expired since the last call (including
+        those :meth:`TokenTable.mint` expired to make room and late replies to expired ones)."""
+        self.table.expire(now)
+        total = self.table.expired_total
+        expired, self._expired_seen = total - self._expired_seen, total
+        return expired
+
+
+def _same(msg: Message, now: float) -> Message:
+    return msg
+
+
+def _same_reply(msg: Message, now: float) -> Message:
+    if not msg[0]:  # same family: the front routes by the first hop
+        raise EnvelopeError("no-envelope", "reply without a routing hop")
+    return msg

@@ -40,12 +40,15 @@ def gateway_register_wires(register: Callable[..., None]) -> None:
 
 @hookspec
 def gateway_register_adapters(register: Callable[..., None]) -> None:
-    """Register library-backed raw sockets.
+    """Register library-backed bridge sides (backends), selected with ``?backend=NAME``.
 
-    Call ``register(name, family, factory)``; ``factory(kind, raw=True)`` returns an object
-    with the raw-socket interface (``gateway.device.RawSocket``): ``bind(url) -> str``,
-    ``connect(url)``, ``async send_msg(Message)``, ``async recv_msg() -> Message``, ``close()``.
-    ``url`` is the library's own URL (``tcp://host:port``, ``ipc:///path``).
+    Call ``register(name, family, open_async, *, polled=None, proxy=None)``; ``family`` is
+    ``"zmtp"`` or ``"sp"``. ``open_async(kind, options)`` returns a
+    ``gateway.adapter.RawSocket`` (``kind`` "REP": the raw ROUTER-like front, "REQ": the raw
+    DEALER-like back; ``options`` a ``gateway.adapter.SideOptions``). The optional
+    ``polled(kind, options)`` returns a ``gateway.adapter.PolledSocket`` (bridges with a polled
+    face on both sides run on one poller thread), ``proxy(front_options, back_options)`` a
+    ``gateway.adapter.LibraryProxy``. The contract, in full: ``gateway/adapter.py``.
     """
 
 

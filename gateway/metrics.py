@@ -1,80 +1,232 @@
-"""Counters, gauges and a latency histogram, rendered in Prometheus text format.
+"""Metrics: plain counters on the hot path, exported through prometheus_client.
 
-Deliberately tiny and lock-free: every update is one dict operation under the GIL. Names follow
-Prometheus habits (``_total`` for counters).
+Every metric is declared once in :data:`SPECS` (type, help, labels); the hot path increments a
+plain ``dict`` entry (one operation under the GIL, no lock, no label lookup), and a
+prometheus_client collector turns the store into metric families at scrape time, so
+exposition, escaping of label values and the text format are prometheus_client's::
+
+    METRICS.inc("gateway_pipes_closed_total", reason="handshake-timeout")
+    key = METRICS.declare("gateway_forwarded_messages_total", bridge="orders", direction="request")
+    METRICS.counters[key] += 1                  # what the device's ledger does per message
+    text = METRICS.render()                     # Prometheus text, via prometheus_client
+
+Declared label sets are exported at zero from the start.
 """
 
 from __future__ import annotations
 
+import platform
+from bisect import bisect_left
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
 
 Labels = tuple[tuple[str, str], ...]
+Key = tuple[str, Labels]
 
-BUCKETS_US = (50, 100, 250, 500, 1000, 2500, 5000, 10000, 25000, 100000, 1000000)
+
+@dataclass(frozen=True, slots=True)
+class MetricSpec:
+    kind: str  # "counter", "gauge", "histogram"
+    help: str
+    labels: tuple[str, ...] = ()
+
+
+#: Every metric the gateway exports. Names carry their unit; counters end in ``_total``.
+SPECS: dict[str, MetricSpec] = {
+    "gateway_forwarded_messages_total": MetricSpec(
+        "counter", "Messages a bridge forwarded, by direction (request: front to back).",
+        ("bridge", "direction")),
+    "gateway_dropped_messages_total": MetricSpec(
+        "counter", "Messages a bridge dropped, by reason (see docs: drop reasons).",
+        ("bridge", "reason")),
+    "gateway_hop_latency_seconds": MetricSpec(
+        "histogram", "Time from receiving a message to handing it to the other side.",
+        ("bridge", "direction")),
+    "gateway_in_flight_requests": MetricSpec(
+        "gauge", "Requests forwarded to the back end and not yet answered or dropped.",
+        ("bridge",)),
+    "gateway_pending_tokens": MetricSpec(
+        "gauge", "ZeroMQ envelopes parked in the token table, waiting for an SP reply.",
+        ("bridge",)),
+    "gateway_peers": MetricSpec(
+        "gauge", "Connected peers of a bridge side (-1: the backend cannot tell).",
+        ("bridge", "side")),
+    "gateway_proxy_forwarded_frames_total": MetricSpec(
+        "counter", "Frames libzmq's own proxy forwarded (the proxy route cannot count messages).",
+        ("bridge", "direction")),
+    "gateway_proxy_forced_stops_total": MetricSpec(
+        "counter", "libzmq proxies stopped by ending their context (stalled on a full backend).",
+        ("bridge",)),
+    "gateway_pipes_closed_total": MetricSpec(
+        "counter", "Native pipes closed because of bad input, a timeout or a refused peer.",
+        ("reason",)),
+    "gateway_socket_dropped_messages_total": MetricSpec(
+        "counter", "Messages a native socket dropped (outside any bridge's accounting).",
+        ("reason",)),
+    "gateway_requests_resent_total": MetricSpec(
+        "counter", "Requests a native REQ socket resent (nng's resend timer or pipe loss)."),
+    "gateway_build_info": MetricSpec(
+        "gauge", "Versions of the gateway and the libraries it runs on (value 1).",
+        ("version", "python", "pyzmq", "libzmq", "pynng")),
+}
+
+#: Hop-latency buckets, seconds: 25 us to 1 s.
+BUCKETS = (25e-6, 50e-6, 100e-6, 250e-6, 500e-6, 1e-3, 2.5e-3, 5e-3, 10e-3, 25e-3, 0.1, 1.0)
+
+
+class Histogram:
+    """Bucket counts and a sum; ``observe`` is one bisect and two additions."""
+
+    __slots__ = ("counts", "sum")
+
+    def __init__(self) -> None:
+        self.counts = [0] * (len(BUCKETS) + 1)
+        self.sum = 0.0
+
+    def observe(self, seconds: float) -> None:
+        self.counts[bisect_left(BUCKETS, seconds)] += 1
+        self.sum += seconds
+
+    @property
+    def count(self) -> int:
+        return sum(self.counts)
+
+
+def _key(name: str, labels: dict[str, str]) -> Key:
+    spec = SPECS.get(name)
+    if spec is None:
+        raise KeyError(f"undeclared metric {name!r} (add it to gateway.metrics.SPECS)")
+    if set(labels) != set(spec.labels):
+        raise KeyError(f"{name} takes labels {spec.labels}, not {tuple(labels)}")
+    return name, tuple((k, str(labels[k])) for k in spec.labels)
 
 
 class Registry:
+    """The store behind the exporter. Thread-safe enough: one writer per key (the loop or one
+    poller thread), readers copy with ``list()``, which the GIL makes atomic for a dict."""
+
     def __init__(self) -> None:
-        self.counters: defaultdict[tuple[str, Labels], int] = defaultdict(int)
-        self.gauges: dict[str, Callable[[], float]] = {}
-        self.hist_counts: dict[str, list[int]] = {}
-        self.hist_sums: dict[str, float] = {}
-        self.help: dict[str, str] = {}
+        self.counters: defaultdict[Key, int] = defaultdict(int)
+        self.gauges: dict[Key, Callable[[], float]] = {}
+        self.histograms: dict[Key, Histogram] = {}
+        self.prometheus = CollectorRegistry(auto_describe=True)
+        self.prometheus.register(_Collector(self))
+
+    # -- counters ---------------------------------------------------------------------------
+    def declare(self, name: str, **labels: str) -> Key:
+        """The key of one labelled counter, exported at zero until it is incremented."""
+        key = _key(name, labels)
+        self.counters.setdefault(key, 0)
+        return key
 
     def inc(self, name: str, amount: int = 1, **labels: str) -> None:
-        self.counters[(name, tuple(sorted(labels.items())))] += amount
+        self.counters[_key(name, labels)] += amount
 
     def get(self, name: str, **labels: str) -> int:
-        return self.counters.get((name, tuple(sorted(labels.items()))), 0)
+        return self.counters.get(_key(name, labels), 0)
 
     def total(self, name: str) -> int:
-        return sum(v for (n, _), v in self.counters.items() if n == name)
+        return sum(v for (n, _), v in list(self.counters.items()) if n == name)
 
-    def gauge(self, name: str, read: Callable[[], float], help: str = "") -> None:
-        self.gauges[name] = read
-        if help:
-            self.help[name] = help
+    # -- gauges and histograms --------------------------------------------------------------
+    def gauge(self, name: str, read: Callable[[], float], **labels: str) -> Key:
+        key = _key(name, labels)
+        self.gauges[key] = read
+        return key
 
-    def observe_us(self, name: str, value_us: float) -> None:
-        counts = self.hist_counts.get(name)
-        if counts is None:
-            counts = self.hist_counts[name] = [0] * (len(BUCKETS_US) + 1)
-            self.hist_sums[name] = 0.0
-        for i, bound in enumerate(BUCKETS_US):
-            if value_us <= bound:
-                counts[i] += 1
-                break
-        else:
-            counts[-1] += 1
-        self.hist_sums[name] += value_us
+    def histogram(self, name: str, **labels: str) -> Histogram:
+        key = _key(name, labels)
+        hist = self.histograms.get(key)
+        if hist is None:
+            hist = self.histograms[key] = Histogram()
+        return hist
 
+    def forget_gauges(self, **labels: str) -> None:
+        """Drop the gauges carrying these labels (a bridge that closed: nothing left to read)."""
+        wanted = set(labels.items())
+        for key in [k for k in self.gauges if wanted <= set(k[1])]:
+            del self.gauges[key]
+
+    def read_gauge(self, name: str, **labels: str) -> float | None:
+        read = self.gauges.get(_key(name, labels))
+        return None if read is None else read()
+
+    # -- exposition ---------------------------------------------------------------------------
     def render(self) -> str:
-        lines: list[str] = []
-        seen: set[str] = set()
-        for (name, labels), value in sorted(self.counters.items()):
-            if name not in seen:
-                seen.add(name)
-                lines.append(f"# TYPE {name} counter")
-            lab = ",".join(f'{k}="{v}"' for k, v in labels)
-            lines.append(f"{name}{{{lab}}} {value}" if lab else f"{name} {value}")
-        for name, read in sorted(self.gauges.items()):
-            if name in self.help:
-                lines.append(f"# HELP {name} {self.help[name]}")
-            lines.append(f"# TYPE {name} gauge")
-            lines.append(f"{name} {read()}")
-        for name, counts in sorted(self.hist_counts.items()):
-            lines.append(f"# TYPE {name} histogram")
-            cumulative = 0
-            for bound, count in zip(BUCKETS_US, counts, strict=False):
+        return generate_latest(self.prometheus).decode()
+
+
+def build_labels() -> dict[str, str]:
+    from gateway import __version__
+
+    labels = {"version": __version__, "python": platform.python_version(),
+              "pyzmq": "", "libzmq": "", "pynng": ""}
+    try:
+        import zmq
+
+        labels["pyzmq"], labels["libzmq"] = zmq.pyzmq_version(), zmq.zmq_version()
+    except ImportError:
+        pass
+    try:
+        from importlib.metadata import version
+
+        labels["pynng"] = version("pynng")
+    except Exception:  # noqa: BLE001 - not installed, or metadata missing
+        pass
+    return labels
+
+
+class _Collector:
+    """prometheus_client's view of a :class:`Registry`: families built at scrape time."""
+
+    def __init__(self, store: Registry) -> None:
+        self._store = store
+        self._build: dict[str, str] | None = None
+
+    def collect(self) -> Iterator[Metric]:
+        store = self._store
+        families: dict[str, Metric] = {}
+        for name, spec in SPECS.items():
+            if spec.kind == "counter":
+                families[name] = CounterMetricFamily(name.removesuffix("_total"), spec.help,
+                                                     labels=spec.labels)
+            elif spec.kind == "gauge":
+                families[name] = GaugeMetricFamily(name, spec.help, labels=spec.labels)
+            else:
+                families[name] = HistogramMetricFamily(name, spec.help, labels=spec.labels)
+        for (name, labels), value in sorted(list(store.counters.items())):
+            families[name].add_metric([v for _, v in labels], value)  # type: ignore[attr-defined]
+        for (name, labels), read in sorted(list(store.gauges.items())):
+            try:
+                level = float(read())
+            except Exception:  # noqa: BLE001 - a gauge of a closing bridge: skip it this once
+                continue
+            families[name].add_metric([v for _, v in labels], level)  # type: ignore[attr-defined]
+        for (name, labels), hist in sorted(list(store.histograms.items())):
+            cumulative, buckets = 0, []
+            for bound, count in zip((*BUCKETS, float("inf")), list(hist.counts), strict=True):
                 cumulative += count
-                lines.append(f'{name}_bucket{{le="{bound / 1e6:g}"}} {cumulative}')
-            cumulative += counts[-1]
-            lines.append(f'{name}_bucket{{le="+Inf"}} {cumulative}')
-            lines.append(f"{name}_sum {self.hist_sums[name] / 1e6:.6f}")
-            lines.append(f"{name}_count {cumulative}")
-        return "\n".join(lines) + "\n"
+                buckets.append((f"{bound:g}" if bound != float("inf") else "+Inf", cumulative))
+            families[name].add_metric([v for _, v in labels], buckets, hist.sum)  # type: ignore[attr-defined]
+        if self._build is None:
+            self._build = build_labels()
+        info = families["gateway_build_info"]
+        info.add_metric([self._build[k] for k in SPECS["gateway_build_info"].labels], 1.0)  # type: ignore[attr-defined]
+        yield from families.values()
 
 
-#: The process-wide registry the engine, the device and the CLI share.
+#: The process-wide store the engine, the device and the CLI share.
 METRICS = Registry()
+for _reason in ("ttl", "unexpected-reply", "stale-reply", "wrong-pipe", "no-delimiter",
+                "unroutable", "hwm"):
+    METRICS.declare("gateway_socket_dropped_messages_total", reason=_reason)
+METRICS.declare("gateway_requests_resent_total")

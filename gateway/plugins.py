@@ -38,9 +38,13 @@ class WireSpec:
 
 @dataclass(frozen=True, slots=True)
 class AdapterSpec:
+    """A library-backed implementation of bridge sides (see :mod:`gateway.adapter`)."""
+
     name: str
     family: str
-    factory: Callable[..., Any]
+    open_async: Callable[..., Any]  # (kind, SideOptions) -> RawSocket
+    open_polled: Callable[..., Any] | None = None  # (kind, SideOptions) -> PolledSocket
+    open_proxy: Callable[..., Any] | None = None  # (front, back SideOptions) -> LibraryProxy
     plugin: str = ""
 
 
@@ -123,9 +127,14 @@ def collect(pm: pluggy.PluginManager) -> Registry:
             reg.wires[n] = WireSpec(n, family, codec_factory, who())
         reg.provided_by.setdefault(who(), []).append(f"wire {name} ({family})")
 
-    def add_adapter(name: str, family: str, factory: Callable[..., Any]) -> None:
-        reg.adapters[name] = AdapterSpec(name, family, factory, who())
-        reg.provided_by.setdefault(who(), []).append(f"adapter {name} ({family})")
+    def add_adapter(name: str, family: str, factory: Callable[..., Any], *,
+                    polled: Callable[..., Any] | None = None,
+                    proxy: Callable[..., Any] | None = None) -> None:
+        if name == "native":
+            raise ConfigError(f"plugin {who()}: the backend name 'native' is the engine's")
+        reg.adapters[name] = AdapterSpec(name, family, factory, polled, proxy, who())
+        faces = "".join(f", {f}" for f, on in (("polled", polled), ("proxy", proxy)) if on)
+        reg.provided_by.setdefault(who(), []).append(f"adapter {name} ({family}{faces})")
 
     # Call each implementation ourselves (in pluggy's order) to know which plugin provided what.
     for caller, register in (
@@ -147,3 +156,9 @@ def registry() -> Registry:
 def body_codec(frames: tuple[bytes, ...], direction: str) -> tuple[bytes, ...] | None:
     result: tuple[bytes, ...] | None = manager().hook.gateway_body_codec(frames=frames, direction=direction)
     return result
+
+
+def body_codec_hook() -> Callable[[tuple[bytes, ...], str], tuple[bytes, ...] | None] | None:
+    """The ``gateway_body_codec`` hook as a function, or None while no plugin implements it
+    (then a bridge skips the call on every message). Read when a bridge opens."""
+    return body_codec if manager().hook.gateway_body_codec.get_hookimpls() else None

@@ -41,7 +41,11 @@ def _name() -> str:
 
 
 def _dropped(bridge: Bridge, reason: str) -> int:
-    return METRICS.get("gateway_dropped_total", reason=reason, bridge=bridge.name)
+    return METRICS.get("gateway_dropped_messages_total", reason=reason, bridge=bridge.name)
+
+
+def _expire(bridge: Bridge, now: float) -> None:
+    bridge.ledger.expired(bridge.translator.expire(now))
 
 
 def _load_body_codec_plugin() -> ModuleType:
@@ -110,30 +114,30 @@ def test_bad_endpoints(front: str, back: str, message: str) -> None:
 def test_zmtp_to_sp_envelope_parked_under_a_token() -> None:
     bridge = Bridge("zmq+tcp://127.0.0.1:1", "sp+tcp://127.0.0.1:2", name=_name())
     hops = (b"\x00\x11\x22\x33\x44", b"app1", b"app2", b"")
-    out = bridge._request(Message(hops, (b"body",)), now=10.0)
+    out = bridge.translator.request(Message(hops, (b"body",)), now=10.0)
     (token,) = out.hops
     assert len(token) == 4 and token[0] & 0x80 and out.body == (b"body",)
     assert len(bridge.table) == 1
-    back = bridge._reply(Message((token,), (b"reply",)), now=11.0)
+    back = bridge.translator.reply(Message((token,), (b"reply",)), now=11.0)
     assert back == Message(hops, (b"reply",))
     assert len(bridge.table) == 0
     with pytest.raises(EnvelopeError) as err:  # the same token twice
-        bridge._reply(Message((token,), (b"again",)), now=11.0)
+        bridge.translator.reply(Message((token,), (b"again",)), now=11.0)
     assert err.value.reason == "unknown-token"
 
 
 def test_dealer_without_delimiter_keeps_its_frames_as_body() -> None:
     bridge = Bridge("zmq+tcp://127.0.0.1:1", "sp+tcp://127.0.0.1:2", name=_name())
     ident = b"\x00\x00\x00\x00\x01"
-    out = bridge._request(Message((ident,), (b"bare",)), now=0.0)
-    assert bridge._reply(Message(out.hops, (b"r",)), now=0.0) == Message((ident,), (b"r",))
+    out = bridge.translator.request(Message((ident,), (b"bare",)), now=0.0)
+    assert bridge.translator.reply(Message(out.hops, (b"r",)), now=0.0) == Message((ident,), (b"r",))
 
 
 def test_sp_to_zmtp_backtrace_as_4_byte_frames() -> None:
     bridge = Bridge("sp+tcp://127.0.0.1:1", "zmq+tcp://127.0.0.1:2", name=_name())
-    out = bridge._request(Message((PIPE, RID), (b"q",)), now=0.0)
+    out = bridge.translator.request(Message((PIPE, RID), (b"q",)), now=0.0)
     assert out == Message((PIPE, RID, b""), (b"q",))
-    assert bridge._reply(Message((PIPE, RID, b""), (b"a",)), now=0.0) == Message((PIPE, RID),
+    assert bridge.translator.reply(Message((PIPE, RID, b""), (b"a",)), now=0.0) == Message((PIPE, RID),
                                                                                    (b"a",))
     assert len(bridge.table) == 0  # stateless
 
@@ -151,7 +155,7 @@ def test_sp_to_zmtp_bad_reply_envelopes(hops: tuple[bytes, ...], body: tuple[byt
                                         reason: str) -> None:
     bridge = Bridge("sp+tcp://127.0.0.1:1", "zmq+tcp://127.0.0.1:2", name=_name())
     with pytest.raises(EnvelopeError) as err:
-        bridge._reply(Message(hops, body), now=0.0)
+        bridge.translator.reply(Message(hops, body), now=0.0)
     assert err.value.reason == reason
 
 
@@ -162,8 +166,8 @@ def test_sp_to_zmtp_bad_reply_envelopes(hops: tuple[bytes, ...], body: tuple[byt
 def test_same_family_untouched(front: str, back: str) -> None:
     bridge = Bridge(front, back, name=_name())
     msg = Message((b"anything", b"goes", b""), (b"x", b"y"))
-    assert bridge._request(msg, 0.0) is msg
-    assert bridge._reply(msg, 0.0) is msg
+    assert bridge.translator.request(msg, 0.0) is msg
+    assert bridge.translator.reply(msg, 0.0) is msg
 
 
 @pytest.mark.parametrize(("body", "reason"), [((b"a", b"b"), "multi-frame-body"),
@@ -171,7 +175,7 @@ def test_same_family_untouched(front: str, back: str) -> None:
 def test_zmtp_to_sp_body_refused_by_default(body: tuple[bytes, ...], reason: str) -> None:
     bridge = Bridge("zmq+tcp://127.0.0.1:1", "sp+tcp://127.0.0.1:2", name=_name())
     with pytest.raises(EnvelopeError) as err:
-        bridge._request(Message((b"id", b""), body), now=0.0)
+        bridge.translator.request(Message((b"id", b""), body), now=0.0)
     assert err.value.reason == reason
     assert len(bridge.table) == 0  # nothing parked for a refused request
 
@@ -180,16 +184,16 @@ def test_token_table_full_and_expired_counted() -> None:
     bridge = Bridge("zmq+tcp://127.0.0.1:1", "sp+tcp://127.0.0.1:2", name=_name(),
                     limits=Limits(pending_tokens=2, token_ttl=5.0))
     msg = Message((b"id", b""), (b"x",))
-    bridge._request(msg, now=0.0)
-    bridge._request(msg, now=1.0)
+    bridge.translator.request(msg, now=0.0)
+    bridge.translator.request(msg, now=1.0)
     with pytest.raises(EnvelopeError) as err:
-        bridge._request(msg, now=2.0)
+        bridge.translator.request(msg, now=2.0)
     assert err.value.reason == "table-full"
-    bridge._expire(4.9)
+    _expire(bridge, 4.9)
     assert _dropped(bridge, "token-expired") == 0
-    bridge._expire(5.0)  # the first one's deadline
+    _expire(bridge, 5.0)  # the first one's deadline
     assert _dropped(bridge, "token-expired") == 1 and len(bridge.table) == 1
-    bridge._request(msg, now=5.5)  # room again
+    bridge.translator.request(msg, now=5.5)  # room again
     assert len(bridge.table) == 2
 
 
@@ -198,20 +202,20 @@ def test_expiry_made_by_mint_to_make_room_is_counted_too() -> None:
     bridge = Bridge("zmq+tcp://127.0.0.1:1", "sp+tcp://127.0.0.1:2", name=_name(),
                     limits=Limits(pending_tokens=2, token_ttl=1.0))
     msg = Message((b"id", b""), (b"x",))
-    bridge._request(msg, now=0.0)
-    bridge._request(msg, now=0.0)
-    bridge._request(msg, now=3.0)  # both expired, evicted to make room, before any sweep
+    bridge.translator.request(msg, now=0.0)
+    bridge.translator.request(msg, now=0.0)
+    bridge.translator.request(msg, now=3.0)  # both expired, evicted to make room, before any sweep
     assert len(bridge.table) == 1
-    bridge._expire(3.0)  # the periodic sweep reports what the table dropped meanwhile
+    _expire(bridge, 3.0)  # the periodic sweep reports what the table dropped meanwhile
     assert _dropped(bridge, "token-expired") == 2
 
 
 def test_late_reply_for_expired_token() -> None:
     bridge = Bridge("zmq+tcp://127.0.0.1:1", "sp+tcp://127.0.0.1:2", name=_name(),
                     limits=Limits(token_ttl=1.0))
-    token = bridge._request(Message((b"id", b""), (b"x",)), now=0.0).hops[0]
+    token = bridge.translator.request(Message((b"id", b""), (b"x",)), now=0.0).hops[0]
     with pytest.raises(EnvelopeError) as err:  # still held, but past its deadline
-        bridge._reply(Message((token,), (b"late",)), now=1.5)
+        bridge.translator.reply(Message((token,), (b"late",)), now=1.5)
     assert err.value.reason == "expired-token"
 
 
@@ -231,22 +235,22 @@ def test_body_codec_example_roundtrip() -> None:
 
 def test_body_codec_hook_packs_requests_and_unpacks_replies(body_codec: ModuleType) -> None:
     bridge = Bridge("zmq+tcp://127.0.0.1:1", "sp+tcp://127.0.0.1:2", name=_name())
-    assert bridge._body_codec  # the plugin was registered before the bridge was made
-    out = bridge._request(Message((b"id", b""), (b"f1", b"f2")), now=0.0)
+    assert bridge.translator.body_codec is not None  # the plugin was registered before the bridge was made
+    out = bridge.translator.request(Message((b"id", b""), (b"f1", b"f2")), now=0.0)
     assert out.body == (body_codec.pack((b"f1", b"f2")),)
-    back = bridge._reply(Message(out.hops, (body_codec.pack((b"r1", b"r2", b"r3")),)), 0.0)
+    back = bridge.translator.reply(Message(out.hops, (body_codec.pack((b"r1", b"r2", b"r3")),)), 0.0)
     assert back == Message((b"id", b""), (b"r1", b"r2", b"r3"))
-    plain = bridge._request(Message((b"id", b""), (b"one",)), now=0.0)
-    assert bridge._reply(Message(plain.hops, (b"not packed",)), 0.0).body == (b"not packed",)
+    plain = bridge.translator.request(Message((b"id", b""), (b"one",)), now=0.0)
+    assert bridge.translator.reply(Message(plain.hops, (b"not packed",)), 0.0).body == (b"not packed",)
 
 
 def test_body_codec_hook_works_the_other_way_too(body_codec: ModuleType) -> None:
     """sp -> zmq: a packed SP request unpacks into frames; a multi-frame reply packs."""
     bridge = Bridge("sp+tcp://127.0.0.1:1", "zmq+tcp://127.0.0.1:2", name=_name())
     pipe, rid = b"\x00\x00\x00\x07", b"\x80\x00\x00\x01"
-    out = bridge._request(Message((pipe, rid), (body_codec.pack((b"a", b"b")),)), now=0.0)
+    out = bridge.translator.request(Message((pipe, rid), (body_codec.pack((b"a", b"b")),)), now=0.0)
     assert out == Message((pipe, rid, b""), (b"a", b"b"))
-    back = bridge._reply(Message((pipe, rid, b""), (b"x", b"y")), 0.0)
+    back = bridge.translator.reply(Message((pipe, rid, b""), (b"x", b"y")), 0.0)
     assert back == Message((pipe, rid), (body_codec.pack((b"x", b"y")),))
 
 
@@ -510,7 +514,7 @@ def test_same_family_reply_without_routing_hop_is_dropped_not_fatal() -> None:
 
     bridge = Bridge("zmq+tcp://127.0.0.1:1", "zmq+tcp://127.0.0.1:2", name=_name())
     with pytest.raises(EnvelopeError) as info:
-        bridge._reply(Message((), (b"reply",)), 0.0)
+        bridge.translator.reply(Message((), (b"reply",)), 0.0)
     assert info.value.reason == "no-envelope"
     ok = Message((b"\x00\x00\x00\x00\x01", b""), (b"reply",))
-    assert bridge._reply(ok, 0.0) is ok
+    assert bridge.translator.reply(ok, 0.0) is ok

@@ -47,8 +47,8 @@ def test_registers_through_pluggy() -> None:
     pm.add_hookspecs(hookspecs)
     pm.register(pynng_adapter, name="pynng")
     got = []
-    pm.hook.gateway_register_adapters(register=lambda *a: got.append(a))
-    assert got == [("pynng", "sp", PynngRawSocket)]
+    pm.hook.gateway_register_adapters(register=lambda *a, **kw: got.append((a, kw)))
+    assert got == [(("pynng", "sp", pynng_adapter.open_async), dict(polled=pynng_adapter.open_polled))]
 
 
 def test_kinds() -> None:

@@ -39,8 +39,8 @@ def test_registers_through_pluggy() -> None:
     pm.add_hookspecs(hookspecs)
     pm.register(pyzmq_adapter, name="pyzmq")
     got = []
-    pm.hook.gateway_register_adapters(register=lambda *a: got.append(a))
-    assert got == [("pyzmq", "zmtp", PyzmqRawSocket)]
+    pm.hook.gateway_register_adapters(register=lambda *a, **kw: got.append((a, kw)))
+    assert got == [(("pyzmq", "zmtp", pyzmq_adapter.open_async), dict(polled=pyzmq_adapter.open_polled, proxy=pyzmq_adapter.open_proxy))]
 
 
 def test_kinds(ctx) -> None:  # type: ignore[no-untyped-def]

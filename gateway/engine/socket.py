@@ -339,7 +339,7 @@ class Socket:
         try:
             msg = self.pattern.receive(pipe.routing_id, pipe.family, parts)
         except Drop as drop:
-            METRICS.inc("gateway_dropped_total", reason=drop.reason)
+            METRICS.inc("gateway_socket_dropped_messages_total", reason=drop.reason)
             log.info("drop", reason=drop.reason, endpoint=pipe.endpoint, socket=self.name)
             return
         sink = self.sink
@@ -410,7 +410,7 @@ class Socket:
             if pipe is None:
                 if self.router_mandatory:
                     raise TransportError(f"no peer with routing id {target!r}")
-                METRICS.inc("gateway_dropped_total", reason="unroutable")
+                METRICS.inc("gateway_socket_dropped_messages_total", reason="unroutable")
                 return True
             pipe.write(pattern.envelope(rest, pipe.family))
             pattern.sent(pipe.routing_id)
@@ -479,7 +479,7 @@ class Socket:
             return
         pipe.write(pattern.envelope(request, pipe.family))
         pattern.sent(pipe.routing_id)
-        METRICS.inc("gateway_resent_total")
+        METRICS.inc("gateway_requests_resent_total")
         if pipe.family == SP:
             self._arm_resend()
 
@@ -507,6 +507,11 @@ class Socket:
         return list(msg.body if self.pattern.cooked else msg.hops + msg.body)
 
     # -- lifecycle ---------------------------------------------------------------------------
+    @property
+    def inbox_size(self) -> int:
+        """Received messages waiting to be taken."""
+        return len(self._inbox)
+
     @property
     def peers(self) -> int:
         """How many pipes finished their handshake."""

@@ -1,6 +1,8 @@
-"""pynng adapter: nng raw REP / raw REQ (xrep / xreq) as gateway raw sockets (family "sp").
+"""pynng adapter: nng raw REP / raw REQ (xrep / xreq) as bridge sides (family "sp"), in the
+asyncio face (:class:`PynngRawSocket`) and the polled face (:class:`NngPolled`) of
+:mod:`gateway.adapter`.
 
-The device sees the raw-socket interface (``gateway.device.RawSocket``)::
+The asyncio face::
 
     s = PynngRawSocket("REP")             # raw rep0, the ROUTER-like one ("ROUTER" works too)
     url = s.bind("tcp://127.0.0.1:0")     # -> "tcp://127.0.0.1:40117"
@@ -61,15 +63,17 @@ import collections
 import re
 import socket as _socket
 import threading
+from typing import Any
 
 import pynng
 from pynng import ffi, lib
 
+from gateway.adapter import SideOptions
 from gateway.errors import Closed, ConfigError, LocalProtocolError, TransportError
 from gateway.hookspecs import hookimpl
 from gateway.message import Message
 
-__all__ = ["PynngRawSocket", "gateway_register_adapters"]
+__all__ = ["NngPolled", "PynngRawSocket", "gateway_register_adapters"]
 
 _KINDS = {"REP": "REP", "REQ": "REQ", "ROUTER": "REP", "DEALER": "REQ"}
 _OPENERS = {"REP": (pynng.Rep0, lib.nng_rep0_open_raw), "REQ": (pynng.Req0, lib.nng_req0_open_raw)}
@@ -100,6 +104,59 @@ def _to_message(hdr: bytes, body: bytes) -> Message:
     return _new(Message, (hops, (body,)))
 
 
+def _build(msg_p: Any, hops: tuple[bytes, ...], body: bytes) -> Any:
+    """An nng_msg with ``hops`` as its header and ``body`` as its body (the caller owns it)."""
+    rv = lib.nng_msg_alloc(msg_p, 0)
+    if rv:
+        raise MemoryError(_strerror(rv))
+    m = msg_p[0]
+    hdr = b"".join(hops)
+    if lib.nng_msg_header_append(m, hdr, len(hdr)) or lib.nng_msg_append(m, body, len(body)):
+        lib.nng_msg_free(m)
+        raise MemoryError("nng_msg_append failed")
+    return m
+
+
+def _take(m: Any) -> Message:
+    """The Message of a received nng_msg, which is freed."""
+    try:
+        return _to_message(ffi.buffer(lib.nng_msg_header(m), lib.nng_msg_header_len(m))[:],
+                           ffi.buffer(lib.nng_msg_body(m), lib.nng_msg_len(m))[:])
+    finally:
+        lib.nng_msg_free(m)
+
+
+def _lib_listen(sock: Any, url: str) -> str:
+    """Listen; return the real URL (``tcp://h:0`` or ``tcp://h:*`` get the bound port)."""
+    m = _TCP_PORT.match(url)
+    nurl = f"{m.group(1)}{m.group(2)}:0" if m else url
+    listener = sock.listen(nurl)
+    if m is None:
+        return url
+    port = ffi.new("int *")
+    rv = lib.nng_listener_get_int(listener.listener, b"tcp-bound-port", port)
+    if rv == 0:
+        bound = port[0]
+    else:  # older nng: read the port from the local address (network byte order)
+        bound = _socket.ntohs(listener.local_address.port)
+    return f"{m.group(1)}{m.group(2)}:{bound}"
+
+
+def _open(kind: str, raw: bool, recv_max_size: int, **kwargs: Any) -> tuple[str, Any]:
+    k = _KINDS.get(kind.upper())
+    if k is None or not raw:
+        raise ConfigError(f"pynng adapter: no raw socket of kind {kind!r} (raw={raw})")
+    cls, opener = _OPENERS[k]
+    return k, cls(opener=opener, recv_max_size=recv_max_size, **kwargs)
+
+
+def _set_ttl(sock: Any, ttl: int | None) -> None:
+    if ttl is not None:
+        check = lib.nng_socket_set_int(sock.socket, b"ttl-max", int(ttl))
+        if check:
+            raise ConfigError(f"pynng adapter: bad ttl {ttl}: {_strerror(check)}")
+
+
 class PynngRawSocket:
     """An nng raw REP (clients connect to it) or raw REQ (talks to servers) for the device.
 
@@ -122,18 +179,9 @@ class PynngRawSocket:
         send_buffer: int = 1000,
         ttl: int | None = None,
     ) -> None:
-        k = _KINDS.get(kind.upper())
-        if k is None or not raw:
-            raise ConfigError(f"pynng adapter: no raw socket of kind {kind!r} (raw={raw})")
-        self.kind = k
-        cls, opener = _OPENERS[k]
-        self._sock = cls(
-            opener=opener, recv_max_size=recv_max_size, send_buffer_size=min(send_buffer, 8192)
-        )
-        if ttl is not None:
-            check = lib.nng_socket_set_int(self._sock.socket, b"ttl-max", int(ttl))
-            if check:
-                raise ConfigError(f"pynng adapter: bad ttl {ttl}: {_strerror(check)}")
+        self.kind, self._sock = _open(kind, raw, recv_max_size,
+                                      send_buffer_size=min(send_buffer, 8192))
+        _set_ttl(self._sock, ttl)
         self._hwm = hwm
         self._queue: collections.deque[Message | BaseException] = collections.deque()
         self._space = threading.Event()
@@ -149,21 +197,10 @@ class PynngRawSocket:
 
     def bind(self, url: str) -> str:
         """Listen; return the real URL (``tcp://h:0`` or ``tcp://h:*`` get the bound port)."""
-        m = _TCP_PORT.match(url)
-        nurl = f"{m.group(1)}{m.group(2)}:0" if m else url
         try:
-            listener = self._sock.listen(nurl)
+            return _lib_listen(self._sock, url)
         except pynng.NNGException as e:
             raise TransportError(f"pynng listen {url}: {e}") from e
-        if m is None:
-            return url
-        port = ffi.new("int *")
-        rv = lib.nng_listener_get_int(listener.listener, b"tcp-bound-port", port)
-        if rv == 0:
-            bound = port[0]
-        else:  # older nng: read the port from the local address (network byte order)
-            bound = _socket.ntohs(listener.local_address.port)
-        return f"{m.group(1)}{m.group(2)}:{bound}"
 
     def connect(self, url: str) -> None:
         """Dial in the background (nng redials until the peer is there, like libzmq)."""
@@ -187,11 +224,7 @@ class PynngRawSocket:
         queue = self._queue
         space = self._space
         hwm = self._hwm
-        buffer = ffi.buffer
         recvmsg = lib.nng_recvmsg
-        header, header_len = lib.nng_msg_header, lib.nng_msg_header_len
-        body, body_len = lib.nng_msg_body, lib.nng_msg_len
-        free = lib.nng_msg_free
         loop = self._loop
         assert loop is not None
         final: BaseException
@@ -204,13 +237,7 @@ class PynngRawSocket:
                     else:
                         final = TransportError(f"pynng recv: {_strerror(rv)}")
                     break
-                m = msg_p[0]
-                try:
-                    msg = _to_message(
-                        buffer(header(m), header_len(m))[:], buffer(body(m), body_len(m))[:]
-                    )
-                finally:
-                    free(m)
+                msg = _take(msg_p[0])
                 if len(queue) >= hwm:
                     space.clear()
                     while len(queue) >= hwm and not self._closed:
@@ -267,18 +294,7 @@ class PynngRawSocket:
             raise LocalProtocolError(f"SP carries exactly one body frame, not {len(body)}")
         if self._closed:
             raise Closed("pynng socket closed")
-        msg_p = self._send_p  # reused: only read back before the first await
-        rv = lib.nng_msg_alloc(msg_p, 0)
-        if rv:
-            raise MemoryError(_strerror(rv))
-        m = msg_p[0]
-        hdr = b"".join(hops)
-        payload = body[0]
-        if lib.nng_msg_header_append(m, hdr, len(hdr)) or lib.nng_msg_append(
-            m, payload, len(payload)
-        ):
-            lib.nng_msg_free(m)
-            raise MemoryError("nng_msg_append failed")
+        m = _build(self._send_p, hops, body[0])
         rv = lib.nng_sendmsg(self._sock.socket, m, _NONBLOCK)
         if rv == 0:
             return
@@ -328,10 +344,59 @@ class PynngRawSocket:
         return f"<PynngRawSocket raw {self.kind}{' closed' if self._closed else ''}>"
 
 
+def open_async(kind: str, options: SideOptions) -> PynngRawSocket:
+    return PynngRawSocket(kind, hwm=options.hwm, recv_max_size=options.max_message_size,
+                          ttl=options.hop_limit if kind.upper() in ("REP", "ROUTER") else None)
+
+
+class NngPolled:
+    """The polled face: nng raw rep0 (front) or raw req0 (back) through nng's C API, its
+    ``recv-fd`` as the pollable. Sends wait at most ``send_timeout_ms``."""
+
+    def __init__(self, kind: str, options: SideOptions, *, send_timeout_ms: int = 1000) -> None:
+        self.kind, self._pynng = _open(kind, True, options.max_message_size,
+                                       send_timeout=send_timeout_ms)
+        _set_ttl(self._pynng, options.hop_limit if self.kind == "REP" else None)
+        self.sock = self._pynng.socket
+        self.pollable = self._pynng.recv_fd
+        self._msgp = ffi.new("nng_msg **")
+
+    def bind(self, url: str) -> str:
+        return _lib_listen(self._pynng, url)
+
+    def connect(self, url: str) -> None:
+        self._pynng.dial(url, block=False)
+
+    def recv_nowait(self) -> Message | None:
+        rv = lib.nng_recvmsg(self.sock, self._msgp, _NONBLOCK)
+        if rv:
+            if rv == _EAGAIN:
+                return None
+            raise TransportError(_strerror(rv))
+        return _take(self._msgp[0])
+
+    def send(self, msg: Message) -> None:
+        hops, body = msg
+        if len(body) != 1:
+            raise LocalProtocolError(f"SP carries exactly one body frame, not {len(body)}")
+        m = _build(self._msgp, hops, body[0])
+        rv = lib.nng_sendmsg(self.sock, m, 0)  # blocks at most send_timeout
+        if rv:
+            lib.nng_msg_free(m)
+            raise TransportError(_strerror(rv))
+
+    def close(self) -> None:
+        self._pynng.close()
+
+
+def open_polled(kind: str, options: SideOptions) -> NngPolled:
+    return NngPolled(kind, options)
+
+
 def _strerror(rv: int) -> str:
     return ffi.string(lib.nng_strerror(rv)).decode(errors="replace")
 
 
 @hookimpl
 def gateway_register_adapters(register):  # type: ignore[no-untyped-def]
-    register("pynng", "sp", PynngRawSocket)
+    register("pynng", "sp", open_async, polled=open_polled)

@@ -1,6 +1,8 @@
-"""pyzmq adapter: libzmq ROUTER/DEALER as gateway raw sockets (family "zmtp").
+"""pyzmq adapter: libzmq ROUTER/DEALER as bridge sides (family "zmtp"), in all three faces of
+:mod:`gateway.adapter`: asyncio (:class:`PyzmqRawSocket`), polled (:class:`ZmqPolled`) and
+libzmq's own proxy (:class:`LibzmqProxy`).
 
-The device sees the raw-socket interface (``gateway.device.RawSocket``)::
+The asyncio face::
 
     s = PyzmqRawSocket("ROUTER")          # or "DEALER"; "REP"/"REQ" mean the same, raw
     url = s.bind("tcp://127.0.0.1:0")     # -> "tcp://127.0.0.1:43125"
@@ -31,15 +33,17 @@ from __future__ import annotations
 
 import asyncio
 import re
+from typing import Any
 
 import zmq
 import zmq.asyncio
 
-from gateway.errors import Closed, ConfigError, TransportError
+from gateway.adapter import SideOptions
+from gateway.errors import Closed, ConfigError, PeerBusy, PeerGone, TransportError
 from gateway.hookspecs import hookimpl
 from gateway.message import Message
 
-__all__ = ["PyzmqRawSocket", "gateway_register_adapters"]
+__all__ = ["LibzmqProxy", "PyzmqRawSocket", "ZmqPolled", "gateway_register_adapters"]
 
 _KINDS = {"ROUTER": "ROUTER", "DEALER": "DEALER", "REP": "ROUTER", "REQ": "DEALER"}
 _ZMQ_TYPE = {"ROUTER": zmq.ROUTER, "DEALER": zmq.DEALER}
@@ -47,6 +51,13 @@ _PORT_ZERO = re.compile(r"^(tcp://.*):0$")
 _new = tuple.__new__
 _NOBLOCK = zmq.NOBLOCK
 _Again = zmq.Again
+
+
+def _lib_bind(sock: Any, url: str) -> str:
+    """Bind; return the real endpoint (``tcp://h:0`` and ``tcp://h:*`` get their port)."""
+    sock.bind(_PORT_ZERO.sub(r"\1:*", url))
+    last = sock.getsockopt(zmq.LAST_ENDPOINT)
+    return last.decode() if isinstance(last, bytes) else str(last)
 
 
 def _split_router(frames: list[bytes]) -> Message:
@@ -107,13 +118,10 @@ class PyzmqRawSocket:
 
     def bind(self, url: str) -> str:
         """Bind; return the real endpoint (``tcp://h:0`` and ``tcp://h:*`` get their port)."""
-        zurl = _PORT_ZERO.sub(r"\1:*", url)
         try:
-            self._sock.bind(zurl)
+            return _lib_bind(self._sock, url)
         except zmq.ZMQError as e:
             raise TransportError(f"pyzmq bind {url}: {e.strerror}") from e
-        last = self._sock.getsockopt(zmq.LAST_ENDPOINT)
-        return last.decode() if isinstance(last, bytes) else str(last)
 
     def connect(self, url: str) -> None:
         try:
@@ -148,6 +156,8 @@ class PyzmqRawSocket:
         try:
             self._sync.send_multipart(frames, _NOBLOCK)
         except _Again:
+            if self.kind == "ROUTER":  # ROUTER_MANDATORY and the peer's pipe is full: as libzmq
+                raise PeerBusy("peer at its high-water mark") from None  # drops, not waits
             self._send_waiting += 1
             try:
                 await self._wait(self._sock.send_multipart(frames))
@@ -184,7 +194,7 @@ class PyzmqRawSocket:
     def _error(self, e: zmq.ZMQError) -> Exception:
         if self._closed or e.errno in (zmq.ENOTSOCK, zmq.ETERM):
             return Closed(f"pyzmq socket closed ({e.strerror})")
-        return TransportError(f"pyzmq: {e.strerror}")
+        return _send_error(e)
 
     # -- lifecycle ------------------------------------------------------------------------------
 
@@ -203,6 +213,150 @@ class PyzmqRawSocket:
         return f"<PyzmqRawSocket {self.kind}{' closed' if self._closed else ''}>"
 
 
+def _send_error(e: zmq.ZMQError) -> TransportError:
+    if e.errno == zmq.EHOSTUNREACH:  # ROUTER_MANDATORY: no such peer
+        return PeerGone("client gone")
+    return TransportError(f"pyzmq: {e.strerror}")
+
+
+def _options(kind: str, options: SideOptions) -> dict[int, int | bytes]:
+    opts: dict[int, int | bytes] = {zmq.MAXMSGSIZE: options.max_message_size}
+    if kind == "REP" and options.router_mandatory:
+        opts[zmq.ROUTER_MANDATORY] = 1  # a reply to a vanished client raises, to be counted
+    return opts
+
+
+def open_async(kind: str, options: SideOptions) -> PyzmqRawSocket:
+    return PyzmqRawSocket(kind, hwm=options.hwm, options=_options(kind, options))
+
+
+class ZmqPolled:
+    """The polled face: a plain libzmq ROUTER (front) or DEALER (back) for the poller thread.
+
+    Sends wait at most ``send_timeout_ms`` for a full peer (then ``TransportError``, or
+    :class:`PeerBusy` toward a client); with ``send_timeout_ms=-1`` they block (the proxy).
+    """
+
+    def __init__(self, kind: str, options: SideOptions, *, context: Any = None,
+                 send_timeout_ms: int = 1000) -> None:
+        k = _KINDS.get(kind.upper())
+        if k is None:
+            raise ConfigError(f"pyzmq adapter: no raw socket of kind {kind!r}")
+        self.router = k == "ROUTER"
+        ctx = context if context is not None else zmq.Context.instance()
+        sock: Any = ctx.socket(_ZMQ_TYPE[k])
+        sock.setsockopt(zmq.LINGER, 200)
+        sock.setsockopt(zmq.SNDHWM, options.hwm)
+        sock.setsockopt(zmq.RCVHWM, options.hwm)
+        sock.setsockopt(zmq.SNDTIMEO, send_timeout_ms)
+        for opt, value in _options(kind.upper(), options).items():
+            sock.setsockopt(opt, value)
+        self.sock = sock
+        self.pollable: Any = sock
+        self._split = _split_router if self.router else _split_dealer
+        # toward clients a full pipe drops at once (PeerBusy), as libzmq's ROUTER does
+        self._flags = _NOBLOCK if self.router and send_timeout_ms >= 0 else 0
+
+    def bind(self, url: str) -> str:
+        return _lib_bind(self.sock, url)
+
+    def connect(self, url: str) -> None:
+        self.sock.connect(url)
+
+    def recv_nowait(self) -> Message | None:
+        try:
+            return self._split(self.sock.recv_multipart(_NOBLOCK))
+        except _Again:
+            return None
+
+    def send(self, msg: Message) -> None:
+        try:
+            self.sock.send_multipart(msg[0] + msg[1], self._flags)
+        except _Again as exc:
+            raise (PeerBusy("peer at its high-water mark") if self.router
+                   else TransportError("no peer ready (send timeout)")) from exc
+        except zmq.ZMQError as exc:
+            raise _send_error(exc) from exc
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def open_polled(kind: str, options: SideOptions) -> ZmqPolled:
+    return ZmqPolled(kind, options)
+
+
+class LibzmqProxy:
+    """zmq -> zmq by libzmq itself: ``zmq_proxy_steerable`` between a ROUTER and a DEALER on a
+    context of their own, with a control socket for STATISTICS and TERMINATE.
+
+    The sends block (back-pressure, as zmq_proxy expects: it ends on its first failed send), so
+    a reply to a departed client is dropped by libzmq uncounted (ROUTER_MANDATORY off).
+    """
+
+    def __init__(self, front: SideOptions, back: SideOptions) -> None:
+        self.ctx: Any = zmq.Context()  # its own: terminating it ends only this proxy
+        unbounded = SideOptions(front.hwm, front.max_message_size, front.hop_limit, False)
+        self.front = ZmqPolled("REP", unbounded, context=self.ctx, send_timeout_ms=-1)
+        self.back = ZmqPolled("REQ", back, context=self.ctx, send_timeout_ms=-1)
+        address = f"inproc://gateway-proxy-control-{id(self)}"
+        self._control = self.ctx.socket(zmq.REP)  # used by the proxy thread only
+        self._control.bind(address)
+        self._client = self.ctx.socket(zmq.REQ)  # used by the caller's thread only
+        self._client.rcvtimeo = self._client.sndtimeo = 1000
+        self._client.linger = 0
+        self._client.setsockopt(zmq.REQ_RELAXED, 1)  # a timed-out STATISTICS may be re-asked
+        self._client.setsockopt(zmq.REQ_CORRELATE, 1)
+        self._client.connect(address)
+        self._ran = False
+
+    def run(self) -> None:
+        """Blocks (without the GIL) until TERMINATE, or until :meth:`terminate` ends the
+        context while the proxy waits in a send to a stalled backend. The proxy thread owns
+        the sockets and closes them."""
+        self._ran = True
+        try:
+            zmq.proxy_steerable(self.front.sock, self.back.sock, None, self._control)
+        except zmq.ContextTerminated:
+            pass
+        finally:
+            for sock in (self._control, self.front.sock, self.back.sock):
+                sock.close(0)
+
+    def statistics(self) -> tuple[int, int] | None:
+        """Frames in on the front and out on the front; None while the proxy is blocked."""
+        try:
+            self._client.send(b"STATISTICS")
+            raw = self._client.recv_multipart()
+        except zmq.Again:
+            return None
+        counts = [int.from_bytes(part, "little") for part in raw[0::2]]  # frames, not bytes
+        return counts[0], counts[1]
+
+    def terminate(self) -> bool:
+        """TERMINATE; if the proxy cannot hear it (blocked in a send), end its context."""
+        try:
+            self._client.send(b"TERMINATE")
+            self._client.recv()
+        except zmq.Again:
+            stalled = True
+        else:
+            stalled = False
+        self._client.close(0)
+        self.ctx.term()  # returns once the proxy thread has closed its sockets
+        return stalled
+
+    def close(self) -> None:
+        if not self._ran:  # never started: the sockets are still ours
+            for sock in (self._control, self._client, self.front.sock, self.back.sock):
+                sock.close(0)
+            self.ctx.term()
+
+
+def open_proxy(front: SideOptions, back: SideOptions) -> LibzmqProxy:
+    return LibzmqProxy(front, back)
+
+
 @hookimpl
 def gateway_register_adapters(register):  # type: ignore[no-untyped-def]
-    register("pyzmq", "zmtp", PyzmqRawSocket)
+    register("pyzmq", "zmtp", open_async, polled=open_polled, proxy=open_proxy)

@@ -1,0 +1,92 @@
+"""What an adapter plugin implements: a library's raw sockets behind the device's interfaces.
+
+An adapter (pyzmq, pynng, a third party's) registers through ``gateway_register_adapters``::
+
+    register("pyzmq", "zmtp", open_async, polled=open_polled, proxy=open_proxy)
+
+and the bridge picks what to run from what the adapters of its two sides offer:
+
+* ``open_async(kind, options) -> RawSocket``: asyncio face, always required;
+* ``polled=open_polled(kind, options) -> PolledSocket``: a non-blocking face for the
+  poller thread (both sides of a bridge must have one);
+* ``proxy=open_proxy(front, back) -> LibraryProxy``: the library forwards by itself
+  (libzmq's ``zmq_proxy_steerable``), for a same-family bridge with this adapter on both sides.
+
+``kind`` is ``"REP"`` (raw rep: the ROUTER-like front clients connect to) or ``"REQ"`` (raw
+req: the DEALER-like back end). Every face maps the library's messages to
+:class:`~gateway.message.Message` exactly as the native engine does: ZMTP hops are the frames
+up to and including the first empty one (after the ROUTER identity), SP hops the 4-byte words
+of the backtrace. URLs handed to ``bind``/``connect`` are the library's own
+(``tcp://127.0.0.1:5555``); ``bind`` returns the real one (``:0`` resolved).
+
+Errors a send raises, and how the device's ledger counts them: :class:`~gateway.errors.PeerGone`
+(``client-gone``), :class:`~gateway.errors.PeerBusy` (``hwm``),
+:class:`~gateway.errors.LocalProtocolError` (``bad-envelope``), any other
+:class:`~gateway.errors.TransportError` (``client-gone`` toward the front,
+``backend-unavailable`` toward the back).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from gateway.message import Message
+
+
+@dataclass(frozen=True, slots=True)
+class SideOptions:
+    """The bridge's settings for one side, in the gateway's terms; adapters translate them."""
+
+    hwm: int = 1000  # messages per peer (libzmq SNDHWM/RCVHWM; a bounded queue elsewhere)
+    max_message_size: int = 1 << 20  # larger messages are refused by the library
+    hop_limit: int = 8  # SP TTL on the raw rep front (nng's ttl-max)
+    router_mandatory: bool = True  # a reply for an unknown or full peer raises, to be counted
+
+
+class RawSocket(Protocol):
+    """The asyncio face of a bridge side."""
+
+    def bind(self, url: str) -> str: ...
+    def connect(self, url: str) -> None: ...
+    async def send_msg(self, msg: Message) -> None: ...
+    async def recv_msg(self) -> Message: ...
+    def close(self, linger: float = 0.5) -> None: ...
+
+
+class PolledSocket(Protocol):
+    """The poller face: driven by one thread, never blocking for long.
+
+    ``pollable`` is what ``zmq.Poller.register`` accepts (a zmq socket or a file descriptor
+    readable while a message is queued).
+    """
+
+    pollable: Any
+
+    def bind(self, url: str) -> str: ...
+    def connect(self, url: str) -> None: ...
+    def recv_nowait(self) -> Message | None: ...
+    def send(self, msg: Message) -> None: ...
+    def close(self) -> None: ...
+
+
+class LibraryProxy(Protocol):
+    """A library's own forwarder between two of its sockets (``front``, ``back``)."""
+
+    front: Any  # bind(url) -> str, connect(url)
+    back: Any
+
+    def run(self) -> None:
+        """Forward until :meth:`terminate`; blocks (call it in a thread)."""
+
+    def statistics(self) -> tuple[int, int] | None:
+        """What crossed so far, front to back and back to front, in the library's own unit
+        (libzmq counts frames, not messages); None when the proxy is busy and did not answer."""
+
+    def terminate(self) -> bool:
+        """Stop :meth:`run`; True when it had to be forced (stalled on a full peer)."""
+
+    def close(self) -> None: ...
+
+
+__all__ = ["LibraryProxy", "PolledSocket", "RawSocket", "SideOptions"]

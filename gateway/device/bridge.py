@@ -1,0 +1,196 @@
+"""A bridge: two endpoints, the implementation of each side, one forwarder, one ledger.
+
+Like pyzmq's devices, a :class:`Bridge` records its endpoints and builds the sockets only in
+:meth:`Bridge.open` (or :meth:`Bridge.run`). Which forwarder runs follows from what the two
+sides' implementations offer (:mod:`gateway.adapter`):
+
+==============================================  ==========================================
+sides                                           forwarder
+==============================================  ==========================================
+a library proxy on both sides, asked for        :class:`ProxyForwarder` (libzmq's proxy)
+  (``?forwarder=proxy``; same family)
+a polled face on both sides (library backends)  :class:`PollForwarder` (one thread)
+anything else (the native engine on a side)     :class:`AsyncForwarder` (asyncio; callbacks
+                                                when both sides are native)
+==============================================  ==========================================
+
+Translation is :class:`gateway.envelope.Translator`'s, accounting the :class:`Ledger`'s: the
+same for every forwarder.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from functools import partial
+from typing import Any, Protocol
+
+from gateway.adapter import SideOptions
+from gateway.config import Limits
+from gateway.device import sides
+from gateway.device.forward_async import AsyncForwarder
+from gateway.device.forward_poll import PollForwarder
+from gateway.device.forward_proxy import ProxyForwarder
+from gateway.device.ledger import REQUEST, Ledger
+from gateway.envelope import TokenTable, Translator
+from gateway.errors import ConfigError
+from gateway.logging import get_logger
+from gateway.metrics import METRICS
+from gateway.plugins import body_codec_hook, registry
+from gateway.url import Endpoint, parse
+
+log = get_logger("gateway.device")
+
+FRONT_KIND, BACK_KIND = "REP", "REQ"  # raw: ROUTER-like front, DEALER-like back
+
+
+class Forwarder(Protocol):
+    def start(self) -> None: ...
+    async def failed(self) -> None:
+        """Returns (raising) only when forwarding died on its own."""
+    def stop_requests(self) -> None: ...
+    async def drain(self, grace: float) -> None: ...
+    def backlog(self) -> int: ...
+    async def close(self) -> None: ...
+
+
+@dataclass
+class Bridge:
+    """One bridge. ``front`` defaults to bind, ``back`` to connect (CZMQ ``@``/``>`` override)."""
+
+    front: str
+    back: str
+    name: str = "bridge"
+    limits: Limits = field(default_factory=Limits)
+    on_ready: Callable[[Bridge], None] | None = None
+    forwarder: str = "auto"  # "auto", or "proxy" for the library's own (zmtp->zmtp, pyzmq)
+    front_url: str = ""
+    back_url: str = ""
+
+    def __post_init__(self) -> None:
+        transports = frozenset(registry().transports)
+        front, back = parse(self.front, transports=transports), parse(self.back, transports=transports)
+        front, back = sides.default_backends(front, back)
+        self._front_ep = front if front.mode else replace(front, mode="bind")
+        self._back_ep = back if back.mode else replace(back, mode="connect")
+        self._front_spec = sides.adapter_for(self._front_ep)
+        self._back_spec = sides.adapter_for(self._back_ep)
+        if self.forwarder not in ("auto", "proxy"):
+            raise ConfigError(f"bridge {self.name}: forwarder must be auto or proxy, "
+                              f"not {self.forwarder!r}")
+        if self.forwarder == "proxy" and not self._proxy_capable():
+            raise ConfigError(f"bridge {self.name}: forwarder=proxy needs the same family and "
+                              f"one adapter with a proxy on both sides (e.g. backend=pyzmq)")
+        self.mode = f"{front.family}->{back.family}"
+        self.table = TokenTable(self.limits.pending_tokens, self.limits.token_ttl)
+        self.translator = Translator(front.family, back.family, self.table, body_codec_hook())
+        self.ledger = Ledger(self.name)
+        self.implementation = ""
+        self._front: Any = None
+        self._back: Any = None
+        self._forwarder: Forwarder | None = None
+
+    def _proxy_capable(self) -> bool:
+        f, b = self._front_spec, self._back_spec
+        return (f is not None and f is b and f.open_proxy is not None
+                and self._front_ep.family == self._back_ep.family)
+
+    def _polled(self) -> bool:
+        f, b = self._front_spec, self._back_spec
+        return (os.environ.get("GATEWAY_POLLER", "1") != "0" and f is not None and b is not None
+                and f.open_polled is not None and b.open_polled is not None)
+
+    def _options(self, front: bool) -> SideOptions:
+        lim = self.limits
+        return SideOptions(max_message_size=lim.max_message_size, hop_limit=lim.hop_limit,
+                           router_mandatory=front)
+
+    @property
+    def in_flight(self) -> int:
+        return self.ledger.in_flight
+
+    @property
+    def peers(self) -> tuple[int, int]:
+        """Connected peers of the front and the back (-1: the implementation cannot tell)."""
+        return sides.peers_of(self._front), sides.peers_of(self._back)
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    def open(self) -> None:
+        """Build, bind and connect both sides and the forwarder (inside the running loop)."""
+        self.translator.body_codec = body_codec_hook()  # plugins registered since __init__
+        ledger = self.ledger
+        front_o, back_o = self._options(True), self._options(False)
+        if self.forwarder == "proxy":
+            assert self._front_spec is not None and self._front_spec.open_proxy is not None
+            proxy = self._front_spec.open_proxy(front_o, back_o)
+            self._front, self._back = proxy.front, proxy.back
+            try:
+                self.front_url = sides.attach(proxy.front, self._front_ep)
+                self.back_url = sides.attach(proxy.back, self._back_ep)
+            except BaseException:
+                proxy.close()
+                raise
+            self._forwarder = ProxyForwarder(proxy, ledger)
+            self.implementation = f"{self._front_spec.name} proxy"
+        else:
+            opener = sides.open_polled if self._polled() else sides.open_async
+            self._front, self.front_url = opener(self._front_ep, FRONT_KIND, front_o)
+            try:
+                self._back, self.back_url = opener(self._back_ep, BACK_KIND, back_o)
+            except BaseException:
+                self._front.close()
+                raise
+            kind = PollForwarder if opener is sides.open_polled else AsyncForwarder
+            self._forwarder = kind(self._front, self._back, self.translator, ledger)
+            self.implementation = "poller" if kind is PollForwarder else "asyncio"
+        for side, sock in (("front", self._front), ("back", self._back)):
+            METRICS.gauge("gateway_peers", partial(sides.peers_of, sock), bridge=self.name,
+                          side=side)
+        METRICS.gauge("gateway_pending_tokens", lambda: float(len(self.table)), bridge=self.name)
+        log.info("bridge.up", bridge=self.name, front=self.front_url, back=self.back_url,
+                 mode=self.mode, forwarder=self.implementation,
+                 front_backend=sides.backend_of(self._front_ep),
+                 back_backend=sides.backend_of(self._back_ep))
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Forward until ``stop`` is set, then drain in-flight replies for ``limits.grace``."""
+        if self._forwarder is None:
+            self.open()
+        assert self._forwarder is not None
+        fwd, ledger = self._forwarder, self.ledger
+        if self.on_ready is not None:
+            self.on_ready(self)
+        fwd.start()
+        failed = asyncio.ensure_future(fwd.failed())
+        stopper = asyncio.ensure_future(stop.wait())
+        try:
+            await asyncio.wait({failed, stopper}, return_when=asyncio.FIRST_COMPLETED)
+            if failed.done():
+                failed.result()  # forwarding died: raise its error
+            fwd.stop_requests()  # no new requests; replies to those in flight still cross
+            await fwd.drain(self.limits.grace)
+            if ledger.in_flight:
+                log.warning("bridge.drain", bridge=self.name, unanswered=ledger.in_flight)
+            left = fwd.backlog()
+            if left:  # arrived after the stop: never forwarded, never answered
+                ledger.dropped("shutdown", REQUEST, "request(s) not forwarded", left)
+        finally:
+            for task in (failed, stopper):
+                task.cancel()
+            await asyncio.gather(failed, stopper, return_exceptions=True)
+            await fwd.close()
+            self.close()
+
+    def close(self) -> None:
+        for sock in (self._front, self._back):
+            if sock is not None:
+                with contextlib.suppress(Exception):
+                    sock.close()
+        self.ledger.close()
+        log.info("bridge.down", bridge=self.name)
+
+
+__all__ = ["Bridge", "Endpoint"]

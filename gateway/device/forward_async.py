@@ -1,0 +1,132 @@
+"""Forwarding on the asyncio loop: two loops over the raw-socket interface, and, with the
+native engine on both sides, forwarding inside the receiving pipe's callback.
+
+The callback path (the engine's ``Socket.sink``): parse, translate and write in one loop
+wake-up per message. A request that cannot go out at once (no writable backend pipe) takes the
+request loop instead, and later ones follow it there until it caught up, so a client's
+requests stay in order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+from gateway.device.ledger import REPLY, REQUEST, Ledger
+from gateway.device.sides import NativeRaw
+from gateway.envelope import Translator
+from gateway.errors import GatewayError
+from gateway.message import Message
+
+_perf = time.perf_counter
+_clock = time.monotonic
+
+
+class AsyncForwarder:
+    """Both directions on the running loop; the callback path when both sides are native."""
+
+    def __init__(self, front: Any, back: Any, translator: Translator, ledger: Ledger) -> None:
+        self.front, self.back = front, back
+        self.translator, self.ledger = translator, ledger
+        self.draining = False
+        self._detour = False  # the request loop holds requests: the callback path waits
+        self._tasks: list[asyncio.Task[None]] = []
+
+    # -- the loops ---------------------------------------------------------------------------
+    async def _requests(self) -> None:
+        recv, send = self.front.recv_msg, self.back.send_msg
+        request, ledger = self.translator.request, self.ledger
+        while True:
+            msg = await recv()
+            t0 = _perf()
+            try:
+                await send(request(msg, _clock()))
+            except GatewayError as exc:
+                ledger.refused(exc, REQUEST)
+                continue
+            if self._detour and not self.backlog():
+                self._detour = False  # caught up: the callback path may forward again
+            ledger.request_forwarded(t0)
+
+    async def _replies(self) -> None:
+        recv, send = self.back.recv_msg, self.front.send_msg
+        reply, ledger = self.translator.reply, self.ledger
+        while True:
+            msg = await recv()
+            t0 = _perf()
+            try:
+                await send(reply(msg, _clock()))
+            except GatewayError as exc:
+                ledger.refused(exc, REPLY)
+                continue
+            ledger.reply_forwarded(t0)
+
+    # -- the callback path -------------------------------------------------------------------
+    def _install_sinks(self) -> None:
+        front, back = self.front.socket, self.back.socket
+        request, reply, ledger = self.translator.request, self.translator.reply, self.ledger
+
+        def forward_request(msg: Message) -> bool:
+            if self.draining or self._detour or not back.can_send():
+                self._detour = not self.draining
+                return False  # to the inbox: the request loop (or the drain count) takes it
+            t0 = _perf()
+            try:
+                back.try_send(request(msg, _clock()))
+            except GatewayError as exc:
+                ledger.refused(exc, REQUEST)
+                return True
+            ledger.request_forwarded(t0)
+            return True
+
+        def forward_reply(msg: Message) -> bool:
+            t0 = _perf()
+            try:
+                front.try_send(reply(msg, _clock()))
+            except GatewayError as exc:
+                ledger.refused(exc, REPLY)
+                return True
+            ledger.reply_forwarded(t0)
+            return True
+
+        front.sink, back.sink = forward_request, forward_reply
+
+    # -- the Forwarder interface -------------------------------------------------------------
+    def backlog(self) -> int:
+        """Requests received and not forwarded (counted as ``shutdown`` if the stop finds them)."""
+        return self.front.backlog if isinstance(self.front, NativeRaw) else 0
+
+    async def _expire(self, every: float) -> None:
+        translator, ledger = self.translator, self.ledger
+        while True:
+            await asyncio.sleep(every)
+            ledger.expired(translator.expire(_clock()))
+
+    def start(self) -> None:
+        if isinstance(self.front, NativeRaw) and isinstance(self.back, NativeRaw):
+            self._install_sinks()
+        loop = asyncio.get_running_loop()
+        every = min(1.0, self.translator.table.ttl / 4)
+        self._tasks = [loop.create_task(self._requests()), loop.create_task(self._replies()),
+                       loop.create_task(self._expire(every))]
+
+    async def failed(self) -> None:
+        """Returns only when a loop died (raising its error); runs until cancelled otherwise."""
+        done, _ = await asyncio.wait(self._tasks, return_when=asyncio.FIRST_COMPLETED)
+        for task in done:
+            task.result()
+
+    def stop_requests(self) -> None:
+        self.draining = True
+        self._tasks[0].cancel()
+
+    async def drain(self, grace: float) -> None:
+        deadline = _clock() + grace
+        while self.ledger.in_flight and not self._tasks[1].done() and _clock() < deadline:
+            await asyncio.sleep(0.02)
+
+    async def close(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)

@@ -1,0 +1,120 @@
+"""One bridge's accounting, in one place: forwarded, dropped (by reason), in flight, latency.
+
+Every forwarder (callback path, asyncio loops, poller thread, library proxy) reports here and
+nowhere else, so every route exports the same series::
+
+    ledger = Ledger("orders")
+    t0 = perf_counter(); ...; ledger.request_forwarded(t0)
+    except GatewayError as exc: ledger.refused(exc, REQUEST)
+
+A drop is a counter (``gateway_dropped_messages_total{bridge, reason}``) and a warning line
+with the bridge, direction, reason and detail. Reasons come from the one table,
+:data:`gateway.errors.DROP_REASONS`; the exception's type decides the reason.
+"""
+
+from __future__ import annotations
+
+from time import perf_counter
+
+from gateway.envelope import EnvelopeError
+from gateway.errors import (
+    DROP_REASONS,
+    Drop,
+    LocalProtocolError,
+    PeerBusy,
+    PeerGone,
+    TransportError,
+)
+from gateway.logging import get_logger
+from gateway.metrics import METRICS, Registry
+
+REQUEST, REPLY = "request", "reply"
+log = get_logger("gateway.device")
+
+
+def classify(exc: BaseException, direction: str) -> str:
+    """The drop reason for an error met while forwarding one message ``direction``."""
+    if isinstance(exc, EnvelopeError | Drop):
+        return exc.reason
+    if isinstance(exc, PeerBusy):
+        return "hwm"
+    if isinstance(exc, PeerGone):
+        return "client-gone"
+    if isinstance(exc, LocalProtocolError):
+        return "bad-envelope"
+    if isinstance(exc, TransportError):
+        return "client-gone" if direction == REPLY else "backend-unavailable"
+    raise exc  # not a message's fault: a bug, let it surface
+
+
+class Ledger:
+    """Counters and gauges of one bridge; cheap enough for the hot path (dict increments)."""
+
+    def __init__(self, bridge: str, metrics: Registry = METRICS) -> None:
+        self.bridge = bridge
+        self.in_flight = 0
+        self._metrics = metrics
+        self._counters = counters = metrics.counters
+        self._k_req = metrics.declare("gateway_forwarded_messages_total", bridge=bridge,
+                                      direction=REQUEST)
+        self._k_rep = metrics.declare("gateway_forwarded_messages_total", bridge=bridge,
+                                      direction=REPLY)
+        self._drop_keys = {reason: metrics.declare("gateway_dropped_messages_total",
+                                                   bridge=bridge, reason=reason)
+                           for reason in DROP_REASONS}
+        self._h_req = metrics.histogram("gateway_hop_latency_seconds", bridge=bridge,
+                                        direction=REQUEST)
+        self._h_rep = metrics.histogram("gateway_hop_latency_seconds", bridge=bridge,
+                                        direction=REPLY)
+        metrics.gauge("gateway_in_flight_requests", lambda: float(self.in_flight), bridge=bridge)
+        self._counters_ref = counters
+
+    # -- the hot path ------------------------------------------------------------------------
+    def request_forwarded(self, t0: float) -> None:
+        self.in_flight += 1
+        self._counters[self._k_req] += 1
+        self._h_req.observe(perf_counter() - t0)
+
+    def reply_forwarded(self, t0: float) -> None:
+        if self.in_flight:
+            self.in_flight -= 1
+        self._counters[self._k_rep] += 1
+        self._h_rep.observe(perf_counter() - t0)
+
+    # -- drops ---------------------------------------------------------------------------------
+    def dropped(self, reason: str, direction: str, detail: str = "", count: int = 1,
+                **context: object) -> None:
+        """Count ``count`` messages lost for ``reason``; a reply or an expired request no
+        longer waits, so it leaves the in-flight gauge."""
+        if count <= 0:
+            return
+        key = self._drop_keys.get(reason)
+        if key is None:  # a plugin's own reason: counted all the same
+            key = self._drop_keys[reason] = self._metrics.declare(
+                "gateway_dropped_messages_total", bridge=self.bridge, reason=reason)
+        self._counters[key] += count
+        if direction == REPLY or reason == "token-expired":
+            self.in_flight = max(0, self.in_flight - count)
+        log.warning("drop", bridge=self.bridge, direction=direction, reason=reason,
+                    detail=detail, **({"count": count} if count > 1 else {}), **context)
+
+    def refused(self, exc: BaseException, direction: str) -> None:
+        """Count a message the translation or the sending socket refused (see :func:`classify`)."""
+        self.dropped(classify(exc, direction), direction, getattr(exc, "detail", "") or str(exc))
+
+    def expired(self, count: int) -> None:
+        self.dropped("token-expired", REQUEST, "no reply within the token TTL", count)
+
+    # -- reading ---------------------------------------------------------------------------------
+    def forwarded(self, direction: str) -> int:
+        return self._counters[self._k_req if direction == REQUEST else self._k_rep]
+
+    def dropped_count(self, reason: str) -> int:
+        key = self._drop_keys.get(reason)
+        return 0 if key is None else self._counters[key]
+
+    def latency_count(self, direction: str) -> int:
+        return (self._h_req if direction == REQUEST else self._h_rep).count
+
+    def close(self) -> None:
+        self._metrics.forget_gauges(bridge=self.bridge)

@@ -1,0 +1,128 @@
+"""A bridge's two sides: which implementation serves each endpoint, opened through the registry.
+
+The native engine is always there (``?backend=native``); every other backend is an adapter
+plugin (:mod:`gateway.adapter`), selected by name, a third party's included.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from gateway.adapter import SideOptions
+from gateway.errors import ConfigError, TransportError
+from gateway.message import Message
+from gateway.plugins import AdapterSpec, registry
+from gateway.url import Endpoint
+
+NATIVE = "native"
+
+
+class NativeRaw:
+    """The native engine's raw socket as a bridge side (``kind``: REP front, REQ back)."""
+
+    def __init__(self, kind: str, options: SideOptions) -> None:
+        from gateway.engine.socket import Socket  # the engine loads the transport plugins
+
+        self.socket = Socket(kind, raw=True, hwm=options.hwm, ttl=options.hop_limit,
+                             max_message_size=options.max_message_size,
+                             router_mandatory=options.router_mandatory,
+                             name=f"device-x{kind.lower()}")
+        self.send_msg = self.socket.send_msg
+        self.recv_msg = self.socket.recv_msg
+
+    @property
+    def peers(self) -> int:
+        return self.socket.peers
+
+    @property
+    def backlog(self) -> int:
+        """Received messages not yet taken (they were never forwarded)."""
+        return self.socket.inbox_size
+
+    def bind(self, url: str) -> str:
+        return self.socket.bind(url)
+
+    def connect(self, url: str) -> None:
+        self.socket.connect(url)
+
+    def close(self, linger: float = 0.5) -> None:
+        self.socket.close(linger)
+
+
+def backend_of(ep: Endpoint) -> str:
+    return ep.backend or NATIVE
+
+
+def adapter_for(ep: Endpoint) -> AdapterSpec | None:
+    """The adapter serving ``ep`` (None: the native engine); a clear error when it is unknown
+    or speaks the other wire."""
+    name = backend_of(ep)
+    if name == NATIVE:
+        return None
+    reg = registry()
+    spec = reg.adapters.get(name)
+    if spec is None:
+        known = ", ".join([NATIVE, *sorted(reg.adapters)])
+        raise ConfigError(f"unknown backend {name!r} in {ep.url} (loaded: {known})")
+    if spec.family != ep.family:
+        raise ConfigError(f"backend {name} speaks {spec.family}, not {ep.family}: {ep.url}")
+    return spec
+
+
+def default_backends(front: Endpoint, back: Endpoint) -> tuple[Endpoint, Endpoint]:
+    """Fill in ``?backend=`` where the user gave none, by measurement (``gateway bench``):
+    pyzmq on both sides of a zmtp -> zmtp bridge (libzmq does the I/O), the native engine on
+    any bridge with an SP side (nng's own threads cost a handoff per message)."""
+    fill = "pyzmq" if front.family == back.family == "zmtp" and "pyzmq" in registry().adapters \
+        else NATIVE
+
+    def pick(ep: Endpoint) -> Endpoint:
+        return ep if ep.backend else replace(ep, backend=fill)
+
+    return pick(front), pick(back)
+
+
+def attach(sock: Any, ep: Endpoint) -> str:
+    """Bind or connect ``sock`` as ``ep`` says; return the endpoint's real URL. The socket is
+    closed when that fails."""
+    native = backend_of(ep) == NATIVE
+    url = ep.url if native else ep.lib_url
+    try:
+        if ep.mode == "connect":
+            sock.connect(url)
+            return ep.url
+        real = sock.bind(url)
+        return real if native else f"{ep.scheme}://{real.partition('://')[2]}"
+    except ConfigError:
+        sock.close()
+        raise
+    except Exception as exc:  # OSError, TransportError, zmq.ZMQError, pynng.NNGException
+        sock.close()
+        if isinstance(exc, TransportError) and ep.url in str(exc):  # already says where
+            raise
+        raise TransportError(f"cannot {ep.mode or 'bind'} {ep.url}: {exc}") from exc
+
+
+def open_async(ep: Endpoint, kind: str, options: SideOptions) -> tuple[Any, str]:
+    """The asyncio face for ``ep``, bound or connected; and its real URL."""
+    spec = adapter_for(ep)
+    sock = NativeRaw(kind, options) if spec is None else spec.open_async(kind, options)
+    return sock, attach(sock, ep)
+
+
+def open_polled(ep: Endpoint, kind: str, options: SideOptions) -> tuple[Any, str]:
+    spec = adapter_for(ep)
+    assert spec is not None and spec.open_polled is not None
+    sock = spec.open_polled(kind, options)
+    return sock, attach(sock, ep)
+
+
+def peers_of(sock: Any) -> int:
+    """Connected peers of a side, or -1 when its implementation cannot tell."""
+    peers = getattr(sock, "peers", None)
+    return -1 if peers is None else int(peers)
+
+
+__all__ = ["NATIVE", "Message", "NativeRaw", "adapter_for", "attach", "backend_of",
+           "default_backends", "open_async", "open_polled", "peers_of"]
