@@ -518,3 +518,177 @@ def test_same_family_reply_without_routing_hop_is_dropped_not_fatal() -> None:
     assert info.value.reason == "no-envelope"
     ok = Message((b"\x00\x00\x00\x00\x01", b""), (b"reply",))
     assert bridge.translator.reply(ok, 0.0) is ok
+
+
+# ---------------------------------------------------------------------------------------------
+# every route records the same series: forwarded, hop latency, drops (one test per route)
+
+
+class _ThreadServer:
+    """A REP-like echo server on its own thread (libzmq ROUTER or nng raw-free Rep0): answers
+    ``re:<body>``, after ``delay`` seconds for bodies starting with ``slow``."""
+
+    def __init__(self, wire: str, delay: float = 0.4) -> None:
+        import threading
+
+        self.wire, self.delay = wire, delay
+        self.stopped = threading.Event()
+        if wire == "zmq":
+            self.ctx = zmq.Context()
+            self.sock = self.ctx.socket(zmq.ROUTER)
+            self.sock.linger = 0
+            self.sock.rcvtimeo = 100
+            self.port = self.sock.bind_to_random_port("tcp://127.0.0.1")
+        else:
+            self.sock = pynng.Rep0(recv_timeout=100)
+            self.port = int(str(self.sock.listen("tcp://127.0.0.1:0").local_address).rsplit(":")[1])
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        import time
+
+        while not self.stopped.is_set():
+            try:
+                if self.wire == "zmq":
+                    frames = self.sock.recv_multipart()
+                    if frames[-1].startswith(b"slow"):
+                        time.sleep(self.delay)
+                    self.sock.send_multipart([*frames[:-1], b"re:" + frames[-1]])
+                else:
+                    body = self.sock.recv()
+                    if body.startswith(b"slow"):
+                        time.sleep(self.delay)
+                    self.sock.send(b"re:" + body)
+            except (zmq.Again, pynng.Timeout):
+                continue
+            except (zmq.ZMQError, pynng.NNGException):
+                return
+
+    def close(self) -> None:
+        self.stopped.set()
+        self.thread.join(5)
+        self.sock.close()
+        if self.wire == "zmq":
+            self.ctx.term()
+
+
+ROUTE_CASES = [  # front wire, front backend, back wire, back backend, forwarder
+    ("zmq", "native", "sp", "native", "asyncio"),  # the callback path
+    ("zmq", "pyzmq", "sp", "native", "asyncio"),
+    ("zmq", "native", "sp", "pynng", "asyncio"),
+    ("zmq", "pyzmq", "sp", "pynng", "poller"),
+    ("sp", "native", "zmq", "native", "asyncio"),
+    ("sp", "native", "zmq", "pyzmq", "asyncio"),
+    ("sp", "pynng", "zmq", "pyzmq", "poller"),
+    ("zmq", "pyzmq", "zmq", "pyzmq", "poller"),  # the zmq->zmq default
+    ("zmq", "native", "zmq", "native", "asyncio"),
+    ("sp", "native", "sp", "native", "asyncio"),
+    ("sp", "pynng", "sp", "pynng", "poller"),
+]
+
+
+@pytest.mark.parametrize("case", ROUTE_CASES, ids=["-".join(c) for c in ROUTE_CASES])
+def test_every_route_records_forwarded_latency_and_drops(case: tuple[str, ...]) -> None:
+    front_wire, front_be, back_wire, back_be, forwarder = case
+    n = 20
+    server = _ThreadServer(back_wire)
+
+    async def exchange(bridge: Bridge) -> None:
+        assert bridge.implementation == forwarder
+        url = _lib(bridge.front_url)
+        if front_wire == "zmq":
+            ctx = zmq.asyncio.Context()
+            dealer = _dealer(ctx, url)
+            try:
+                for i in range(n):
+                    await dealer.send_multipart([b"", b"m%d" % i])
+                got = [await asyncio.wait_for(dealer.recv_multipart(), 5) for _ in range(n)]
+                assert sorted(got) == sorted([b"", b"re:m%d" % i] for i in range(n))
+                # a client that leaves before its reply: the reply cannot be delivered
+                gone = _dealer(ctx, url)
+                await gone.send_multipart([b"", b"slow"])
+                await asyncio.sleep(0.1)
+                gone.close(0)
+                await asyncio.sleep(server.delay + 0.4)
+            finally:
+                dealer.close(0)
+                ctx.term()
+        else:
+            with pynng.Req0(recv_timeout=5000) as req:
+                req.dial(url, block=False)
+                for i in range(n):
+                    await req.asend(b"m%d" % i)
+                    assert await req.arecv() == b"re:m%d" % i
+            if front_be != "pynng":  # nng drops a reply for a departed pipe and cannot tell
+                with pynng.Req0() as gone:
+                    gone.dial(url, block=False)
+                    await gone.asend(b"slow")
+                    await asyncio.sleep(0.1)
+                await asyncio.sleep(server.delay + 0.4)
+
+    try:
+        bridge = asyncio.run(_live(f"{front_wire}+tcp://127.0.0.1:0?backend={front_be}",
+                                   f"{back_wire}+tcp://127.0.0.1:{server.port}?backend={back_be}",
+                                   exchange))
+    finally:
+        server.close()
+    ledger = bridge.ledger
+    assert ledger.forwarded("request") == n + (front_be != "pynng")
+    assert ledger.forwarded("reply") == n
+    assert ledger.latency_count("request") == ledger.forwarded("request")
+    assert ledger.latency_count("reply") == ledger.forwarded("reply")
+    if front_be != "pynng":
+        assert _dropped(bridge, "client-gone") == 1
+    # the same series, on the scrape, under the bridge's own label
+    text = METRICS.render()
+    assert (f'gateway_forwarded_messages_total{{bridge="{bridge.name}",direction="reply"}} '
+            f'{float(n)}') in text
+    assert f'gateway_hop_latency_seconds_count{{bridge="{bridge.name}",direction="reply"}}' in text
+
+
+def test_proxy_route_counts_frames_and_stops() -> None:
+    """forwarder=proxy: libzmq forwards; frames (not messages) and in-flight come from
+    STATISTICS; the stop ends the proxy."""
+    server = _ThreadServer("zmq")
+
+    async def exchange(bridge: Bridge) -> None:
+        assert bridge.implementation == "pyzmq proxy"
+        ctx = zmq.asyncio.Context()
+        dealer = _dealer(ctx, _lib(bridge.front_url))
+        try:
+            for i in range(5):
+                await dealer.send_multipart([b"", b"p%d" % i])
+                assert await asyncio.wait_for(dealer.recv_multipart(), 5) == [b"", b"re:p%d" % i]
+            await asyncio.sleep(1.3)  # one statistics read
+        finally:
+            dealer.close(0)
+            ctx.term()
+
+    async def main() -> Bridge:
+        ready = asyncio.Event()
+        bridge = Bridge("zmq+tcp://127.0.0.1:0?backend=pyzmq",
+                        f"zmq+tcp://127.0.0.1:{server.port}?backend=pyzmq", name=_name(),
+                        limits=Limits(grace=0.3), forwarder="proxy",
+                        on_ready=lambda b: ready.set())
+        stop = asyncio.Event()
+        task = asyncio.create_task(bridge.run(stop))
+        await asyncio.wait_for(ready.wait(), 5)
+        await exchange(bridge)
+        stop.set()
+        await asyncio.wait_for(task, 10)
+        return bridge
+
+    try:
+        bridge = asyncio.run(main())
+    finally:
+        server.close()
+    frames = METRICS.get("gateway_proxy_forwarded_frames_total", bridge=bridge.name,
+                         direction="request")
+    assert frames == 5 * 3  # identity, delimiter, body per request, as libzmq counts them
+
+
+def test_proxy_forwarder_needs_one_proxy_capable_adapter_on_both_sides() -> None:
+    with pytest.raises(ConfigError, match="forwarder=proxy"):
+        Bridge("zmq+tcp://127.0.0.1:1?backend=pyzmq", "sp+tcp://127.0.0.1:2", name=_name(),
+               forwarder="proxy")

@@ -27,6 +27,7 @@ class Route:
     front: str = "zmq"  # wire the client speaks
     back: str = "zmq"  # wire the server speaks
     backend: str = ""  # bridge backend: lib | native
+    bridge_args: tuple[str, ...] = ()  # extra `gateway bridge` options for this route
 
     @property
     def baseline(self) -> str:
@@ -68,6 +69,11 @@ ROUTES: list[Route] = [
     Route(name="native-sp", group="native", description="native REQ <-> native REP, sp+tcp",
           client="native", server="native-rep", front="sp", back="sp"),
     *_gateway_routes(),
+    Route(name="gw-zmq-zmq-proxy", group="gateway",
+          description="libzmq REQ/DEALER -> gateway bridge zmq->zmq (--forwarder proxy: "
+                      "libzmq's zmq_proxy) -> libzmq REP",
+          client=LIB_CLIENT["zmq"], server=LIB_SERVER["zmq"], middle="bridge", front="zmq",
+          back="zmq", backend="lib", bridge_args=("--forwarder", "proxy")),
 ]
 
 GROUPS = {"library", "native", "gateway", "all"}

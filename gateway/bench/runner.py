@@ -90,7 +90,8 @@ def start_server_and_middle(route: Route, settings: Settings, run: RouteRun,
     if route.middle == "bridge":
         front, back = bridge_endpoints(route, url)
         middle = start_bridge(f"{route.name}/bridge", front, back,
-                              [*settings.bridge_args, *bridge_extra], settings.ready_timeout)
+                              [*settings.bridge_args, *route.bridge_args, *bridge_extra],
+                              settings.ready_timeout)
         run.procs.append(middle)
         run.middle = middle
         return str(middle.ready["front"])
