@@ -154,10 +154,12 @@ def _cmd_plugins(args: argparse.Namespace) -> int:
     from gateway.plugins import manager, registry
 
     reg = registry()
-    for name, plugin in manager().list_name_plugin():
-        where = getattr(plugin, "__name__", type(plugin).__name__)
-        provides = ", ".join(reg.provided_by.get(name or "", [])) or "hooks only"
-        print(f"{name:<10} {where:<28} {provides}")
+    rows = [(name or "", getattr(plugin, "__name__", type(plugin).__name__),
+             ", ".join(reg.provided_by.get(name or "", [])) or "hooks only")
+            for name, plugin in manager().list_name_plugin()]
+    w1, w2 = (max((len(r[i]) for r in rows), default=0) for i in (0, 1))
+    for name, where, provides in rows:
+        print(f"{name:<{max(w1, 10)}} {where:<{max(w2, 28)}} {provides}")
     return 0
 
 

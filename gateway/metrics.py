@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.utils import floatToGoString
 from prometheus_client.core import (
     CounterMetricFamily,
     GaugeMetricFamily,
@@ -215,7 +216,7 @@ class _Collector:
             cumulative, buckets = 0, []
             for bound, count in zip((*BUCKETS, float("inf")), list(hist.counts), strict=True):
                 cumulative += count
-                buckets.append((f"{bound:g}" if bound != float("inf") else "+Inf", cumulative))
+                buckets.append((floatToGoString(bound), cumulative))
             families[name].add_metric([v for _, v in labels], buckets, hist.sum)  # type: ignore[attr-defined]
         if self._build is None:
             self._build = build_labels()

@@ -245,7 +245,7 @@ back = ">zmq+tcp://{LOCAL}:{zmq_server.port}?backend=native"
                 assert req.recv() == b"re:to zmq"
             for name in ("orders", "legacy"):
                 # the client can have its reply a moment before the counter moves
-                assert gw.wait_metric("gateway_forwarded_total", 1, bridge=name,
+                assert gw.wait_metric("gateway_forwarded_messages_total", 1, bridge=name,
                                       direction="reply") == 1
             assert {e["bridge"] for e in gw.events() if e.get("event") == "bridge.up"} == {
                 "orders", "legacy"}
@@ -271,7 +271,7 @@ def test_shipped_example_config_runs(tmp_path: Path) -> None:
         with nng_req(f"tcp://{LOCAL}:{mapping['6001']}") as nreq:
             nreq.send(b"b")
             assert nreq.recv() == b"re:b"
-        assert gw.wait_metric("gateway_forwarded_total", 2, direction="reply") == 2
+        assert gw.wait_metric("gateway_forwarded_messages_total", 2, direction="reply") == 2
         assert gw.stop(signal.SIGINT) == 0
 
 
@@ -287,16 +287,16 @@ def test_metrics_endpoint_prometheus_text() -> None:
             for _ in range(3):
                 req.send(b"x")
                 req.recv()
-        gw.wait_metric("gateway_forwarded_total", 3, direction="reply")  # counted after sending
+        gw.wait_metric("gateway_forwarded_messages_total", 3, direction="reply")  # counted after sending
         text = gw.metrics_text()
-        assert "# TYPE gateway_forwarded_total counter" in text
+        assert "# TYPE gateway_forwarded_messages_total counter" in text
         assert "# TYPE gateway_pending_tokens gauge" in text
         samples = parse_prometheus(text)
-        assert samples[("gateway_forwarded_total",
+        assert samples[("gateway_forwarded_messages_total",
                         frozenset({("bridge", "m1"), ("direction", "request")}))] == 3
-        assert samples[("gateway_forwarded_total",
+        assert samples[("gateway_forwarded_messages_total",
                         frozenset({("bridge", "m1"), ("direction", "reply")}))] == 3
-        assert samples[("gateway_pending_tokens", frozenset())] == 0
+        assert samples[("gateway_pending_tokens", frozenset({("bridge", "m1")}))] == 0
 
 
 def test_json_logs_one_object_per_line() -> None:

@@ -1,7 +1,7 @@
 """Bad input through the real ``gateway`` CLI: nothing is lost silently (DESIGN section 10).
 
 Each case: the message is dropped with a reason, a JSON log line on stderr (``--log-format
-json``) and a counter on ``--metrics`` (``gateway_dropped_total{reason=...}``), and the bridge
+json``) and a counter on ``--metrics`` (``gateway_dropped_messages_total{reason=...}``), and the bridge
 goes on serving the next good request.
 
 Where a library backend cannot tell (nng's raw rep0 drops a message over the hop limit, or a
@@ -41,8 +41,8 @@ from interop_tests.gateway_helpers import (
 pytestmark = pytest.mark.timeout(60)
 
 ANY = f"{LOCAL}:0"
-DROPPED = "gateway_dropped_total"
-FORWARDED = "gateway_forwarded_total"
+DROPPED = "gateway_dropped_messages_total"
+FORWARDED = "gateway_forwarded_messages_total"
 
 
 def _assert_drop_logged(gw: Gateway, reason: str, direction: str) -> None:

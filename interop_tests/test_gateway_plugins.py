@@ -27,6 +27,7 @@ from interop_tests.gateway_helpers import (
     ZmqServer,
     bridge_args,
     env,
+    lib_url,
     nng_req,
     run_cli,
     url,
@@ -72,7 +73,8 @@ def test_skeleton_distribution_declares_the_entry_point() -> None:
     import tomllib
 
     meta = tomllib.loads((REPO / "examples" / "plugin-skeleton" / "pyproject.toml").read_text())
-    assert meta["project"]["entry-points"]["gateway"] == {"abstract": "gateway_plugin_skeleton"}
+    assert meta["project"]["entry-points"]["gateway"] == {
+        "abstract": "gateway_plugin_skeleton", "skeleton": "gateway_plugin_skeleton.adapter"}
     assert (REPO / "examples" / "plugin-skeleton" / "README.md").is_file()
 
 
@@ -148,3 +150,59 @@ def test_without_the_plugin_the_scheme_is_unknown() -> None:
     assert r.returncode == 2
     assert r.stderr.startswith("gateway: error: unknown transport 'abstract'")
     assert r.stderr.count("\n") == 1
+
+
+# ---------------------------------------------------------------------------------------------
+# the skeleton's adapter: ?backend=skeleton, a backend the core has never heard of
+
+adapter_installed = any(ep.name == "skeleton" and ep.value == "gateway_plugin_skeleton.adapter"
+                        for ep in entry_points(group="gateway"))
+needs_adapter = pytest.mark.skipif(
+    not adapter_installed, reason="pip install -e examples/plugin-skeleton (make env does it)")
+
+
+@needs_adapter
+def test_plugins_lists_the_third_party_adapter() -> None:
+    out = run_cli("plugins").stdout
+    row = next(line for line in out.splitlines() if line.startswith("skeleton "))
+    assert row.split()[1:] == ["gateway_plugin_skeleton.adapter", "adapter", "skeleton", "(zmtp)"]
+
+
+@needs_adapter
+@pytest.mark.parametrize("side", ["front", "back"])
+def test_third_party_adapter_selected_by_backend_name(side: str) -> None:
+    """zmq REQ -> gateway -> nng REP with the skeleton's adapter as the front, and nng REQ ->
+    gateway -> zmq REP with it as the back: the exchange works and the bridge's accounting
+    (the ledger's, whatever the backend) counts it."""
+    if side == "front":
+        server_cm = NngServer()
+    else:
+        server_cm = ZmqServer("REP")
+    with server_cm as server:
+        if side == "front":
+            front, back = (url("zmq", f"{LOCAL}:0", "skeleton"),
+                           url("sp", f"{LOCAL}:{server.port}", "native"))
+        else:
+            front, back = (url("sp", f"{LOCAL}:0", "native"),
+                           url("zmq", f"{LOCAL}:{server.port}", "skeleton"))
+        with Gateway(*bridge_args(front, back), metrics=True) as gw:
+            if side == "front":
+                with zmq_client("REQ", lib_url(gw.front)) as req:
+                    for i in range(3):
+                        req.send(b"q%d" % i)
+                        assert req.recv() == b"re:q%d" % i
+            else:
+                with nng_req(lib_url(gw.front)) as req:
+                    for i in range(3):
+                        req.send(b"q%d" % i)
+                        assert req.recv() == b"re:q%d" % i
+            assert gw.wait_metric("gateway_forwarded_messages_total", 3, direction="reply") == 3
+            assert gw.metric("gateway_hop_latency_seconds_count", direction="request") == 3
+
+
+def test_unknown_backend_names_the_loaded_ones() -> None:
+    result = run_cli("bridge", "@zmq+tcp://127.0.0.1:0?backend=nosuch", ">sp+tcp://127.0.0.1:1")
+    assert result.returncode == 2
+    line = result.stderr.strip()
+    assert "unknown backend 'nosuch'" in line and "native" in line and "pyzmq" in line
+    assert "\n" not in line and "Traceback" not in result.stderr

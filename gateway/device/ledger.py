@@ -67,7 +67,6 @@ class Ledger:
         self._h_rep = metrics.histogram("gateway_hop_latency_seconds", bridge=bridge,
                                         direction=REPLY)
         metrics.gauge("gateway_in_flight_requests", lambda: float(self.in_flight), bridge=bridge)
-        self._counters_ref = counters
 
     # -- the hot path ------------------------------------------------------------------------
     def request_forwarded(self, t0: float) -> None:
@@ -84,8 +83,8 @@ class Ledger:
     # -- drops ---------------------------------------------------------------------------------
     def dropped(self, reason: str, direction: str, detail: str = "", count: int = 1,
                 **context: object) -> None:
-        """Count ``count`` messages lost for ``reason``; a reply or an expired request no
-        longer waits, so it leaves the in-flight gauge."""
+        """Count ``count`` messages lost for ``reason``. A reply direction drop (a reply that
+        cannot be delivered, or never came: ``token-expired``) ends a request in flight."""
         if count <= 0:
             return
         key = self._drop_keys.get(reason)
@@ -93,7 +92,7 @@ class Ledger:
             key = self._drop_keys[reason] = self._metrics.declare(
                 "gateway_dropped_messages_total", bridge=self.bridge, reason=reason)
         self._counters[key] += count
-        if direction == REPLY or reason == "token-expired":
+        if direction == REPLY:
             self.in_flight = max(0, self.in_flight - count)
         log.warning("drop", bridge=self.bridge, direction=direction, reason=reason,
                     detail=detail, **({"count": count} if count > 1 else {}), **context)
@@ -103,7 +102,7 @@ class Ledger:
         self.dropped(classify(exc, direction), direction, getattr(exc, "detail", "") or str(exc))
 
     def expired(self, count: int) -> None:
-        self.dropped("token-expired", REQUEST, "no reply within the token TTL", count)
+        self.dropped("token-expired", REPLY, "no reply within the token TTL", count)
 
     # -- reading ---------------------------------------------------------------------------------
     def forwarded(self, direction: str) -> int:

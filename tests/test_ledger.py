@@ -1,0 +1,105 @@
+"""gateway.device.ledger: one bridge's accounting; the exception -> reason table."""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import pytest
+
+from gateway.device.ledger import REPLY, REQUEST, Ledger, classify
+from gateway.envelope import EnvelopeError, TableFull
+from gateway.errors import (
+    DROP_REASONS,
+    ConfigError,
+    Drop,
+    LocalProtocolError,
+    PeerBusy,
+    PeerGone,
+    TransportError,
+)
+from gateway.metrics import METRICS
+
+
+def _ledger() -> Ledger:
+    return Ledger(f"l-{uuid.uuid4().hex[:8]}")
+
+
+@pytest.mark.parametrize(("exc", "direction", "reason"), [
+    (EnvelopeError("not-4-bytes"), REPLY, "not-4-bytes"),
+    (TableFull(), REQUEST, "table-full"),
+    (Drop("ttl"), REQUEST, "ttl"),
+    (PeerBusy("full"), REPLY, "hwm"),
+    (PeerGone("gone"), REPLY, "client-gone"),
+    (LocalProtocolError("two frames"), REPLY, "bad-envelope"),
+    (TransportError("send timeout"), REQUEST, "backend-unavailable"),
+    (TransportError("closed"), REPLY, "client-gone"),
+])
+def test_classify(exc: Exception, direction: str, reason: str) -> None:
+    assert classify(exc, direction) == reason
+    assert reason in DROP_REASONS
+
+
+def test_classify_lets_bugs_through() -> None:
+    with pytest.raises(ConfigError):
+        classify(ConfigError("not a message's fault"), REQUEST)
+
+
+def test_series_exported_at_zero_from_the_start() -> None:
+    ledger = _ledger()
+    text = METRICS.render()
+    for direction in (REQUEST, REPLY):
+        assert (f'gateway_forwarded_messages_total{{bridge="{ledger.bridge}",'
+                f'direction="{direction}"}} 0.0') in text
+    for reason in DROP_REASONS:
+        assert (f'gateway_dropped_messages_total{{bridge="{ledger.bridge}",'
+                f'reason="{reason}"}} 0.0') in text
+    assert f'gateway_in_flight_requests{{bridge="{ledger.bridge}"}} 0.0' in text
+
+
+def test_forwarded_in_flight_and_latency() -> None:
+    ledger = _ledger()
+    t0 = time.perf_counter()
+    ledger.request_forwarded(t0)
+    ledger.request_forwarded(t0)
+    assert ledger.in_flight == 2
+    ledger.reply_forwarded(t0)
+    assert (ledger.in_flight, ledger.forwarded(REQUEST), ledger.forwarded(REPLY)) == (1, 2, 1)
+    assert ledger.latency_count(REQUEST) == 2 and ledger.latency_count(REPLY) == 1
+    ledger.reply_forwarded(t0)
+    ledger.reply_forwarded(t0)  # a reply the ledger did not see go out: never below zero
+    assert ledger.in_flight == 0
+
+
+def test_drops_count_and_resolve_in_flight() -> None:
+    ledger = _ledger()
+    for _ in range(3):
+        ledger.request_forwarded(time.perf_counter())
+    ledger.refused(PeerGone("gone"), REPLY)  # the reply could not be delivered: done
+    ledger.refused(EnvelopeError("multi-frame-body"), REQUEST)  # never went out
+    ledger.expired(1)
+    assert ledger.in_flight == 1
+    assert ledger.dropped_count("client-gone") == 1
+    assert ledger.dropped_count("multi-frame-body") == 1
+    assert ledger.dropped_count("token-expired") == 1
+    assert METRICS.get("gateway_dropped_messages_total", bridge=ledger.bridge,
+                       reason="client-gone") == 1
+    ledger.expired(0)  # nothing to say
+    assert ledger.dropped_count("token-expired") == 1
+
+
+def test_a_plugins_own_reason_is_counted_too() -> None:
+    ledger = _ledger()
+    ledger.dropped("my-plugin-reason", REQUEST, "custom", count=4)
+    assert ledger.dropped_count("my-plugin-reason") == 4
+
+
+def test_drop_is_logged_with_bridge_direction_and_reason(capsys: pytest.CaptureFixture[str]) -> None:
+    from gateway.logging import configure
+
+    configure("json", "info")
+    ledger = _ledger()
+    ledger.dropped("hwm", REPLY, "peer b'\\x00k' at its high-water mark")
+    err = capsys.readouterr().err
+    assert '"event": "drop"' in err and f'"bridge": "{ledger.bridge}"' in err
+    assert '"reason": "hwm"' in err and '"direction": "reply"' in err

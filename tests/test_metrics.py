@@ -1,0 +1,98 @@
+"""gateway.metrics: the store and its exposition through prometheus_client."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from gateway.device.ledger import Ledger
+from gateway.metrics import BUCKETS, METRICS, SPECS, Histogram, Registry
+
+
+def _families(text: str) -> dict[str, object]:
+    return {f.name: f for f in text_string_to_metric_families(text)}
+
+
+def test_every_metric_has_help_a_unit_and_counters_end_in_total() -> None:
+    for name, spec in SPECS.items():
+        assert spec.help.strip(), name
+        assert name.startswith("gateway_")
+        if spec.kind == "counter":
+            assert name.endswith("_total"), name
+        else:
+            assert name.endswith(("_seconds", "_requests", "_tokens", "_peers", "_info")), name
+    text = METRICS.render()
+    for name in SPECS:
+        assert f"# HELP {name} " in text, name
+
+
+def test_label_values_are_escaped_and_the_text_parses() -> None:
+    """A bridge name with quotes, a backslash and a newline: prometheus_client's own parser
+    reads the scrape back (the hand-written exporter produced text it rejected)."""
+    name = 'orders "eu"\\1\nnext'
+    ledger = Ledger(name)
+    ledger.dropped("hwm", "reply", "x")
+    families = _families(METRICS.render())
+    dropped = families["gateway_dropped_messages"]
+    samples = {(s.labels.get("bridge"), s.labels.get("reason")): s.value
+               for s in dropped.samples if s.name.endswith("_total")}  # type: ignore[attr-defined]
+    assert samples[(name, "hwm")] == 1
+    ledger.close()
+
+
+def test_two_bridges_keep_their_own_gauges() -> None:
+    a, b = Ledger(f"a-{uuid.uuid4().hex[:6]}"), Ledger(f"b-{uuid.uuid4().hex[:6]}")
+    a.in_flight, b.in_flight = 3, 5
+    fam = _families(METRICS.render())["gateway_in_flight_requests"]
+    values = {s.labels["bridge"]: s.value for s in fam.samples}  # type: ignore[attr-defined]
+    assert values[a.bridge] == 3 and values[b.bridge] == 5
+    a.close()
+    fam = _families(METRICS.render())["gateway_in_flight_requests"]
+    assert a.bridge not in {s.labels["bridge"] for s in fam.samples}  # type: ignore[attr-defined]
+    b.close()
+
+
+def test_build_info() -> None:
+    import zmq
+
+    from gateway import __version__
+
+    fam = _families(METRICS.render())["gateway_build_info"]
+    (sample,) = fam.samples  # type: ignore[attr-defined]
+    assert sample.value == 1
+    assert sample.labels["version"] == __version__
+    assert sample.labels["libzmq"] == zmq.zmq_version()
+    assert sample.labels["pynng"]
+
+
+def test_histogram_buckets_and_exposition() -> None:
+    reg = Registry()
+    hist = reg.histogram("gateway_hop_latency_seconds", bridge="h", direction="request")
+    for seconds in (10e-6, 30e-6, 0.5, 5.0):
+        hist.observe(seconds)
+    assert hist.count == 4 and hist.counts[0] == 1 and hist.counts[1] == 1
+    assert hist.counts[-1] == 1  # over the largest bucket: +Inf only
+    fam = _families(reg.render())["gateway_hop_latency_seconds"]
+    buckets = {s.labels["le"]: s.value for s in fam.samples  # type: ignore[attr-defined]
+               if s.name.endswith("_bucket")}
+    assert buckets["2.5e-05"] == 1 and buckets["1.0"] == 3 and buckets["+Inf"] == 4
+    assert len(buckets) == len(BUCKETS) + 1
+
+
+def test_histogram_observe_is_bisect() -> None:
+    hist = Histogram()
+    hist.observe(BUCKETS[3])  # on a bound: that bucket (le is inclusive)
+    assert hist.counts[3] == 1
+
+
+def test_undeclared_names_and_wrong_labels_are_errors() -> None:
+    reg = Registry()
+    with pytest.raises(KeyError, match="undeclared"):
+        reg.inc("gateway_made_up_total")
+    with pytest.raises(KeyError, match="takes labels"):
+        reg.inc("gateway_pipes_closed_total", bridge="x")
+    reg.inc("gateway_pipes_closed_total", reason="garbage")
+    assert reg.get("gateway_pipes_closed_total", reason="garbage") == 1
+    assert reg.total("gateway_pipes_closed_total") == 1
