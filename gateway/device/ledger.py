@@ -54,7 +54,7 @@ class Ledger:
         self.bridge = bridge
         self.in_flight = 0
         self._metrics = metrics
-        self._counters = counters = metrics.counters
+        self._counters = metrics.counters
         self._k_req = metrics.declare("gateway_forwarded_messages_total", bridge=bridge,
                                       direction=REQUEST)
         self._k_rep = metrics.declare("gateway_forwarded_messages_total", bridge=bridge,
