@@ -340,6 +340,11 @@ class PynngRawSocket:
     def closed(self) -> bool:
         return self._closed
 
+    @property
+    def peers(self) -> int:
+        """Connected pipes (pynng tracks them through nng's pipe notifications)."""
+        return len(self._sock.pipes)
+
     def __repr__(self) -> str:
         return f"<PynngRawSocket raw {self.kind}{' closed' if self._closed else ''}>"
 
@@ -384,6 +389,10 @@ class NngPolled:
         if rv:
             lib.nng_msg_free(m)
             raise TransportError(_strerror(rv))
+
+    @property
+    def peers(self) -> int:
+        return len(self._pynng.pipes)
 
     def close(self) -> None:
         self._pynng.close()

@@ -75,6 +75,54 @@ def _split_dealer(frames: list[bytes]) -> Message:
     return _new(Message, ((), tuple(frames)))
 
 
+class _PeerWatch:
+    """Connected peers of a libzmq socket, from its monitor events (CONNECTED/ACCEPTED add the
+    connection's fd, DISCONNECTED removes it), read on a small daemon thread."""
+
+    EVENTS = zmq.EVENT_CONNECTED | zmq.EVENT_ACCEPTED | zmq.EVENT_DISCONNECTED
+
+    def __init__(self, sock: Any) -> None:
+        import threading
+
+        # a plain socket (never an asyncio one: this thread closes it) on the same context
+        address = f"inproc://gateway-monitor-{id(self)}"
+        sock.monitor(address, self.EVENTS)
+        self._mon: Any = zmq.Context.shadow(sock.context.underlying).socket(zmq.PAIR)
+        self._mon.connect(address)
+        self._fds: set[int] = set()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._read, name="pyzmq-peers", daemon=True)
+        self._thread.start()
+
+    @property
+    def peers(self) -> int:
+        return len(self._fds)
+
+    def _read(self) -> None:
+        from zmq.utils.monitor import parse_monitor_message
+
+        poller = zmq.Poller()
+        poller.register(self._mon, zmq.POLLIN)
+        try:
+            while not self._stop.is_set():
+                if not poller.poll(100):
+                    continue
+                event = parse_monitor_message(self._mon.recv_multipart())
+                if event["event"] == zmq.EVENT_DISCONNECTED:
+                    self._fds.discard(event["value"])
+                else:
+                    self._fds.add(event["value"])
+        except zmq.ZMQError:  # the socket or its context went away
+            pass
+        finally:
+            self._mon.close(0)
+
+    def close(self) -> None:
+        """Stop reading and close the monitor socket (before the socket's context ends)."""
+        self._stop.set()
+        self._thread.join(1)
+
+
 class PyzmqRawSocket:
     """A libzmq ROUTER (clients connect to it) or DEALER (talks to servers) for the device.
 
@@ -110,6 +158,7 @@ class PyzmqRawSocket:
         for opt, value in (options or {}).items():
             self._sock.setsockopt(opt, value)
         self._split = _split_router if k == "ROUTER" else _split_dealer
+        self._watch: _PeerWatch | None = None
         self._closed = False
         self._recv_waiting = 0  # tasks parked on zmq.asyncio futures (see _kick)
         self._send_waiting = 0
@@ -203,11 +252,23 @@ class PyzmqRawSocket:
         if self._closed:
             return
         self._closed = True
+        if self._watch is not None:
+            self._watch.close()
         self._sock.close(linger=int(linger * 1000))
 
     @property
     def closed(self) -> bool:
         return self._closed
+
+    def watch_peers(self) -> None:
+        """Count connected peers from now on (a monitor socket and a small thread)."""
+        if self._watch is None and not self._closed:
+            self._watch = _PeerWatch(self._sock)
+
+    @property
+    def peers(self) -> int:
+        """Connected peers since :meth:`watch_peers` (-1 when not watched)."""
+        return -1 if self._watch is None else self._watch.peers
 
     def __repr__(self) -> str:
         return f"<PyzmqRawSocket {self.kind}{' closed' if self._closed else ''}>"
@@ -227,7 +288,9 @@ def _options(kind: str, options: SideOptions) -> dict[int, int | bytes]:
 
 
 def open_async(kind: str, options: SideOptions) -> PyzmqRawSocket:
-    return PyzmqRawSocket(kind, hwm=options.hwm, options=_options(kind, options))
+    sock = PyzmqRawSocket(kind, hwm=options.hwm, options=_options(kind, options))
+    sock.watch_peers()
+    return sock
 
 
 class ZmqPolled:
@@ -253,6 +316,7 @@ class ZmqPolled:
             sock.setsockopt(opt, value)
         self.sock = sock
         self.pollable: Any = sock
+        self._watch = _PeerWatch(sock)  # created here, before the poller thread owns the socket
         self._split = _split_router if self.router else _split_dealer
         # toward clients a full pipe drops at once (PeerBusy), as libzmq's ROUTER does
         self._flags = _NOBLOCK if self.router and send_timeout_ms >= 0 else 0
@@ -278,7 +342,15 @@ class ZmqPolled:
         except zmq.ZMQError as exc:
             raise _send_error(exc) from exc
 
+    @property
+    def peers(self) -> int:
+        return self._watch.peers
+
+    def unwatch(self) -> None:
+        self._watch.close()
+
     def close(self) -> None:
+        self._watch.close()
         self.sock.close()
 
 
@@ -343,12 +415,16 @@ class LibzmqProxy:
         else:
             stalled = False
         self._client.close(0)
+        self.front.unwatch()
+        self.back.unwatch()
         self.ctx.term()  # returns once the proxy thread has closed its sockets
         return stalled
 
     def close(self) -> None:
         if not self._ran:  # never started: the sockets are still ours
-            for sock in (self._control, self._client, self.front.sock, self.back.sock):
+            self.front.close()
+            self.back.close()
+            for sock in (self._control, self._client):
                 sock.close(0)
             self.ctx.term()
 
