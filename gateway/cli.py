@@ -145,7 +145,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     configure(args.log_format or cfg.log_format, args.log_level or cfg.log_level)
     from gateway.plugins import manager
 
-    manager().hook.gateway_configure(config=cfg.raw)
+    manager().hook.gateway_configure.call_historic(kwargs={"config": cfg.raw})
     spec = [(b.name, b.front, b.back, cfg.limits, b.forwarder) for b in cfg.bridges]
     return run_loop(_run_bridges(spec, args.metrics or cfg.metrics))
 

@@ -63,6 +63,7 @@ def gateway_body_codec(frames: tuple[bytes, ...], direction: str) -> tuple[bytes
     """
 
 
-@hookspec
+@hookspec(historic=True)
 def gateway_configure(config: dict[str, Any]) -> None:
-    """Called once at start-up with the parsed configuration (a dict); plugins read their options."""
+    """Called once at start-up with the parsed configuration (a dict); plugins read their
+    options. Historic: a plugin registered later is called with the same configuration."""
