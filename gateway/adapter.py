@@ -55,18 +55,23 @@ class RawSocket(Protocol):
 
 
 class PolledSocket(Protocol):
-    """The poller face: driven by one thread, never blocking for long.
+    """The poller face: driven by one thread, never blocking.
 
-    ``pollable`` is what ``zmq.Poller.register`` accepts (a zmq socket or a file descriptor
-    readable while a message is queued).
+    ``pollable`` is what ``zmq.Poller.register`` accepts (a zmq socket or a file descriptor)
+    and is readable while a message is waiting; ``out_pollable`` is ``(object, flag)`` to poll
+    for "a send would not block now" (``(sock, zmq.POLLOUT)``, or nng's send fd with POLLIN).
     """
 
     pollable: Any
+    out_pollable: tuple[Any, int]
 
     def bind(self, url: str) -> str: ...
     def connect(self, url: str) -> None: ...
     def recv_nowait(self) -> Message | None: ...
-    def send(self, msg: Message) -> None: ...
+
+    def send_nowait(self, msg: Message) -> bool:
+        """Send without waiting; False (nothing taken) when the peer has no room."""
+
     def close(self) -> None: ...
 
 

@@ -143,9 +143,13 @@ class Bridge:
             except BaseException:
                 self._front.close()
                 raise
-            kind = PollForwarder if opener is sides.open_polled else AsyncForwarder
-            self._forwarder = kind(self._front, self._back, self.translator, ledger)
-            self.implementation = "poller" if kind is PollForwarder else "asyncio"
+            if opener is sides.open_polled:
+                self._forwarder = PollForwarder(self._front, self._back, self.translator, ledger,
+                                                hwm=back_o.hwm)
+                self.implementation = "poller"
+            else:
+                self._forwarder = AsyncForwarder(self._front, self._back, self.translator, ledger)
+                self.implementation = "asyncio"
         for side, sock in (("front", self._front), ("back", self._back)):
             METRICS.gauge("gateway_peers", partial(sides.peers_of, sock), bridge=self.name,
                           side=side)

@@ -1,10 +1,16 @@
 """Forwarding on one thread over the libraries' own poller, for bridges whose two sides are
 library sockets with a polled face (:class:`gateway.adapter.PolledSocket`).
 
-One thread owns both sockets (zmq sockets are not thread-safe, so both directions must live on
-one thread) and waits in ``zmq.Poller`` on the sides' ``pollable`` (a zmq socket, or nng's
-``recv-fd``). Each wake-up drains up to ``BATCH`` messages per side with non-blocking
-receives, translates them and sends them on. No asyncio and no handoff per message.
+One thread owns both sockets (zmq sockets are not thread-safe, so both directions live on one
+thread) and waits in ``zmq.Poller`` on the sides' pollables. It never blocks on a peer:
+
+* every send is non-blocking. A reply a client cannot take (its pipe is full, or it left) is
+  dropped and counted at once, as libzmq's ROUTER does, so one slow client never holds the
+  others' replies; a request the back end cannot take yet waits in a bounded queue (``hwm``);
+* while that queue is full the front is not read: back-pressure reaches the clients through
+  the libraries' own queues and TCP, instead of a timeout per message;
+* each wake-up moves at most ``BATCH`` messages per direction, replies first, and the stop
+  flag is checked on every one (the poll waits at most 100 ms).
 """
 
 from __future__ import annotations
@@ -12,13 +18,15 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from collections import deque
 from typing import Any
 
 import zmq
 
 from gateway.device.ledger import REPLY, REQUEST, Ledger
 from gateway.envelope import Translator
-from gateway.errors import GatewayError
+from gateway.errors import GatewayError, PeerBusy
+from gateway.message import Message
 
 BATCH = 256
 _perf = time.perf_counter
@@ -26,12 +34,15 @@ _clock = time.monotonic
 
 
 class PollForwarder:
-    def __init__(self, front: Any, back: Any, translator: Translator, ledger: Ledger) -> None:
+    def __init__(self, front: Any, back: Any, translator: Translator, ledger: Ledger,
+                 hwm: int = 1000) -> None:
         self.front, self.back = front, back
         self.translator, self.ledger = translator, ledger
+        self.hwm = hwm
         self._halt = threading.Event()
         self._draining = threading.Event()
         self._task: asyncio.Future[None] | None = None
+        self._waiting: deque[tuple[Message, float]] = deque()  # requests the back cannot take yet
 
     def start(self) -> None:
         self._task = asyncio.ensure_future(asyncio.to_thread(self._loop))
@@ -45,54 +56,93 @@ class PollForwarder:
 
     async def drain(self, grace: float) -> None:
         deadline = _clock() + grace
-        while (self.ledger.in_flight and self._task is not None and not self._task.done()
-               and _clock() < deadline):
+        while ((self.ledger.in_flight or self._waiting) and self._task is not None
+               and not self._task.done() and _clock() < deadline):
             await asyncio.sleep(0.02)
 
     def backlog(self) -> int:
-        return 0  # the libraries keep what was not read; nothing was taken from them
+        """Requests taken from the front but never forwarded (the back end never had room)."""
+        return len(self._waiting)
 
     async def close(self) -> None:
         self._halt.set()
         if self._task is not None:
             await asyncio.gather(self._task, return_exceptions=True)
 
+    # -- the thread ------------------------------------------------------------------------------
+    def _flush(self) -> None:
+        """Hand waiting requests to the back end until it would block."""
+        waiting, send, ledger = self._waiting, self.back.send_nowait, self.ledger
+        while waiting:
+            msg, t0 = waiting[0]
+            try:
+                if not send(msg):
+                    return
+            except GatewayError as exc:
+                ledger.refused(exc, REQUEST)
+            else:
+                ledger.request_forwarded(t0)
+            waiting.popleft()
+
+    def _replies(self) -> None:
+        recv, send = self.back.recv_nowait, self.front.send_nowait
+        reply, ledger, now = self.translator.reply, self.ledger, _clock()
+        for _ in range(BATCH):
+            msg = recv()
+            if msg is None:
+                return
+            t0 = _perf()
+            try:
+                if not send(reply(msg, now)):
+                    raise PeerBusy("the client's pipe is full")
+            except GatewayError as exc:
+                ledger.refused(exc, REPLY)
+                continue
+            ledger.reply_forwarded(t0)
+
+    def _requests(self) -> None:
+        recv, request, ledger = self.front.recv_nowait, self.translator.request, self.ledger
+        waiting, now = self._waiting, _clock()
+        for _ in range(min(BATCH, self.hwm - len(waiting))):
+            if self._halt.is_set() or self._draining.is_set():
+                return
+            msg = recv()
+            if msg is None:
+                return
+            t0 = _perf()
+            try:
+                waiting.append((request(msg, now), t0))
+            except GatewayError as exc:
+                ledger.refused(exc, REQUEST)
+                continue
+            self._flush()
+
     def _loop(self) -> None:
-        """Forward both ways until halted; once draining, only replies cross."""
         front, back, halt, draining = self.front, self.back, self._halt, self._draining
-        request, reply = self.translator.request, self.translator.reply
-        ledger, expire = self.ledger, self.translator.expire
-        poller = zmq.Poller()
-        poller.register(front.pollable, zmq.POLLIN)
-        poller.register(back.pollable, zmq.POLLIN)
+        out_obj, out_flag = back.out_pollable
+        expire, ledger = self.translator.expire, self.ledger
+        poller, registered = zmq.Poller(), dict[Any, int]()
         next_expiry = _clock() + 1.0
         while not halt.is_set():
+            want: dict[Any, int] = {back.pollable: zmq.POLLIN}
+            if self._waiting:  # wake when the back end has room again
+                want[out_obj] = want.get(out_obj, 0) | out_flag
+            if not draining.is_set() and len(self._waiting) < self.hwm:
+                want[front.pollable] = want.get(front.pollable, 0) | zmq.POLLIN
+            if want != registered:  # a full queue stops reading clients: back-pressure
+                for obj in registered.keys() - want.keys():
+                    poller.unregister(obj)
+                for obj, flags in want.items():
+                    poller.register(obj, flags)
+                registered = want
             ready = dict(poller.poll(100))
+            if self._waiting:
+                self._flush()
+            if ready.get(back.pollable, 0) & zmq.POLLIN:
+                self._replies()
+            if ready.get(front.pollable, 0) & zmq.POLLIN:
+                self._requests()
             now = _clock()
-            if front.pollable in ready and not draining.is_set():
-                n = 0
-                # a send may wait up to its timeout on a stalled backend: look at the flags
-                while (n < BATCH and not draining.is_set() and not halt.is_set()
-                       and (msg := front.recv_nowait()) is not None):
-                    n += 1
-                    t0 = _perf()
-                    try:
-                        back.send(request(msg, now))
-                    except GatewayError as exc:
-                        ledger.refused(exc, REQUEST)
-                        continue
-                    ledger.request_forwarded(t0)
-            if back.pollable in ready:
-                n = 0
-                while n < BATCH and (msg := back.recv_nowait()) is not None:
-                    n += 1
-                    t0 = _perf()
-                    try:
-                        front.send(reply(msg, now))
-                    except GatewayError as exc:
-                        ledger.refused(exc, REPLY)
-                        continue
-                    ledger.reply_forwarded(t0)
             if now >= next_expiry:
                 next_expiry = now + 1.0
                 ledger.expired(expire(now))

@@ -355,15 +355,16 @@ def open_async(kind: str, options: SideOptions) -> PynngRawSocket:
 
 
 class NngPolled:
-    """The polled face: nng raw rep0 (front) or raw req0 (back) through nng's C API, its
-    ``recv-fd`` as the pollable. Sends wait at most ``send_timeout_ms``."""
+    """The polled face: nng raw rep0 (front) or raw req0 (back) through nng's C API, never
+    blocking; nng's ``recv-fd`` and ``send-fd`` are what the poller waits on."""
 
-    def __init__(self, kind: str, options: SideOptions, *, send_timeout_ms: int = 1000) -> None:
+    def __init__(self, kind: str, options: SideOptions) -> None:
         self.kind, self._pynng = _open(kind, True, options.max_message_size,
-                                       send_timeout=send_timeout_ms)
+                                       send_buffer_size=min(options.hwm, 8192))
         _set_ttl(self._pynng, options.hop_limit if self.kind == "REP" else None)
         self.sock = self._pynng.socket
         self.pollable = self._pynng.recv_fd
+        self.out_pollable: tuple[Any, int] = (self._pynng.send_fd, 1)  # zmq.POLLIN on the fd
         self._msgp = ffi.new("nng_msg **")
 
     def bind(self, url: str) -> str:
@@ -380,15 +381,18 @@ class NngPolled:
             raise TransportError(_strerror(rv))
         return _take(self._msgp[0])
 
-    def send(self, msg: Message) -> None:
+    def send_nowait(self, msg: Message) -> bool:
         hops, body = msg
         if len(body) != 1:
             raise LocalProtocolError(f"SP carries exactly one body frame, not {len(body)}")
         m = _build(self._msgp, hops, body[0])
-        rv = lib.nng_sendmsg(self.sock, m, 0)  # blocks at most send_timeout
-        if rv:
-            lib.nng_msg_free(m)
-            raise TransportError(_strerror(rv))
+        rv = lib.nng_sendmsg(self.sock, m, _NONBLOCK)
+        if rv == 0:
+            return True
+        lib.nng_msg_free(m)
+        if rv == _EAGAIN:
+            return False
+        raise TransportError(_strerror(rv))
 
     @property
     def peers(self) -> int:

@@ -294,14 +294,13 @@ def open_async(kind: str, options: SideOptions) -> PyzmqRawSocket:
 
 
 class ZmqPolled:
-    """The polled face: a plain libzmq ROUTER (front) or DEALER (back) for the poller thread.
+    """The polled face: a plain libzmq ROUTER (front) or DEALER (back), never blocking.
 
-    Sends wait at most ``send_timeout_ms`` for a full peer (then ``TransportError``, or
-    :class:`PeerBusy` toward a client); with ``send_timeout_ms=-1`` they block (the proxy).
+    ``blocking=True`` keeps libzmq's blocking sends, for :class:`LibzmqProxy` (zmq_proxy
+    expects them: back-pressure instead of a failed send).
     """
 
-    def __init__(self, kind: str, options: SideOptions, *, context: Any = None,
-                 send_timeout_ms: int = 1000) -> None:
+    def __init__(self, kind: str, options: SideOptions, *, context: Any = None) -> None:
         k = _KINDS.get(kind.upper())
         if k is None:
             raise ConfigError(f"pyzmq adapter: no raw socket of kind {kind!r}")
@@ -311,15 +310,13 @@ class ZmqPolled:
         sock.setsockopt(zmq.LINGER, 200)
         sock.setsockopt(zmq.SNDHWM, options.hwm)
         sock.setsockopt(zmq.RCVHWM, options.hwm)
-        sock.setsockopt(zmq.SNDTIMEO, send_timeout_ms)
         for opt, value in _options(kind.upper(), options).items():
             sock.setsockopt(opt, value)
         self.sock = sock
         self.pollable: Any = sock
+        self.out_pollable: tuple[Any, int] = (sock, zmq.POLLOUT)
         self._watch = _PeerWatch(sock)  # created here, before the poller thread owns the socket
         self._split = _split_router if self.router else _split_dealer
-        # toward clients a full pipe drops at once (PeerBusy), as libzmq's ROUTER does
-        self._flags = _NOBLOCK if self.router and send_timeout_ms >= 0 else 0
 
     def bind(self, url: str) -> str:
         return _lib_bind(self.sock, url)
@@ -333,14 +330,18 @@ class ZmqPolled:
         except _Again:
             return None
 
-    def send(self, msg: Message) -> None:
+    def send_nowait(self, msg: Message) -> bool:
+        """False when a DEALER has no peer with room; a ROUTER's full peer is :class:`PeerBusy`
+        (ROUTER_MANDATORY: libzmq says so instead of dropping), an unknown one :class:`PeerGone`."""
         try:
-            self.sock.send_multipart(msg[0] + msg[1], self._flags)
-        except _Again as exc:
-            raise (PeerBusy("peer at its high-water mark") if self.router
-                   else TransportError("no peer ready (send timeout)")) from exc
+            self.sock.send_multipart(msg[0] + msg[1], _NOBLOCK)
+        except _Again:
+            if self.router:
+                raise PeerBusy("peer at its high-water mark") from None
+            return False
         except zmq.ZMQError as exc:
             raise _send_error(exc) from exc
+        return True
 
     @property
     def peers(self) -> int:
@@ -369,8 +370,8 @@ class LibzmqProxy:
     def __init__(self, front: SideOptions, back: SideOptions) -> None:
         self.ctx: Any = zmq.Context()  # its own: terminating it ends only this proxy
         unbounded = SideOptions(front.hwm, front.max_message_size, front.hop_limit, False)
-        self.front = ZmqPolled("REP", unbounded, context=self.ctx, send_timeout_ms=-1)
-        self.back = ZmqPolled("REQ", back, context=self.ctx, send_timeout_ms=-1)
+        self.front = ZmqPolled("REP", unbounded, context=self.ctx)  # blocking sends (libzmq's
+        self.back = ZmqPolled("REQ", back, context=self.ctx)  # own proxy sends, not ours)
         address = f"inproc://gateway-proxy-control-{id(self)}"
         self._control = self.ctx.socket(zmq.REP)  # used by the proxy thread only
         self._control.bind(address)
