@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gateway.errors import LocalProtocolError, RemoteProtocolError, StateError
+from gateway.errors import Drop, LocalProtocolError, RemoteProtocolError, StateError
 from gateway.message import DELIMITER, Message
 from gateway.patterns import (
     SOCKET_TYPES,
@@ -19,7 +19,6 @@ from gateway.patterns import (
     SP_PEERS,
     ZMTP,
     ZMTP_PEERS,
-    Drop,
     make_pattern,
     sp_legal,
     split_sp,

@@ -23,6 +23,7 @@ from typing import Any, cast
 from gateway.errors import (
     Closed,
     ConfigError,
+    Drop,
     LocalProtocolError,
     ProtocolError,
     TransportError,
@@ -30,7 +31,7 @@ from gateway.errors import (
 from gateway.logging import get_logger
 from gateway.message import Message
 from gateway.metrics import METRICS
-from gateway.patterns.sockets import SP, Drop, Pattern, make_pattern, split_zmtp
+from gateway.patterns.reqrep import SP, Pattern, make_pattern, split_zmtp
 from gateway.plugins import WireSpec, registry
 from gateway.url import Endpoint, parse
 from gateway.wire.events import HandshakeComplete, PeerError

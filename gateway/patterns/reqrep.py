@@ -34,23 +34,12 @@ from __future__ import annotations
 import random
 from typing import Final
 
-from gateway.errors import LocalProtocolError, RemoteProtocolError, StateError
+from gateway.errors import Drop, LocalProtocolError, RemoteProtocolError, StateError
 from gateway.message import DELIMITER, Message
 
 ZMTP: Final = "zmtp"
 SP: Final = "sp"
 TOP_BIT: Final = 0x80
-
-
-class Drop(Exception):
-    """The pattern refuses this message; the engine counts it under ``reason``.
-
-    Not a protocol error: the pipe stays up (a stale reply, a message over the hop limit).
-    """
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
 
 
 def split_zmtp(frames: tuple[bytes, ...]) -> tuple[tuple[bytes, ...], tuple[bytes, ...]]:
