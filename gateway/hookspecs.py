@@ -22,9 +22,10 @@ def gateway_register_transports(register: Callable[..., None]) -> None:
     """Register byte-stream transports.
 
     Call ``register(scheme, transport)`` once per scheme (``"tcp"``, ``"ipc"``, ``"inproc"``).
-    ``transport`` implements ``gateway.engine.transport.Transport``: ``async dial(address,
-    protocol_factory)`` returning an asyncio transport, and ``async listen(address,
-    protocol_factory)`` returning a ``Listener`` that knows its real bound address.
+    ``transport`` implements ``gateway.transport.Transport``: ``listen(address,
+    protocol_factory) -> Listener`` binds synchronously and returns a listener that knows its
+    real bound address; ``await dial(address, protocol_factory)`` connects once and returns
+    ``None`` (``OSError`` on failure; the engine redials).
     """
 
 

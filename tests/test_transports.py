@@ -1,7 +1,7 @@
 """One verification suite every transport passes (mangos habit): tcp, ipc, inproc.
 
 Each transport is taken from the plugin registry and driven through the two-call interface of
-``gateway.engine.transport``: ``listen(address, factory) -> Listener`` and ``await dial(address,
+``gateway.transport``: ``listen(address, factory) -> Listener`` and ``await dial(address,
 factory)``, with a plain recording ``asyncio.Protocol`` (no wire codec).
 """
 

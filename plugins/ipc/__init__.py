@@ -9,8 +9,8 @@ import os
 import socket
 import stat
 
-from gateway.engine.transport import ProtocolFactory, ServerListener
 from gateway.hookspecs import hookimpl
+from gateway.transport import ProtocolFactory, ServerListener
 
 
 def _stale(path: str) -> bool:

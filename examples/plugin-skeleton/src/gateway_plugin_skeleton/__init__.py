@@ -7,7 +7,7 @@ libzmq calls ``ipc://@name`` (and nng ``abstract://name``), so a native gateway 
 (``sp+abstract://`` works between native endpoints; nng frames SP on its ipc/abstract
 transports with an extra message-type byte that the native SP codec does not write yet.)
 
-A transport implements the narrow interface of ``gateway.engine.transport`` (mangos style):
+A transport implements the narrow interface of ``gateway.transport`` (mangos style):
 
 * ``listen(address, protocol_factory) -> Listener``: bind *now* (so ``bind`` can return the
   real address at once), accept on the running loop; the listener knows its ``address``;
@@ -25,8 +25,8 @@ import socket
 import sys
 from typing import Any
 
-from gateway.engine.transport import ProtocolFactory, ServerListener
 from gateway.hookspecs import hookimpl
+from gateway.transport import ProtocolFactory, ServerListener
 
 __all__ = ["AbstractTransport", "gateway_register_transports"]
 __version__ = "0.1.0"
