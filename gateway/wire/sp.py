@@ -11,6 +11,7 @@ import struct
 
 from gateway.errors import LocalProtocolError, MessageTooLarge, PairingError, RemoteProtocolError
 from gateway.patterns import pairing
+from gateway.wire._buffer import COPY_VIA_VIEW, ReceiveBuffer
 from gateway.wire.events import Event, HandshakeComplete
 
 __all__ = ["SpCodec", "HEADER_SIZE", "sp_header"]
@@ -19,7 +20,6 @@ HEADER_SIZE = 8
 _MAGIC = b"\x00SP\x00"
 _U64 = struct.Struct(">Q")
 _HEADER = struct.Struct(">4sHH")
-_COPY_VIA_VIEW = 4096  # payloads at least this big are copied out through a memoryview
 
 # States.
 _HEADER_WAIT = 0
@@ -58,8 +58,7 @@ class SpCodec:
         self.peer_protocol: int | None = None
         self._accepted = pairing.SP_PEERS[self.protocol]
         self._state = _HEADER_WAIT
-        self._buf = bytearray()
-        self._pos = 0
+        self._rx = ReceiveBuffer()
         self._error: RemoteProtocolError | None = None
 
     def initiate(self) -> bytes:
@@ -86,10 +85,7 @@ class SpCodec:
 
     def receive_data(self, data: bytes) -> None:
         """Append received bytes (any split). Never raises."""
-        if self._pos:
-            del self._buf[: self._pos]
-            self._pos = 0
-        self._buf += data
+        self._rx.feed(data)
 
     def next_event(self) -> Event | None:
         """``HandshakeComplete``, then ``(payload,)`` per message; ``None`` for more bytes."""
@@ -97,8 +93,9 @@ class SpCodec:
             raise self._error
         try:
             if self._state == _OPEN:
-                buf = self._buf
-                pos = self._pos
+                rx = self._rx
+                buf = rx.data
+                pos = rx.pos
                 end = len(buf)
                 skip = self._skip
                 if end - pos < 8 + skip:
@@ -114,19 +111,17 @@ class SpCodec:
                 stop = start + size
                 if stop > end:
                     return None
-                self._pos = stop
-                if size < _COPY_VIA_VIEW:
-                    return (bytes(buf[start:stop]),)  # two small copies beat a memoryview
-                with memoryview(buf) as mv:
-                    return (bytes(mv[start:stop]),)
+                rx.pos = stop
+                return (bytes(buf[start:stop]) if size < COPY_VIA_VIEW else rx.copy(start, stop),)
             return self._read_header()
         except RemoteProtocolError as exc:
             self._error = exc
             raise
 
     def _read_header(self) -> HandshakeComplete | None:
-        buf = self._buf
-        pos = self._pos
+        rx = self._rx
+        buf = rx.data
+        pos = rx.pos
         have = len(buf) - pos
         n = min(have, 4)
         if buf[pos : pos + n] != _MAGIC[:n]:
@@ -138,7 +133,7 @@ class SpCodec:
         if proto not in self._accepted:
             ours = pairing.SP_NAMES.get(self.protocol, f"{self.protocol:#06x}")
             raise PairingError(f"SP peer mismatch: {ours} cannot talk to {name}")
-        self._pos = pos + HEADER_SIZE
+        rx.pos = pos + HEADER_SIZE
         self.peer_protocol = proto
         self.peer_type = name
         self.handshake_done = True

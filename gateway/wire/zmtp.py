@@ -16,6 +16,7 @@ from gateway.errors import (
     RemoteProtocolError,
 )
 from gateway.patterns import pairing
+from gateway.wire._buffer import COPY_VIA_VIEW, ReceiveBuffer
 from gateway.wire.events import Event, HandshakeComplete, PeerError, Ping, Pong
 
 __all__ = [
@@ -45,7 +46,6 @@ _SHORT_LAST = tuple(bytes((0, n)) for n in range(256))
 _SHORT_MORE = tuple(bytes((_MORE, n)) for n in range(256))
 
 _MAX_PING_CONTEXT = 16
-_COPY_VIA_VIEW = 4096  # frames at least this big are copied out through a memoryview
 
 # Handshake states.
 _GREETING = 0
@@ -133,8 +133,7 @@ class ZmtpCodec:
         self.peer_version: tuple[int, int] | None = None
         self._accepted = pairing.ZMTP_PEERS[self.socket_type]
         self._state = _GREETING
-        self._buf = bytearray()
-        self._pos = 0
+        self._rx = ReceiveBuffer()
         self._out = bytearray()
         self._parts: list[bytes] = []
         self._msg_size = 0
@@ -209,10 +208,7 @@ class ZmtpCodec:
 
     def receive_data(self, data: bytes) -> None:
         """Append received bytes (any split). Never raises."""
-        if self._pos:
-            del self._buf[: self._pos]
-            self._pos = 0
-        self._buf += data
+        self._rx.feed(data)
 
     def next_event(self) -> Event | None:
         """The next event or message tuple; ``None`` when more bytes are needed."""
@@ -233,9 +229,10 @@ class ZmtpCodec:
             raise
 
     def _read_greeting(self) -> bool:
-        buf = self._buf
-        have = len(buf) - self._pos
-        p = self._pos
+        rx = self._rx
+        buf = rx.data
+        p = rx.pos
+        have = len(buf) - p
         # Check each part as soon as it is there: an old (ZMTP 1.0/2.0) peer never sends 64.
         if have >= 1 and buf[p] != 0xFF:
             raise RemoteProtocolError("bad ZMTP signature (byte 0 is not 0xFF)")
@@ -249,7 +246,7 @@ class ZmtpCodec:
         if bytes(buf[p + 12 : p + 32]) != _MECHANISM_NULL:
             mech = bytes(buf[p + 12 : p + 32]).rstrip(b"\x00")
             raise RemoteProtocolError(f"unsupported ZMTP mechanism {mech!r} (need NULL)")
-        self._pos = p + GREETING_SIZE
+        rx.pos = p + GREETING_SIZE
         self.peer_version = (major, minor)
         self._state = _AWAIT_READY
         self._out += self.ready_command()
@@ -257,9 +254,10 @@ class ZmtpCodec:
 
     def _next_frames(self) -> Event | None:
         """Parse frames until a whole message or a command event is available."""
-        buf = self._buf
+        rx = self._rx
+        buf = rx.data
         end = len(buf)
-        pos = self._pos
+        pos = rx.pos
         parts = self._parts
         limit = self.max_message_size
         msg_size = self._msg_size
@@ -281,16 +279,12 @@ class ZmtpCodec:
                     raise MessageTooLarge(f"ZMTP message of {msg_size}+ bytes (limit {limit})")
                 if stop > end:
                     break
-                if size < _COPY_VIA_VIEW:
-                    parts.append(bytes(buf[start:stop]))  # two small copies beat a memoryview
-                else:
-                    with memoryview(buf) as mv:
-                        parts.append(bytes(mv[start:stop]))
+                parts.append(bytes(buf[start:stop]) if size < COPY_VIA_VIEW else rx.copy(start, stop))
                 pos = stop
                 if flags & _MORE:
                     self._msg_size = msg_size
                     continue
-                self._pos = pos
+                rx.pos = pos
                 self._msg_size = 0
                 msg = tuple(parts)
                 parts.clear()
@@ -305,11 +299,11 @@ class ZmtpCodec:
                 raise MessageTooLarge(f"ZMTP command of {size} bytes (limit {limit})")
             if stop > end:
                 break
-            pos = self._pos = stop
+            pos = rx.pos = stop
             ev = self._command(bytes(buf[start:stop]))
             if ev is not None:
                 return ev
-        self._pos = pos
+        rx.pos = pos
         return None
 
     def _command(self, body: bytes) -> Event | None:
