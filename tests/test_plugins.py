@@ -14,6 +14,7 @@ import pytest
 
 import gateway
 from gateway import hookspecs
+from gateway.engine.pipe import make_codec
 from gateway.errors import ConfigError
 from gateway.plugins import BUILTIN_PLUGINS, collect, make_manager, registry
 
@@ -64,7 +65,8 @@ def test_transports_and_wires_have_the_documented_shape(clean_env: pytest.Monkey
         assert transport.scheme == scheme
         assert callable(transport.listen) and asyncio.iscoroutinefunction(transport.dial)
     for spec in reg.wires.values():
-        codec = spec.codec_factory("REQ", False, identity=b"", max_message_size=1 << 20)
+        codec = make_codec(spec.codec_factory, spec.family, "REQ", False, identity=b"",
+                           max_message_size=1 << 20, transport=None)
         assert codec.family == spec.family
         assert isinstance(codec.initiate(), bytes)
 

@@ -20,6 +20,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any, cast
 
+from gateway.engine.pipe import make_codec
 from gateway.errors import (
     Closed,
     ConfigError,
@@ -77,14 +78,14 @@ def _check_body(pipe: Pipe, msg: Message) -> None:
 class Pipe(asyncio.Protocol):
     """One connection to one peer, over one wire. Created by a listener or a dialer."""
 
-    def __init__(self, sock: Socket, wire: WireSpec, endpoint: str, transport: str,
+    def __init__(self, sock: Socket, wire: WireSpec, endpoint: str, transport: Any,
                  lost: asyncio.Future[bool] | None = None) -> None:
         self.socket = sock
         self.family = wire.family
         self.endpoint = endpoint
-        self.codec = wire.codec_factory(sock.kind, sock.raw, identity=sock.identity,
-                                        max_message_size=sock.max_message_size,
-                                        transport=transport)
+        self.codec = make_codec(wire.codec_factory, wire.family, sock.kind, sock.raw,
+                                identity=sock.identity, max_message_size=sock.max_message_size,
+                                transport=transport)
         self.transport: asyncio.Transport | None = None
         self.routing_id = b""
         self.peer_type = ""
@@ -257,7 +258,7 @@ class Socket:
         asyncio.get_running_loop()  # a clear error outside asyncio
         shown = [ep.url]  # accepted pipes log the real address, not ":0"
         try:
-            listener = transport.listen(ep.address, lambda: Pipe(self, wire, shown[0], ep.transport))
+            listener = transport.listen(ep.address, lambda: Pipe(self, wire, shown[0], transport))
         except OSError as exc:
             raise TransportError(f"cannot bind {url}: {exc.strerror or exc}") from exc
         self._listeners.append(listener)
@@ -278,7 +279,7 @@ class Socket:
         while not self.closed:
             lost: asyncio.Future[bool] = loop.create_future()
             try:
-                await transport.dial(ep.address, lambda lost=lost: Pipe(self, wire, ep.url, ep.transport, lost))
+                await transport.dial(ep.address, lambda lost=lost: Pipe(self, wire, ep.url, transport, lost))
             except OSError as exc:
                 log.debug("dial.failed", url=ep.url, error=str(exc), socket=self.name)
                 lost.cancel()

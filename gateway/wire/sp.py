@@ -8,13 +8,14 @@ messages as u64 BE length + payload. There is no multipart on this wire: the par
 from __future__ import annotations
 
 import struct
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 from gateway.errors import LocalProtocolError, MessageTooLarge, PairingError, RemoteProtocolError
-from gateway.patterns import pairing
 from gateway.wire._buffer import COPY_VIA_VIEW, ReceiveBuffer
 from gateway.wire.events import Event, HandshakeComplete
 
-__all__ = ["SpCodec", "HEADER_SIZE", "sp_header"]
+__all__ = ["HEADER_SIZE", "SpCodec", "SpRole", "sp_header"]
 
 HEADER_SIZE = 8
 _MAGIC = b"\x00SP\x00"
@@ -31,32 +32,43 @@ def sp_header(protocol: int) -> bytes:
     return _HEADER.pack(_MAGIC, protocol, 0)
 
 
+@dataclass(frozen=True, slots=True)
+class SpRole:
+    """Who this end is on SP, as data (the engine takes it from the pairing tables)."""
+
+    protocol: int  # announced in the header (req0 0x30, rep0 0x31)
+    accepts: frozenset[int]  # peer protocols accepted
+    names: Mapping[int, str] = field(default_factory=dict, hash=False)  # for peer_type and errors
+
+    def name(self, protocol: int) -> str:
+        return self.names.get(protocol, f"{protocol:#06x}")
+
+
 class SpCodec:
-    """SP/TCP codec for one connection; the protocol is req0 or rep0 from ``kind``."""
+    """SP codec for one connection (the TCP mapping; ``message_prefix`` gives the IPC one).
+
+    ``message_prefix``: bytes before each message's u64 length. nng's and nanomsg's IPC mapping
+    writes a message-type byte (``b"\\x01"``); TCP has none. The 8-byte header is the same.
+    """
 
     family = "sp"
 
     def __init__(
         self,
-        kind: str,
-        raw: bool = False,
+        role: SpRole,
         *,
-        identity: bytes = b"",
         max_message_size: int = 1 << 20,
-        transport: str = "tcp",
+        message_prefix: bytes = b"",
     ) -> None:
-        self.kind = kind
-        # nng's and nanomsg's IPC mapping puts a message-type byte (1 = message) before each
-        # u64 length; TCP (and everything else) has none. The 8-byte header is the same.
-        self._prefix = b"\x01" if transport in ("ipc", "abstract") else b""
+        self.role = role
+        self._prefix = bytes(message_prefix)
         self._skip = len(self._prefix)
-        self.raw = raw
-        self.protocol: int = pairing.sp_protocol(kind)
+        self.protocol = role.protocol
         self.max_message_size = max_message_size
         self.handshake_done = False
         self.peer_type: str | None = None
         self.peer_protocol: int | None = None
-        self._accepted = pairing.SP_PEERS[self.protocol]
+        self._accepted = role.accepts
         self._state = _HEADER_WAIT
         self._rx = ReceiveBuffer()
         self._error: RemoteProtocolError | None = None
@@ -100,7 +112,7 @@ class SpCodec:
                 skip = self._skip
                 if end - pos < 8 + skip:
                     return None
-                if skip and buf[pos] != 1:
+                if skip and buf[pos : pos + skip] != self._prefix:
                     raise RemoteProtocolError(f"unknown SP/IPC message type {buf[pos]}")
                 (size,) = _U64.unpack_from(buf, pos + skip)
                 if size > self.max_message_size:
@@ -129,9 +141,9 @@ class SpCodec:
         if have < HEADER_SIZE:
             return None
         _, proto, _reserved = _HEADER.unpack_from(buf, pos)
-        name = pairing.SP_NAMES.get(proto, f"{proto:#06x}")
+        name = self.role.name(proto)
         if proto not in self._accepted:
-            ours = pairing.SP_NAMES.get(self.protocol, f"{self.protocol:#06x}")
+            ours = self.role.name(self.protocol)
             raise PairingError(f"SP peer mismatch: {ours} cannot talk to {name}")
         rx.pos = pos + HEADER_SIZE
         self.peer_protocol = proto

@@ -8,6 +8,7 @@ of ``next_event()`` as plain tuples of ``bytes`` frames; commands become events.
 from __future__ import annotations
 
 import struct
+from dataclasses import dataclass
 
 from gateway.errors import (
     LocalProtocolError,
@@ -15,13 +16,13 @@ from gateway.errors import (
     PairingError,
     RemoteProtocolError,
 )
-from gateway.patterns import pairing
 from gateway.wire._buffer import COPY_VIA_VIEW, ReceiveBuffer
 from gateway.wire.events import Event, HandshakeComplete, PeerError, Ping, Pong
 
 __all__ = [
     "GREETING_SIZE",
     "ZmtpCodec",
+    "ZmtpRole",
     "encode_command",
     "encode_properties",
     "parse_properties",
@@ -105,25 +106,30 @@ def parse_properties(data: bytes) -> dict[str, bytes]:
     return props
 
 
+@dataclass(frozen=True, slots=True)
+class ZmtpRole:
+    """Who this end is on ZMTP, as data (the engine takes it from the pairing tables)."""
+
+    socket_type: str  # announced in READY
+    accepts: frozenset[str]  # peer Socket-Types accepted at READY
+    sends_identity: bool = False  # put an Identity property in READY (libzmq: REQ, DEALER, ROUTER)
+
+
 class ZmtpCodec:
-    """ZMTP 3.1 NULL-mechanism codec for one connection (REQ/REP/DEALER/ROUTER)."""
+    """ZMTP 3.1 NULL-mechanism codec for one connection; ZMTP frames alike on every transport."""
 
     family = "zmtp"
 
     def __init__(
         self,
-        kind: str,
-        raw: bool = False,
+        role: ZmtpRole,
         *,
         identity: bytes = b"",
         max_message_size: int = 1 << 20,
         as_server: bool = False,
-        transport: str = "tcp",  # ZMTP frames the same on every transport
     ) -> None:
-        if kind not in pairing.ZMTP_PEERS:
-            raise ValueError(f"unknown socket kind {kind!r}")
-        self.kind = kind
-        self.socket_type: str = pairing.zmtp_socket_type(kind, raw)
+        self.role = role
+        self.socket_type = role.socket_type
         self.identity = bytes(identity)
         self.max_message_size = max_message_size
         self.as_server = as_server
@@ -131,7 +137,7 @@ class ZmtpCodec:
         self.peer_type: str | None = None
         self.peer_identity: bytes = b""
         self.peer_version: tuple[int, int] | None = None
-        self._accepted = pairing.ZMTP_PEERS[self.socket_type]
+        self._accepted = role.accepts
         self._state = _GREETING
         self._rx = ReceiveBuffer()
         self._out = bytearray()
@@ -146,9 +152,9 @@ class ZmtpCodec:
         return _greeting(self.as_server)
 
     def ready_command(self) -> bytes:
-        """Our READY command: Socket-Type, then Identity for REQ/DEALER/ROUTER (as libzmq)."""
+        """Our READY command: Socket-Type, then Identity when the role sends one."""
         props = [(b"Socket-Type", self.socket_type.encode("ascii"))]
-        if self.socket_type in ("REQ", "DEALER", "ROUTER"):
+        if self.role.sends_identity:
             props.append((b"Identity", self.identity))
         return encode_command(b"READY", encode_properties(props))
 

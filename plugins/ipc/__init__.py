@@ -39,6 +39,7 @@ class IpcListener(ServerListener):
 
 class IpcTransport:
     scheme = "ipc"
+    sp_message_prefix = b"\x01"  # nng/nanomsg frame SP on ipc with a message-type byte
 
     def listen(self, address: str, protocol_factory: ProtocolFactory) -> IpcListener:
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
