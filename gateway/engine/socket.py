@@ -1,10 +1,9 @@
-"""The asyncio engine: a Socket owns listeners, dialers and pipes; a Pipe is one peer connection.
+"""The asyncio engine's socket: listeners, dialers, routing over pipes, the inbox, the API.
 
-Data path (hot): ``Pipe.data_received`` -> codec -> ``Socket._incoming`` -> pattern.receive ->
-either straight into a waiting ``recv`` future or onto the bounded inbox. Sends go from the
-pattern straight into the chosen pipe's asyncio transport (the kernel buffer first, asyncio's
-write buffer when that is full; a pipe whose buffer passed the high-water mark is skipped by
-load balancing until it drains).
+Data path (hot): ``Pipe.data_received`` -> codec -> ``Socket.pipe_message`` -> pattern.receive
+-> the device's ``sink``, a waiting ``recv`` future, or the bounded inbox. Sends go from the
+pattern straight into the chosen pipe (``gateway.engine.pipe``); a pipe whose write buffer passed
+the high-water mark is skipped by load balancing until it drains.
 
 Bounds: each pipe may have at most ``hwm`` messages in the inbox (then its reading is paused:
 TCP back-pressure reaches the peer); each pipe's write buffer pauses at ``hwm * 1 KiB``.
@@ -15,18 +14,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
-import threading
 from collections import deque
 from collections.abc import Callable
-from typing import Any, cast
+from typing import Any
 
-from gateway.engine.pipe import make_codec
+from gateway.engine.pipe import Pipe, check_body, make_codec
 from gateway.errors import (
     Closed,
     ConfigError,
     Drop,
-    LocalProtocolError,
-    ProtocolError,
     TransportError,
 )
 from gateway.logging import get_logger
@@ -35,7 +31,7 @@ from gateway.metrics import METRICS
 from gateway.patterns.reqrep import SP, Pattern, make_pattern, split_zmtp
 from gateway.plugins import WireSpec, registry
 from gateway.url import Endpoint, parse
-from gateway.wire.events import HandshakeComplete, PeerError
+from gateway.wire.events import HandshakeComplete
 
 log = get_logger("gateway.engine")
 
@@ -45,154 +41,6 @@ _RUNNING_PIPE_IDS = [random.getrandbits(31)]
 def _next_sp_pipe_id() -> bytes:
     _RUNNING_PIPE_IDS[0] = (_RUNNING_PIPE_IDS[0] + 1) & 0x7FFFFFFF or 1
     return _RUNNING_PIPE_IDS[0].to_bytes(4, "big")
-
-
-class _Batch(threading.local):
-    """Write coalescing, per thread (each thread runs its own loop): while received messages
-    are dispatched, writes are buffered per pipe and flushed with one ``transport.write`` each.
-    One message in flight still costs one write; a burst of N costs one per pipe, not N."""
-
-    depth = 0
-
-    def __init__(self) -> None:
-        self.dirty: list[Pipe] = []
-
-
-_batch = _Batch()
-
-
-def _flush(batch: _Batch) -> None:
-    dirty, batch.dirty = batch.dirty, []
-    for pipe in dirty:
-        chunks, pipe.wbuf = pipe.wbuf, []
-        transport = pipe.transport
-        if transport is not None and not transport.is_closing():
-            transport.write(chunks[0] if len(chunks) == 1 else b"".join(chunks))
-
-
-def _check_body(pipe: Pipe, msg: Message) -> None:
-    if pipe.family == SP and len(msg.body) != 1:
-        raise LocalProtocolError(f"SP carries exactly one body frame, not {len(msg.body)}")
-
-
-class Pipe(asyncio.Protocol):
-    """One connection to one peer, over one wire. Created by a listener or a dialer."""
-
-    def __init__(self, sock: Socket, wire: WireSpec, endpoint: str, transport: Any,
-                 lost: asyncio.Future[bool] | None = None) -> None:
-        self.socket = sock
-        self.family = wire.family
-        self.endpoint = endpoint
-        self.codec = make_codec(wire.codec_factory, wire.family, sock.kind, sock.raw,
-                                identity=sock.identity, max_message_size=sock.max_message_size,
-                                transport=transport)
-        self.transport: asyncio.Transport | None = None
-        self.routing_id = b""
-        self.peer_type = ""
-        self.ready = False
-        self.writable = True
-        self.queued = 0  # messages of this pipe in the socket's inbox
-        self.reading = True
-        self.close_reason = ""
-        self.wbuf: list[bytes] = []  # coalesced writes while a batch is open
-        self._lost = lost
-        self._timer: asyncio.TimerHandle | None = None
-
-    # -- asyncio.Protocol ------------------------------------------------------------------
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        # a stream transport of any loop (asyncio's, uvloop's, inproc's): no isinstance check
-        self.transport = transport = cast(asyncio.Transport, transport)
-        sock = self.socket
-        if sock.closed:
-            transport.abort()
-            return
-        high = sock.hwm * 1024
-        transport.set_write_buffer_limits(high=high, low=high // 2)
-        sock._pipes.add(self)
-        transport.write(self.codec.initiate())
-        self._timer = asyncio.get_running_loop().call_later(
-            sock.handshake_timeout, self._handshake_timeout)
-
-    def data_received(self, data: bytes) -> None:
-        self.codec.receive_data(data)
-        self.process()
-
-    def process(self) -> None:
-        """Dispatch decoded events; stop while reading is paused (the rest stays in the codec)."""
-        codec = self.codec
-        incoming = self.socket._incoming
-        batch = _batch
-        batch.depth += 1  # writes caused by these messages are coalesced (see _flush)
-        try:
-            while self.reading and (event := codec.next_event()) is not None:
-                if type(event) is tuple:
-                    incoming(self, event)
-                else:
-                    self._on_event(event)
-        except ProtocolError as exc:
-            self.abort(type(exc).__name__, str(exc))
-        else:
-            out = codec.data_to_send()
-            if out and self.transport is not None:
-                self.transport.write(out)
-        finally:
-            batch.depth -= 1
-            if not batch.depth and batch.dirty:
-                _flush(batch)
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-        self.socket._pipe_lost(self)
-        if self._lost is not None and not self._lost.done():
-            self._lost.set_result(self.ready)
-
-    def pause_writing(self) -> None:
-        self.writable = False
-        self.socket._writable_changed(self)
-
-    def resume_writing(self) -> None:
-        self.writable = True
-        self.socket._writable_changed(self)
-
-    # -- internals -----------------------------------------------------------------------------
-    def _on_event(self, event: Any) -> None:
-        if isinstance(event, HandshakeComplete):
-            if self._timer is not None:
-                self._timer.cancel()
-                self._timer = None
-            self.peer_type = event.peer_type
-            self.socket._pipe_ready(self, event)
-        elif isinstance(event, PeerError):
-            self.abort("peer-error", event.reason)
-
-    def _handshake_timeout(self) -> None:
-        if not self.ready:
-            self.abort("handshake-timeout", f"no handshake within {self.socket.handshake_timeout}s")
-
-    def write(self, msg: Message) -> None:
-        body = msg.body
-        if self.family == SP and len(body) != 1:
-            raise LocalProtocolError(f"SP carries exactly one body frame, not {len(body)}")
-        data = self.codec.send_message(msg.hops + body)
-        batch = _batch
-        if batch.depth:
-            if not self.wbuf:
-                batch.dirty.append(self)
-            self.wbuf.append(data)
-        elif self.transport is not None:
-            self.transport.write(data)
-
-    def abort(self, reason: str, detail: str = "") -> None:
-        """Close this pipe because of bad input; the socket and its other pipes go on."""
-        if self.close_reason:
-            return
-        self.close_reason = reason
-        METRICS.inc("gateway_pipes_closed_total", reason=reason)
-        log.warning("pipe.closed", endpoint=self.endpoint, reason=reason, detail=detail,
-                    socket=self.socket.name)
-        if self.transport is not None:
-            self.transport.abort()
 
 
 class Socket:
@@ -258,7 +106,7 @@ class Socket:
         asyncio.get_running_loop()  # a clear error outside asyncio
         shown = [ep.url]  # accepted pipes log the real address, not ":0"
         try:
-            listener = transport.listen(ep.address, lambda: Pipe(self, wire, shown[0], transport))
+            listener = transport.listen(ep.address, lambda: self._new_pipe(wire, transport, shown[0]))
         except OSError as exc:
             raise TransportError(f"cannot bind {url}: {exc.strerror or exc}") from exc
         self._listeners.append(listener)
@@ -279,7 +127,8 @@ class Socket:
         while not self.closed:
             lost: asyncio.Future[bool] = loop.create_future()
             try:
-                await transport.dial(ep.address, lambda lost=lost: Pipe(self, wire, ep.url, transport, lost))
+                await transport.dial(ep.address,
+                                     lambda lost=lost: self._new_pipe(wire, transport, ep.url, lost))
             except OSError as exc:
                 log.debug("dial.failed", url=ep.url, error=str(exc), socket=self.name)
                 lost.cancel()
@@ -291,30 +140,41 @@ class Socket:
             await asyncio.sleep(delay * (0.5 + random.random()))
             delay = min(delay * 2, self.reconnect_ivl_max)
 
-    # -- pipe events -----------------------------------------------------------------------
-    def _pipe_ready(self, pipe: Pipe, event: HandshakeComplete) -> None:
+    def _new_pipe(self, wire: WireSpec, transport: Any, endpoint: str,
+                  lost: asyncio.Future[bool] | None = None) -> Pipe:
+        codec = make_codec(wire.codec_factory, wire.family, self.kind, self.raw,
+                           identity=self.identity, max_message_size=self.max_message_size,
+                           transport=transport)
+        pipe = Pipe(self, codec, wire.family, endpoint, hwm=self.hwm,
+                    handshake_timeout=self.handshake_timeout, name=self.name, lost=lost)
+        if self.closed:
+            pipe.close(0)  # aborts as soon as it is connected
+        else:
+            self._pipes.add(pipe)
+        return pipe
+
+    # -- pipe events (gateway.engine.pipe.PipeOwner) -----------------------------------------
+    def pipe_ready(self, pipe: Pipe, event: HandshakeComplete) -> bytes | None:
         if pipe.family == SP:
             rid = _next_sp_pipe_id()
         elif event.identity and self.pattern.routed:
             rid = event.identity
             if rid in self._routes:
                 pipe.abort("duplicate-identity", repr(rid))
-                return
+                return None
         else:
             self._last_zmtp_id = (self._last_zmtp_id + 1) & 0xFFFFFFFF
             rid = b"\x00" + self._last_zmtp_id.to_bytes(4, "big")
-        pipe.routing_id = rid
-        pipe.ready = True
         self._routes[rid] = pipe
         self._out.append(pipe)
         log.info("pipe.up", endpoint=pipe.endpoint, peer=event.peer_type, socket=self.name)
         self._wake_senders()
+        return rid
 
-    def _pipe_lost(self, pipe: Pipe) -> None:
+    def pipe_lost(self, pipe: Pipe) -> None:
         self._pipes.discard(pipe)
         if not pipe.ready:
             return
-        pipe.ready = False
         if self._routes.get(pipe.routing_id) is pipe:
             del self._routes[pipe.routing_id]
         with contextlib.suppress(ValueError):
@@ -327,7 +187,7 @@ class Socket:
                     and getattr(pattern, "pending", None) is not None):
                 asyncio.get_running_loop().call_soon(self._resend_request)  # as nng does
 
-    def _writable_changed(self, pipe: Pipe) -> None:
+    def pipe_writable(self, pipe: Pipe) -> None:
         if pipe.writable:
             self._wake_senders()
 
@@ -337,7 +197,7 @@ class Socket:
             if not fut.done():
                 fut.set_result(None)
 
-    def _incoming(self, pipe: Pipe, parts: tuple[bytes, ...]) -> None:
+    def pipe_message(self, pipe: Pipe, parts: tuple[bytes, ...]) -> None:
         try:
             msg = self.pattern.receive(pipe.routing_id, pipe.family, parts)
         except Drop as drop:
@@ -353,10 +213,7 @@ class Socket:
             waiter.set_result((pipe, msg))
             return
         self._inbox.append((pipe, msg))
-        pipe.queued += 1
-        if pipe.queued >= self.hwm and pipe.reading and pipe.transport is not None:
-            pipe.reading = False
-            pipe.transport.pause_reading()
+        pipe.enqueued()
 
     # -- message API -----------------------------------------------------------------------
     async def recv_msg(self) -> Message:
@@ -367,12 +224,7 @@ class Socket:
             pattern.check_recv()
             if self._inbox:
                 pipe, msg = self._inbox.popleft()
-                pipe.queued -= 1
-                if not pipe.reading and pipe.queued <= self.hwm // 2 and pipe.transport is not None:
-                    pipe.reading = True
-                    pipe.process()  # messages already read while paused
-                    if pipe.reading:
-                        pipe.transport.resume_reading()
+                pipe.dequeued()
             else:
                 waiter = self._recv_waiter = asyncio.get_running_loop().create_future()
                 try:
@@ -380,7 +232,7 @@ class Socket:
                 except asyncio.CancelledError:
                     if waiter.done() and not waiter.cancelled():
                         self._inbox.appendleft(waiter.result())  # nothing is lost on a timeout
-                        waiter.result()[0].queued += 1
+                        waiter.result()[0].enqueued()
                     raise
                 finally:
                     if self._recv_waiter is waiter:
@@ -407,7 +259,7 @@ class Socket:
         if pattern.routed:
             pipe = self._routes.get(pattern.peek_target(msg))  # type: ignore[arg-type]
             if pipe is not None:
-                _check_body(pipe, msg)  # before the pattern's state changes
+                check_body(pipe, msg)  # before the pattern's state changes
             target, rest = pattern.prepare_send(msg)
             if pipe is None:
                 if self.router_mandatory:
@@ -433,7 +285,7 @@ class Socket:
 
     def _send_on(self, pipe: Pipe, msg: Message) -> None:
         pattern = self.pattern
-        _check_body(pipe, msg)  # a refused send must not leave REQ waiting for a reply
+        check_body(pipe, msg)  # a refused send must not leave REQ waiting for a reply
         _, rest = pattern.prepare_send(msg)
         pipe.write(pattern.envelope(rest, pipe.family))
         pattern.sent(pipe.routing_id)
@@ -539,14 +391,7 @@ class Socket:
         if self._resend is not None:
             self._resend.cancel()
         for pipe in list(self._pipes):
-            transport = pipe.transport
-            if transport is None:
-                continue
-            if linger > 0 and transport.get_write_buffer_size():
-                transport.close()  # flushes, then closes
-                asyncio.get_running_loop().call_later(linger, transport.abort)
-            else:
-                transport.abort() if linger <= 0 else transport.close()
+            pipe.close(linger)
         exc = Closed(f"{self.name} socket is closed")
         if self._recv_waiter is not None and not self._recv_waiter.done():
             self._recv_waiter.set_exception(exc)
@@ -566,4 +411,4 @@ class Socket:
         return f"<gateway.Socket {self.name} pipes={len(self._routes)}{' closed' if self.closed else ''}>"
 
 
-__all__ = ["Pipe", "Socket"]
+__all__ = ["Socket"]
