@@ -353,11 +353,11 @@ def test_native_rep_keeps_app_envelope_frames_from_libzmq_dealer() -> None:
             await p.native.send_multipart([b"r1", b"r2"])
             assert await p.lib.recv_multipart() == [b"env1", b"env2", b"", b"r1", b"r2"]
             # without a delimiter libzmq's REP drops the message; so does ours
-            before = METRICS.get("gateway_dropped_total", reason="no-delimiter")
+            before = METRICS.get("gateway_socket_dropped_messages_total", reason="no-delimiter")
             await p.lib.send_multipart([b"no-delimiter"])
             await p.lib.send_multipart([b"", b"ok"])
             assert await p.native.recv() == b"ok"
-            assert METRICS.get("gateway_dropped_total", reason="no-delimiter") == before + 1
+            assert METRICS.get("gateway_socket_dropped_messages_total", reason="no-delimiter") == before + 1
 
     run(main())
 

@@ -36,7 +36,7 @@ def closed(reason: str) -> int:
 
 
 def dropped(reason: str) -> int:
-    return METRICS.get("gateway_dropped_total", reason=reason)
+    return METRICS.get("gateway_socket_dropped_messages_total", reason=reason)
 
 
 async def until(pred: Callable[[], bool], timeout: float = 3.0) -> None:
@@ -382,9 +382,9 @@ def test_sp_req_resends_on_a_new_pipe_when_its_pipe_dies() -> None:
             second = gateway.Socket("REP")
             second.bind(url)
             try:
-                before = METRICS.get("gateway_resent_total")
+                before = METRICS.get("gateway_requests_resent_total")
                 assert await second.recv() == b"important"
-                assert METRICS.get("gateway_resent_total") > before
+                assert METRICS.get("gateway_requests_resent_total") > before
                 await second.send(b"done")
                 assert await req.recv() == b"done"
             finally:

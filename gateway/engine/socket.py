@@ -62,7 +62,8 @@ class Socket:
                  router_mandatory: bool = False, name: str = "") -> None:
         self.kind = kind.upper()
         self.raw = raw
-        self.pattern: Pattern = make_pattern(self.kind, raw, ttl=ttl, relaxed=relaxed)
+        self.pattern: Pattern = make_pattern(self.kind, raw, ttl=ttl, relaxed=relaxed,
+                                             resend_interval=resend_interval)
         if hwm < 1:
             raise ConfigError("hwm must be at least 1")
         self.hwm = hwm
@@ -85,7 +86,7 @@ class Socket:
         self._pipe_waiters: list[asyncio.Future[None]] = []
         self._listeners: list[Any] = []
         self._dialers: list[asyncio.Task[None]] = []
-        self._resend: asyncio.TimerHandle | None = None
+        self._timer: asyncio.Handle | None = None  # at the pattern's deadline
         #: device fast path: called with each received message before the inbox; returns
         #: True when it took the message (see ``gateway.device``). Raw sockets only.
         self.sink: Callable[[Message], bool] | None = None
@@ -182,10 +183,10 @@ class Socket:
         if not self.closed:
             log.info("pipe.down", endpoint=pipe.endpoint, reason=pipe.close_reason or "peer-closed",
                      socket=self.name)
-            pattern = self.pattern
-            if (pipe.family == SP and getattr(pattern, "reply_pipe", None) == pipe.routing_id
-                    and getattr(pattern, "pending", None) is not None):
-                asyncio.get_running_loop().call_soon(self._resend_request)  # as nng does
+            if self.pattern.on_pipe_lost(pipe.routing_id, pipe.family):
+                if self._timer is not None:
+                    self._timer.cancel()
+                self._timer = asyncio.get_running_loop().call_soon(self._on_timer)
 
     def pipe_writable(self, pipe: Pipe) -> None:
         if pipe.writable:
@@ -201,7 +202,7 @@ class Socket:
         try:
             msg = self.pattern.receive(pipe.routing_id, pipe.family, parts)
         except Drop as drop:
-            METRICS.inc("gateway_dropped_total", reason=drop.reason)
+            METRICS.inc("gateway_socket_dropped_messages_total", reason=drop.reason)
             log.info("drop", reason=drop.reason, endpoint=pipe.endpoint, socket=self.name)
             return
         sink = self.sink
@@ -239,9 +240,8 @@ class Socket:
                         self._recv_waiter = None
             delivered = pattern.deliver(msg)
             if delivered is not None:
-                if self._resend is not None:
-                    self._resend.cancel()
-                    self._resend = None
+                if self._timer is not None:
+                    self._schedule_timer()
                 return delivered
 
     def can_send(self) -> bool:
@@ -264,10 +264,10 @@ class Socket:
             if pipe is None:
                 if self.router_mandatory:
                     raise TransportError(f"no peer with routing id {target!r}")
-                METRICS.inc("gateway_dropped_total", reason="unroutable")
+                METRICS.inc("gateway_socket_dropped_messages_total", reason="unroutable")
                 return True
             pipe.write(pattern.envelope(rest, pipe.family))
-            pattern.sent(pipe.routing_id)
+            pattern.sent(pipe.routing_id, pipe.family)
             return True
         pipe = self._pick()
         if pipe is None:
@@ -288,9 +288,11 @@ class Socket:
         check_body(pipe, msg)  # a refused send must not leave REQ waiting for a reply
         _, rest = pattern.prepare_send(msg)
         pipe.write(pattern.envelope(rest, pipe.family))
-        pattern.sent(pipe.routing_id)
-        if pattern.cooked and pipe.family == SP:
-            self._arm_resend()
+        if pattern.cooked:
+            pattern.sent(pipe.routing_id, pipe.family, asyncio.get_running_loop().time())
+            self._schedule_timer()
+        else:
+            pattern.sent(pipe.routing_id, pipe.family)
 
     def _pick(self) -> Pipe | None:
         out = self._out
@@ -314,28 +316,34 @@ class Socket:
             if pipe is not None:
                 return pipe
 
-    def _arm_resend(self) -> None:
-        if self._resend is not None:
-            self._resend.cancel()
-        self._resend = asyncio.get_running_loop().call_later(
-            self.resend_interval, self._resend_request)
+    # -- the pattern's timer (sans-IO: the pattern says when and what) ---------------------------
+    def _schedule_timer(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        deadline = self.pattern.resend_deadline()
+        if deadline is not None and not self.closed:
+            self._timer = asyncio.get_running_loop().call_at(deadline, self._on_timer)
 
-    def _resend_request(self) -> None:
-        """nng's REQ: resend the pending request (a timer fired, or its pipe went away)."""
-        self._resend = None
+    def _on_timer(self) -> None:
+        """nng's REQ: resend the pending request (its interval passed, or its pipe went away)."""
+        self._timer = None
+        if self.closed:
+            return
+        loop = asyncio.get_running_loop()
         pattern = self.pattern
-        request = getattr(pattern, "request", None)
-        if self.closed or request is None:
+        msg = pattern.handle_timer(loop.time())
+        if msg is None:
+            self._schedule_timer()
             return
         pipe = self._pick()
-        if pipe is None:
-            self._resend = asyncio.get_running_loop().call_later(0.05, self._resend_request)
+        if pipe is None:  # no writable pipe yet: try again shortly
+            self._timer = loop.call_later(0.05, self._on_timer)
             return
-        pipe.write(pattern.envelope(request, pipe.family))
-        pattern.sent(pipe.routing_id)
-        METRICS.inc("gateway_resent_total")
-        if pipe.family == SP:
-            self._arm_resend()
+        pipe.write(pattern.envelope(msg, pipe.family))
+        pattern.sent(pipe.routing_id, pipe.family, loop.time())
+        METRICS.inc("gateway_requests_resent_total")
+        self._schedule_timer()
 
     # -- pyzmq-like conveniences -------------------------------------------------------------
     async def send(self, data: bytes) -> None:
@@ -388,8 +396,8 @@ class Socket:
             listener.close()
         for task in self._dialers:
             task.cancel()
-        if self._resend is not None:
-            self._resend.cancel()
+        if self._timer is not None:
+            self._timer.cancel()
         for pipe in list(self._pipes):
             pipe.close(linger)
         exc = Closed(f"{self.name} socket is closed")
