@@ -10,13 +10,15 @@ Flow control, both ways:
   :meth:`Pipe.enqueued` / :meth:`Pipe.dequeued`; at ``hwm`` the pipe pauses reading (TCP
   back-pressure reaches the peer), at ``hwm // 2`` it resumes;
 * writing: the transport's write buffer pauses at ``hwm * 1 KiB`` (``writable`` turns False
-  until it drains to half).
+  until it drains to half); writes coalesced in a batch count towards the same mark, so
+  nothing a pipe buffers grows past ``hwm * 1 KiB`` plus one message.
 """
 
 from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from typing import Any, Protocol, cast
 
 from gateway.errors import LocalProtocolError, ProtocolError
@@ -33,6 +35,7 @@ log = get_logger("gateway.engine")
 
 #: bytes of write buffer per message of high-water mark (libzmq counts messages, asyncio bytes)
 BYTES_PER_HWM = 1024
+_DROP_LOG_INTERVAL = 1.0  # seconds: at most one drop line per pipe per interval
 
 
 class PipeOwner(Protocol):
@@ -132,10 +135,13 @@ class Pipe(asyncio.Protocol):
         self.reading = True
         self.close_reason = ""
         self.wbuf: list[bytes] = []  # coalesced writes while a batch is open
+        self._wbuf_size = 0
         self._high = hwm * BYTES_PER_HWM
         self._closed = False
         self._lost = lost
         self._timer: asyncio.TimerHandle | None = None
+        self._drop_logged = -_DROP_LOG_INTERVAL
+        self._drops_suppressed = 0
 
     # -- asyncio.Protocol ------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -230,14 +236,36 @@ class Pipe(asyncio.Protocol):
             if not self.wbuf:
                 batch.dirty.append(self)
             self.wbuf.append(data)
+            self._wbuf_size += len(data)
+            if self._wbuf_size >= self._high:
+                self._flush()  # the batch is bounded too: the transport's mark takes over
         elif self.transport is not None:
             self.transport.write(data)
 
     def _flush(self) -> None:
         chunks, self.wbuf = self.wbuf, []
+        self._wbuf_size = 0
         transport = self.transport
         if chunks and transport is not None and not transport.is_closing():
             transport.write(chunks[0] if len(chunks) == 1 else b"".join(chunks))
+
+    @property
+    def buffered(self) -> int:
+        """Bytes written to this pipe and not yet sent (transport buffer + open batch)."""
+        transport = self.transport
+        return self._wbuf_size + (transport.get_write_buffer_size() if transport is not None else 0)
+
+    def dropped(self, reason: str) -> None:
+        """A message for this pipe was dropped: count it; log at most one line a second."""
+        METRICS.inc("gateway_socket_dropped_messages_total", reason=reason)
+        now = time.monotonic()
+        if now - self._drop_logged < _DROP_LOG_INTERVAL:
+            self._drops_suppressed += 1
+            return
+        log.warning("drop", reason=reason, endpoint=self.endpoint, socket=self.name,
+                    suppressed=self._drops_suppressed)
+        self._drop_logged = now
+        self._drops_suppressed = 0
 
     # -- closing -----------------------------------------------------------------------------
     def abort(self, reason: str, detail: str = "") -> None:

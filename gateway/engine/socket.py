@@ -6,7 +6,9 @@ pattern straight into the chosen pipe (``gateway.engine.pipe``); a pipe whose wr
 the high-water mark is skipped by load balancing until it drains.
 
 Bounds: each pipe may have at most ``hwm`` messages in the inbox (then its reading is paused:
-TCP back-pressure reaches the peer); each pipe's write buffer pauses at ``hwm * 1 KiB``.
+TCP back-pressure reaches the peer); each pipe's write buffer stops at ``hwm * 1 KiB``: load
+balancing skips such a pipe (``send_msg`` waits), a routed send to it drops the message
+(``PeerBusy`` with ``router_mandatory``).
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ from gateway.errors import (
     Closed,
     ConfigError,
     Drop,
+    PeerBusy,
+    PeerGone,
     TransportError,
 )
 from gateway.logging import get_logger
@@ -245,26 +249,34 @@ class Socket:
                 return delivered
 
     def can_send(self) -> bool:
-        """True when ``try_send`` would send now (routed sockets always route or drop)."""
+        """True when ``try_send`` would send now (routed sockets always route, drop or raise)."""
         return self.pattern.routed or any(pipe.writable for pipe in self._out)
 
     def try_send(self, msg: Message) -> bool:
         """Send without waiting; ``False`` when a load-balanced socket has no writable pipe.
 
-        Routed sockets (ROUTER, xrep, REP) always return ``True``: the message went out, or its
-        peer is gone and it was dropped and counted (``TransportError`` with router_mandatory).
+        Routed sockets (ROUTER, xrep, REP) always return ``True``, like libzmq's ROUTER: the
+        message went out, or it was dropped and counted because its peer is gone (reason
+        ``unroutable``) or its pipe is at the high-water mark (``hwm``). With
+        ``router_mandatory`` those raise ``PeerGone`` / ``PeerBusy`` instead.
         """
         self._check_open()
         pattern = self.pattern
         if pattern.routed:
-            pipe = self._routes.get(pattern.peek_target(msg))  # type: ignore[arg-type]
+            target = pattern.peek_target(msg)
+            pipe = self._routes.get(target) if target is not None else None
             if pipe is not None:
                 check_body(pipe, msg)  # before the pattern's state changes
+                if not pipe.writable and self.router_mandatory:
+                    raise PeerBusy(f"peer {target!r} is at its high-water mark")
             target, rest = pattern.prepare_send(msg)
             if pipe is None:
                 if self.router_mandatory:
-                    raise TransportError(f"no peer with routing id {target!r}")
+                    raise PeerGone(f"no peer with routing id {target!r}")
                 METRICS.inc("gateway_socket_dropped_messages_total", reason="unroutable")
+                return True
+            if not pipe.writable:  # never buffer past the mark (libzmq's ROUTER drops too)
+                pipe.dropped("hwm")
                 return True
             pipe.write(pattern.envelope(rest, pipe.family))
             pattern.sent(pipe.routing_id, pipe.family)
@@ -373,6 +385,11 @@ class Socket:
     def peers(self) -> int:
         """How many pipes finished their handshake."""
         return len(self._routes)
+
+    @property
+    def inbox_size(self) -> int:
+        """How many received messages wait in the inbox (bounded: ``hwm`` per pipe)."""
+        return len(self._inbox)
 
     async def wait_peers(self, n: int = 1, timeout: float = 10.0) -> None:
         """Wait until ``n`` pipes are up (tests and scripts: the trio habit of 'ready first')."""
