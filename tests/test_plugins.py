@@ -51,7 +51,7 @@ def test_builtins_loaded(clean_env: pytest.MonkeyPatch) -> None:
     assert reg.provided_by["tcp"] == ["transport tcp"]
     assert reg.provided_by["ipc"] == ["transport ipc"]
     assert reg.provided_by["inproc"] == ["transport inproc"]
-    assert reg.provided_by["wires"] == ["wire zmq (zmtp)", "wire sp (sp)"]
+    assert reg.provided_by["wires"] == ["wire zmtp (zmtp)", "wire sp (sp)"]
     for name in adapters:
         assert name in reg.adapters
         assert reg.adapters[name].family == {"pyzmq": "zmtp", "pynng": "sp"}[name]
