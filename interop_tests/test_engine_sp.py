@@ -392,7 +392,7 @@ def test_illegal_pair_refused(kind: str, raw: bool, nng_kind: str, binder: str) 
             async def native_receives_nothing() -> None:
                 if native.pattern.cooked and not native.pattern.routed:
                     await asyncio.sleep(quiet)  # a REQ may not recv before a request went out
-                    assert not native._inbox
+                    assert not native.inbox_size
                 else:
                     with pytest.raises(TimeoutError):
                         await asyncio.wait_for(native.recv_msg(), quiet)

@@ -246,7 +246,7 @@ def test_illegal_pair_refused(native_kind: str, lib_kind: str, binder: str) -> N
                     with pytest.raises(TimeoutError):  # no pipe ever becomes ready
                         await asyncio.wait_for(native.sock.send(b"from native"), QUIET)
                 if native_kind == "REQ":
-                    assert not native.sock._inbox
+                    assert not native.sock.inbox_size
                 else:
                     with pytest.raises(TimeoutError):
                         await asyncio.wait_for(native.sock.recv(), QUIET)
