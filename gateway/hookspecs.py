@@ -22,9 +22,11 @@ def gateway_register_transports(register: Callable[..., None]) -> None:
     """Register byte-stream transports.
 
     Call ``register(scheme, transport)`` once per scheme (``"tcp"``, ``"ipc"``, ``"inproc"``).
-    ``transport`` implements ``gateway.engine.transport.Transport``: ``async dial(address,
-    protocol_factory)`` returning an asyncio transport, and ``async listen(address,
-    protocol_factory)`` returning a ``Listener`` that knows its real bound address.
+    ``transport`` implements ``gateway.transport.Transport``: ``listen(address,
+    protocol_factory) -> Listener`` binds synchronously and returns a listener that knows its
+    real bound address; ``await dial(address, protocol_factory)`` connects once and returns
+    ``None`` (``OSError`` on failure; the engine redials). A transport whose streams frame SP
+    messages with a type byte (nng's ipc mapping) sets ``sp_message_prefix = b"\\x01"``.
     """
 
 
@@ -33,8 +35,12 @@ def gateway_register_wires(register: Callable[..., None]) -> None:
     """Register wire protocols.
 
     Call ``register(name, family, codec_factory, aliases=())``: ``family`` is ``"zmtp"`` or
-    ``"sp"`` (the envelope rules the patterns apply), ``codec_factory(kind, raw, *,
-    identity, max_message_size, transport)`` returns a sans-IO ``gateway.wire.WireCodec``.
+    ``"sp"`` (the envelope rules the patterns apply). ``codec_factory`` returns a sans-IO
+    ``gateway.wire.WireCodec`` and gets its identity as data from the engine:
+    ``codec_factory(ZmtpRole, *, identity, max_message_size)`` for family ``"zmtp"``,
+    ``codec_factory(SpRole, *, max_message_size, message_prefix)`` for ``"sp"`` (roles from
+    ``gateway.wire.zmtp`` / ``gateway.wire.sp``; ``message_prefix`` is the transport's
+    ``sp_message_prefix``).
     """
 
 

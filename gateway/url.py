@@ -3,6 +3,9 @@
 ``zmq+tcp://127.0.0.1:5555``, ``sp+ipc:///tmp/x.sock``, ``inproc://name`` (ZMTP wire);
 ``nng+`` and ``nanomsg+`` are aliases of ``sp+``, ``zmtp+`` of ``zmq+``. CZMQ's convention:
 ``@url`` binds, ``>url`` connects; without a prefix the caller's default applies.
+
+Users write ``zmq+``; inside the code the wire family is called ``zmtp`` (``Endpoint.wire``
+and ``Endpoint.family`` are ``"zmtp"`` or ``"sp"``), and URLs given back keep the user's scheme.
 """
 
 from __future__ import annotations
@@ -12,14 +15,16 @@ from urllib.parse import parse_qsl
 
 from gateway.errors import ConfigError
 
-WIRE_ALIASES = {"zmq": "zmq", "zmtp": "zmq", "sp": "sp", "nng": "sp", "nanomsg": "sp"}
-FAMILY = {"zmq": "zmtp", "sp": "sp"}
+#: URL wire spelling -> the canonical wire family.
+WIRE_ALIASES = {"zmq": "zmtp", "zmtp": "zmtp", "sp": "sp", "nng": "sp", "nanomsg": "sp"}
+#: canonical wire family -> how a URL spells it when the user did not (``zmq+tcp://``).
+URL_WIRE = {"zmtp": "zmq", "sp": "sp"}
 _NAME = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_-.")
 
 
 @dataclass(frozen=True, slots=True)
 class Endpoint:
-    wire: str  # canonical wire name: "zmq" or "sp"
+    wire: str  # the wire family: "zmtp" or "sp"
     transport: str  # "tcp", "ipc", "inproc", or a plugin's scheme
     address: str  # "127.0.0.1:5555", "/tmp/x.sock", "name"
     mode: str | None = None  # "bind", "connect" or None (caller's default)
@@ -28,7 +33,8 @@ class Endpoint:
 
     @property
     def family(self) -> str:
-        return FAMILY[self.wire]
+        """The wire family, ``"zmtp"`` or ``"sp"`` (the same value as ``wire``)."""
+        return self.wire
 
     @property
     def lib_url(self) -> str:
@@ -37,7 +43,8 @@ class Endpoint:
 
     @property
     def url(self) -> str:
-        return f"{self.scheme or self.wire + '+' + self.transport}://{self.address}"
+        scheme = self.scheme or f"{URL_WIRE.get(self.wire, self.wire)}+{self.transport}"
+        return f"{scheme}://{self.address}"
 
     def with_address(self, address: str) -> Endpoint:
         return replace(self, address=address)
@@ -72,7 +79,7 @@ def parse(url: str, *, transports: frozenset[str] | None = None) -> Endpoint:
     wire_name, plus, transport = scheme.lower().partition("+")
     if not plus:
         if wire_name == "inproc":
-            wire_name, transport = "zmq", "inproc"
+            wire_name, transport = "zmtp", "inproc"
         else:
             raise ConfigError(f"bad endpoint {url!r}: say which wire, e.g. zmq+{wire_name}:// or sp+{wire_name}://")
     if not transport:

@@ -315,7 +315,7 @@ def test_nng_raw_rep_applies_the_same_hop_limit_as_native() -> None:
             a.connect(xrep.bind("sp+tcp://127.0.0.1:0"))
             await a.wait_peers(1)
             await link.ready()
-            before = METRICS.get("gateway_dropped_total", reason="ttl")
+            before = METRICS.get("gateway_socket_dropped_messages_total", reason="ttl")
             for sender in (a, link.native):
                 await sender.send_msg(Message((HOP,) * 8 + (RID,), (b"nine words",)))
                 await sender.send_msg(Message((HOP,) * 7 + (RID,), (b"eight words",)))
@@ -323,7 +323,7 @@ def test_nng_raw_rep_applies_the_same_hop_limit_as_native() -> None:
             nng_msg = await nrecv_msg(link.nng)
             assert native.body == (b"eight words",) and nng_msg.bytes == b"eight words"
             assert native.hops[1:] == words(header_of(nng_msg))[1:] == (HOP,) * 7 + (RID,)
-            assert METRICS.get("gateway_dropped_total", reason="ttl") == before + 1
+            assert METRICS.get("gateway_socket_dropped_messages_total", reason="ttl") == before + 1
             await nng_recv_nothing(link.nng)
             assert xrep.peers == 1  # dropped, not disconnected
 
@@ -334,12 +334,12 @@ def test_native_xrep_drops_nng_raw_req_over_the_hop_limit() -> None:
     async def main() -> None:
         async with Link(gateway.Socket("REP", raw=True), nng_socket("REQ", raw=True), "native") as link:
             await link.ready()
-            before = METRICS.get("gateway_dropped_total", reason="ttl")
+            before = METRICS.get("gateway_socket_dropped_messages_total", reason="ttl")
             await nsend_msg(link.nng, with_header(HOP * 8 + RID, b"too far"))
             await nsend_msg(link.nng, with_header(HOP * 7 + RID, b"fits"))
             msg = await link.native.recv_msg()
             assert msg.body == (b"fits",) and msg.hops[1:] == (HOP,) * 7 + (RID,)
-            assert METRICS.get("gateway_dropped_total", reason="ttl") == before + 1
+            assert METRICS.get("gateway_socket_dropped_messages_total", reason="ttl") == before + 1
             await link.native.send_msg(Message(msg.hops, (b"back",)))
             reply = await nrecv_msg(link.nng)
             assert header_of(reply) == HOP * 7 + RID and reply.bytes == b"back"
@@ -392,7 +392,7 @@ def test_illegal_pair_refused(kind: str, raw: bool, nng_kind: str, binder: str) 
             async def native_receives_nothing() -> None:
                 if native.pattern.cooked and not native.pattern.routed:
                     await asyncio.sleep(quiet)  # a REQ may not recv before a request went out
-                    assert not native._inbox
+                    assert not native.inbox_size
                 else:
                     with pytest.raises(TimeoutError):
                         await asyncio.wait_for(native.recv_msg(), quiet)

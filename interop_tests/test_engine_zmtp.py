@@ -246,7 +246,7 @@ def test_illegal_pair_refused(native_kind: str, lib_kind: str, binder: str) -> N
                     with pytest.raises(TimeoutError):  # no pipe ever becomes ready
                         await asyncio.wait_for(native.sock.send(b"from native"), QUIET)
                 if native_kind == "REQ":
-                    assert not native.sock._inbox
+                    assert not native.sock.inbox_size
                 else:
                     with pytest.raises(TimeoutError):
                         await asyncio.wait_for(native.sock.recv(), QUIET)
@@ -353,11 +353,11 @@ def test_native_rep_keeps_app_envelope_frames_from_libzmq_dealer() -> None:
             await p.native.send_multipart([b"r1", b"r2"])
             assert await p.lib.recv_multipart() == [b"env1", b"env2", b"", b"r1", b"r2"]
             # without a delimiter libzmq's REP drops the message; so does ours
-            before = METRICS.get("gateway_dropped_total", reason="no-delimiter")
+            before = METRICS.get("gateway_socket_dropped_messages_total", reason="no-delimiter")
             await p.lib.send_multipart([b"no-delimiter"])
             await p.lib.send_multipart([b"", b"ok"])
             assert await p.native.recv() == b"ok"
-            assert METRICS.get("gateway_dropped_total", reason="no-delimiter") == before + 1
+            assert METRICS.get("gateway_socket_dropped_messages_total", reason="no-delimiter") == before + 1
 
     run(main())
 

@@ -134,7 +134,7 @@ def test_plugins_lists_builtins_and_what_they_provide(capsys: pytest.CaptureFixt
     assert rows["tcp"] == ["plugins.tcp", "transport tcp"]
     assert rows["ipc"] == ["plugins.ipc", "transport ipc"]
     assert rows["inproc"] == ["plugins.inproc", "transport inproc"]
-    assert rows["wires"] == ["plugins.wires", "wire zmq (zmtp), wire sp (sp)"]
+    assert rows["wires"] == ["plugins.wires", "wire zmtp (zmtp), wire sp (sp)"]
     assert rows["pyzmq"] == ["plugins.pyzmq_adapter", "adapter pyzmq (zmtp, polled, proxy)"]
     assert rows["pynng"] == ["plugins.pynng_adapter", "adapter pynng (sp, polled)"]
 

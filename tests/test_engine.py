@@ -15,7 +15,7 @@ import pytest
 
 import gateway
 from gateway import Closed, Message
-from gateway.errors import LocalProtocolError, TransportError
+from gateway.errors import LocalProtocolError, PeerBusy, PeerGone, TransportError
 from gateway.metrics import METRICS
 from gateway.url import parse
 
@@ -36,7 +36,7 @@ def closed(reason: str) -> int:
 
 
 def dropped(reason: str) -> int:
-    return METRICS.get("gateway_dropped_total", reason=reason)
+    return METRICS.get("gateway_socket_dropped_messages_total", reason=reason)
 
 
 async def until(pred: Callable[[], bool], timeout: float = 3.0) -> None:
@@ -291,15 +291,15 @@ def test_bounded_inbox(where: str, tmp_path: Path) -> None:
             peak = 0
             for _ in range(30):
                 await asyncio.sleep(0.01)
-                peak = max(peak, len(router._inbox))
-            assert 0 < len(router._inbox) <= 10
+                peak = max(peak, router.inbox_size)
+            assert 0 < router.inbox_size <= 10
             (pipe,) = [p for p in router._pipes if p.ready]
             assert pipe.reading is False  # paused: back-pressure instead of growth
             got = []
             for _ in range(n):
                 msg = await router.recv_msg()
                 got.append(msg.body[0][:6])
-                peak = max(peak, len(router._inbox))
+                peak = max(peak, router.inbox_size)
             assert peak <= 10
             assert got == [b"%06d" % i for i in range(n)]
             await task
@@ -335,6 +335,118 @@ def test_sender_blocks_when_the_peer_does_not_read(where: str, tmp_path: Path) -
             await task
 
     run(main(), 60)
+
+
+def _rss() -> int:
+    """Resident set size of this process, in bytes (Linux /proc)."""
+    with open("/proc/self/status", encoding="ascii") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    raise AssertionError("no VmRSS")
+
+
+@pytest.mark.parametrize("mandatory", [False, True])
+def test_routed_send_respects_the_hwm(mandatory: bool) -> None:
+    """Appendix A of the architecture review: a native ROUTER sends 100k x 1 KiB to a libzmq
+    DEALER that never reads. Nothing is buffered past hwm * 1 KiB (+ one message): the rest is
+    dropped and counted (``hwm``), or refused with ``PeerBusy`` under router_mandatory."""
+    zmq = pytest.importorskip("zmq")
+
+    n, size = 100_000, 1024
+
+    async def main() -> None:
+        async with gateway.Socket("ROUTER", router_mandatory=mandatory) as router:
+            url = router.bind("zmq+tcp://127.0.0.1:0")
+            ctx = zmq.Context()
+            dealer = ctx.socket(zmq.DEALER)
+            dealer.setsockopt(zmq.RCVHWM, 10)
+            dealer.setsockopt(zmq.LINGER, 0)
+            try:
+                dealer.connect(url.split("+", 1)[1])
+                dealer.send_multipart([b"", b"hello"])
+                ident = (await router.recv_msg()).hops[0]
+                (pipe,) = [p for p in router._pipes if p.ready]
+                limit = router.hwm * 1024 + size + 64  # the mark + one message (+ framing)
+                body = (b"x" * size,)
+                before_drops, before_rss = dropped("hwm"), _rss()
+                busy = peak = 0
+                for i in range(n):
+                    try:
+                        await router.send_msg(Message((ident, b""), body))
+                    except PeerBusy:
+                        busy += 1
+                    peak = max(peak, pipe.buffered)
+                    if i % 100 == 0:
+                        await asyncio.sleep(0)  # let the loop hand bytes to the kernel
+                grown = _rss() - before_rss
+                drops = dropped("hwm") - before_drops
+                assert peak <= limit, (peak, limit)
+                assert grown < 24 << 20, f"RSS grew {grown >> 20} MiB"  # was ~100 MiB before the fix
+                refused = busy if mandatory else drops
+                assert refused > n // 2  # the kernel and libzmq took some; most were refused
+                assert (drops, busy) == ((0, refused) if mandatory else (refused, 0))
+                assert not pipe.close_reason and router.peers == 1  # the pipe stays up
+            finally:
+                dealer.close()
+                ctx.term()
+
+    run(main(), 60)
+
+
+def test_routed_send_drop_log_is_rate_limited(capsys: pytest.CaptureFixture[str]) -> None:
+    """A reader that stopped costs one log line per pipe per second, not one per message."""
+
+    async def main() -> tuple[int, int]:
+        async with (gateway.Socket("ROUTER", hwm=1) as router,
+                    gateway.Socket("DEALER") as dealer):
+            dealer.connect(router.bind("zmq+inproc://" + uuid.uuid4().hex))
+            await dealer.send(b"hi")
+            ident = (await router.recv_msg()).hops[0]
+            before = dropped("hwm")
+            for _ in range(500):  # never yields: the inproc peer cannot take anything
+                await router.send_msg(Message((ident, b""), (b"y" * 2048,)))
+            return dropped("hwm") - before, 500
+
+    drops, n = run(main())
+    assert n - 2 <= drops <= n
+    lines = [line for line in capsys.readouterr().out.splitlines() + capsys.readouterr().err.splitlines()
+             if "drop" in line and "hwm" in line]
+    assert len(lines) <= 1
+
+
+def test_rep_reply_to_a_full_pipe_is_dropped() -> None:
+    """Cooked REP, like libzmq's: a reply to a pipe at its mark is dropped; REP goes on."""
+
+    async def main() -> None:
+        async with (gateway.Socket("REP", hwm=1) as rep, gateway.Socket("DEALER") as dealer):
+            dealer.connect(rep.bind("zmq+inproc://" + uuid.uuid4().hex))
+            await dealer.wait_peers(1)
+            (pipe,) = [p for p in rep._pipes if p.ready]
+            before = dropped("hwm")
+            for i in range(5):  # requests that all arrive before the loop runs the replies
+                await dealer.send_msg(Message((b"",), (b"q%d" % i,)))
+            for i in range(5):
+                assert await rep.recv() == b"q%d" % i
+                await rep.send(b"x" * 4096)  # 4 KiB > 1 KiB mark: the first fills the pipe
+            assert dropped("hwm") - before == 4
+            assert pipe.buffered <= 1024 + 4096 + 16
+
+    run(main())
+
+
+def test_inbox_size_counts_waiting_messages() -> None:
+    async def main() -> None:
+        async with gateway.Socket("ROUTER") as router, gateway.Socket("DEALER") as dealer:
+            dealer.connect(router.bind("zmq+inproc://" + uuid.uuid4().hex))
+            assert router.inbox_size == 0
+            for i in range(3):
+                await dealer.send(b"%d" % i)
+            await until(lambda: router.inbox_size == 3)
+            await router.recv_msg()
+            assert router.inbox_size == 2
+
+    run(main())
 
 
 # -- reconnect, resend, linger ------------------------------------------------------------------
@@ -382,9 +494,9 @@ def test_sp_req_resends_on_a_new_pipe_when_its_pipe_dies() -> None:
             second = gateway.Socket("REP")
             second.bind(url)
             try:
-                before = METRICS.get("gateway_resent_total")
+                before = METRICS.get("gateway_requests_resent_total")
                 assert await second.recv() == b"important"
-                assert METRICS.get("gateway_resent_total") > before
+                assert METRICS.get("gateway_requests_resent_total") > before
                 await second.send(b"done")
                 assert await req.recv() == b"done"
             finally:
@@ -405,7 +517,7 @@ def test_sp_req_resend_interval() -> None:
             await xrep.send_msg(Message(b.hops, (b"yes",)))
             assert await req.recv() == b"yes"
             await asyncio.sleep(0.3)
-            assert not xrep._inbox  # answered: no more resends
+            assert not xrep.inbox_size  # answered: no more resends
 
     run(main())
 
@@ -706,7 +818,7 @@ def test_wrong_peer_type_is_refused(wire: str, server: str, client: str) -> None
                 await asyncio.wait_for(sender.send(b"must not cross"), 0.3)
             if receiver.kind == "REQ":  # a REQ may not even call recv before sending
                 await asyncio.sleep(0.3)
-                assert not receiver._inbox
+                assert not receiver.inbox_size
             else:
                 with pytest.raises(TimeoutError):
                     await asyncio.wait_for(receiver.recv(), 0.3)
@@ -720,8 +832,9 @@ def test_router_mandatory_and_unroutable_drop() -> None:
             before = dropped("unroutable")
             await lax.send_msg(Message((b"nobody",), (b"x",)))
             assert dropped("unroutable") == before + 1
-            with pytest.raises(TransportError):
+            with pytest.raises(PeerGone):  # a TransportError, as the device expects
                 await strict.send_msg(Message((b"nobody",), (b"x",)))
+            assert issubclass(PeerGone, TransportError)
             with pytest.raises(LocalProtocolError):
                 await strict.send_msg(Message((), (b"no routing id",)))
 

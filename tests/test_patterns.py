@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gateway.errors import LocalProtocolError, RemoteProtocolError, StateError
+from gateway.errors import Drop, LocalProtocolError, RemoteProtocolError, StateError
 from gateway.message import DELIMITER, Message
 from gateway.patterns import (
     SOCKET_TYPES,
@@ -19,7 +19,6 @@ from gateway.patterns import (
     SP_PEERS,
     ZMTP,
     ZMTP_PEERS,
-    Drop,
     make_pattern,
     sp_legal,
     split_sp,
@@ -431,6 +430,51 @@ def test_req_relaxed_sp_drops_the_stale_reply() -> None:
         req.receive(CLIENT_PIPE, SP, (first + b"late",))
     assert info.value.reason == "stale-reply"
     assert req.deliver(req.receive(CLIENT_PIPE, SP, (second + b"fresh",))) == Message.of(b"fresh")
+
+
+# -- REQ resend timer (sans-IO: deadline in, request out) ------------------------------------
+
+
+def test_req_sp_resend_deadline_and_timer() -> None:
+    req = make_pattern("REQ", resend_interval=2.0)
+    assert req.resend_deadline() is None
+    req.prepare_send(Message.of(b"q"))
+    req.sent(CLIENT_PIPE, SP, 10.0)
+    assert req.resend_deadline() == 12.0
+    assert req.handle_timer(11.9) is None  # not due yet
+    again = req.handle_timer(12.0)
+    assert again is not None and again.body == (b"q",)
+    assert req.envelope(again, SP).hops == (req.pending,)  # same request id: nng resends as is
+    req.sent(DEV_PIPE, SP, 12.0)
+    assert req.resend_deadline() == 14.0
+    req.deliver(req.receive(DEV_PIPE, SP, (req.pending + b"r",)))
+    assert req.resend_deadline() is None and req.handle_timer(99.0) is None
+
+
+def test_req_zmtp_never_resends() -> None:
+    req = make_pattern("REQ", resend_interval=2.0)
+    req.prepare_send(Message.of(b"q"))
+    req.sent(ZID, ZMTP, 10.0)
+    assert req.resend_deadline() is None and req.handle_timer(1e9) is None
+    assert req.on_pipe_lost(ZID, ZMTP) is False
+
+
+def test_req_sp_pipe_lost_makes_the_resend_due_at_once() -> None:
+    req = make_pattern("REQ", resend_interval=60.0)
+    req.prepare_send(Message.of(b"q"))
+    req.sent(CLIENT_PIPE, SP, 10.0)
+    assert req.on_pipe_lost(DEV_PIPE, SP) is False  # another pipe: nothing to do
+    assert req.on_pipe_lost(CLIENT_PIPE, SP) is True
+    again = req.handle_timer(10.0)
+    assert again is not None and again.body == (b"q",)
+
+
+@pytest.mark.parametrize(("kind", "raw"), [("REQ", True), ("REP", False), ("REP", True),
+                                           ("DEALER", False), ("ROUTER", False)])
+def test_other_patterns_have_no_timer(kind: str, raw: bool) -> None:
+    pattern = make_pattern(kind, raw)
+    assert pattern.resend_deadline() is None and pattern.handle_timer(1e9) is None
+    assert pattern.on_pipe_lost(CLIENT_PIPE, SP) is False
 
 
 def test_req_relaxed_zmtp_drops_the_reply_from_the_old_pipe() -> None:

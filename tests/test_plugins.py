@@ -14,6 +14,7 @@ import pytest
 
 import gateway
 from gateway import hookspecs
+from gateway.engine.pipe import make_codec
 from gateway.errors import ConfigError
 from gateway.plugins import BUILTIN_PLUGINS, collect, make_manager, registry
 
@@ -50,7 +51,7 @@ def test_builtins_loaded(clean_env: pytest.MonkeyPatch) -> None:
     assert reg.provided_by["tcp"] == ["transport tcp"]
     assert reg.provided_by["ipc"] == ["transport ipc"]
     assert reg.provided_by["inproc"] == ["transport inproc"]
-    assert reg.provided_by["wires"] == ["wire zmq (zmtp)", "wire sp (sp)"]
+    assert reg.provided_by["wires"] == ["wire zmtp (zmtp)", "wire sp (sp)"]
     for name in adapters:
         assert name in reg.adapters
         assert reg.adapters[name].family == {"pyzmq": "zmtp", "pynng": "sp"}[name]
@@ -64,7 +65,8 @@ def test_transports_and_wires_have_the_documented_shape(clean_env: pytest.Monkey
         assert transport.scheme == scheme
         assert callable(transport.listen) and asyncio.iscoroutinefunction(transport.dial)
     for spec in reg.wires.values():
-        codec = spec.codec_factory("REQ", False, identity=b"", max_message_size=1 << 20)
+        codec = make_codec(spec.codec_factory, spec.family, "REQ", False, identity=b"",
+                           max_message_size=1 << 20, transport=None)
         assert codec.family == spec.family
         assert isinstance(codec.initiate(), bytes)
 

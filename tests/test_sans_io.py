@@ -46,3 +46,15 @@ def test_no_io_imports(path: Path) -> None:
 def test_checker_catches_imports() -> None:
     src = "import socket\nfrom zmq.asyncio import Context\nimport os.path\nfrom . import x\n"
     assert {n.split(".")[0] for n in _imported(ast.parse(src))} & FORBIDDEN == {"socket", "zmq"}
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "wire").rglob("*.py")), ids=lambda p: p.name)
+def test_codecs_import_no_pattern(path: Path) -> None:
+    """Codecs get their identity as data (mangos' ProtocolInfo): wire never imports patterns."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    assert not {n for n in _imported(tree) if n.startswith("gateway.patterns")}
+
+
+def test_transport_interface_imports_no_engine() -> None:
+    tree = ast.parse((ROOT / "transport.py").read_text(encoding="utf-8"))
+    assert not {n for n in _imported(tree) if n.startswith("gateway.")}

@@ -1,8 +1,10 @@
-"""One verification suite every transport passes (mangos habit): tcp, ipc, inproc.
+"""One verification suite every transport passes (mangos habit): every transport in the plugin
+registry (tcp, ipc, inproc, and any plugin's, such as the skeleton's ``abstract``).
 
-Each transport is taken from the plugin registry and driven through the two-call interface of
-``gateway.engine.transport``: ``listen(address, factory) -> Listener`` and ``await dial(address,
-factory)``, with a plain recording ``asyncio.Protocol`` (no wire codec).
+The checks live in ``gateway.testing.transport_suite`` (importable by third-party plugins); each
+drives a transport through the two calls of ``gateway.transport``: ``listen(address, factory)
+-> Listener`` and ``await dial(address, factory)``, with a plain recording ``asyncio.Protocol``.
+Scheme-specific promises (tcp's real port, ipc's socket file) are checked below the suite.
 """
 
 from __future__ import annotations
@@ -18,9 +20,10 @@ from typing import Any
 import pytest
 
 from gateway.plugins import registry
+from gateway.testing.transport_suite import CHECKS, Recorder
 
-TRANSPORTS = ("tcp", "ipc", "inproc")
-TIMEOUT = 5.0
+TIMEOUT = 10.0
+TRANSPORTS = tuple(sorted(registry().transports))
 
 
 def run(coro_fn: Callable[[], Awaitable[Any]]) -> Any:
@@ -31,51 +34,8 @@ def run(coro_fn: Callable[[], Awaitable[Any]]) -> Any:
     return asyncio.run(bounded())
 
 
-class Recorder(asyncio.Protocol):
-    def __init__(self) -> None:
-        loop = asyncio.get_running_loop()
-        self.transport: Any = None
-        self.made = loop.create_future()
-        self.lost = loop.create_future()
-        self.data = bytearray()
-        self.write_paused = False
-        self.pauses = self.resumes = 0
-        self._waiters: list[tuple[int, asyncio.Future[None]]] = []
-
-    def connection_made(self, transport: Any) -> None:
-        self.transport = transport
-        self.made.set_result(None)
-
-    def data_received(self, data: bytes) -> None:
-        self.data += data
-        for n, fut in self._waiters:
-            if len(self.data) >= n and not fut.done():
-                fut.set_result(None)
-
-    def eof_received(self) -> bool | None:
-        return None  # close
-
-    def pause_writing(self) -> None:
-        self.write_paused = True
-        self.pauses += 1
-
-    def resume_writing(self) -> None:
-        self.write_paused = False
-        self.resumes += 1
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        if not self.lost.done():
-            self.lost.set_result(exc)
-
-    async def wait_bytes(self, n: int) -> bytes:
-        if len(self.data) < n:
-            fut = asyncio.get_running_loop().create_future()
-            self._waiters.append((n, fut))
-            await fut
-        return bytes(self.data[:n])
-
-
 def address_for(scheme: str, tmp_path: Path) -> str:
+    """A fresh address: tcp and ipc by their syntax; any other transport gets a unique name."""
     if scheme == "tcp":
         return "127.0.0.1:0"
     if scheme == "ipc":
@@ -83,201 +43,50 @@ def address_for(scheme: str, tmp_path: Path) -> str:
     return f"verify-{uuid.uuid4().hex}"
 
 
-def nothing_there(scheme: str, tmp_path: Path) -> str:
-    if scheme == "tcp":
-        with socket.socket() as probe:  # a port that was free a moment ago: nobody listens
-            probe.bind(("127.0.0.1", 0))
-            port = probe.getsockname()[1]
-        return f"127.0.0.1:{port}"
-    if scheme == "ipc":
-        return str(tmp_path / "nobody.sock")
-    return f"nobody-{uuid.uuid4().hex}"
+def test_builtins_and_plugins_are_verified() -> None:
+    assert {"tcp", "ipc", "inproc"} <= set(TRANSPORTS)
 
 
-class Harness:
-    def __init__(self, scheme: str) -> None:
-        self.transport = registry().transport(scheme)
-        self.servers: list[Recorder] = []
-        self.accepted: asyncio.Queue[Recorder] = asyncio.Queue()
-
-    def server_factory(self) -> Recorder:
-        proto = Recorder()
-        self.servers.append(proto)
-        self.accepted.put_nowait(proto)
-        return proto
-
-    async def pair(self, address: str) -> tuple[Recorder, Recorder]:
-        client = Recorder()
-        await self.transport.dial(address, lambda: client)
-        await client.made
-        server = await self.accepted.get()
-        await server.made
-        return client, server
-
-
-@pytest.fixture(params=TRANSPORTS)
-def scheme(request: pytest.FixtureRequest) -> str:
-    return request.param
-
-
+@pytest.mark.parametrize("scheme", TRANSPORTS)
 def test_registered(scheme: str) -> None:
     assert registry().transport(scheme).scheme == scheme
 
 
-def test_listen_returns_a_real_address(scheme: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__.removeprefix("verify_"))
+@pytest.mark.parametrize("scheme", TRANSPORTS)
+def test_suite(scheme: str, check: Callable[..., Awaitable[None]], tmp_path: Path) -> None:
+    transport = registry().transport(scheme)
+    run(lambda: check(transport, lambda: address_for(scheme, tmp_path)))
+
+
+# -- what a scheme promises beyond the suite --------------------------------------------------
+
+
+def test_tcp_listen_returns_the_real_port() -> None:
     async def main() -> None:
-        h = Harness(scheme)
-        asked = address_for(scheme, tmp_path)
-        listener = h.transport.listen(asked, h.server_factory)
+        listener = registry().transport("tcp").listen("127.0.0.1:0", Recorder)
         try:
-            if scheme == "tcp":
-                host, port = listener.address.rsplit(":", 1)
-                assert host == "127.0.0.1" and int(port) > 0
-                # really listening, before any await: a plain socket connects at once
-                with socket.create_connection(("127.0.0.1", int(port)), timeout=2):
-                    pass
-            elif scheme == "ipc":
-                assert listener.address == asked
-                assert Path(asked).is_socket()
-            else:
-                assert listener.address == asked
-        finally:
-            listener.close()
-        if scheme == "ipc":
-            assert not os.path.exists(asked)  # the socket file is removed on close
-
-    run(main)
-
-
-def test_bytes_flow_both_ways(scheme: str, tmp_path: Path) -> None:
-    async def main() -> None:
-        h = Harness(scheme)
-        listener = h.transport.listen(address_for(scheme, tmp_path), h.server_factory)
-        try:
-            client, server = await h.pair(listener.address)
-            client.transport.write(b"hello ")
-            client.transport.write(b"server")
-            assert await server.wait_bytes(12) == b"hello server"
-            server.transport.write(b"hello client")
-            assert await client.wait_bytes(12) == b"hello client"
-            # a larger stream arrives whole and in order, however it is chunked
-            blob = os.urandom(1 << 20)
-            client.transport.write(blob)
-            assert await server.wait_bytes(12 + len(blob)) == b"hello server" + blob
-            server.transport.write(blob[::-1])
-            assert (await client.wait_bytes(12 + len(blob)))[12:] == blob[::-1]
-            client.transport.close()
-            await asyncio.wait_for(server.lost, TIMEOUT)
-            await asyncio.wait_for(client.lost, TIMEOUT)
+            host, port = listener.address.rsplit(":", 1)
+            assert host == "127.0.0.1" and int(port) > 0
+            # really listening, before any await: a plain socket connects at once
+            with socket.create_connection(("127.0.0.1", int(port)), timeout=2):
+                pass
         finally:
             listener.close()
 
     run(main)
 
 
-def test_many_connections(scheme: str, tmp_path: Path) -> None:
+def test_ipc_socket_file_lives_with_the_listener(tmp_path: Path) -> None:
     async def main() -> None:
-        h = Harness(scheme)
-        listener = h.transport.listen(address_for(scheme, tmp_path), h.server_factory)
+        asked = address_for("ipc", tmp_path)
+        listener = registry().transport("ipc").listen(asked, Recorder)
         try:
-            pairs = [await h.pair(listener.address) for _ in range(5)]
-            for i, (client, _) in enumerate(pairs):
-                client.transport.write(b"%d" % i)
-            for i, (_, server) in enumerate(pairs):
-                assert await server.wait_bytes(1) == b"%d" % i
-            for client, server in pairs:
-                server.transport.close()  # closing from the accepting side works too
-                await asyncio.wait_for(client.lost, TIMEOUT)
-                await asyncio.wait_for(server.lost, TIMEOUT)
+            assert listener.address == asked
+            assert Path(asked).is_socket()
         finally:
             listener.close()
-
-    run(main)
-
-
-def test_pause_and_resume_reading(scheme: str, tmp_path: Path) -> None:
-    async def main() -> None:
-        h = Harness(scheme)
-        listener = h.transport.listen(address_for(scheme, tmp_path), h.server_factory)
-        try:
-            client, server = await h.pair(listener.address)
-            server.transport.pause_reading()
-            client.transport.write(b"held")
-            await asyncio.sleep(0.05)
-            assert bytes(server.data) == b""
-            server.transport.resume_reading()
-            assert await server.wait_bytes(4) == b"held"
-            client.transport.close()
-        finally:
-            listener.close()
-
-    run(main)
-
-
-def test_write_flow_control(scheme: str, tmp_path: Path) -> None:
-    """A reader that stops reading makes the writer's protocol pause (bounded buffers), and
-    resume once the reader drains: the engine's send back-pressure rests on this."""
-
-    async def main() -> None:
-        h = Harness(scheme)
-        listener = h.transport.listen(address_for(scheme, tmp_path), h.server_factory)
-        try:
-            client, server = await h.pair(listener.address)
-            client.transport.set_write_buffer_limits(high=64 * 1024, low=16 * 1024)
-            server.transport.pause_reading()
-            chunk = b"w" * (256 * 1024)
-            written = 0
-            while not client.write_paused and written < 256 * len(chunk):  # kernel buffers first
-                client.transport.write(chunk)
-                written += len(chunk)
-                await asyncio.sleep(0)
-            assert client.write_paused and client.pauses == 1
-            assert client.transport.get_write_buffer_size() > 64 * 1024
-            server.transport.resume_reading()
-            assert await server.wait_bytes(written) == b"w" * written
-            await asyncio.sleep(0.01)
-            assert not client.write_paused and client.resumes == 1
-            assert client.transport.get_write_buffer_size() == 0
-            client.transport.close()
-        finally:
-            listener.close()
-
-    run(main)
-
-
-def test_listener_close_stops_accepting(scheme: str, tmp_path: Path) -> None:
-    async def main() -> None:
-        h = Harness(scheme)
-        listener = h.transport.listen(address_for(scheme, tmp_path), h.server_factory)
-        client, _server = await h.pair(listener.address)
-        listener.close()
-        await asyncio.sleep(0.05)
-        with pytest.raises(OSError):
-            await h.transport.dial(listener.address, Recorder)
-        client.transport.close()
-
-    run(main)
-
-
-def test_address_in_use(scheme: str, tmp_path: Path) -> None:
-    async def main() -> None:
-        h = Harness(scheme)
-        first = h.transport.listen(address_for(scheme, tmp_path), h.server_factory)
-        try:
-            await asyncio.sleep(0)
-            with pytest.raises(OSError):
-                h.transport.listen(first.address, h.server_factory)
-        finally:
-            first.close()
-
-    run(main)
-
-
-def test_dial_to_nothing_raises_oserror(scheme: str, tmp_path: Path) -> None:
-    async def main() -> None:
-        transport = registry().transport(scheme)
-        with pytest.raises(OSError):
-            await transport.dial(nothing_there(scheme, tmp_path), Recorder)
+        assert not os.path.exists(asked)  # the socket file is removed on close
 
     run(main)
 
@@ -290,10 +99,20 @@ def test_ipc_stale_socket_file_is_replaced(tmp_path: Path) -> None:
     assert Path(path).is_socket()
 
     async def main() -> None:
-        h = Harness("ipc")
-        listener = h.transport.listen(path, h.server_factory)
+        transport = registry().transport("ipc")
+        accepted: asyncio.Queue[Recorder] = asyncio.Queue()
+
+        def factory() -> Recorder:
+            proto = Recorder()
+            accepted.put_nowait(proto)
+            return proto
+
+        listener = transport.listen(path, factory)
         try:
-            client, server = await h.pair(path)
+            client = Recorder()
+            await transport.dial(path, lambda: client)
+            await client.made
+            server = await accepted.get()
             client.transport.write(b"ok")
             assert await server.wait_bytes(2) == b"ok"
             client.transport.close()
@@ -313,3 +132,22 @@ def test_ipc_refuses_to_replace_a_regular_file(tmp_path: Path) -> None:
 
     run(main)
     assert path.read_text() == "data"
+
+
+def test_sp_message_prefix_is_declared_by_the_transport() -> None:
+    """nng frames SP on ipc (and abstract) with a type byte; the transport says so, as data."""
+    reg = registry()
+    assert reg.transport("ipc").sp_message_prefix == b"\x01"
+    assert getattr(reg.transport("tcp"), "sp_message_prefix", b"") == b""
+    if "abstract" in reg.transports:
+        assert reg.transport("abstract").sp_message_prefix == b"\x01"
+
+
+def test_suite_imports_no_pytest() -> None:
+    """Third parties import the suite from product code: it must not need pytest."""
+    import subprocess
+    import sys
+
+    code = ("import sys, gateway.testing.transport_suite; "
+            "sys.exit('pytest' in sys.modules)")
+    assert subprocess.run([sys.executable, "-c", code], timeout=30).returncode == 0

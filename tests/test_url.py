@@ -11,26 +11,26 @@ from gateway.url import Endpoint, parse, split_host_port
 @pytest.mark.parametrize(
     ("url", "wire", "transport", "address", "mode", "backend"),
     [
-        ("zmq+tcp://127.0.0.1:5555", "zmq", "tcp", "127.0.0.1:5555", None, None),
-        ("zmtp+tcp://127.0.0.1:5555", "zmq", "tcp", "127.0.0.1:5555", None, None),
+        ("zmq+tcp://127.0.0.1:5555", "zmtp", "tcp", "127.0.0.1:5555", None, None),
+        ("zmtp+tcp://127.0.0.1:5555", "zmtp", "tcp", "127.0.0.1:5555", None, None),
         ("sp+tcp://127.0.0.1:5555", "sp", "tcp", "127.0.0.1:5555", None, None),
         ("nng+tcp://127.0.0.1:5555", "sp", "tcp", "127.0.0.1:5555", None, None),
         ("nanomsg+tcp://127.0.0.1:5555", "sp", "tcp", "127.0.0.1:5555", None, None),
-        ("ZMQ+TCP://127.0.0.1:5555", "zmq", "tcp", "127.0.0.1:5555", None, None),
-        ("  zmq+tcp://127.0.0.1:1  ", "zmq", "tcp", "127.0.0.1:1", None, None),
-        ("@zmq+tcp://*:5555", "zmq", "tcp", "*:5555", "bind", None),
-        (">zmq+tcp://127.0.0.1:5555", "zmq", "tcp", "127.0.0.1:5555", "connect", None),
+        ("ZMQ+TCP://127.0.0.1:5555", "zmtp", "tcp", "127.0.0.1:5555", None, None),
+        ("  zmq+tcp://127.0.0.1:1  ", "zmtp", "tcp", "127.0.0.1:1", None, None),
+        ("@zmq+tcp://*:5555", "zmtp", "tcp", "*:5555", "bind", None),
+        (">zmq+tcp://127.0.0.1:5555", "zmtp", "tcp", "127.0.0.1:5555", "connect", None),
         ("@sp+tcp://127.0.0.1:0", "sp", "tcp", "127.0.0.1:0", "bind", None),
         (">nng+tcp://localhost:80", "sp", "tcp", "localhost:80", "connect", None),
-        ("zmq+tcp://127.0.0.1:*", "zmq", "tcp", "127.0.0.1:*", None, None),
-        ("zmq+tcp://[::1]:5555", "zmq", "tcp", "[::1]:5555", None, None),
-        ("zmq+ipc:///tmp/x.sock", "zmq", "ipc", "/tmp/x.sock", None, None),
+        ("zmq+tcp://127.0.0.1:*", "zmtp", "tcp", "127.0.0.1:*", None, None),
+        ("zmq+tcp://[::1]:5555", "zmtp", "tcp", "[::1]:5555", None, None),
+        ("zmq+ipc:///tmp/x.sock", "zmtp", "ipc", "/tmp/x.sock", None, None),
         (">sp+ipc:///tmp/x.sock", "sp", "ipc", "/tmp/x.sock", "connect", None),
-        ("inproc://name", "zmq", "inproc", "name", None, None),
-        ("@inproc://name", "zmq", "inproc", "name", "bind", None),
+        ("inproc://name", "zmtp", "inproc", "name", None, None),
+        ("@inproc://name", "zmtp", "inproc", "name", "bind", None),
         ("sp+inproc://name", "sp", "inproc", "name", None, None),
-        ("zmq+tcp://127.0.0.1:5555?backend=native", "zmq", "tcp", "127.0.0.1:5555", None, "native"),
-        ("zmq+tcp://127.0.0.1:5555?backend=pyzmq", "zmq", "tcp", "127.0.0.1:5555", None, "pyzmq"),
+        ("zmq+tcp://127.0.0.1:5555?backend=native", "zmtp", "tcp", "127.0.0.1:5555", None, "native"),
+        ("zmq+tcp://127.0.0.1:5555?backend=pyzmq", "zmtp", "tcp", "127.0.0.1:5555", None, "pyzmq"),
         ("@sp+tcp://127.0.0.1:5555?backend=pynng", "sp", "tcp", "127.0.0.1:5555", "bind", "pynng"),
         ("sp+ipc:///tmp/a b?backend=native", "sp", "ipc", "/tmp/a b", None, "native"),
     ],
@@ -40,7 +40,7 @@ def test_parse_table(url: str, wire: str, transport: str, address: str, mode: st
     ep = parse(url)
     assert (ep.wire, ep.transport, ep.address, ep.mode, ep.backend) == (
         wire, transport, address, mode, backend)
-    assert ep.family == {"zmq": "zmtp", "sp": "sp"}[wire]
+    assert ep.family == ep.wire  # one word for the wire family: "zmtp" or "sp"
     assert ep.lib_url == f"{transport}://{address}"
     # the URL we give back keeps the scheme as written (lower-cased), without prefix or query
     again = parse(ep.url)
@@ -53,6 +53,9 @@ def test_url_keeps_the_alias_scheme() -> None:
     assert parse("@nanomsg+ipc:///tmp/s").url == "nanomsg+ipc:///tmp/s"
     assert parse("inproc://x").url == "inproc://x"
     assert Endpoint("sp", "tcp", "h:1").url == "sp+tcp://h:1"
+    assert parse("zmq+tcp://h:1").url == "zmq+tcp://h:1"  # users write zmq+; the code says zmtp
+    assert parse("zmtp+tcp://h:1").url == "zmtp+tcp://h:1"
+    assert Endpoint("zmtp", "tcp", "h:1").url == "zmq+tcp://h:1"
 
 
 def test_with_address_replaces_only_the_address() -> None:

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import socket
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from gateway.engine.pipe import sp_role
 from gateway.errors import (
     LocalProtocolError,
     MessageTooLarge,
@@ -16,14 +18,19 @@ from gateway.errors import (
     RemoteProtocolError,
 )
 from gateway.wire.events import HandshakeComplete
-from gateway.wire.sp import SpCodec
+from gateway.wire.sp import SpCodec, SpRole
 
 REQ0 = bytes.fromhex("0053500000300000")
 REP0 = bytes.fromhex("0053500000310000")
 
 
+def sp_codec(kind: str, raw: bool = False, **kw: Any) -> SpCodec:
+    """A codec with the identity the engine gives a native ``kind`` socket (``raw``: same)."""
+    return SpCodec(sp_role(kind), **kw)
+
+
 def opened(kind: str = "REQ", **kw) -> SpCodec:
-    codec = SpCodec(kind, **kw)
+    codec = sp_codec(kind, **kw)
     codec.initiate()
     codec.receive_data(REP0 if codec.protocol == 0x30 else REQ0)
     assert isinstance(codec.next_event(), HandshakeComplete)
@@ -42,7 +49,7 @@ def opened(kind: str = "REQ", **kw) -> SpCodec:
     ],
 )
 def test_header_bytes(kind: str, raw: bool, header: bytes) -> None:
-    codec = SpCodec(kind, raw)
+    codec = sp_codec(kind, raw)
     assert codec.initiate() == header
     assert codec.data_to_send() == b""
 
@@ -58,7 +65,7 @@ def test_header_bytes(kind: str, raw: bool, header: bytes) -> None:
     ],
 )
 def test_handshake(kind: str, peer_header: bytes, peer_type: str) -> None:
-    codec = SpCodec(kind)
+    codec = sp_codec(kind)
     codec.receive_data(peer_header)
     ev = codec.next_event()
     assert ev == HandshakeComplete(peer_type=peer_type, version=(0, 0))
@@ -78,7 +85,7 @@ def test_handshake(kind: str, peer_header: bytes, peer_type: str) -> None:
     ],
 )
 def test_peer_mismatch(kind: str, peer_header: bytes) -> None:
-    codec = SpCodec(kind)
+    codec = sp_codec(kind)
     codec.receive_data(peer_header)
     with pytest.raises(PairingError, match="peer mismatch"):
         codec.next_event()
@@ -94,7 +101,7 @@ def test_pairs_between_codecs() -> None:
         ("REP", "REP", False),
         ("DEALER", "ROUTER", True),
     ]:
-        ca, cb = SpCodec(a), SpCodec(b)
+        ca, cb = sp_codec(a), sp_codec(b)
         ca.receive_data(cb.initiate())
         cb.receive_data(ca.initiate())
         if ok:
@@ -119,7 +126,7 @@ def test_pairs_between_codecs() -> None:
     ],
 )
 def test_bad_magic(data: bytes) -> None:
-    codec = SpCodec("REQ")
+    codec = sp_codec("REQ")
     codec.receive_data(data)
     with pytest.raises(RemoteProtocolError):
         codec.next_event()
@@ -152,7 +159,7 @@ def test_framing(parts: tuple[bytes, ...], wire: str) -> None:
 def test_split_at_every_offset() -> None:
     stream = REP0 + bytes.fromhex("0000000000000006 800000016869 0000000000000000")
     for cut in range(len(stream) + 1):
-        codec = SpCodec("REQ")
+        codec = sp_codec("REQ")
         events = []
         for chunk in (stream[:cut], stream[cut:]):
             codec.receive_data(chunk)
@@ -167,7 +174,7 @@ def test_split_at_every_offset() -> None:
 
 def test_byte_by_byte() -> None:
     stream = REP0 + b"".join(len(p).to_bytes(8, "big") + p for p in [b"a", b"", b"xyz" * 100])
-    codec = SpCodec("REQ")
+    codec = sp_codec("REQ")
     events = []
     for i in range(len(stream)):
         codec.receive_data(stream[i : i + 1])
@@ -198,7 +205,7 @@ def test_huge_length() -> None:
 
 def test_send_before_handshake() -> None:
     with pytest.raises(LocalProtocolError):
-        SpCodec("REQ").send_message((b"x",))
+        sp_codec("REQ").send_message((b"x",))
 
 
 # -- properties -----------------------------------------------------------------------------
@@ -219,7 +226,7 @@ def chunked(data: bytes, cuts: list[int]) -> list[bytes]:
     cuts=st.lists(st.integers(min_value=0, max_value=1 << 16), max_size=20),
 )
 def test_roundtrip_random_chunks(messages: list[list[bytes]], cuts: list[int]) -> None:
-    a, b = SpCodec("REQ"), SpCodec("REP")
+    a, b = sp_codec("REQ"), sp_codec("REP")
     a.receive_data(b.initiate())
     assert isinstance(a.next_event(), HandshakeComplete)
     stream = a.initiate() + b"".join(a.send_message(tuple(m)) for m in messages)
@@ -248,7 +255,7 @@ def _feed_garbage(codec: SpCodec, chunks: list[bytes]) -> None:
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.binary(max_size=200), max_size=6))
 def test_garbage_without_handshake(chunks: list[bytes]) -> None:
-    _feed_garbage(SpCodec("REQ"), chunks)
+    _feed_garbage(sp_codec("REQ"), chunks)
 
 
 @settings(max_examples=300, deadline=None)
@@ -276,7 +283,7 @@ def test_interop_pynng_rep0() -> None:
         port = int(str(listener.local_address).rsplit(":", 1)[1])  # .port is byte-swapped
         with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
             sock.settimeout(5)
-            codec = SpCodec("REQ")
+            codec = sp_codec("REQ")
             sock.sendall(codec.initiate())
             hs = _recv_event(sock, codec)
             assert hs == HandshakeComplete(peer_type="rep0", version=(0, 0))
@@ -300,7 +307,7 @@ def test_interop_pynng_peer_mismatch() -> None:
         port = int(str(listener.local_address).rsplit(":", 1)[1])
         with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
             sock.settimeout(5)
-            codec = SpCodec("REQ")  # req0 <-> req0: both sides refuse
+            codec = sp_codec("REQ")  # req0 <-> req0: both sides refuse
             sock.sendall(codec.initiate())
             with pytest.raises(PairingError, match="peer mismatch"):
                 _recv_event(sock, codec)
@@ -310,7 +317,7 @@ def test_interop_pynng_peer_mismatch() -> None:
 
 
 def _ipc_pair() -> tuple[SpCodec, SpCodec]:
-    a, b = SpCodec("REQ", transport="ipc"), SpCodec("REP", transport="ipc")
+    a, b = sp_codec("REQ", message_prefix=b"\x01"), sp_codec("REP", message_prefix=b"\x01")
     a.receive_data(b.initiate())
     b.receive_data(a.initiate())
     assert a.next_event() is not None and b.next_event() is not None
@@ -325,6 +332,18 @@ def test_ipc_framing_bytes() -> None:
     assert b.next_event() is None
     b.receive_data(wire[3:])
     assert b.next_event() == (b"\x80\x00\x00\x01hi",)
+
+
+def test_identity_is_data() -> None:
+    """Protocol numbers and accepted peers come from the role; names only label them."""
+    codec = SpCodec(SpRole(0x50, frozenset({0x51})))  # push0 -> pull0, unnamed
+    assert codec.initiate() == bytes.fromhex("0053500000500000")
+    codec.receive_data(bytes.fromhex("0053500000510000"))
+    assert codec.next_event() == HandshakeComplete(peer_type="0x0051", version=(0, 0))
+    codec = SpCodec(SpRole(0x50, frozenset({0x51}), names={0x50: "push0", 0x30: "req0"}))
+    codec.receive_data(REQ0)
+    with pytest.raises(PairingError, match="push0 cannot talk to req0"):
+        codec.next_event()
 
 
 def test_ipc_unknown_message_type_is_remote_error() -> None:

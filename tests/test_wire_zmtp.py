@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import itertools
 import socket
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from gateway.engine.pipe import zmtp_role
 from gateway.errors import (
     LocalProtocolError,
     MessageTooLarge,
@@ -18,7 +20,7 @@ from gateway.errors import (
 )
 from gateway.patterns import pairing
 from gateway.wire.events import HandshakeComplete, PeerError, Ping, Pong
-from gateway.wire.zmtp import ZmtpCodec
+from gateway.wire.zmtp import ZmtpCodec, ZmtpRole
 
 GREETING = (
     b"\xff" + b"\x00" * 8 + b"\x7f"  # signature
@@ -42,6 +44,11 @@ def ready(socket_type: bytes, identity: bytes | None = None, name: bytes = b"Soc
     return bytes((0x04, len(body))) + body
 
 
+def zmtp_codec(kind: str, raw: bool = False, **kw: Any) -> ZmtpCodec:
+    """A codec with the identity the engine gives a native ``kind`` socket."""
+    return ZmtpCodec(zmtp_role(kind, raw), **kw)
+
+
 def drain(codec: ZmtpCodec) -> list:
     events = []
     while (ev := codec.next_event()) is not None:
@@ -51,7 +58,7 @@ def drain(codec: ZmtpCodec) -> list:
 
 def opened(kind: str = "REQ", peer: bytes = b"REP", **kw) -> ZmtpCodec:
     """A codec past the handshake with a fake peer of type ``peer``."""
-    codec = ZmtpCodec(kind, **kw)
+    codec = zmtp_codec(kind, **kw)
     codec.initiate()
     codec.receive_data(GREETING + ready(peer))
     [hs] = drain(codec)
@@ -78,14 +85,14 @@ def pump(a: ZmtpCodec, b: ZmtpCodec) -> tuple[list, list]:
 
 
 def test_greeting_bytes() -> None:
-    g = ZmtpCodec("REQ").initiate()
+    g = zmtp_codec("REQ").initiate()
     assert len(g) == 64
     assert g == GREETING
     assert g == bytes.fromhex("ff00000000000000007f 0301 4e554c4c" + "00" * 16 + "00" + "00" * 31)
 
 
 def test_greeting_as_server_byte() -> None:
-    assert ZmtpCodec("REP", as_server=True).initiate()[32] == 1
+    assert zmtp_codec("REP", as_server=True).initiate()[32] == 1
 
 
 @pytest.mark.parametrize(
@@ -112,7 +119,7 @@ def test_greeting_as_server_byte() -> None:
     ],
 )
 def test_ready_bytes(kind: str, raw: bool, identity: bytes, expected: bytes) -> None:
-    codec = ZmtpCodec(kind, raw, identity=identity)
+    codec = zmtp_codec(kind, raw, identity=identity)
     codec.initiate()
     assert codec.data_to_send() == b""  # READY waits for the peer's greeting
     codec.receive_data(GREETING)
@@ -170,7 +177,7 @@ def test_ping_context_too_long() -> None:
 
 
 def test_staged_greeting_like_libzmq() -> None:
-    codec = ZmtpCodec("REQ")
+    codec = zmtp_codec("REQ")
     codec.initiate()
     codec.receive_data(LIBZMQ_GREETING[:10])
     assert codec.next_event() is None
@@ -189,7 +196,7 @@ def test_staged_greeting_like_libzmq() -> None:
 
 
 def test_byte_by_byte() -> None:
-    codec = ZmtpCodec("DEALER")
+    codec = zmtp_codec("DEALER")
     codec.initiate()
     stream = (
         LIBZMQ_GREETING
@@ -221,7 +228,7 @@ def test_byte_by_byte() -> None:
 
 @pytest.mark.parametrize("version", [b"\x03\x00", b"\x03\x01", b"\x03\x07", b"\x04\x00"])
 def test_version_accepted(version: bytes) -> None:
-    codec = ZmtpCodec("REQ")
+    codec = zmtp_codec("REQ")
     codec.receive_data(LIBZMQ_GREETING[:10] + version + LIBZMQ_GREETING[12:] + READY_REP)
     ev = codec.next_event()
     assert isinstance(ev, HandshakeComplete)
@@ -241,7 +248,7 @@ def test_version_accepted(version: bytes) -> None:
     ],
 )
 def test_bad_greeting(data: bytes, match: str) -> None:
-    codec = ZmtpCodec("REQ")
+    codec = zmtp_codec("REQ")
     codec.receive_data(data)
     with pytest.raises(RemoteProtocolError, match=match):
         codec.next_event()
@@ -251,7 +258,7 @@ def test_bad_greeting(data: bytes, match: str) -> None:
 
 @pytest.mark.parametrize("padding", [b"\x00" * 8, b"\x00" * 7 + b"\x01", b"\xff" * 8])
 def test_padding_not_validated(padding: bytes) -> None:
-    codec = ZmtpCodec("REQ")
+    codec = zmtp_codec("REQ")
     codec.receive_data(b"\xff" + padding + GREETING[9:] + READY_REP)
     assert isinstance(codec.next_event(), HandshakeComplete)
 
@@ -270,7 +277,7 @@ def test_pairing_table_shape() -> None:
 
 @pytest.mark.parametrize(("a", "b"), LEGAL)
 def test_legal_pair(a: str, b: str) -> None:
-    ca, cb = ZmtpCodec(a, identity=b"A"), ZmtpCodec(b, identity=b"B")
+    ca, cb = zmtp_codec(a, identity=b"A"), zmtp_codec(b, identity=b"B")
     ea, eb = pump(ca, cb)
     assert ea == [
         HandshakeComplete(
@@ -287,7 +294,7 @@ def test_legal_pair(a: str, b: str) -> None:
 
 @pytest.mark.parametrize(("a", "b"), ILLEGAL)
 def test_illegal_pair(a: str, b: str) -> None:
-    ca, cb = ZmtpCodec(a), ZmtpCodec(b)
+    ca, cb = zmtp_codec(a), zmtp_codec(b)
     cb.receive_data(ca.initiate())
     ca.receive_data(cb.initiate())
     assert ca.next_event() is None and cb.next_event() is None
@@ -314,7 +321,7 @@ def test_illegal_pair(a: str, b: str) -> None:
     ],
 )
 def test_raw_pairing(kind: str, raw: bool, peer: bytes, ok: bool) -> None:
-    codec = ZmtpCodec(kind, raw)
+    codec = zmtp_codec(kind, raw)
     codec.receive_data(GREETING + ready(peer))
     if ok:
         assert isinstance(codec.next_event(), HandshakeComplete)
@@ -327,7 +334,7 @@ def test_raw_pairing(kind: str, raw: bool, peer: bytes, ok: bool) -> None:
 
 
 def test_property_names_case_insensitive() -> None:
-    codec = ZmtpCodec("REQ")
+    codec = zmtp_codec("REQ")
     codec.receive_data(GREETING + ready(b"ROUTER", b"me", name=b"sOcKeT-tYpE"))
     ev = codec.next_event()
     assert isinstance(ev, HandshakeComplete)
@@ -337,7 +344,7 @@ def test_property_names_case_insensitive() -> None:
 
 def test_extra_properties_kept() -> None:
     body = b"\x05READY\x0bSocket-Type\x00\x00\x00\x03REP\x06X-Name\x00\x00\x00\x02hi"
-    codec = ZmtpCodec("REQ")
+    codec = zmtp_codec("REQ")
     codec.receive_data(GREETING + bytes((4, len(body))) + body)
     ev = codec.next_event()
     assert isinstance(ev, HandshakeComplete)
@@ -358,7 +365,7 @@ def test_extra_properties_kept() -> None:
     ],
 )
 def test_bad_handshake(after_greeting: bytes) -> None:
-    codec = ZmtpCodec("REQ")
+    codec = zmtp_codec("REQ")
     codec.receive_data(GREETING + after_greeting)
     with pytest.raises(RemoteProtocolError):
         codec.next_event()
@@ -391,7 +398,7 @@ def test_ping_context_truncated_like_libzmq() -> None:
 
 
 def test_ping_roundtrip_between_codecs() -> None:
-    a, b = ZmtpCodec("REQ"), ZmtpCodec("REP")
+    a, b = zmtp_codec("REQ"), zmtp_codec("REP")
     pump(a, b)
     b.receive_data(a.ping(10, b"hb"))
     assert b.next_event() == Ping(ttl=10, context=b"hb")
@@ -407,7 +414,7 @@ def test_pong_event() -> None:
 
 @pytest.mark.parametrize("ready_first", [True, False])
 def test_error_command(ready_first: bool) -> None:
-    codec = opened() if ready_first else ZmtpCodec("REQ")
+    codec = opened() if ready_first else zmtp_codec("REQ")
     if not ready_first:
         codec.receive_data(GREETING)
     codec.receive_data(b"\x04\x0e\x05ERROR\x07go away" + b"\x00\x01x")
@@ -477,18 +484,32 @@ def test_huge_long_size() -> None:
 
 def test_send_errors() -> None:
     with pytest.raises(LocalProtocolError):
-        ZmtpCodec("REQ").send_message((b"x",))
+        zmtp_codec("REQ").send_message((b"x",))
     with pytest.raises(LocalProtocolError):
         opened().send_message(())
 
 
 def test_unknown_kind() -> None:
     with pytest.raises(ValueError):
-        ZmtpCodec("PUB")
+        zmtp_role("PUB", False)
+
+
+def test_identity_is_data() -> None:
+    """The codec announces and checks what its role says, whatever the name."""
+    codec = ZmtpCodec(ZmtpRole("REP", frozenset({"DEALER"})))  # no Identity property
+    codec.receive_data(GREETING)
+    assert codec.next_event() is None
+    assert codec.data_to_send() == ready(b"REP")
+    codec.receive_data(ready(b"REQ", b""))
+    with pytest.raises(PairingError):
+        codec.next_event()
+    codec = ZmtpCodec(ZmtpRole("REP", frozenset({"DEALER"})))
+    codec.receive_data(GREETING + ready(b"DEALER", b""))
+    assert isinstance(codec.next_event(), HandshakeComplete)
 
 
 def test_data_to_send_any_time() -> None:
-    codec = ZmtpCodec("REQ")
+    codec = zmtp_codec("REQ")
     assert codec.data_to_send() == b""
     assert codec.initiate() == GREETING
     assert codec.data_to_send() == b""
@@ -517,7 +538,7 @@ def chunked(data: bytes, cuts: list[int]) -> list[bytes]:
 def test_roundtrip_random_chunks(
     messages: list[tuple[bytes, ...]], cuts: list[int], pings: bool
 ) -> None:
-    a, b = ZmtpCodec("DEALER"), ZmtpCodec("ROUTER", identity=b"r")
+    a, b = zmtp_codec("DEALER"), zmtp_codec("ROUTER", identity=b"r")
     stream = a.initiate()
     b_greeting = b.initiate()
     a.receive_data(b_greeting)
@@ -558,14 +579,14 @@ def _feed_garbage(codec: ZmtpCodec, chunks: list[bytes]) -> None:
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.binary(max_size=200), max_size=6))
 def test_garbage_without_handshake(chunks: list[bytes]) -> None:
-    _feed_garbage(ZmtpCodec("REQ"), chunks)
+    _feed_garbage(zmtp_codec("REQ"), chunks)
 
 
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.binary(max_size=200), max_size=6), st.sampled_from(pairing.SOCKET_TYPES))
 def test_garbage_after_handshake(chunks: list[bytes], kind: str) -> None:
     peer = next(iter(sorted(pairing.ZMTP_PEERS[kind])))
-    codec = ZmtpCodec(kind, max_message_size=1000)
+    codec = zmtp_codec(kind, max_message_size=1000)
     codec.receive_data(GREETING + ready(peer.encode(), b""))
     assert isinstance(codec.next_event(), HandshakeComplete)
     _feed_garbage(codec, chunks)
@@ -574,7 +595,7 @@ def test_garbage_after_handshake(chunks: list[bytes], kind: str) -> None:
 @settings(max_examples=300, deadline=None)
 @given(st.binary(max_size=120))
 def test_garbage_after_greeting(data: bytes) -> None:
-    codec = ZmtpCodec("REQ", max_message_size=1000)
+    codec = zmtp_codec("REQ", max_message_size=1000)
     _feed_garbage(codec, [GREETING, data])
 
 
@@ -605,7 +626,7 @@ def test_interop_pyzmq_rep() -> None:
         port = rep.bind_to_random_port("tcp://127.0.0.1")
         with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
             sock.settimeout(5)
-            codec = ZmtpCodec("REQ")
+            codec = zmtp_codec("REQ")
             sock.sendall(codec.initiate())
             hs = _recv_event(sock, codec)
             assert isinstance(hs, HandshakeComplete)
@@ -633,7 +654,7 @@ def test_interop_pyzmq_refuses_illegal_pair() -> None:
         port = rep.bind_to_random_port("tcp://127.0.0.1")
         with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
             sock.settimeout(5)
-            codec = ZmtpCodec("REP")  # REP-REP: both sides refuse at READY
+            codec = zmtp_codec("REP")  # REP-REP: both sides refuse at READY
             sock.sendall(codec.initiate())
             with pytest.raises((PairingError, ConnectionError)):
                 _recv_event(sock, codec)
@@ -659,10 +680,10 @@ def test_interop_ready_matches_libzmq(kind: str) -> None:
             with conn:
                 conn.settimeout(5)
                 peer = next(iter(sorted(pairing.ZMTP_PEERS[kind])))
-                codec = ZmtpCodec(peer)
+                codec = zmtp_codec(peer)
                 conn.sendall(codec.initiate())
                 data = b""
-                expected = ZmtpCodec(kind).ready_command()
+                expected = zmtp_codec(kind).ready_command()
                 while len(data) < 64 + len(expected):
                     chunk = conn.recv(4096)
                     assert chunk, "libzmq closed"

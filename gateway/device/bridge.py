@@ -34,9 +34,9 @@ from gateway.device import sides
 from gateway.device.forward_async import AsyncForwarder
 from gateway.device.forward_poll import PollForwarder
 from gateway.device.forward_proxy import ProxyForwarder
-from gateway.device.ledger import REQUEST, Ledger
+from gateway.device.ledger import REPLY, REQUEST, Ledger
 from gateway.envelope import TokenTable, Translator
-from gateway.errors import ConfigError
+from gateway.errors import ConfigError, Drop
 from gateway.logging import get_logger
 from gateway.metrics import METRICS
 from gateway.plugins import body_codec_hook, registry
@@ -150,6 +150,9 @@ class Bridge:
             else:
                 self._forwarder = AsyncForwarder(self._front, self._back, self.translator, ledger)
                 self.implementation = "asyncio"
+        for sock, direction in ((self._front, REQUEST), (self._back, REPLY)):
+            if isinstance(sock, sides.NativeRaw):  # its pattern's drops are this bridge's
+                sock.socket.on_drop = partial(self._pattern_drop, direction)
         for side, sock in (("front", self._front), ("back", self._back)):
             METRICS.gauge("gateway_peers", partial(sides.peers_of, sock), bridge=self.name,
                           side=side)
@@ -158,6 +161,9 @@ class Bridge:
                  mode=self.mode, forwarder=self.implementation,
                  front_backend=sides.backend_of(self._front_ep),
                  back_backend=sides.backend_of(self._back_ep))
+
+    def _pattern_drop(self, direction: str, drop: Drop, endpoint: str) -> None:
+        self.ledger.dropped(drop.reason, direction, drop.detail, peer=endpoint)
 
     async def run(self, stop: asyncio.Event) -> None:
         """Forward until ``stop`` is set, then drain in-flight replies for ``limits.grace``."""

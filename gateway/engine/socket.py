@@ -1,13 +1,14 @@
-"""The asyncio engine: a Socket owns listeners, dialers and pipes; a Pipe is one peer connection.
+"""The asyncio engine's socket: listeners, dialers, routing over pipes, the inbox, the API.
 
-Data path (hot): ``Pipe.data_received`` -> codec -> ``Socket._incoming`` -> pattern.receive ->
-either straight into a waiting ``recv`` future or onto the bounded inbox. Sends go from the
-pattern straight into the chosen pipe's asyncio transport (the kernel buffer first, asyncio's
-write buffer when that is full; a pipe whose buffer passed the high-water mark is skipped by
-load balancing until it drains).
+Data path (hot): ``Pipe.data_received`` -> codec -> ``Socket.pipe_message`` -> pattern.receive
+-> the device's ``sink``, a waiting ``recv`` future, or the bounded inbox. Sends go from the
+pattern straight into the chosen pipe (``gateway.engine.pipe``); a pipe whose write buffer passed
+the high-water mark is skipped by load balancing until it drains.
 
 Bounds: each pipe may have at most ``hwm`` messages in the inbox (then its reading is paused:
-TCP back-pressure reaches the peer); each pipe's write buffer pauses at ``hwm * 1 KiB``.
+TCP back-pressure reaches the peer); each pipe's write buffer stops at ``hwm * 1 KiB``: load
+balancing skips such a pipe (``send_msg`` waits), a routed send to it drops the message
+(``PeerBusy`` with ``router_mandatory``).
 """
 
 from __future__ import annotations
@@ -15,25 +16,26 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
-import threading
 from collections import deque
 from collections.abc import Callable
-from typing import Any, cast
+from typing import Any
 
+from gateway.engine.pipe import Pipe, check_body, make_codec
 from gateway.errors import (
     Closed,
     ConfigError,
-    LocalProtocolError,
-    ProtocolError,
+    Drop,
+    PeerBusy,
+    PeerGone,
     TransportError,
 )
 from gateway.logging import get_logger
 from gateway.message import Message
 from gateway.metrics import METRICS
-from gateway.patterns.sockets import SP, Drop, Pattern, make_pattern, split_zmtp
+from gateway.patterns.reqrep import SP, Pattern, make_pattern, split_zmtp
 from gateway.plugins import WireSpec, registry
 from gateway.url import Endpoint, parse
-from gateway.wire.events import HandshakeComplete, PeerError
+from gateway.wire.events import HandshakeComplete
 
 log = get_logger("gateway.engine")
 
@@ -43,154 +45,6 @@ _RUNNING_PIPE_IDS = [random.getrandbits(31)]
 def _next_sp_pipe_id() -> bytes:
     _RUNNING_PIPE_IDS[0] = (_RUNNING_PIPE_IDS[0] + 1) & 0x7FFFFFFF or 1
     return _RUNNING_PIPE_IDS[0].to_bytes(4, "big")
-
-
-class _Batch(threading.local):
-    """Write coalescing, per thread (each thread runs its own loop): while received messages
-    are dispatched, writes are buffered per pipe and flushed with one ``transport.write`` each.
-    One message in flight still costs one write; a burst of N costs one per pipe, not N."""
-
-    depth = 0
-
-    def __init__(self) -> None:
-        self.dirty: list[Pipe] = []
-
-
-_batch = _Batch()
-
-
-def _flush(batch: _Batch) -> None:
-    dirty, batch.dirty = batch.dirty, []
-    for pipe in dirty:
-        chunks, pipe.wbuf = pipe.wbuf, []
-        transport = pipe.transport
-        if transport is not None and not transport.is_closing():
-            transport.write(chunks[0] if len(chunks) == 1 else b"".join(chunks))
-
-
-def _check_body(pipe: Pipe, msg: Message) -> None:
-    if pipe.family == SP and len(msg.body) != 1:
-        raise LocalProtocolError(f"SP carries exactly one body frame, not {len(msg.body)}")
-
-
-class Pipe(asyncio.Protocol):
-    """One connection to one peer, over one wire. Created by a listener or a dialer."""
-
-    def __init__(self, sock: Socket, wire: WireSpec, endpoint: str, transport: str,
-                 lost: asyncio.Future[bool] | None = None) -> None:
-        self.socket = sock
-        self.family = wire.family
-        self.endpoint = endpoint
-        self.codec = wire.codec_factory(sock.kind, sock.raw, identity=sock.identity,
-                                        max_message_size=sock.max_message_size,
-                                        transport=transport)
-        self.transport: asyncio.Transport | None = None
-        self.routing_id = b""
-        self.peer_type = ""
-        self.ready = False
-        self.writable = True
-        self.queued = 0  # messages of this pipe in the socket's inbox
-        self.reading = True
-        self.close_reason = ""
-        self.wbuf: list[bytes] = []  # coalesced writes while a batch is open
-        self._lost = lost
-        self._timer: asyncio.TimerHandle | None = None
-
-    # -- asyncio.Protocol ------------------------------------------------------------------
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        # a stream transport of any loop (asyncio's, uvloop's, inproc's): no isinstance check
-        self.transport = transport = cast(asyncio.Transport, transport)
-        sock = self.socket
-        if sock.closed:
-            transport.abort()
-            return
-        high = sock.hwm * 1024
-        transport.set_write_buffer_limits(high=high, low=high // 2)
-        sock._pipes.add(self)
-        transport.write(self.codec.initiate())
-        self._timer = asyncio.get_running_loop().call_later(
-            sock.handshake_timeout, self._handshake_timeout)
-
-    def data_received(self, data: bytes) -> None:
-        self.codec.receive_data(data)
-        self.process()
-
-    def process(self) -> None:
-        """Dispatch decoded events; stop while reading is paused (the rest stays in the codec)."""
-        codec = self.codec
-        incoming = self.socket._incoming
-        batch = _batch
-        batch.depth += 1  # writes caused by these messages are coalesced (see _flush)
-        try:
-            while self.reading and (event := codec.next_event()) is not None:
-                if type(event) is tuple:
-                    incoming(self, event)
-                else:
-                    self._on_event(event)
-        except ProtocolError as exc:
-            self.abort(type(exc).__name__, str(exc))
-        else:
-            out = codec.data_to_send()
-            if out and self.transport is not None:
-                self.transport.write(out)
-        finally:
-            batch.depth -= 1
-            if not batch.depth and batch.dirty:
-                _flush(batch)
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-        self.socket._pipe_lost(self)
-        if self._lost is not None and not self._lost.done():
-            self._lost.set_result(self.ready)
-
-    def pause_writing(self) -> None:
-        self.writable = False
-        self.socket._writable_changed(self)
-
-    def resume_writing(self) -> None:
-        self.writable = True
-        self.socket._writable_changed(self)
-
-    # -- internals -----------------------------------------------------------------------------
-    def _on_event(self, event: Any) -> None:
-        if isinstance(event, HandshakeComplete):
-            if self._timer is not None:
-                self._timer.cancel()
-                self._timer = None
-            self.peer_type = event.peer_type
-            self.socket._pipe_ready(self, event)
-        elif isinstance(event, PeerError):
-            self.abort("peer-error", event.reason)
-
-    def _handshake_timeout(self) -> None:
-        if not self.ready:
-            self.abort("handshake-timeout", f"no handshake within {self.socket.handshake_timeout}s")
-
-    def write(self, msg: Message) -> None:
-        body = msg.body
-        if self.family == SP and len(body) != 1:
-            raise LocalProtocolError(f"SP carries exactly one body frame, not {len(body)}")
-        data = self.codec.send_message(msg.hops + body)
-        batch = _batch
-        if batch.depth:
-            if not self.wbuf:
-                batch.dirty.append(self)
-            self.wbuf.append(data)
-        elif self.transport is not None:
-            self.transport.write(data)
-
-    def abort(self, reason: str, detail: str = "") -> None:
-        """Close this pipe because of bad input; the socket and its other pipes go on."""
-        if self.close_reason:
-            return
-        self.close_reason = reason
-        METRICS.inc("gateway_pipes_closed_total", reason=reason)
-        log.warning("pipe.closed", endpoint=self.endpoint, reason=reason, detail=detail,
-                    socket=self.socket.name)
-        if self.transport is not None:
-            self.transport.abort()
 
 
 class Socket:
@@ -212,7 +66,8 @@ class Socket:
                  router_mandatory: bool = False, name: str = "") -> None:
         self.kind = kind.upper()
         self.raw = raw
-        self.pattern: Pattern = make_pattern(self.kind, raw, ttl=ttl, relaxed=relaxed)
+        self.pattern: Pattern = make_pattern(self.kind, raw, ttl=ttl, relaxed=relaxed,
+                                             resend_interval=resend_interval)
         if hwm < 1:
             raise ConfigError("hwm must be at least 1")
         self.hwm = hwm
@@ -235,10 +90,13 @@ class Socket:
         self._pipe_waiters: list[asyncio.Future[None]] = []
         self._listeners: list[Any] = []
         self._dialers: list[asyncio.Task[None]] = []
-        self._resend: asyncio.TimerHandle | None = None
+        self._timer: asyncio.Handle | None = None  # at the pattern's deadline
         #: device fast path: called with each received message before the inbox; returns
         #: True when it took the message (see ``gateway.device``). Raw sockets only.
         self.sink: Callable[[Message], bool] | None = None
+        #: called instead of the socket's own counter for a received message the pattern
+        #: drops (``Drop``, the pipe's endpoint): a device puts it in its bridge's ledger.
+        self.on_drop: Callable[[Drop, str], None] | None = None
         self._last_zmtp_id = random.getrandbits(32)
 
     # -- endpoints -------------------------------------------------------------------------
@@ -256,7 +114,7 @@ class Socket:
         asyncio.get_running_loop()  # a clear error outside asyncio
         shown = [ep.url]  # accepted pipes log the real address, not ":0"
         try:
-            listener = transport.listen(ep.address, lambda: Pipe(self, wire, shown[0], ep.transport))
+            listener = transport.listen(ep.address, lambda: self._new_pipe(wire, transport, shown[0]))
         except OSError as exc:
             raise TransportError(f"cannot bind {url}: {exc.strerror or exc}") from exc
         self._listeners.append(listener)
@@ -277,7 +135,8 @@ class Socket:
         while not self.closed:
             lost: asyncio.Future[bool] = loop.create_future()
             try:
-                await transport.dial(ep.address, lambda lost=lost: Pipe(self, wire, ep.url, ep.transport, lost))
+                await transport.dial(ep.address,
+                                     lambda lost=lost: self._new_pipe(wire, transport, ep.url, lost))
             except OSError as exc:
                 log.debug("dial.failed", url=ep.url, error=str(exc), socket=self.name)
                 lost.cancel()
@@ -289,30 +148,41 @@ class Socket:
             await asyncio.sleep(delay * (0.5 + random.random()))
             delay = min(delay * 2, self.reconnect_ivl_max)
 
-    # -- pipe events -----------------------------------------------------------------------
-    def _pipe_ready(self, pipe: Pipe, event: HandshakeComplete) -> None:
+    def _new_pipe(self, wire: WireSpec, transport: Any, endpoint: str,
+                  lost: asyncio.Future[bool] | None = None) -> Pipe:
+        codec = make_codec(wire.codec_factory, wire.family, self.kind, self.raw,
+                           identity=self.identity, max_message_size=self.max_message_size,
+                           transport=transport)
+        pipe = Pipe(self, codec, wire.family, endpoint, hwm=self.hwm,
+                    handshake_timeout=self.handshake_timeout, name=self.name, lost=lost)
+        if self.closed:
+            pipe.close(0)  # aborts as soon as it is connected
+        else:
+            self._pipes.add(pipe)
+        return pipe
+
+    # -- pipe events (gateway.engine.pipe.PipeOwner) -----------------------------------------
+    def pipe_ready(self, pipe: Pipe, event: HandshakeComplete) -> bytes | None:
         if pipe.family == SP:
             rid = _next_sp_pipe_id()
         elif event.identity and self.pattern.routed:
             rid = event.identity
             if rid in self._routes:
                 pipe.abort("duplicate-identity", repr(rid))
-                return
+                return None
         else:
             self._last_zmtp_id = (self._last_zmtp_id + 1) & 0xFFFFFFFF
             rid = b"\x00" + self._last_zmtp_id.to_bytes(4, "big")
-        pipe.routing_id = rid
-        pipe.ready = True
         self._routes[rid] = pipe
         self._out.append(pipe)
         log.info("pipe.up", endpoint=pipe.endpoint, peer=event.peer_type, socket=self.name)
         self._wake_senders()
+        return rid
 
-    def _pipe_lost(self, pipe: Pipe) -> None:
+    def pipe_lost(self, pipe: Pipe) -> None:
         self._pipes.discard(pipe)
         if not pipe.ready:
             return
-        pipe.ready = False
         if self._routes.get(pipe.routing_id) is pipe:
             del self._routes[pipe.routing_id]
         with contextlib.suppress(ValueError):
@@ -320,12 +190,12 @@ class Socket:
         if not self.closed:
             log.info("pipe.down", endpoint=pipe.endpoint, reason=pipe.close_reason or "peer-closed",
                      socket=self.name)
-            pattern = self.pattern
-            if (pipe.family == SP and getattr(pattern, "reply_pipe", None) == pipe.routing_id
-                    and getattr(pattern, "pending", None) is not None):
-                asyncio.get_running_loop().call_soon(self._resend_request)  # as nng does
+            if self.pattern.on_pipe_lost(pipe.routing_id, pipe.family):
+                if self._timer is not None:
+                    self._timer.cancel()
+                self._timer = asyncio.get_running_loop().call_soon(self._on_timer)
 
-    def _writable_changed(self, pipe: Pipe) -> None:
+    def pipe_writable(self, pipe: Pipe) -> None:
         if pipe.writable:
             self._wake_senders()
 
@@ -335,10 +205,13 @@ class Socket:
             if not fut.done():
                 fut.set_result(None)
 
-    def _incoming(self, pipe: Pipe, parts: tuple[bytes, ...]) -> None:
+    def pipe_message(self, pipe: Pipe, parts: tuple[bytes, ...]) -> None:
         try:
             msg = self.pattern.receive(pipe.routing_id, pipe.family, parts)
         except Drop as drop:
+            if self.on_drop is not None:  # a device accounts for its own sockets
+                self.on_drop(drop, pipe.endpoint)
+                return
             METRICS.inc("gateway_socket_dropped_messages_total", reason=drop.reason)
             log.info("drop", reason=drop.reason, endpoint=pipe.endpoint, socket=self.name)
             return
@@ -351,10 +224,7 @@ class Socket:
             waiter.set_result((pipe, msg))
             return
         self._inbox.append((pipe, msg))
-        pipe.queued += 1
-        if pipe.queued >= self.hwm and pipe.reading and pipe.transport is not None:
-            pipe.reading = False
-            pipe.transport.pause_reading()
+        pipe.enqueued()
 
     # -- message API -----------------------------------------------------------------------
     async def recv_msg(self) -> Message:
@@ -365,12 +235,7 @@ class Socket:
             pattern.check_recv()
             if self._inbox:
                 pipe, msg = self._inbox.popleft()
-                pipe.queued -= 1
-                if not pipe.reading and pipe.queued <= self.hwm // 2 and pipe.transport is not None:
-                    pipe.reading = True
-                    pipe.process()  # messages already read while paused
-                    if pipe.reading:
-                        pipe.transport.resume_reading()
+                pipe.dequeued()
             else:
                 waiter = self._recv_waiter = asyncio.get_running_loop().create_future()
                 try:
@@ -378,42 +243,49 @@ class Socket:
                 except asyncio.CancelledError:
                     if waiter.done() and not waiter.cancelled():
                         self._inbox.appendleft(waiter.result())  # nothing is lost on a timeout
-                        waiter.result()[0].queued += 1
+                        waiter.result()[0].enqueued()
                     raise
                 finally:
                     if self._recv_waiter is waiter:
                         self._recv_waiter = None
             delivered = pattern.deliver(msg)
             if delivered is not None:
-                if self._resend is not None:
-                    self._resend.cancel()
-                    self._resend = None
+                if self._timer is not None:
+                    self._schedule_timer()
                 return delivered
 
     def can_send(self) -> bool:
-        """True when ``try_send`` would send now (routed sockets always route or drop)."""
+        """True when ``try_send`` would send now (routed sockets always route, drop or raise)."""
         return self.pattern.routed or any(pipe.writable for pipe in self._out)
 
     def try_send(self, msg: Message) -> bool:
         """Send without waiting; ``False`` when a load-balanced socket has no writable pipe.
 
-        Routed sockets (ROUTER, xrep, REP) always return ``True``: the message went out, or its
-        peer is gone and it was dropped and counted (``TransportError`` with router_mandatory).
+        Routed sockets (ROUTER, xrep, REP) always return ``True``, like libzmq's ROUTER: the
+        message went out, or it was dropped and counted because its peer is gone (reason
+        ``unroutable``) or its pipe is at the high-water mark (``hwm``). With
+        ``router_mandatory`` those raise ``PeerGone`` / ``PeerBusy`` instead.
         """
         self._check_open()
         pattern = self.pattern
         if pattern.routed:
-            pipe = self._routes.get(pattern.peek_target(msg))  # type: ignore[arg-type]
+            target = pattern.peek_target(msg)
+            pipe = self._routes.get(target) if target is not None else None
             if pipe is not None:
-                _check_body(pipe, msg)  # before the pattern's state changes
+                check_body(pipe, msg)  # before the pattern's state changes
+                if not pipe.writable and self.router_mandatory:
+                    raise PeerBusy(f"peer {target!r} is at its high-water mark")
             target, rest = pattern.prepare_send(msg)
             if pipe is None:
                 if self.router_mandatory:
-                    raise TransportError(f"no peer with routing id {target!r}")
+                    raise PeerGone(f"no peer with routing id {target!r}")
                 METRICS.inc("gateway_socket_dropped_messages_total", reason="unroutable")
                 return True
+            if not pipe.writable:  # never buffer past the mark (libzmq's ROUTER drops too)
+                pipe.dropped("hwm")
+                return True
             pipe.write(pattern.envelope(rest, pipe.family))
-            pattern.sent(pipe.routing_id)
+            pattern.sent(pipe.routing_id, pipe.family)
             return True
         pipe = self._pick()
         if pipe is None:
@@ -431,12 +303,14 @@ class Socket:
 
     def _send_on(self, pipe: Pipe, msg: Message) -> None:
         pattern = self.pattern
-        _check_body(pipe, msg)  # a refused send must not leave REQ waiting for a reply
+        check_body(pipe, msg)  # a refused send must not leave REQ waiting for a reply
         _, rest = pattern.prepare_send(msg)
         pipe.write(pattern.envelope(rest, pipe.family))
-        pattern.sent(pipe.routing_id)
-        if pattern.cooked and pipe.family == SP:
-            self._arm_resend()
+        if pattern.cooked:
+            pattern.sent(pipe.routing_id, pipe.family, asyncio.get_running_loop().time())
+            self._schedule_timer()
+        else:
+            pattern.sent(pipe.routing_id, pipe.family)
 
     def _pick(self) -> Pipe | None:
         out = self._out
@@ -460,28 +334,34 @@ class Socket:
             if pipe is not None:
                 return pipe
 
-    def _arm_resend(self) -> None:
-        if self._resend is not None:
-            self._resend.cancel()
-        self._resend = asyncio.get_running_loop().call_later(
-            self.resend_interval, self._resend_request)
+    # -- the pattern's timer (sans-IO: the pattern says when and what) ---------------------------
+    def _schedule_timer(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        deadline = self.pattern.resend_deadline()
+        if deadline is not None and not self.closed:
+            self._timer = asyncio.get_running_loop().call_at(deadline, self._on_timer)
 
-    def _resend_request(self) -> None:
-        """nng's REQ: resend the pending request (a timer fired, or its pipe went away)."""
-        self._resend = None
+    def _on_timer(self) -> None:
+        """nng's REQ: resend the pending request (its interval passed, or its pipe went away)."""
+        self._timer = None
+        if self.closed:
+            return
+        loop = asyncio.get_running_loop()
         pattern = self.pattern
-        request = getattr(pattern, "request", None)
-        if self.closed or request is None:
+        msg = pattern.handle_timer(loop.time())
+        if msg is None:
+            self._schedule_timer()
             return
         pipe = self._pick()
-        if pipe is None:
-            self._resend = asyncio.get_running_loop().call_later(0.05, self._resend_request)
+        if pipe is None:  # no writable pipe yet: try again shortly
+            self._timer = loop.call_later(0.05, self._on_timer)
             return
-        pipe.write(pattern.envelope(request, pipe.family))
-        pattern.sent(pipe.routing_id)
+        pipe.write(pattern.envelope(msg, pipe.family))
+        pattern.sent(pipe.routing_id, pipe.family, loop.time())
         METRICS.inc("gateway_requests_resent_total")
-        if pipe.family == SP:
-            self._arm_resend()
+        self._schedule_timer()
 
     # -- pyzmq-like conveniences -------------------------------------------------------------
     async def send(self, data: bytes) -> None:
@@ -508,14 +388,14 @@ class Socket:
 
     # -- lifecycle ---------------------------------------------------------------------------
     @property
-    def inbox_size(self) -> int:
-        """Received messages waiting to be taken."""
-        return len(self._inbox)
-
-    @property
     def peers(self) -> int:
         """How many pipes finished their handshake."""
         return len(self._routes)
+
+    @property
+    def inbox_size(self) -> int:
+        """How many received messages wait in the inbox (bounded: ``hwm`` per pipe)."""
+        return len(self._inbox)
 
     async def wait_peers(self, n: int = 1, timeout: float = 10.0) -> None:
         """Wait until ``n`` pipes are up (tests and scripts: the trio habit of 'ready first')."""
@@ -539,17 +419,10 @@ class Socket:
             listener.close()
         for task in self._dialers:
             task.cancel()
-        if self._resend is not None:
-            self._resend.cancel()
+        if self._timer is not None:
+            self._timer.cancel()
         for pipe in list(self._pipes):
-            transport = pipe.transport
-            if transport is None:
-                continue
-            if linger > 0 and transport.get_write_buffer_size():
-                transport.close()  # flushes, then closes
-                asyncio.get_running_loop().call_later(linger, transport.abort)
-            else:
-                transport.abort() if linger <= 0 else transport.close()
+            pipe.close(linger)
         exc = Closed(f"{self.name} socket is closed")
         if self._recv_waiter is not None and not self._recv_waiter.done():
             self._recv_waiter.set_exception(exc)
@@ -569,4 +442,4 @@ class Socket:
         return f"<gateway.Socket {self.name} pipes={len(self._routes)}{' closed' if self.closed else ''}>"
 
 
-__all__ = ["Pipe", "Socket"]
+__all__ = ["Socket"]

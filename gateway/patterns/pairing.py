@@ -17,10 +17,21 @@ ZMTP_PEERS: dict[str, frozenset[str]] = {
     "ROUTER": frozenset({"REQ", "DEALER", "ROUTER"}),
 }
 
+#: ZMTP: the Socket-Types whose READY carries an Identity property (as libzmq sends it).
+ZMTP_SENDS_IDENTITY: frozenset[str] = frozenset({"REQ", "DEALER", "ROUTER"})
+
+#: ZMTP has no raw REQ/REP: raw REQ/REP (xreq/xrep, device sockets) announce the sockets
+#: ZeroMQ devices use (mirror of SP, where DEALER announces req0).
+ZMTP_RAW_TYPES: dict[str, str] = {"REQ": "DEALER", "REP": "ROUTER"}
+
 #: SP protocol numbers (nng's NNI_PROTO(3, 0) / NNI_PROTO(3, 1)).
 SP_REQ0 = 0x30
 SP_REP0 = 0x31
 SP_NAMES = {SP_REQ0: "req0", SP_REP0: "rep0"}
+
+#: SP: the protocol a native socket kind announces (raw or not): SP has no DEALER/ROUTER, so
+#: DEALER speaks req0 (it is a raw REQ there) and ROUTER rep0.
+SP_PROTOCOLS: dict[str, int] = {"REQ": SP_REQ0, "DEALER": SP_REQ0, "REP": SP_REP0, "ROUTER": SP_REP0}
 
 #: SP: self protocol -> the peer protocols accepted (nng: only the declared peer).
 SP_PEERS: dict[int, frozenset[int]] = {
@@ -30,19 +41,13 @@ SP_PEERS: dict[int, frozenset[int]] = {
 
 
 def zmtp_socket_type(kind: str, raw: bool = False) -> str:
-    """The Socket-Type a native socket announces on ZMTP.
-
-    Raw REQ/REP (xreq/xrep) are device sockets; ZMTP has no raw REQ/REP, so they announce the
-    sockets ZeroMQ devices use: DEALER and ROUTER (mirror of SP, where DEALER announces req0).
-    """
-    if raw:
-        return {"REQ": "DEALER", "REP": "ROUTER"}.get(kind, kind)
-    return kind
+    """The Socket-Type a native socket announces on ZMTP (see ``ZMTP_RAW_TYPES``)."""
+    return ZMTP_RAW_TYPES.get(kind, kind) if raw else kind
 
 
 def sp_protocol(kind: str) -> int:
-    """The SP protocol number a native socket announces: REQ/xreq/DEALER req0, the rest rep0."""
-    return SP_REQ0 if kind in ("REQ", "DEALER") else SP_REP0
+    """The SP protocol number a native socket announces (see ``SP_PROTOCOLS``)."""
+    return SP_PROTOCOLS.get(kind, SP_REP0)
 
 
 def zmtp_legal(a: str, b: str) -> bool:

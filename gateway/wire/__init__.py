@@ -2,7 +2,7 @@
 
 Both codecs share one shape (``WireCodec``)::
 
-    codec = ZmtpCodec("REQ", identity=b"")   # or SpCodec("REQ")
+    codec = ZmtpCodec(ZmtpRole("REQ", frozenset({"REP", "ROUTER"}), sends_identity=True))
     out = codec.initiate()          # bytes to write as soon as the connection exists
     codec.receive_data(chunk)       # any split of the stream is fine
     ev = codec.next_event()         # None when more bytes are needed
@@ -12,6 +12,9 @@ Both codecs share one shape (``WireCodec``)::
 ``receive_data`` never raises; ``next_event`` raises ``RemoteProtocolError`` (or a subclass:
 ``PairingError``, ``MessageTooLarge``) when the peer broke the protocol — the pipe must then be
 closed. ``send_message`` before the handshake finished raises ``LocalProtocolError``.
+
+A codec's identity is data it is given (``ZmtpRole``, ``SpRole``: what to announce, which peers
+to accept); the engine builds it from ``gateway.patterns.pairing``. No codec imports a pattern.
 """
 
 from __future__ import annotations

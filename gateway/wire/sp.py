@@ -8,18 +8,19 @@ messages as u64 BE length + payload. There is no multipart on this wire: the par
 from __future__ import annotations
 
 import struct
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 from gateway.errors import LocalProtocolError, MessageTooLarge, PairingError, RemoteProtocolError
-from gateway.patterns import pairing
+from gateway.wire._buffer import COPY_VIA_VIEW, ReceiveBuffer
 from gateway.wire.events import Event, HandshakeComplete
 
-__all__ = ["SpCodec", "HEADER_SIZE", "sp_header"]
+__all__ = ["HEADER_SIZE", "SpCodec", "SpRole", "sp_header"]
 
 HEADER_SIZE = 8
 _MAGIC = b"\x00SP\x00"
 _U64 = struct.Struct(">Q")
 _HEADER = struct.Struct(">4sHH")
-_COPY_VIA_VIEW = 4096  # payloads at least this big are copied out through a memoryview
 
 # States.
 _HEADER_WAIT = 0
@@ -31,35 +32,45 @@ def sp_header(protocol: int) -> bytes:
     return _HEADER.pack(_MAGIC, protocol, 0)
 
 
+@dataclass(frozen=True, slots=True)
+class SpRole:
+    """Who this end is on SP, as data (the engine takes it from the pairing tables)."""
+
+    protocol: int  # announced in the header (req0 0x30, rep0 0x31)
+    accepts: frozenset[int]  # peer protocols accepted
+    names: Mapping[int, str] = field(default_factory=dict, hash=False)  # for peer_type and errors
+
+    def name(self, protocol: int) -> str:
+        return self.names.get(protocol, f"{protocol:#06x}")
+
+
 class SpCodec:
-    """SP/TCP codec for one connection; the protocol is req0 or rep0 from ``kind``."""
+    """SP codec for one connection (the TCP mapping; ``message_prefix`` gives the IPC one).
+
+    ``message_prefix``: bytes before each message's u64 length. nng's and nanomsg's IPC mapping
+    writes a message-type byte (``b"\\x01"``); TCP has none. The 8-byte header is the same.
+    """
 
     family = "sp"
 
     def __init__(
         self,
-        kind: str,
-        raw: bool = False,
+        role: SpRole,
         *,
-        identity: bytes = b"",
         max_message_size: int = 1 << 20,
-        transport: str = "tcp",
+        message_prefix: bytes = b"",
     ) -> None:
-        self.kind = kind
-        # nng's and nanomsg's IPC mapping puts a message-type byte (1 = message) before each
-        # u64 length; TCP (and everything else) has none. The 8-byte header is the same.
-        self._prefix = b"\x01" if transport in ("ipc", "abstract") else b""
+        self.role = role
+        self._prefix = bytes(message_prefix)
         self._skip = len(self._prefix)
-        self.raw = raw
-        self.protocol: int = pairing.sp_protocol(kind)
+        self.protocol = role.protocol
         self.max_message_size = max_message_size
         self.handshake_done = False
         self.peer_type: str | None = None
         self.peer_protocol: int | None = None
-        self._accepted = pairing.SP_PEERS[self.protocol]
+        self._accepted = role.accepts
         self._state = _HEADER_WAIT
-        self._buf = bytearray()
-        self._pos = 0
+        self._rx = ReceiveBuffer()
         self._error: RemoteProtocolError | None = None
 
     def initiate(self) -> bytes:
@@ -86,10 +97,7 @@ class SpCodec:
 
     def receive_data(self, data: bytes) -> None:
         """Append received bytes (any split). Never raises."""
-        if self._pos:
-            del self._buf[: self._pos]
-            self._pos = 0
-        self._buf += data
+        self._rx.feed(data)
 
     def next_event(self) -> Event | None:
         """``HandshakeComplete``, then ``(payload,)`` per message; ``None`` for more bytes."""
@@ -97,13 +105,14 @@ class SpCodec:
             raise self._error
         try:
             if self._state == _OPEN:
-                buf = self._buf
-                pos = self._pos
+                rx = self._rx
+                buf = rx.data
+                pos = rx.pos
                 end = len(buf)
                 skip = self._skip
                 if end - pos < 8 + skip:
                     return None
-                if skip and buf[pos] != 1:
+                if skip and buf[pos : pos + skip] != self._prefix:
                     raise RemoteProtocolError(f"unknown SP/IPC message type {buf[pos]}")
                 (size,) = _U64.unpack_from(buf, pos + skip)
                 if size > self.max_message_size:
@@ -114,19 +123,17 @@ class SpCodec:
                 stop = start + size
                 if stop > end:
                     return None
-                self._pos = stop
-                if size < _COPY_VIA_VIEW:
-                    return (bytes(buf[start:stop]),)  # two small copies beat a memoryview
-                with memoryview(buf) as mv:
-                    return (bytes(mv[start:stop]),)
+                rx.pos = stop
+                return (bytes(buf[start:stop]) if size < COPY_VIA_VIEW else rx.copy(start, stop),)
             return self._read_header()
         except RemoteProtocolError as exc:
             self._error = exc
             raise
 
     def _read_header(self) -> HandshakeComplete | None:
-        buf = self._buf
-        pos = self._pos
+        rx = self._rx
+        buf = rx.data
+        pos = rx.pos
         have = len(buf) - pos
         n = min(have, 4)
         if buf[pos : pos + n] != _MAGIC[:n]:
@@ -134,11 +141,11 @@ class SpCodec:
         if have < HEADER_SIZE:
             return None
         _, proto, _reserved = _HEADER.unpack_from(buf, pos)
-        name = pairing.SP_NAMES.get(proto, f"{proto:#06x}")
+        name = self.role.name(proto)
         if proto not in self._accepted:
-            ours = pairing.SP_NAMES.get(self.protocol, f"{self.protocol:#06x}")
+            ours = self.role.name(self.protocol)
             raise PairingError(f"SP peer mismatch: {ours} cannot talk to {name}")
-        self._pos = pos + HEADER_SIZE
+        rx.pos = pos + HEADER_SIZE
         self.peer_protocol = proto
         self.peer_type = name
         self.handshake_done = True

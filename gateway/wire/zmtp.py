@@ -8,6 +8,7 @@ of ``next_event()`` as plain tuples of ``bytes`` frames; commands become events.
 from __future__ import annotations
 
 import struct
+from dataclasses import dataclass
 
 from gateway.errors import (
     LocalProtocolError,
@@ -15,12 +16,13 @@ from gateway.errors import (
     PairingError,
     RemoteProtocolError,
 )
-from gateway.patterns import pairing
+from gateway.wire._buffer import COPY_VIA_VIEW, ReceiveBuffer
 from gateway.wire.events import Event, HandshakeComplete, PeerError, Ping, Pong
 
 __all__ = [
     "GREETING_SIZE",
     "ZmtpCodec",
+    "ZmtpRole",
     "encode_command",
     "encode_properties",
     "parse_properties",
@@ -45,7 +47,6 @@ _SHORT_LAST = tuple(bytes((0, n)) for n in range(256))
 _SHORT_MORE = tuple(bytes((_MORE, n)) for n in range(256))
 
 _MAX_PING_CONTEXT = 16
-_COPY_VIA_VIEW = 4096  # frames at least this big are copied out through a memoryview
 
 # Handshake states.
 _GREETING = 0
@@ -105,25 +106,30 @@ def parse_properties(data: bytes) -> dict[str, bytes]:
     return props
 
 
+@dataclass(frozen=True, slots=True)
+class ZmtpRole:
+    """Who this end is on ZMTP, as data (the engine takes it from the pairing tables)."""
+
+    socket_type: str  # announced in READY
+    accepts: frozenset[str]  # peer Socket-Types accepted at READY
+    sends_identity: bool = False  # put an Identity property in READY (libzmq: REQ, DEALER, ROUTER)
+
+
 class ZmtpCodec:
-    """ZMTP 3.1 NULL-mechanism codec for one connection (REQ/REP/DEALER/ROUTER)."""
+    """ZMTP 3.1 NULL-mechanism codec for one connection; ZMTP frames alike on every transport."""
 
     family = "zmtp"
 
     def __init__(
         self,
-        kind: str,
-        raw: bool = False,
+        role: ZmtpRole,
         *,
         identity: bytes = b"",
         max_message_size: int = 1 << 20,
         as_server: bool = False,
-        transport: str = "tcp",  # ZMTP frames the same on every transport
     ) -> None:
-        if kind not in pairing.ZMTP_PEERS:
-            raise ValueError(f"unknown socket kind {kind!r}")
-        self.kind = kind
-        self.socket_type: str = pairing.zmtp_socket_type(kind, raw)
+        self.role = role
+        self.socket_type = role.socket_type
         self.identity = bytes(identity)
         self.max_message_size = max_message_size
         self.as_server = as_server
@@ -131,10 +137,9 @@ class ZmtpCodec:
         self.peer_type: str | None = None
         self.peer_identity: bytes = b""
         self.peer_version: tuple[int, int] | None = None
-        self._accepted = pairing.ZMTP_PEERS[self.socket_type]
+        self._accepted = role.accepts
         self._state = _GREETING
-        self._buf = bytearray()
-        self._pos = 0
+        self._rx = ReceiveBuffer()
         self._out = bytearray()
         self._parts: list[bytes] = []
         self._msg_size = 0
@@ -147,9 +152,9 @@ class ZmtpCodec:
         return _greeting(self.as_server)
 
     def ready_command(self) -> bytes:
-        """Our READY command: Socket-Type, then Identity for REQ/DEALER/ROUTER (as libzmq)."""
+        """Our READY command: Socket-Type, then Identity when the role sends one."""
         props = [(b"Socket-Type", self.socket_type.encode("ascii"))]
-        if self.socket_type in ("REQ", "DEALER", "ROUTER"):
+        if self.role.sends_identity:
             props.append((b"Identity", self.identity))
         return encode_command(b"READY", encode_properties(props))
 
@@ -209,10 +214,7 @@ class ZmtpCodec:
 
     def receive_data(self, data: bytes) -> None:
         """Append received bytes (any split). Never raises."""
-        if self._pos:
-            del self._buf[: self._pos]
-            self._pos = 0
-        self._buf += data
+        self._rx.feed(data)
 
     def next_event(self) -> Event | None:
         """The next event or message tuple; ``None`` when more bytes are needed."""
@@ -233,9 +235,10 @@ class ZmtpCodec:
             raise
 
     def _read_greeting(self) -> bool:
-        buf = self._buf
-        have = len(buf) - self._pos
-        p = self._pos
+        rx = self._rx
+        buf = rx.data
+        p = rx.pos
+        have = len(buf) - p
         # Check each part as soon as it is there: an old (ZMTP 1.0/2.0) peer never sends 64.
         if have >= 1 and buf[p] != 0xFF:
             raise RemoteProtocolError("bad ZMTP signature (byte 0 is not 0xFF)")
@@ -249,7 +252,7 @@ class ZmtpCodec:
         if bytes(buf[p + 12 : p + 32]) != _MECHANISM_NULL:
             mech = bytes(buf[p + 12 : p + 32]).rstrip(b"\x00")
             raise RemoteProtocolError(f"unsupported ZMTP mechanism {mech!r} (need NULL)")
-        self._pos = p + GREETING_SIZE
+        rx.pos = p + GREETING_SIZE
         self.peer_version = (major, minor)
         self._state = _AWAIT_READY
         self._out += self.ready_command()
@@ -257,9 +260,10 @@ class ZmtpCodec:
 
     def _next_frames(self) -> Event | None:
         """Parse frames until a whole message or a command event is available."""
-        buf = self._buf
+        rx = self._rx
+        buf = rx.data
         end = len(buf)
-        pos = self._pos
+        pos = rx.pos
         parts = self._parts
         limit = self.max_message_size
         msg_size = self._msg_size
@@ -281,16 +285,12 @@ class ZmtpCodec:
                     raise MessageTooLarge(f"ZMTP message of {msg_size}+ bytes (limit {limit})")
                 if stop > end:
                     break
-                if size < _COPY_VIA_VIEW:
-                    parts.append(bytes(buf[start:stop]))  # two small copies beat a memoryview
-                else:
-                    with memoryview(buf) as mv:
-                        parts.append(bytes(mv[start:stop]))
+                parts.append(bytes(buf[start:stop]) if size < COPY_VIA_VIEW else rx.copy(start, stop))
                 pos = stop
                 if flags & _MORE:
                     self._msg_size = msg_size
                     continue
-                self._pos = pos
+                rx.pos = pos
                 self._msg_size = 0
                 msg = tuple(parts)
                 parts.clear()
@@ -305,11 +305,11 @@ class ZmtpCodec:
                 raise MessageTooLarge(f"ZMTP command of {size} bytes (limit {limit})")
             if stop > end:
                 break
-            pos = self._pos = stop
+            pos = rx.pos = stop
             ev = self._command(bytes(buf[start:stop]))
             if ev is not None:
                 return ev
-        self._pos = pos
+        rx.pos = pos
         return None
 
     def _command(self, body: bytes) -> Event | None:

@@ -7,8 +7,8 @@ import asyncio
 from collections import deque
 from typing import Any
 
-from gateway.engine.transport import ProtocolFactory
 from gateway.hookspecs import hookimpl
+from gateway.transport import ProtocolFactory
 
 _LISTENERS: dict[str, InprocListener] = {}
 

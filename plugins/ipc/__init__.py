@@ -9,8 +9,8 @@ import os
 import socket
 import stat
 
-from gateway.engine.transport import ProtocolFactory, ServerListener
 from gateway.hookspecs import hookimpl
+from gateway.transport import ProtocolFactory, ServerListener
 
 
 def _stale(path: str) -> bool:
@@ -39,6 +39,7 @@ class IpcListener(ServerListener):
 
 class IpcTransport:
     scheme = "ipc"
+    sp_message_prefix = b"\x01"  # nng/nanomsg frame SP on ipc with a message-type byte
 
     def listen(self, address: str, protocol_factory: ProtocolFactory) -> IpcListener:
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)

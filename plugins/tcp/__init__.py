@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 import socket
 
-from gateway.engine.transport import ProtocolFactory, ServerListener
 from gateway.hookspecs import hookimpl
+from gateway.transport import ProtocolFactory, ServerListener
 from gateway.url import split_host_port
 
 

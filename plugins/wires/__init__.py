@@ -9,5 +9,5 @@ from gateway.wire.zmtp import ZmtpCodec
 
 @hookimpl
 def gateway_register_wires(register) -> None:  # type: ignore[no-untyped-def]
-    register("zmq", "zmtp", ZmtpCodec, aliases=("zmtp",))
+    register("zmtp", "zmtp", ZmtpCodec, aliases=("zmq",))
     register("sp", "sp", SpCodec, aliases=("nng", "nanomsg"))

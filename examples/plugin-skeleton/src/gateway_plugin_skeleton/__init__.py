@@ -4,10 +4,10 @@
 abstract namespace: no file on disk, gone when the last socket closes. That is the socket
 libzmq calls ``ipc://@name`` (and nng ``abstract://name``), so a native gateway endpoint
 ``zmq+abstract://name?backend=native`` talks to a pyzmq socket on ``ipc://@name``.
-(``sp+abstract://`` works between native endpoints; nng frames SP on its ipc/abstract
-transports with an extra message-type byte that the native SP codec does not write yet.)
+nng frames SP on its ipc/abstract transports with a message-type byte before each message:
+``sp_message_prefix`` tells the native SP codec to do the same.
 
-A transport implements the narrow interface of ``gateway.engine.transport`` (mangos style):
+A transport implements the narrow interface of ``gateway.transport`` (mangos style):
 
 * ``listen(address, protocol_factory) -> Listener``: bind *now* (so ``bind`` can return the
   real address at once), accept on the running loop; the listener knows its ``address``;
@@ -25,8 +25,8 @@ import socket
 import sys
 from typing import Any
 
-from gateway.engine.transport import ProtocolFactory, ServerListener
 from gateway.hookspecs import hookimpl
+from gateway.transport import ProtocolFactory, ServerListener
 
 __all__ = ["AbstractTransport", "gateway_register_transports"]
 __version__ = "0.1.0"
@@ -46,6 +46,7 @@ class AbstractTransport:
     """Stream sockets in the Linux abstract namespace: ``abstract://name`` -> ``"\\0name"``."""
 
     scheme = SCHEME
+    sp_message_prefix = b"\x01"  # as nng's abstract:// (the ipc mapping of SP)
 
     def listen(self, address: str, protocol_factory: ProtocolFactory) -> ServerListener:
         if not sys.platform.startswith("linux"):

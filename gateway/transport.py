@@ -8,7 +8,8 @@ A transport makes byte streams; the engine puts a wire codec and a pattern on to
   engine owns redial and backoff).
 
 ``protocol_factory`` returns an ``asyncio.Protocol`` (the engine's pipe). Every transport passes
-the shared verification suite in ``tests/test_transports.py``.
+the shared verification suite (``gateway.testing.transport_suite``, run over every registered
+transport by ``tests/test_transports.py``). This module imports no engine.
 """
 
 from __future__ import annotations

@@ -27,6 +27,11 @@ Deliberate differences from a single reference library, documented once here:
   the pending one and a late reply to the old one is dropped.
 * REP raises ``StateError`` on a second recv before the reply (libzmq); nng would silently
   discard the first request's backtrace.
+
+Timers are sans-IO too (aioquic's ``get_timer``/``handle_timer``): a pattern says when it wants
+to act (:meth:`Pattern.resend_deadline`), the engine calls :meth:`Pattern.handle_timer` then and
+sends what it returns. Only REQ uses it: nng's resend of the pending SP request after
+``resend_interval``, or at once when the pipe it went out on is lost (:meth:`Pattern.on_pipe_lost`).
 """
 
 from __future__ import annotations
@@ -34,23 +39,12 @@ from __future__ import annotations
 import random
 from typing import Final
 
-from gateway.errors import LocalProtocolError, RemoteProtocolError, StateError
+from gateway.errors import Drop, LocalProtocolError, RemoteProtocolError, StateError
 from gateway.message import DELIMITER, Message
 
 ZMTP: Final = "zmtp"
 SP: Final = "sp"
 TOP_BIT: Final = 0x80
-
-
-class Drop(Exception):
-    """The pattern refuses this message; the engine counts it under ``reason``.
-
-    Not a protocol error: the pipe stays up (a stale reply, a message over the hop limit).
-    """
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
 
 
 def split_zmtp(frames: tuple[bytes, ...]) -> tuple[tuple[bytes, ...], tuple[bytes, ...]]:
@@ -141,8 +135,22 @@ class Pattern:
         """The message as it goes on a pipe of wire ``family`` (hops + body, in wire order)."""
         return msg
 
-    def sent(self, routing_id: bytes) -> None:
-        """The message went out on pipe ``routing_id``."""
+    def sent(self, routing_id: bytes, family: str = ZMTP, now: float = 0.0) -> None:
+        """The message went out on pipe ``routing_id`` (of wire ``family``) at time ``now``."""
+
+    # -- timers ------------------------------------------------------------------------------
+    def resend_deadline(self) -> float | None:
+        """When :meth:`handle_timer` wants to run (the engine's clock); ``None``: no timer."""
+        return None
+
+    def handle_timer(self, now: float) -> Message | None:
+        """The timer fired: a message to send again (load-balanced, then :meth:`sent`), or
+        ``None`` when nothing is due."""
+        return None
+
+    def on_pipe_lost(self, routing_id: bytes, family: str) -> bool:
+        """The pipe ``routing_id`` is gone; ``True`` when :meth:`handle_timer` is due at once."""
+        return False
 
 
 class Req(Pattern):
@@ -154,13 +162,16 @@ class Req(Pattern):
 
     cooked = True
 
-    def __init__(self, kind: str, raw: bool, *, ttl: int = 8, relaxed: bool = False) -> None:
+    def __init__(self, kind: str, raw: bool, *, ttl: int = 8, relaxed: bool = False,
+                 resend_interval: float = 60.0) -> None:
         super().__init__(kind, raw, ttl=ttl)
         self.relaxed = relaxed
+        self.resend_interval = resend_interval
         self._next_id = random.getrandbits(31)
         self.pending: bytes | None = None  # the request id in flight
         self.request: Message | None = None  # kept for resends
         self.reply_pipe: bytes | None = None
+        self._deadline: float | None = None  # resend time of an SP request
 
     def check_send(self) -> None:
         if self.pending is not None and not self.relaxed:
@@ -180,8 +191,25 @@ class Req(Pattern):
             return Message((self.pending,), msg.body)
         return Message((DELIMITER,), msg.body)
 
-    def sent(self, routing_id: bytes) -> None:
+    def sent(self, routing_id: bytes, family: str = ZMTP, now: float = 0.0) -> None:
         self.reply_pipe = routing_id
+        # nng resends on SP; libzmq's REQ never resends on ZMTP
+        self._deadline = now + self.resend_interval if family == SP else None
+
+    def resend_deadline(self) -> float | None:
+        return self._deadline if self.pending is not None else None
+
+    def handle_timer(self, now: float) -> Message | None:
+        deadline = self.resend_deadline()
+        if deadline is None or now < deadline:
+            return None
+        return self.request  # due until sent() sets the next deadline
+
+    def on_pipe_lost(self, routing_id: bytes, family: str) -> bool:
+        if family == SP and self.pending is not None and routing_id == self.reply_pipe:
+            self._deadline = float("-inf")  # as nng does: resend now, on another pipe
+            return True
+        return False
 
     def receive(self, routing_id: bytes, family: str, parts: tuple[bytes, ...]) -> Message:
         if self.pending is None:
@@ -208,6 +236,7 @@ class Req(Pattern):
         if msg.hops[0] != DELIMITER and msg.hops[0] != self.pending:
             return None  # a reply to a request that was replaced (relaxed mode)
         self.pending = self.request = self.reply_pipe = None
+        self._deadline = None
         return Message((), msg.body)
 
 
@@ -253,11 +282,14 @@ class Router(Pattern):
     routed = True
 
 
-def make_pattern(kind: str, raw: bool = False, *, ttl: int = 8, relaxed: bool = False) -> Pattern:
+def make_pattern(kind: str, raw: bool = False, *, ttl: int = 8, relaxed: bool = False,
+                 resend_interval: float = 60.0) -> Pattern:
     """The pattern for a socket kind; ``raw`` turns REQ/REP into xreq/xrep."""
     kind = kind.upper()
     if kind == "REQ":
-        return Pattern(kind, True, ttl=ttl) if raw else Req(kind, False, ttl=ttl, relaxed=relaxed)
+        if raw:
+            return Pattern(kind, True, ttl=ttl)
+        return Req(kind, False, ttl=ttl, relaxed=relaxed, resend_interval=resend_interval)
     if kind == "REP":
         return Router(kind, True, ttl=ttl) if raw else Rep(kind, False, ttl=ttl)
     if kind == "DEALER":

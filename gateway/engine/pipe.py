@@ -1,0 +1,316 @@
+"""One peer connection: a Pipe is the asyncio protocol that runs one wire codec on one stream.
+
+A pipe owns its codec, its flow control and its write coalescing; it tells its owner (the
+socket) what happened through four calls (:class:`PipeOwner`), as a mangos pipe does through
+``AddPipe``/``RemovePipe``, and never reaches into the owner's state.
+
+Flow control, both ways:
+
+* reading: the owner counts messages of this pipe waiting in its inbox with
+  :meth:`Pipe.enqueued` / :meth:`Pipe.dequeued`; at ``hwm`` the pipe pauses reading (TCP
+  back-pressure reaches the peer), at ``hwm // 2`` it resumes;
+* writing: the transport's write buffer pauses at ``hwm * 1 KiB`` (``writable`` turns False
+  until it drains to half); writes coalesced in a batch count towards the same mark, so
+  nothing a pipe buffers grows past ``hwm * 1 KiB`` plus one message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from typing import Any, Protocol, cast
+
+from gateway.errors import LocalProtocolError, ProtocolError
+from gateway.logging import get_logger
+from gateway.message import Message
+from gateway.metrics import METRICS
+from gateway.patterns import pairing
+from gateway.patterns.reqrep import SP, ZMTP
+from gateway.wire.events import HandshakeComplete, PeerError
+from gateway.wire.sp import SpRole
+from gateway.wire.zmtp import ZmtpRole
+
+log = get_logger("gateway.engine")
+
+#: bytes of write buffer per message of high-water mark (libzmq counts messages, asyncio bytes)
+BYTES_PER_HWM = 1024
+_DROP_LOG_INTERVAL = 1.0  # seconds: at most one drop line per pipe per interval
+
+
+class PipeOwner(Protocol):
+    """What a pipe tells its socket. Implementations must not call back into the pipe's
+    codec or transport from these calls except through the pipe's public methods."""
+
+    def pipe_ready(self, pipe: Pipe, event: HandshakeComplete) -> bytes | None:
+        """The handshake finished: the routing id the owner gives the pipe, or ``None`` when
+        it refused it (and aborted it)."""
+
+    def pipe_message(self, pipe: Pipe, parts: tuple[bytes, ...]) -> None:
+        """One decoded message (frames on ZMTP, one payload on SP)."""
+
+    def pipe_lost(self, pipe: Pipe) -> None:
+        """The connection is gone (the pipe is never used again)."""
+
+    def pipe_writable(self, pipe: Pipe) -> None:
+        """``pipe.writable`` changed."""
+
+
+def zmtp_role(kind: str, raw: bool) -> ZmtpRole:
+    """What a native socket announces and accepts on ZMTP, from the pairing tables."""
+    if kind not in pairing.ZMTP_PEERS:
+        raise ValueError(f"unknown socket kind {kind!r}")
+    socket_type = pairing.zmtp_socket_type(kind, raw)
+    return ZmtpRole(socket_type, pairing.ZMTP_PEERS[socket_type],
+                    sends_identity=socket_type in pairing.ZMTP_SENDS_IDENTITY)
+
+
+def sp_role(kind: str) -> SpRole:
+    """What a native socket announces and accepts on SP, from the pairing tables."""
+    if kind not in pairing.SP_PROTOCOLS:
+        raise ValueError(f"unknown socket kind {kind!r}")
+    protocol = pairing.sp_protocol(kind)
+    return SpRole(protocol, pairing.SP_PEERS[protocol], names=pairing.SP_NAMES)
+
+
+def make_codec(factory: Any, family: str, kind: str, raw: bool, *, identity: bytes,
+               max_message_size: int, transport: Any) -> Any:
+    """A codec from a wire registration, given its identity as data (see ``hookspecs``).
+
+    SP framing comes from the transport plugin: ``sp_message_prefix`` (nng's ipc: ``b"\\x01"``).
+    """
+    if family == ZMTP:
+        return factory(zmtp_role(kind, raw), identity=identity, max_message_size=max_message_size)
+    if family == SP:
+        return factory(sp_role(kind), max_message_size=max_message_size,
+                       message_prefix=getattr(transport, "sp_message_prefix", b""))
+    raise LocalProtocolError(f"unknown wire family {family!r}")
+
+
+class _Batch(threading.local):
+    """Write coalescing, per thread (each thread runs its own loop): while received messages
+    are dispatched, writes are buffered per pipe and flushed with one ``transport.write`` each.
+    One message in flight still costs one write; a burst of N costs one per pipe, not N."""
+
+    depth = 0
+
+    def __init__(self) -> None:
+        self.dirty: list[Pipe] = []
+
+
+_batch = _Batch()
+
+
+def _flush(batch: _Batch) -> None:
+    dirty, batch.dirty = batch.dirty, []
+    for pipe in dirty:
+        pipe._flush()
+
+
+def check_body(pipe: Pipe, msg: Message) -> None:
+    """Refuse a message the pipe's wire cannot carry (SP: exactly one body frame)."""
+    if pipe.family == SP and len(msg.body) != 1:
+        raise LocalProtocolError(f"SP carries exactly one body frame, not {len(msg.body)}")
+
+
+class Pipe(asyncio.Protocol):
+    """One connection to one peer, over one wire. Created by a listener or a dialer."""
+
+    def __init__(self, owner: PipeOwner, codec: Any, family: str, endpoint: str, *,
+                 hwm: int = 1000, handshake_timeout: float = 10.0, name: str = "",
+                 lost: asyncio.Future[bool] | None = None) -> None:
+        self.owner = owner
+        self.codec = codec
+        self.family = family
+        self.endpoint = endpoint
+        self.name = name  # the owner's name, for logs
+        self.hwm = hwm
+        self.handshake_timeout = handshake_timeout
+        self.transport: asyncio.Transport | None = None
+        self.routing_id = b""
+        self.peer_type = ""
+        self.ready = False
+        self.writable = True
+        self.queued = 0  # messages of this pipe in the owner's inbox
+        self.reading = True
+        self.close_reason = ""
+        self.wbuf: list[bytes] = []  # coalesced writes while a batch is open
+        self._wbuf_size = 0
+        self._high = hwm * BYTES_PER_HWM
+        self._closed = False
+        self._lost = lost
+        self._timer: asyncio.TimerHandle | None = None
+        self._drop_logged = -_DROP_LOG_INTERVAL
+        self._drops_suppressed = 0
+
+    # -- asyncio.Protocol ------------------------------------------------------------------
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # a stream transport of any loop (asyncio's, uvloop's, inproc's): no isinstance check
+        self.transport = transport = cast(asyncio.Transport, transport)
+        if self._closed:  # the owner closed before the connection was made
+            transport.abort()
+            return
+        transport.set_write_buffer_limits(high=self._high, low=self._high // 2)
+        transport.write(self.codec.initiate())
+        self._timer = asyncio.get_running_loop().call_later(
+            self.handshake_timeout, self._handshake_timeout)
+
+    def data_received(self, data: bytes) -> None:
+        self.codec.receive_data(data)
+        self.process()
+
+    def process(self) -> None:
+        """Dispatch decoded events; stop while reading is paused (the rest stays in the codec)."""
+        codec = self.codec
+        incoming = self.owner.pipe_message
+        batch = _batch
+        batch.depth += 1  # writes caused by these messages are coalesced (see _flush)
+        try:
+            while self.reading and (event := codec.next_event()) is not None:
+                if type(event) is tuple:
+                    incoming(self, event)
+                else:
+                    self._on_event(event)
+        except ProtocolError as exc:
+            self.abort(type(exc).__name__, str(exc))
+        else:
+            out = codec.data_to_send()
+            if out and self.transport is not None:
+                self.transport.write(out)
+        finally:
+            batch.depth -= 1
+            if not batch.depth and batch.dirty:
+                _flush(batch)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        self.owner.pipe_lost(self)
+        if self._lost is not None and not self._lost.done():
+            self._lost.set_result(self.ready)  # True: it worked for a while (the dialer resets backoff)
+
+    def pause_writing(self) -> None:
+        self.writable = False
+        self.owner.pipe_writable(self)
+
+    def resume_writing(self) -> None:
+        self.writable = True
+        self.owner.pipe_writable(self)
+
+    # -- reading flow control (called by the owner) --------------------------------------------
+    def enqueued(self) -> None:
+        """One more message of this pipe waits in the owner's inbox; pause reading at hwm."""
+        self.queued += 1
+        if self.queued >= self.hwm:
+            self.pause()
+
+    def dequeued(self) -> None:
+        """The owner took one message of this pipe; resume reading at half the hwm."""
+        self.queued -= 1
+        if not self.reading and self.queued <= self.hwm // 2:
+            self.resume()
+
+    def pause(self) -> None:
+        """Stop reading: nothing more reaches the owner until :meth:`resume`."""
+        if self.reading and self.transport is not None:
+            self.reading = False
+            self.transport.pause_reading()
+
+    def resume(self) -> None:
+        """Read again: first the messages already decoded, then the stream."""
+        if self.reading or self.transport is None:
+            return
+        self.reading = True
+        self.process()  # messages read while paused
+        if self.reading:
+            self.transport.resume_reading()
+
+    # -- writing -----------------------------------------------------------------------------
+    def write(self, msg: Message) -> None:
+        body = msg.body
+        if self.family == SP and len(body) != 1:
+            raise LocalProtocolError(f"SP carries exactly one body frame, not {len(body)}")
+        data = self.codec.send_message(msg.hops + body)
+        batch = _batch
+        if batch.depth:
+            if not self.wbuf:
+                batch.dirty.append(self)
+            self.wbuf.append(data)
+            self._wbuf_size += len(data)
+            if self._wbuf_size >= self._high:
+                self._flush()  # the batch is bounded too: the transport's mark takes over
+        elif self.transport is not None:
+            self.transport.write(data)
+
+    def _flush(self) -> None:
+        chunks, self.wbuf = self.wbuf, []
+        self._wbuf_size = 0
+        transport = self.transport
+        if chunks and transport is not None and not transport.is_closing():
+            transport.write(chunks[0] if len(chunks) == 1 else b"".join(chunks))
+
+    @property
+    def buffered(self) -> int:
+        """Bytes written to this pipe and not yet sent (transport buffer + open batch)."""
+        transport = self.transport
+        return self._wbuf_size + (transport.get_write_buffer_size() if transport is not None else 0)
+
+    def dropped(self, reason: str) -> None:
+        """A message for this pipe was dropped: count it; log at most one line a second."""
+        METRICS.inc("gateway_socket_dropped_messages_total", reason=reason)
+        now = time.monotonic()
+        if now - self._drop_logged < _DROP_LOG_INTERVAL:
+            self._drops_suppressed += 1
+            return
+        log.warning("drop", reason=reason, endpoint=self.endpoint, socket=self.name,
+                    suppressed=self._drops_suppressed)
+        self._drop_logged = now
+        self._drops_suppressed = 0
+
+    # -- closing -----------------------------------------------------------------------------
+    def abort(self, reason: str, detail: str = "") -> None:
+        """Close this pipe because of bad input; the socket and its other pipes go on."""
+        if self.close_reason:
+            return
+        self.close_reason = reason
+        METRICS.inc("gateway_pipes_closed_total", reason=reason)
+        log.warning("pipe.closed", endpoint=self.endpoint, reason=reason, detail=detail,
+                    socket=self.name)
+        if self.transport is not None:
+            self.transport.abort()
+
+    def close(self, linger: float) -> None:
+        """The owner is closing: pending writes get ``linger`` seconds (0: drop them)."""
+        self._closed = True
+        self._flush()
+        transport = self.transport
+        if transport is None:
+            return  # connection_made will abort
+        if linger > 0 and transport.get_write_buffer_size():
+            transport.close()  # flushes, then closes
+            asyncio.get_running_loop().call_later(linger, transport.abort)
+        elif linger <= 0:
+            transport.abort()
+        else:
+            transport.close()
+
+    # -- internals -----------------------------------------------------------------------------
+    def _on_event(self, event: Any) -> None:
+        if isinstance(event, HandshakeComplete):
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
+            self.peer_type = event.peer_type
+            routing_id = self.owner.pipe_ready(self, event)
+            if routing_id is not None:
+                self.routing_id = routing_id
+                self.ready = True
+        elif isinstance(event, PeerError):
+            self.abort("peer-error", event.reason)
+
+    def _handshake_timeout(self) -> None:
+        if not self.ready:
+            self.abort("handshake-timeout", f"no handshake within {self.handshake_timeout}s")
+
+
+__all__ = ["BYTES_PER_HWM", "Pipe", "PipeOwner", "check_body", "make_codec", "sp_role", "zmtp_role"]

@@ -1,0 +1,63 @@
+"""The one receive buffer of the codecs, and frames on both sides of its copy-out threshold."""
+
+from __future__ import annotations
+
+import pytest
+
+from gateway.engine.pipe import sp_role, zmtp_role
+from gateway.wire._buffer import COPY_VIA_VIEW, ReceiveBuffer
+from gateway.wire.events import HandshakeComplete
+from gateway.wire.sp import SpCodec
+from gateway.wire.zmtp import ZmtpCodec
+
+
+def test_feed_drops_the_consumed_prefix() -> None:
+    rx = ReceiveBuffer()
+    rx.feed(b"abcdef")
+    assert len(rx) == 6
+    rx.pos = 4
+    assert len(rx) == 2
+    rx.feed(b"gh")
+    assert (bytes(rx.data), rx.pos, len(rx)) == (b"efgh", 0, 4)
+
+
+def test_copy_is_a_detached_bytes() -> None:
+    rx = ReceiveBuffer()
+    rx.feed(b"0123456789")
+    out = rx.copy(2, 5)
+    rx.feed(b"more")  # resizing the bytearray must not fail: no view is left open
+    assert out == b"234" and type(out) is bytes
+
+
+def _open(a: ZmtpCodec | SpCodec, b: ZmtpCodec | SpCodec) -> None:
+    a.receive_data(b.initiate())
+    b.receive_data(a.initiate())
+    for _ in range(2):
+        for x, y in ((a, b), (b, a)):
+            while x.next_event() is not None:
+                pass
+            y.receive_data(x.data_to_send())
+    assert a.handshake_done and b.handshake_done
+
+
+@pytest.mark.parametrize("size", [0, 1, COPY_VIA_VIEW - 1, COPY_VIA_VIEW, COPY_VIA_VIEW + 1, 1 << 18])
+@pytest.mark.parametrize("wire", ["zmtp", "sp"])
+def test_frames_around_the_threshold(wire: str, size: int) -> None:
+    if wire == "zmtp":
+        a: ZmtpCodec | SpCodec = ZmtpCodec(zmtp_role("DEALER", False))
+        b: ZmtpCodec | SpCodec = ZmtpCodec(zmtp_role("ROUTER", False))
+        parts = (b"", bytes(range(256)) * (size // 256) + b"z" * (size % 256))
+        want: tuple[bytes, ...] = parts
+    else:
+        a, b = SpCodec(sp_role("REQ")), SpCodec(sp_role("REP"))
+        parts = (b"\x80\x00\x00\x01", b"q" * size)
+        want = (b"".join(parts),)
+    _open(a, b)
+    wire_bytes = a.send_message(parts) * 3
+    got = []
+    for i in range(0, len(wire_bytes), 7001):  # odd chunks: frames straddle feeds
+        b.receive_data(wire_bytes[i : i + 7001])
+        while (ev := b.next_event()) is not None:
+            assert not isinstance(ev, HandshakeComplete)
+            got.append(ev)
+    assert got == [want] * 3
