@@ -492,6 +492,7 @@ def test_live_sp_to_zmtp_bad_reply_envelope_dropped_then_served() -> None:
                 await req.asend(b"bad")
                 with pytest.raises(pynng.Timeout):
                     await req.arecv()
+                await _until(lambda: _dropped(bridge, "not-4-bytes") >= 1)
                 assert _dropped(bridge, "not-4-bytes") == 1
                 req.recv_timeout = 5000
                 await req.asend(b"good")

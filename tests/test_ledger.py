@@ -103,3 +103,27 @@ def test_drop_is_logged_with_bridge_direction_and_reason(capsys: pytest.CaptureF
     err = capsys.readouterr().err
     assert '"event": "drop"' in err and f'"bridge": "{ledger.bridge}"' in err
     assert '"reason": "hwm"' in err and '"direction": "reply"' in err
+
+
+def test_drop_lines_are_rate_limited_per_reason_and_client(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """10,000 drops of one client: one line now, the rest summed in a summary line once the
+    second is over; another client's drop still gets its own line. The counter is exact."""
+    from gateway.device import ledger as ledger_module
+    from gateway.logging import configure
+
+    configure("json", "info")
+    clock = [100.0]
+    monkeypatch.setattr(ledger_module, "monotonic", lambda: clock[0])
+    ledger = _ledger()
+    for _ in range(10_000):
+        ledger.dropped("multi-frame-body", REQUEST, "3 frames", client=b"\x00k")
+    ledger.dropped("multi-frame-body", REQUEST, "3 frames", client=b"\x00j")
+    ledger.flush()  # within the second: nothing to say yet
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 2 and '"client": "006b"' in lines[0] and '"client": "006a"' in lines[1]
+    clock[0] += 1.5
+    ledger.flush()
+    (summary,) = capsys.readouterr().err.splitlines()
+    assert '"event": "drop.summary"' in summary and '"count": 9999' in summary
+    assert ledger.dropped_count("multi-frame-body") == 10_001

@@ -13,7 +13,7 @@ import asyncio
 import time
 from typing import Any
 
-from gateway.device.ledger import REPLY, REQUEST, Ledger
+from gateway.device.ledger import REPLY, REQUEST, Ledger, client_of
 from gateway.device.sides import NativeRaw
 from gateway.envelope import Translator
 from gateway.errors import GatewayError
@@ -43,7 +43,7 @@ class AsyncForwarder:
             try:
                 await send(request(msg, _clock()))
             except GatewayError as exc:
-                ledger.refused(exc, REQUEST)
+                ledger.refused(exc, REQUEST, client_of(msg))
                 continue
             if self._detour and not self.backlog():
                 self._detour = False  # caught up: the callback path may forward again
@@ -55,10 +55,12 @@ class AsyncForwarder:
         while True:
             msg = await recv()
             t0 = _perf()
+            out = None
             try:
-                await send(reply(msg, _clock()))
+                out = reply(msg, _clock())
+                await send(out)
             except GatewayError as exc:
-                ledger.refused(exc, REPLY)
+                ledger.refused(exc, REPLY, client_of(out))
                 continue
             ledger.reply_forwarded(t0)
 
@@ -75,17 +77,19 @@ class AsyncForwarder:
             try:
                 back.try_send(request(msg, _clock()))
             except GatewayError as exc:
-                ledger.refused(exc, REQUEST)
+                ledger.refused(exc, REQUEST, client_of(msg))
                 return True
             ledger.request_forwarded(t0)
             return True
 
         def forward_reply(msg: Message) -> bool:
             t0 = _perf()
+            out = None
             try:
-                front.try_send(reply(msg, _clock()))
+                out = reply(msg, _clock())
+                front.try_send(out)
             except GatewayError as exc:
-                ledger.refused(exc, REPLY)
+                ledger.refused(exc, REPLY, client_of(out))
                 return True
             ledger.reply_forwarded(t0)
             return True
@@ -102,6 +106,7 @@ class AsyncForwarder:
         while True:
             await asyncio.sleep(every)
             ledger.expired(translator.expire(_clock()))
+            ledger.flush()
 
     def start(self) -> None:
         if isinstance(self.front, NativeRaw) and isinstance(self.back, NativeRaw):

@@ -23,7 +23,7 @@ from typing import Any
 
 import zmq
 
-from gateway.device.ledger import REPLY, REQUEST, Ledger
+from gateway.device.ledger import REPLY, REQUEST, Ledger, client_of
 from gateway.envelope import Translator
 from gateway.errors import GatewayError, PeerBusy
 from gateway.message import Message
@@ -79,7 +79,7 @@ class PollForwarder:
                 if not send(msg):
                     return
             except GatewayError as exc:
-                ledger.refused(exc, REQUEST)
+                ledger.refused(exc, REQUEST, client_of(msg))
             else:
                 ledger.request_forwarded(t0)
             waiting.popleft()
@@ -92,11 +92,13 @@ class PollForwarder:
             if msg is None:
                 return
             t0 = _perf()
+            out = None
             try:
-                if not send(reply(msg, now)):
+                out = reply(msg, now)
+                if not send(out):
                     raise PeerBusy("the client's pipe is full")
             except GatewayError as exc:
-                ledger.refused(exc, REPLY)
+                ledger.refused(exc, REPLY, client_of(out))
                 continue
             ledger.reply_forwarded(t0)
 
@@ -113,7 +115,7 @@ class PollForwarder:
             try:
                 waiting.append((request(msg, now), t0))
             except GatewayError as exc:
-                ledger.refused(exc, REQUEST)
+                ledger.refused(exc, REQUEST, client_of(msg))
                 continue
             self._flush()
 
@@ -146,3 +148,4 @@ class PollForwarder:
             if now >= next_expiry:
                 next_expiry = now + 1.0
                 ledger.expired(expire(now))
+                ledger.flush()

@@ -7,14 +7,17 @@ nowhere else, so every route exports the same series::
     t0 = perf_counter(); ...; ledger.request_forwarded(t0)
     except GatewayError as exc: ledger.refused(exc, REQUEST)
 
-A drop is a counter (``gateway_dropped_messages_total{bridge, reason}``) and a warning line
-with the bridge, direction, reason and detail. Reasons come from the one table,
+A drop is a counter (``gateway_dropped_messages_total{bridge, reason}``, always exact) and a
+warning line with the bridge, direction, reason, client and detail. Lines are rate-limited per
+(reason, direction, client): at most one a second, the rest summed into the next line or into a
+``drop.summary`` line (``count=N``) once the second is over, so one client sending 100k
+messages that cannot cross costs a few lines, not 100k. Reasons come from the one table,
 :data:`gateway.errors.DROP_REASONS`; the exception's type decides the reason.
 """
 
 from __future__ import annotations
 
-from time import perf_counter
+from time import monotonic, perf_counter
 
 from gateway.envelope import EnvelopeError
 from gateway.errors import (
@@ -26,10 +29,18 @@ from gateway.errors import (
     TransportError,
 )
 from gateway.logging import get_logger
+from gateway.message import Message
 from gateway.metrics import METRICS, Registry
 
 REQUEST, REPLY = "request", "reply"
+LOG_INTERVAL = 1.0  # seconds between two drop lines of one (reason, direction, client)
+_QUIET_KEYS = 4096  # bound on the rate limiter's memory; the oldest are summarised first
 log = get_logger("gateway.device")
+
+
+def client_of(msg: Message | None) -> bytes:
+    """Who a message comes from or goes to (its first hop), for the drop log's rate limit."""
+    return msg[0][0] if msg is not None and msg[0] else b""
 
 
 def classify(exc: BaseException, direction: str) -> str:
@@ -67,6 +78,8 @@ class Ledger:
         self._h_rep = metrics.histogram("gateway_hop_latency_seconds", bridge=bridge,
                                         direction=REPLY)
         metrics.gauge("gateway_in_flight_requests", lambda: float(self.in_flight), bridge=bridge)
+        # (reason, direction, client) -> [quiet until, lines held back]
+        self._quiet: dict[tuple[str, str, str], list[float]] = {}
 
     # -- the hot path ------------------------------------------------------------------------
     def request_forwarded(self, t0: float) -> None:
@@ -82,7 +95,7 @@ class Ledger:
 
     # -- drops ---------------------------------------------------------------------------------
     def dropped(self, reason: str, direction: str, detail: str = "", count: int = 1,
-                **context: object) -> None:
+                client: bytes = b"", **context: object) -> None:
         """Count ``count`` messages lost for ``reason``. A reply direction drop (a reply that
         cannot be delivered, or never came: ``token-expired``) ends a request in flight."""
         if count <= 0:
@@ -94,12 +107,44 @@ class Ledger:
         self._counters[key] += count
         if direction == REPLY:
             self.in_flight = max(0, self.in_flight - count)
+        who = client.hex()
+        quiet_key = (reason, direction, who)
+        now = monotonic()
+        entry = self._quiet.pop(quiet_key, None)
+        if entry is not None and now < entry[0]:
+            entry[1] += count
+            self._quiet[quiet_key] = entry
+            return
+        held = int(entry[1]) if entry is not None else 0
+        self._quiet[quiet_key] = [now + LOG_INTERVAL, 0]
+        if len(self._quiet) > _QUIET_KEYS:
+            self._summarise(next(iter(self._quiet)))
+        extra: dict[str, object] = {"count": count} if count > 1 else {}
+        if who:
+            extra["client"] = who
+        if held:
+            extra["suppressed"] = held  # since the previous line of this reason and client
         log.warning("drop", bridge=self.bridge, direction=direction, reason=reason,
-                    detail=detail, **({"count": count} if count > 1 else {}), **context)
+                    detail=detail, **extra, **context)
 
-    def refused(self, exc: BaseException, direction: str) -> None:
+    def _summarise(self, quiet_key: tuple[str, str, str]) -> None:
+        until, held = self._quiet.pop(quiet_key)
+        if held:
+            reason, direction, who = quiet_key
+            log.warning("drop.summary", bridge=self.bridge, direction=direction, reason=reason,
+                        count=int(held), interval=LOG_INTERVAL,
+                        **({"client": who} if who else {}))
+
+    def flush(self) -> None:
+        """Write the summaries whose second is over (the forwarders call this every second)."""
+        now = monotonic()
+        for quiet_key in [k for k, (until, _) in self._quiet.items() if now >= until]:
+            self._summarise(quiet_key)
+
+    def refused(self, exc: BaseException, direction: str, client: bytes = b"") -> None:
         """Count a message the translation or the sending socket refused (see :func:`classify`)."""
-        self.dropped(classify(exc, direction), direction, getattr(exc, "detail", "") or str(exc))
+        self.dropped(classify(exc, direction), direction,
+                     getattr(exc, "detail", "") or str(exc), client=client)
 
     def expired(self, count: int) -> None:
         self.dropped("token-expired", REPLY, "no reply within the token TTL", count)
