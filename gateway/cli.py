@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib
+import importlib.util
 import signal
 import sys
 from collections.abc import Sequence
@@ -15,6 +17,9 @@ from collections.abc import Sequence
 from gateway import __version__
 from gateway.engine.loop import run as run_loop
 from gateway.errors import ConfigError, GatewayError
+
+MATRIX_EXTRA = ("the matrix runs on Spark, which is not installed: "
+                "pip install 'zmq-sp-gateway[matrix]'")
 
 
 def _add_limits(p: argparse.ArgumentParser) -> None:
@@ -34,7 +39,7 @@ def _add_logging(p: argparse.ArgumentParser) -> None:
                         "e.g. 127.0.0.1:9100 (port 0: any; the READY line says which)")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(with_matrix: bool = True) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="gateway",
         description="ZeroMQ (ZMTP) <-> nanomsg/nng (SP) request-reply gateway.",
@@ -62,17 +67,16 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub.add_parser("plugins", help="list loaded plugins and what each provides")
 
-    p = sub.add_parser("matrix", help="the interop matrix on Spark")
+    p = sub.add_parser("matrix", help="the interop matrix on Spark (the [matrix] extra)")
+    p.set_defaults(matrix_parser=p)
     msub = p.add_subparsers(dest="matrix_command", metavar="ACTION")
     for action, help_text in (("run", "run the matrix as Spark tasks, write Parquet"),
                               ("report", "render a run as markdown or HTML")):
         mp = msub.add_parser(action, help=help_text)
         mp.set_defaults(matrix_action=action)
-        try:
-            module = __import__(f"gateway.matrix.{action}", fromlist=["configure_parser"])
+        if with_matrix:  # the cell library is imported only when `gateway matrix` runs
+            module = importlib.import_module(f"gateway.matrix.{action}")
             module.configure_parser(mp)
-        except ImportError as exc:  # pyspark missing: say so when used
-            mp.set_defaults(matrix_missing=str(exc))
 
     p = sub.add_parser("bench", help="latency/throughput side by side with libzmq, nng, zmq.proxy")
     try:
@@ -164,7 +168,8 @@ def _cmd_plugins(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(with_matrix=argv[:1] == ["matrix"])
     args = parser.parse_args(argv)
     try:
         if args.command == "bridge":
@@ -174,11 +179,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "plugins":
             return _cmd_plugins(args)
         if args.command == "matrix":
-            if getattr(args, "matrix_missing", None):
-                raise ConfigError(f"matrix unavailable: {args.matrix_missing}")
-            if not getattr(args, "matrix_action", None):
-                parser.parse_args(["matrix", "--help"])
-            module = __import__(f"gateway.matrix.{args.matrix_action}", fromlist=["run"])
+            if not getattr(args, "matrix_action", None):  # like a bare `gateway`: help, exit 2
+                args.matrix_parser.print_help(sys.stderr)
+                return 2
+            if not getattr(args, "list", False) and importlib.util.find_spec("pyspark") is None:
+                raise ConfigError(MATRIX_EXTRA)
+            module = importlib.import_module(f"gateway.matrix.{args.matrix_action}")
             return int(module.run(args))
         if args.command == "bench":
             if getattr(args, "bench_missing", None):

@@ -18,13 +18,13 @@ import pluggy
 from gateway import hookspecs
 from gateway.errors import ConfigError
 
-BUILTIN_PLUGINS = {
-    "tcp": "plugins.tcp",
-    "ipc": "plugins.ipc",
-    "inproc": "plugins.inproc",
-    "wires": "plugins.wires",
-    "pyzmq": "plugins.pyzmq_adapter",
-    "pynng": "plugins.pynng_adapter",
+BUILTIN_PLUGINS = {  # installed from the repository's plugins/ folder as gateway_plugins.*
+    "tcp": "gateway_plugins.tcp",
+    "ipc": "gateway_plugins.ipc",
+    "inproc": "gateway_plugins.inproc",
+    "wires": "gateway_plugins.wires",
+    "pyzmq": "gateway_plugins.pyzmq_adapter",
+    "pynng": "gateway_plugins.pynng_adapter",
 }
 
 

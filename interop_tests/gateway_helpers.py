@@ -17,11 +17,9 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import queue
 import re
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -35,6 +33,8 @@ import pynng
 import pytest
 import zmq
 from pynng import ffi, lib
+
+from gateway.testing.procs import child_env, free_port, port_of
 
 REPO = Path(__file__).resolve().parents[1]
 PY = sys.executable
@@ -54,28 +54,7 @@ def url(wire: str, address: str, backend: str = "lib", prefix: str = "") -> str:
     return f"{prefix}{wire}+tcp://{address}?backend={chosen}"
 
 
-def lib_url(gateway_url: str) -> str:
-    """``zmq+tcp://h:p`` -> ``tcp://h:p`` (what pyzmq / pynng / nanocat dial)."""
-    return gateway_url.split("+", 1)[1].split("?", 1)[0]
-
-
-def port_of(any_url: str) -> int:
-    return int(any_url.split("?", 1)[0].rsplit(":", 1)[1])
-
-
-def free_port() -> int:
-    """A port that was free a moment ago (for nanocat/nngcat and --metrics, which need one)."""
-    with socket.socket() as s:
-        s.bind((LOCAL, 0))
-        return int(s.getsockname()[1])
-
-
-def env(**extra: str) -> dict[str, str]:
-    e = dict(os.environ)
-    e["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), e.get("PYTHONPATH", "")) if p)
-    e["PYTHONUNBUFFERED"] = "1"
-    e.update(extra)
-    return e
+env = child_env  # the environment for a child gateway (one copy: gateway.testing.procs)
 
 
 def run_cli(*args: str, timeout: float = 20, **kw: Any) -> subprocess.CompletedProcess[str]:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import shutil
-import socket
 from collections.abc import Awaitable, Iterator
 from typing import Any
 
@@ -23,6 +22,7 @@ from pynng import ffi, lib
 import gateway
 from gateway import Message
 from gateway.metrics import METRICS
+from gateway.testing.procs import free_port
 
 N = 100
 TIMEOUT = 20.0
@@ -406,12 +406,6 @@ def test_illegal_pair_refused(kind: str, raw: bool, nng_kind: str, binder: str) 
 
 
 # -- the command-line tools (nanomsg 1.1.5 nanocat, nng 1.5.2 nngcat) ------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 async def _tool(*argv: str) -> asyncio.subprocess.Process:

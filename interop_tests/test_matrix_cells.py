@@ -1,4 +1,4 @@
-"""The CI-sized matrix: ``interop_tests.cells.ci_cells()`` run directly (no Spark), each cell
+"""The CI-sized matrix: ``gateway.matrix.cells.ci_cells()`` run directly (no Spark), each cell
 in its own forked process group with a hard timeout, plus table tests of the cell library.
 
 Every implementation pair, every ZMTP pairing against libzmq (so every illegal one), both SP
@@ -13,8 +13,7 @@ from itertools import product
 
 import pytest
 
-from gateway.patterns.pairing import zmtp_legal
-from interop_tests.cells import (
+from gateway.matrix.cells import (
     CLI_IMPLS,
     IMPLS,
     SHAPES,
@@ -22,9 +21,10 @@ from interop_tests.cells import (
     all_cells,
     ci_cells,
     expected,
-    run_cell,
     select,
 )
+from gateway.matrix.host import run_cell
+from gateway.patterns.pairing import zmtp_legal
 
 CI_TIMEOUT = 1.5  # refused cells cost one timeout each; a legal exchange takes milliseconds
 CLI_EXE = {"nanomsg": "nanocat", "nng-1.5": "nngcat"}
@@ -174,8 +174,8 @@ def test_hard_timeout_kills_the_whole_cell(monkeypatch: pytest.MonkeyPatch, tmp_
     import subprocess
     import time
 
-    import interop_tests.host as host
-    import interop_tests.runner as runner
+    import gateway.matrix.host as host
+    import gateway.matrix.runner as runner
 
     marker = tmp_path / "pid"
 

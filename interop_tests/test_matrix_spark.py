@@ -17,10 +17,9 @@ from pathlib import Path
 
 import pytest
 
+from gateway.matrix.cells import RESULT_COLUMNS, small_selection
+from gateway.matrix.peers import child_env
 from gateway.matrix.report import render_html, render_markdown
-from gateway.matrix.small import small_selection
-from interop_tests.cells import RESULT_COLUMNS
-from interop_tests.peers import child_env
 
 pytestmark = pytest.mark.spark
 

@@ -131,12 +131,12 @@ def test_plugins_lists_builtins_and_what_they_provide(capsys: pytest.CaptureFixt
     assert main(["plugins"]) == 0
     rows = {line.split(None, 2)[0]: line.split(None, 2)[1:]
             for line in capsys.readouterr().out.splitlines()}
-    assert rows["tcp"] == ["plugins.tcp", "transport tcp"]
-    assert rows["ipc"] == ["plugins.ipc", "transport ipc"]
-    assert rows["inproc"] == ["plugins.inproc", "transport inproc"]
-    assert rows["wires"] == ["plugins.wires", "wire zmtp (zmtp), wire sp (sp)"]
-    assert rows["pyzmq"] == ["plugins.pyzmq_adapter", "adapter pyzmq (zmtp, polled, proxy)"]
-    assert rows["pynng"] == ["plugins.pynng_adapter", "adapter pynng (sp, polled)"]
+    assert rows["tcp"] == ["gateway_plugins.tcp", "transport tcp"]
+    assert rows["ipc"] == ["gateway_plugins.ipc", "transport ipc"]
+    assert rows["inproc"] == ["gateway_plugins.inproc", "transport inproc"]
+    assert rows["wires"] == ["gateway_plugins.wires", "wire zmtp (zmtp), wire sp (sp)"]
+    assert rows["pyzmq"] == ["gateway_plugins.pyzmq_adapter", "adapter pyzmq (zmtp, polled, proxy)"]
+    assert rows["pynng"] == ["gateway_plugins.pynng_adapter", "adapter pynng (sp, polled)"]
 
 
 # ---------------------------------------------------------------------------------------------

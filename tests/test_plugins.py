@@ -141,7 +141,7 @@ class MirrorTcp:
     scheme = "mirror"
 
     def __init__(self) -> None:
-        from plugins.tcp import TcpTransport
+        from gateway_plugins.tcp import TcpTransport
 
         self._tcp = TcpTransport()
 

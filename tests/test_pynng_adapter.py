@@ -1,4 +1,4 @@
-"""plugins.pynng_adapter against real nng peers on 127.0.0.1 (ephemeral ports)."""
+"""gateway_plugins.pynng_adapter against real nng peers on 127.0.0.1 (ephemeral ports)."""
 
 from __future__ import annotations
 
@@ -9,13 +9,15 @@ import tempfile
 import threading
 import time
 
+import gateway_plugins.pynng_adapter as pynng_adapter
 import pluggy
 import pynng
 import pytest
 import zmq
 import zmq.asyncio
+from gateway_plugins.pynng_adapter import PynngRawSocket, _to_message
+from gateway_plugins.pyzmq_adapter import PyzmqRawSocket
 
-import plugins.pynng_adapter as pynng_adapter
 from gateway import hookspecs
 from gateway.envelope import (
     EnvelopeError,
@@ -25,8 +27,7 @@ from gateway.envelope import (
 )
 from gateway.errors import Closed, ConfigError, LocalProtocolError, TransportError
 from gateway.message import Message
-from plugins.pynng_adapter import PynngRawSocket, _to_message
-from plugins.pyzmq_adapter import PyzmqRawSocket
+from gateway.testing.procs import free_port
 
 T = 5  # seconds: every await on the network is bounded
 RID = b"\x80\x00\x00\x01"
@@ -34,12 +35,6 @@ RID = b"\x80\x00\x00\x01"
 
 def run(coro):  # type: ignore[no-untyped-def]
     return asyncio.run(asyncio.wait_for(coro, 20))
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def test_registers_through_pluggy() -> None:

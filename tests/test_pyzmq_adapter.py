@@ -1,4 +1,4 @@
-"""plugins.pyzmq_adapter against real libzmq peers on 127.0.0.1 (ephemeral ports)."""
+"""gateway_plugins.pyzmq_adapter against real libzmq peers on 127.0.0.1 (ephemeral ports)."""
 
 from __future__ import annotations
 
@@ -6,19 +6,19 @@ import asyncio
 import os
 import tempfile
 
+import gateway_plugins.pyzmq_adapter as pyzmq_adapter
 import pluggy
 import pynng
 import pytest
 import zmq
 import zmq.asyncio
+from gateway_plugins.pynng_adapter import PynngRawSocket
+from gateway_plugins.pyzmq_adapter import PyzmqRawSocket
 
-import plugins.pyzmq_adapter as pyzmq_adapter
 from gateway import hookspecs
 from gateway.envelope import EnvelopeError, sp_to_zmtp, zmtp_to_sp_reply
 from gateway.errors import Closed, ConfigError, TransportError
 from gateway.message import Message
-from plugins.pynng_adapter import PynngRawSocket
-from plugins.pyzmq_adapter import PyzmqRawSocket
 
 T = 5  # seconds: every await on the network is bounded
 

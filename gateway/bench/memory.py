@@ -18,7 +18,6 @@ from gateway.bench.procs import (
     Proc,
     Unavailable,
     bridge_help_text,
-    free_port,
     metric_sum,
     proc_memory_mib,
     scrape_metrics,
@@ -26,6 +25,7 @@ from gateway.bench.procs import (
 )
 from gateway.bench.routes import Route
 from gateway.bench.runner import RouteRun, Settings, log, start_server_and_middle, teardown
+from gateway.testing.procs import free_port
 
 
 def idle_check(route: Route, settings: Settings, clients: int, timeout: float) -> dict[str, Any]:

@@ -19,20 +19,13 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from gateway.testing.procs import child_env
+
 PEER = Path(__file__).with_name("peer.py")
-REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 class Unavailable(Exception):
     """A route cannot run here (software missing, or its process failed to start)."""
-
-
-def child_env() -> dict[str, str]:
-    env = dict(os.environ)
-    parts = [str(REPO_ROOT)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
-    env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(parts))
-    env.setdefault("PYTHONUNBUFFERED", "1")
-    return env
 
 
 def tcp_address(url: str) -> str:
@@ -42,21 +35,6 @@ def tcp_address(url: str) -> str:
     if not parts.hostname or parts.port is None:
         raise ValueError(f"no host:port in {url!r}")
     return f"tcp://{parts.hostname}:{parts.port}"
-
-
-def port_of(url: str) -> int:
-    port = urlsplit(url.lstrip("@>")).port
-    if port is None:
-        raise ValueError(f"no port in {url!r}")
-    return port
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def proc_cpu_seconds(pid: int) -> float | None:

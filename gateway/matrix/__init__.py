@@ -1,6 +1,6 @@
 """``gateway matrix run|report``: the interop matrix as a Spark data pipeline.
 
-* ``run``: the selected cells (``interop_tests.cells``) become a Spark DataFrame, one cell per
+* ``run``: the selected cells (``gateway.matrix.cells``) become a Spark DataFrame, one cell per
   partition; executors run the cells (each isolated in its own forked process group with a hard
   timeout) and the driver writes the results as Parquet. ``--master`` is any Spark master URL:
   ``local[*]`` (default, embedded), ``local[4]``, ``spark://host:7077`` (a standalone cluster:
@@ -19,13 +19,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from gateway.testing.procs import child_env
+
 HERE = Path(__file__).resolve().parent
-REPO_ROOT = HERE.parent.parent
 
 
 def python_path() -> str:
-    parts = [str(REPO_ROOT)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
-    return os.pathsep.join(dict.fromkeys(parts))
+    return child_env()["PYTHONPATH"]
 
 
 def spark_session(master: str | None, app: str) -> Any:

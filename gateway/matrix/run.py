@@ -2,7 +2,7 @@
 
 The selected cells become a Spark DataFrame (one row per cell), repartitioned to exactly one
 cell per partition, so one Spark task runs one cell on an executor; the rows that come back
-are written as Parquet to DIR (columns: ``interop_tests.cells.RESULT_COLUMNS``). Progress
+are written as Parquet to DIR (columns: ``gateway.matrix.cells.RESULT_COLUMNS``). Progress
 (cells done / total, mismatches so far) goes to stderr as cells finish. Exit code: 0 when
 every observed outcome equals the expected one and every envelope check passed, 1 otherwise,
 2 on bad arguments.
@@ -16,7 +16,7 @@ import threading
 import time
 from typing import Any
 
-from interop_tests.cells import (
+from gateway.matrix.cells import (
     DEFAULT_TIMEOUT,
     RESULT_COLUMNS,
     Cell,
@@ -134,7 +134,8 @@ def run(args: argparse.Namespace) -> int:
         bad_acc = sc.accumulator(0)
 
         def run_partition(rows: Any) -> Any:
-            from interop_tests.cells import Cell, run_cell
+            from gateway.matrix.cells import Cell
+            from gateway.matrix.host import run_cell
 
             for r in rows:
                 d = r.asDict()

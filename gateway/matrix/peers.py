@@ -14,7 +14,7 @@ A peer is one socket of one implementation on one side of a cell:
   again, None when it cannot tell (CLI peers, or nothing happened yet).
 * ``close()`` never raises and never hangs.
 
-Nothing here decides an outcome: ``interop_tests.runner`` does.
+Nothing here decides an outcome: ``gateway.matrix.runner`` does.
 """
 
 from __future__ import annotations
@@ -33,6 +33,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from gateway.testing.procs import child_env, free_port, lib_url
 
 SERVER_ID = b"srv"  # routing id announced by DEALER/ROUTER servers, so ROUTER clients can address them
 GATEWAY_ID = b"gw"  # the local name a libzmq ROUTER client gives the gateway's front
@@ -88,12 +90,6 @@ class Peer:
     @property
     def label(self) -> str:
         return f"{self.side} {self.impl} {self.kind}"
-
-
-def lib_url(url: str) -> str:
-    """``zmq+tcp://h:p`` / ``nng+ipc:///x`` -> ``tcp://h:p`` / ``ipc:///x``."""
-    scheme, sep, rest = url.partition("://")
-    return f"{scheme.rpartition('+')[2]}{sep}{rest}"
 
 
 def _remaining(deadline: float) -> float:
@@ -525,12 +521,6 @@ def parse_hex_line(line: str) -> bytes:
     return bytes.fromhex(text.replace("\\x", ""))
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def tcp_listening(port: int, pid: int | None = None) -> bool:
     """True when ``port`` is in LISTEN state — and, with ``pid``, listened on by that process
     (another cell may have grabbed the port we picked: then our CLI failed, not succeeded)."""
@@ -706,20 +696,6 @@ class CliPeer(Peer):
 
 
 # -- the gateway process -----------------------------------------------------------------------------
-def repo_root() -> str:
-    return str(Path(__file__).resolve().parent.parent)
-
-
-def child_env() -> dict[str, str]:
-    env = dict(os.environ)
-    root = repo_root()
-    parts = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
-    if root not in parts:
-        parts.insert(0, root)
-    env["PYTHONPATH"] = os.pathsep.join(parts)
-    return env
-
-
 class GatewayProc:
     """``python -m gateway bridge FRONT BACK``: waits for its ``READY front=... back=...`` line."""
 

@@ -29,7 +29,7 @@ Expected outcome (``expected(cell)``) is derived, never listed by hand:
    implementation's *default* limit as measured (see its comment: nng has none by default).
 3. otherwise ``exchanged``.
 
-Observed outcome (``run_cell``): ``exchanged``; ``refused-handshake`` (not one message got
+Observed outcome (``gateway.matrix.host.run_cell``): ``exchanged``; ``refused-handshake`` (not one message got
 through, and no side saw a completed handshake on a direct link); ``refused-limit`` (the
 handshake was proven by a small probe exchange, then the oversize exchange got no reply);
 ``timeout`` (a handshake completed but the exchange still got no reply); ``connected`` (a
@@ -44,6 +44,7 @@ from dataclasses import asdict, dataclass, fields
 from itertools import product
 from typing import Any
 
+from gateway.config import Limits
 from gateway.patterns.pairing import (
     SOCKET_TYPES,
     sp_legal,
@@ -75,15 +76,6 @@ SHAPES: dict[str, int] = {
 }
 
 
-def _gateway_limit() -> int:
-    try:  # one source of truth: the device's default limits
-        from gateway.config import Limits
-
-        return int(Limits().max_message_size)
-    except Exception:  # the device not importable (yet): DESIGN section 10's default
-        return MIB
-
-
 #: Default maximum *received* message size per implementation, in bytes (None: no limit).
 #: Measured on this machine, not assumed:
 #:  - libzmq 4.3.5: ZMQ_MAXMSGSIZE defaults to -1 (no limit);
@@ -101,7 +93,7 @@ RECV_LIMITS: dict[str, int | None] = {
     "nanomsg": MIB,
     "nng-1.5": None,
 }
-GATEWAY_LIMIT = _gateway_limit()
+GATEWAY_LIMIT = Limits().max_message_size
 
 OUTCOMES = ("exchanged", "refused-handshake", "refused-limit")
 
@@ -405,7 +397,6 @@ def all_cells() -> list[Cell]:
               and (c.server_impl, c.server_type) == GW_DEFAULT_SERVER[c.server_wire]]
     assert len(set(cells)) == len(cells), "duplicate cells"
     # the CI and demo selections are part of the matrix, whatever the loops above chose
-    from gateway.matrix.small import small_selection
 
     cells = list(dict.fromkeys(cells + ci_cells() + small_selection()))
     for c in cells:
@@ -489,7 +480,7 @@ def select(cells: list[Cell], expr: str | None) -> list[Cell]:
       cell fields, plus ``cell_id``, ``wire`` (``zmq``, ``sp``, ``zmq->sp``...), ``net`` (``tcp``,
       ``ipc``), ``expected``, ``impl`` / ``type`` (either side).
     * ``~text``  or bare ``text``: a substring of the cell id (``gateway``, ``nanomsg``, ``/64k``).
-    * ``@ci`` / ``@all`` / ``@small``: a named selection (``@small`` = ``gateway.matrix.small``).
+    * ``@ci`` / ``@all`` / ``@small``: a named selection (``@small`` = ``gateway.matrix.cells``).
     * ``!term``: negates any of the above.
 
     Example: ``--select 'wire=sp,impl=nanomsg,shape!=oversize'``.
@@ -512,7 +503,6 @@ def _predicate(term: str):  # type: ignore[no-untyped-def]
         if name == "ci":
             chosen = set(ci_cells())
         elif name == "small":
-            from gateway.matrix.small import small_selection
 
             chosen = set(small_selection())
         else:
@@ -542,25 +532,53 @@ def hard_timeout(timeout: float) -> float:
     return 30.0 + 6 * timeout
 
 
-def run_cell(cell: Cell, timeout: float = DEFAULT_TIMEOUT, *, isolate: bool = True) -> dict[str, Any]:
-    """Run one cell and return its result row (``RESULT_COLUMNS``). Never raises.
-
-    ``isolate=True`` runs it in a forked child of a clean helper process (``interop_tests.host``)
-    with a hard timeout after which the child's whole process group is killed; ``False`` runs it
-    in this process (debugging).
-    """
-    if isolate:
-        from interop_tests.host import run_isolated
-
-        return run_isolated(cell, timeout)
-    from interop_tests.runner import run_cell_inline
-
-    return run_cell_inline(cell, timeout)
-
-
 def error_row(cell: Cell, detail: str, duration: float = 0.0) -> dict[str, Any]:
     row: dict[str, Any] = dict(cell.as_dict())
     row.update(expected=expected(cell), observed="error", envelope_ok=False, rtt_us=None,
                detail=detail[:2000], cell_id=cell.cell_id, wire=cell.wire,
                duration_s=round(duration, 3))
     return row
+
+
+# ---------------------------------------------------------------------------------------------
+# the small selection (@small)
+#
+# A small matrix (about 20 cells, well under a minute of cell time) for ``make demo`` and the
+# Spark test: every implementation once, the four illegal ZMTP pairings the seed note got wrong,
+# both SP illegal pairings, one size-limit refusal, and each cross-family gateway route.
+#
+#     gateway matrix run --out /tmp/matrix --select @small && gateway matrix report /tmp/matrix
+
+
+def small_selection() -> list[Cell]:
+    d, g = "direct", "gateway"
+    cells = [
+        # ZMTP, libzmq both ends: two legal, the four illegal pairings of the seed note
+        Cell("libzmq", "REQ", "libzmq", "REP", "zmq+tcp", d, "small"),
+        Cell("libzmq", "DEALER", "libzmq", "ROUTER", "zmq+tcp", d, "64k"),
+        Cell("libzmq", "REQ", "libzmq", "REQ", "zmq+tcp", d, "small"),
+        Cell("libzmq", "REQ", "libzmq", "DEALER", "zmq+tcp", d, "small"),
+        Cell("libzmq", "REP", "libzmq", "REP", "zmq+tcp", d, "small"),
+        Cell("libzmq", "REP", "libzmq", "ROUTER", "zmq+tcp", d, "small"),
+        # the native engine against libzmq and nng
+        Cell("native", "REQ", "libzmq", "ROUTER", "zmq+tcp", d, "small"),
+        Cell("libzmq", "DEALER", "native", "REP", "zmq+ipc", d, "empty"),
+        Cell("nng", "REQ", "native", "REP", "sp+tcp", d, "small"),
+        Cell("native", "REQ", "nng-raw", "REP", "sp+tcp", d, "small"),
+        # SP libraries and CLIs
+        Cell("nanomsg", "REQ", "nng", "REP", "sp+tcp", d, "small"),
+        Cell("nng-raw", "REQ", "nng-1.5", "REP", "sp+tcp", d, "small"),
+        Cell("nng", "REQ", "nng", "REQ", "sp+tcp", d, "small"),
+        Cell("nng", "REP", "nng", "REP", "sp+tcp", d, "small"),
+        Cell("nng", "REQ", "nanomsg", "REP", "sp+tcp", d, "oversize"),  # nanomsg's 1 MiB limit
+        # through the gateway, both directions, library and native backends
+        Cell("libzmq", "REQ", "nng", "REP", "zmq+tcp->sp+tcp", f"{g}:pyzmq->pynng", "small"),
+        Cell("libzmq", "DEALER", "nanomsg", "REP", "zmq+tcp->sp+tcp", f"{g}:native->native", "small"),
+        Cell("nng", "REQ", "libzmq", "REP", "sp+tcp->zmq+tcp", f"{g}:pynng->pyzmq", "small"),
+        Cell("nng-1.5", "REQ", "libzmq", "ROUTER", "sp+tcp->zmq+tcp", f"{g}:native->pyzmq", "small"),
+        Cell("libzmq", "REQ", "libzmq", "REP", "zmq+tcp->zmq+tcp", f"{g}:pyzmq->pyzmq", "small"),
+        Cell("nng", "REQ", "nng-raw", "REP", "sp+tcp->sp+tcp", f"{g}:pynng->pynng", "small"),
+    ]
+    for c in cells:
+        c.validate()
+    return cells

@@ -1,4 +1,4 @@
-"""Play one cell in this process and decide what was observed (see ``interop_tests.cells``).
+"""Play one cell in this process and decide what was observed (see ``gateway.matrix.cells``).
 
 Sequence: the server binds (its real URL), the gateway starts if the route says so (its back
 connects to the server, its front binds on :0 and reports READY), the client connects, the
@@ -23,8 +23,7 @@ import time
 import traceback
 from typing import Any
 
-from gateway.patterns.pairing import sp_protocol, zmtp_socket_type
-from interop_tests.cells import (
+from gateway.matrix.cells import (
     CLI_IMPLS,
     SHAPES,
     Cell,
@@ -32,7 +31,7 @@ from interop_tests.cells import (
     expected_reason,
     limits_on_path,
 )
-from interop_tests.peers import (
+from gateway.matrix.peers import (
     GATEWAY_ID,
     SERVER_ID,
     CliPeer,
@@ -43,6 +42,7 @@ from interop_tests.peers import (
     make_peer,
     wire_probe,
 )
+from gateway.patterns.pairing import sp_protocol, zmtp_socket_type
 
 REPLY_TABLE = bytes((b + 1) & 0xFF for b in range(256))
 ROUNDS = {"small": 5, "empty": 5, "64k": 3, "oversize": 2}

@@ -1,4 +1,4 @@
-"""Cell isolation: ``python -m interop_tests.host`` runs cells, one forked child per cell.
+"""Cell isolation: ``python -m gateway.matrix.host`` runs cells, one forked child per cell.
 
 Why a helper process: a cell opens libzmq contexts, nng sockets, an asyncio loop, CLI and
 gateway subprocesses. Each cell runs in a fresh ``fork()`` of a process that has imported the
@@ -25,11 +25,11 @@ import threading
 import time
 from typing import Any
 
-from interop_tests.cells import Cell, error_row, hard_timeout
+from gateway.matrix.cells import DEFAULT_TIMEOUT, Cell, error_row, hard_timeout
 
 
 def _run_forked(cell: Cell, timeout: float) -> dict[str, Any]:
-    from interop_tests.runner import run_cell_inline
+    from gateway.matrix.runner import run_cell_inline
 
     hard = hard_timeout(timeout)
     t0 = time.monotonic()
@@ -87,7 +87,7 @@ def main() -> int:
     import pynng  # noqa: F401
     import zmq  # noqa: F401
 
-    import interop_tests.runner  # noqa: F401
+    import gateway.matrix.runner  # noqa: F401
 
     with contextlib.suppress(Exception):
         import gateway.engine.socket  # noqa: F401
@@ -105,15 +105,15 @@ def main() -> int:
 
 # -- the caller's side -----------------------------------------------------------------------------
 class Host:
-    """A running ``interop_tests.host``; one per calling process (lazily started)."""
+    """A running ``gateway.matrix.host``; one per calling process (lazily started)."""
 
     def __init__(self) -> None:
-        from interop_tests.peers import child_env
+        from gateway.matrix.peers import child_env
 
         log = os.environ.get("GATEWAY_MATRIX_HOST_LOG")
         self._err = open(log, "ab") if log else subprocess.DEVNULL  # noqa: SIM115
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "interop_tests.host"], stdin=subprocess.PIPE,
+            [sys.executable, "-m", "gateway.matrix.host"], stdin=subprocess.PIPE,
             stdout=subprocess.PIPE, stderr=self._err, env=child_env(), close_fds=True)
 
     def alive(self) -> bool:
@@ -185,3 +185,17 @@ def run_isolated(cell: Cell, timeout: float) -> dict[str, Any]:
 
 if __name__ == "__main__":
     raise SystemExit(main())
+
+
+def run_cell(cell: Cell, timeout: float = DEFAULT_TIMEOUT, *, isolate: bool = True) -> dict[str, Any]:
+    """Run one cell and return its result row (``RESULT_COLUMNS``). Never raises.
+
+    ``isolate=True`` runs it in a forked child of a clean helper process (``gateway.matrix.host``)
+    with a hard timeout after which the child's whole process group is killed; ``False`` runs it
+    in this process (debugging).
+    """
+    if isolate:
+        return run_isolated(cell, timeout)
+    from gateway.matrix.runner import run_cell_inline
+
+    return run_cell_inline(cell, timeout)

@@ -1,0 +1,125 @@
+"""The import graph, read from the source (nothing is imported): no cycles inside ``gateway/``,
+and neither the product nor the built-in plugins import the test suites."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _modules(package_dir: Path, name: str) -> dict[str, Path]:
+    mods = {}
+    for f in package_dir.rglob("*.py"):
+        rel = f.relative_to(package_dir).with_suffix("")
+        parts = rel.parts[:-1] if rel.name == "__init__" else rel.parts
+        mods[".".join((name, *parts))] = f
+    return mods
+
+
+def _imports(module: str, path: Path) -> set[str]:
+    """Every module named by an import statement, at any depth (a lazy import inside a function
+    is still a dependency), except under ``if TYPE_CHECKING:``."""
+    tree = ast.parse(path.read_text())
+    skip = {id(n) for node in ast.walk(tree) if isinstance(node, ast.If)
+            and "TYPE_CHECKING" in ast.unparse(node.test) for n in ast.walk(node)}
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if id(node) in skip:
+            continue
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = module.split(".")
+                if path.name != "__init__.py":
+                    base = base[:-1]
+                base = base[: len(base) - node.level + 1]
+                prefix = ".".join(base + ([node.module] if node.module else []))
+            else:
+                prefix = node.module or ""
+            found.add(prefix)
+            found.update(f"{prefix}.{a.name}" for a in node.names)
+    return found
+
+
+def _graph(mods: dict[str, Path]) -> dict[str, set[str]]:
+    edges: dict[str, set[str]] = {m: set() for m in mods}
+    for m, path in mods.items():
+        for target in _imports(m, path):
+            while target and target not in mods:
+                target = target.rpartition(".")[0]
+            if target and target != m and not m.startswith(target + ".") \
+                    and not target.startswith(m + "."):
+                edges[m].add(target)
+    return edges
+
+
+def _cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    out: list[list[str]] = []
+    for root in edges:
+        if root in index:
+            continue
+        work = [(root, iter(sorted(edges[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on.add(root)
+        while work:
+            v, children = work[-1]
+            for w in children:
+                if w not in index:
+                    index[w] = low[w] = len(index)
+                    stack.append(w)
+                    on.add(w)
+                    work.append((w, iter(sorted(edges[w]))))
+                    break
+                if w in on:
+                    low[v] = min(low[v], index[w])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[v])
+                if low[v] == index[v]:
+                    comp = []
+                    while True:
+                        w = stack.pop()
+                        on.discard(w)
+                        comp.append(w)
+                        if w == v:
+                            break
+                    if len(comp) > 1:
+                        out.append(sorted(comp))
+    return out
+
+
+def test_the_cycle_finder_finds_cycles() -> None:
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert _cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_import_cycles_inside_gateway() -> None:
+    cycles = _cycles(_graph(_modules(ROOT / "gateway", "gateway")))
+    assert not cycles, "\n".join(" <-> ".join(c) for c in cycles)
+
+
+def test_product_and_plugins_never_import_the_tests() -> None:
+    offenders = []
+    for package_dir, name in ((ROOT / "gateway", "gateway"), (ROOT / "plugins", "gateway_plugins")):
+        for module, path in _modules(package_dir, name).items():
+            bad = {t for t in _imports(module, path)
+                   if t.split(".")[0] in ("interop_tests", "tests", "conftest", "pytest")}
+            if bad:
+                offenders.append(f"{path.relative_to(ROOT)}: {sorted(bad)}")
+    assert not offenders, offenders
+
+
+def test_plugins_import_the_core_not_each_other_by_a_generic_name() -> None:
+    for module, path in _modules(ROOT / "plugins", "gateway_plugins").items():
+        generic = {t for t in _imports(module, path) if t.split(".")[0] == "plugins"}
+        assert not generic, f"{module} imports {generic}"
