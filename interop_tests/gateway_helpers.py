@@ -34,7 +34,11 @@ import pytest
 import zmq
 from pynng import ffi, lib
 
-from gateway.testing.procs import child_env, free_port, port_of
+# re-exported for the suites: one copy of each, in gateway.testing.procs
+from gateway.testing.procs import child_env
+from gateway.testing.procs import free_port as free_port
+from gateway.testing.procs import lib_url as lib_url
+from gateway.testing.procs import port_of as port_of
 
 REPO = Path(__file__).resolve().parents[1]
 PY = sys.executable
