@@ -203,6 +203,10 @@ class TokenTable:
             raise UnknownToken("expired-token", f"token {token!r}")
         return hops
 
+    def discard(self, token: bytes) -> None:
+        """Forget ``token`` (its request was counted lost some other way)."""
+        self._entries.pop(token, None)
+
     def expire(self, now: float) -> int:
         """Drop every entry whose deadline is ``<= now``; return how many were dropped."""
         entries = self._entries
@@ -318,6 +322,12 @@ class Translator:
 
     def _reply_to_sp(self, msg: Message, now: float) -> Message:
         return zmtp_to_sp_reply(self._to_sp_body(msg))
+
+    def forget(self, sent: list[tuple[bytes, ...]]) -> None:
+        """Requests (by the hops they were sent with) counted lost elsewhere: their tokens go."""
+        if self.mode == "zmtp->sp":
+            for hops in sent:
+                self.table.discard(hops[0])
 
     def expire(self, now: float) -> int:
         """Expire due tokens; return how many requests expired since the last call (including

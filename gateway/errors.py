@@ -86,10 +86,11 @@ DROP_REASONS: dict[str, str] = {
     "table-full": "the pending-token table is full",
     "unknown-token": "a reply for a token the table does not hold",
     "expired-token": "a reply whose token had expired",
-    "token-expired": "a request whose reply did not come within the token TTL",
+    "token-expired": "a request whose reply did not come within the token TTL (token_ttl)",
     "bad-envelope": "a message the sending socket refused (e.g. several frames toward SP)",
     # the device
     "client-gone": "a reply to a client that is no longer connected",
     "backend-unavailable": "no backend peer took the request in time",
+    "backend-lost": "a request in flight on a back-end connection that closed before it answered",
     "shutdown": "a request that arrived after the stop and was never forwarded",
 }

@@ -9,6 +9,20 @@ from typing import Any
 import structlog
 
 
+class _Stderr:
+    """A structlog logger writing to whatever ``sys.stderr`` is at the time (not the stream of
+    the moment ``configure`` ran: test runners and daemons swap it)."""
+
+    def msg(self, message: str) -> None:
+        print(message, file=sys.stderr, flush=True)
+
+    log = debug = info = warn = warning = err = error = critical = exception = fatal = msg
+
+
+def _stderr_logger(*args: Any) -> _Stderr:
+    return _Stderr()
+
+
 def configure(fmt: str = "console", level: str = "info") -> None:
     """Log to stderr, ``console`` (human) or ``json`` (one object per line)."""
     renderer: Any = (
@@ -23,7 +37,7 @@ def configure(fmt: str = "console", level: str = "info") -> None:
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(getattr(logging, level.upper())),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        logger_factory=_stderr_logger,
         cache_logger_on_first_use=False,
     )
 

@@ -5,6 +5,10 @@ The callback path (the engine's ``Socket.sink``): parse, translate and write in 
 wake-up per message. A request that cannot go out at once (no writable backend pipe) takes the
 request loop instead, and later ones follow it there until it caught up, so a client's
 requests stay in order.
+
+With the native engine on the back end, every request is recorded with the pipe it went to
+(:class:`InFlight`): when that pipe closes, its requests are counted as ``backend-lost`` at
+once. Library back ends do not say which peer took a request; there the token TTL counts.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import asyncio
 import time
 from typing import Any
 
+from gateway.device.inflight import InFlight
 from gateway.device.ledger import REPLY, REQUEST, Ledger, client_of
 from gateway.device.sides import NativeRaw
 from gateway.envelope import Translator
@@ -32,6 +37,31 @@ class AsyncForwarder:
         self.draining = False
         self._detour = False  # the request loop holds requests: the callback path waits
         self._tasks: list[asyncio.Task[None]] = []
+        self.inflight: InFlight | None = None
+        if isinstance(back, NativeRaw):
+            table = translator.table
+            self.inflight = InFlight(table.max_entries, table.ttl)
+            back.socket.on_pipe_lost = self._back_pipe_lost
+
+    # -- in-flight bookkeeping (native back end) --------------------------------------------
+    def _sent(self, out: Message, pipe: bytes | None, now: float) -> None:
+        if self.inflight is not None and pipe is not None:
+            evicted = self.inflight.sent(out[0], pipe, now)
+            if evicted and self.translator.mode != "zmtp->sp":  # there the token table counts
+                self.ledger.expired(len(evicted))
+
+    def _refused_request(self, exc: GatewayError, msg: Message, out: Message | None) -> None:
+        if out is not None:  # translated, then refused by the back end: no token stays behind
+            self.translator.forget([out[0]])
+        self.ledger.refused(exc, REQUEST, client_of(msg))
+
+    def _back_pipe_lost(self, pipe: bytes) -> None:
+        assert self.inflight is not None
+        lost = self.inflight.lost(pipe)
+        if lost:
+            self.translator.forget(lost)
+            self.ledger.dropped("backend-lost", REPLY, "the back-end connection closed with "
+                                "requests in flight", count=len(lost), pipe=pipe.hex())
 
     # -- the loops ---------------------------------------------------------------------------
     async def _requests(self) -> None:
@@ -40,21 +70,27 @@ class AsyncForwarder:
         while True:
             msg = await recv()
             t0 = _perf()
+            now = _clock()
+            out = None
             try:
-                await send(request(msg, _clock()))
+                out = request(msg, now)
+                pipe = await send(out)
             except GatewayError as exc:
-                ledger.refused(exc, REQUEST, client_of(msg))
+                self._refused_request(exc, msg, out)
                 continue
+            self._sent(out, pipe, now)
             if self._detour and not self.backlog():
                 self._detour = False  # caught up: the callback path may forward again
             ledger.request_forwarded(t0)
 
     async def _replies(self) -> None:
         recv, send = self.back.recv_msg, self.front.send_msg
-        reply, ledger = self.translator.reply, self.ledger
+        reply, ledger, inflight = self.translator.reply, self.ledger, self.inflight
         while True:
             msg = await recv()
             t0 = _perf()
+            if inflight is not None:
+                inflight.answered(msg[0])
             out = None
             try:
                 out = reply(msg, _clock())
@@ -68,22 +104,29 @@ class AsyncForwarder:
     def _install_sinks(self) -> None:
         front, back = self.front.socket, self.back.socket
         request, reply, ledger = self.translator.request, self.translator.reply, self.ledger
+        inflight, sent = self.inflight, self._sent
+        assert inflight is not None
 
         def forward_request(msg: Message) -> bool:
             if self.draining or self._detour or not back.can_send():
                 self._detour = not self.draining
                 return False  # to the inbox: the request loop (or the drain count) takes it
             t0 = _perf()
+            now = _clock()
+            out = None
             try:
-                back.try_send(request(msg, _clock()))
+                out = request(msg, now)
+                pipe = back.try_send(out)
             except GatewayError as exc:
-                ledger.refused(exc, REQUEST, client_of(msg))
+                self._refused_request(exc, msg, out)
                 return True
+            sent(out, pipe, now)
             ledger.request_forwarded(t0)
             return True
 
         def forward_reply(msg: Message) -> bool:
             t0 = _perf()
+            inflight.answered(msg[0])
             out = None
             try:
                 out = reply(msg, _clock())
@@ -105,7 +148,12 @@ class AsyncForwarder:
         translator, ledger = self.translator, self.ledger
         while True:
             await asyncio.sleep(every)
-            ledger.expired(translator.expire(_clock()))
+            now = _clock()
+            ledger.expired(translator.expire(now))
+            if self.inflight is not None:
+                gone = self.inflight.expire(now)
+                if gone and translator.mode != "zmtp->sp":  # there the token table counted them
+                    ledger.expired(len(gone))
             ledger.flush()
 
     def start(self) -> None:

@@ -79,6 +79,7 @@ class PollForwarder:
                 if not send(msg):
                     return
             except GatewayError as exc:
+                self.translator.forget([msg[0]])  # its token, if one was minted, goes too
                 ledger.refused(exc, REQUEST, client_of(msg))
             else:
                 ledger.request_forwarded(t0)

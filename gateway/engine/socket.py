@@ -97,6 +97,9 @@ class Socket:
         #: called instead of the socket's own counter for a received message the pattern
         #: drops (``Drop``, the pipe's endpoint): a device puts it in its bridge's ledger.
         self.on_drop: Callable[[Drop, str], None] | None = None
+        #: called with the routing id of a ready pipe that went away (a device counts the
+        #: requests it had in flight there as lost, at once).
+        self.on_pipe_lost: Callable[[bytes], None] | None = None
         self._last_zmtp_id = random.getrandbits(32)
 
     # -- endpoints -------------------------------------------------------------------------
@@ -190,6 +193,8 @@ class Socket:
         if not self.closed:
             log.info("pipe.down", endpoint=pipe.endpoint, reason=pipe.close_reason or "peer-closed",
                      socket=self.name)
+            if self.on_pipe_lost is not None:
+                self.on_pipe_lost(pipe.routing_id)
             if self.pattern.on_pipe_lost(pipe.routing_id, pipe.family):
                 if self._timer is not None:
                     self._timer.cancel()
@@ -258,11 +263,12 @@ class Socket:
         """True when ``try_send`` would send now (routed sockets always route, drop or raise)."""
         return self.pattern.routed or any(pipe.writable for pipe in self._out)
 
-    def try_send(self, msg: Message) -> bool:
-        """Send without waiting; ``False`` when a load-balanced socket has no writable pipe.
+    def try_send(self, msg: Message) -> bytes | None:
+        """Send without waiting; return the routing id of the pipe it went to, or None when a
+        load-balanced socket has no writable pipe.
 
-        Routed sockets (ROUTER, xrep, REP) always return ``True``, like libzmq's ROUTER: the
-        message went out, or it was dropped and counted because its peer is gone (reason
+        Routed sockets (ROUTER, xrep, REP) always return the target's id, like libzmq's ROUTER:
+        the message went out, or it was dropped and counted because its peer is gone (reason
         ``unroutable``) or its pipe is at the high-water mark (``hwm``). With
         ``router_mandatory`` those raise ``PeerGone`` / ``PeerBusy`` instead.
         """
@@ -280,26 +286,31 @@ class Socket:
                 if self.router_mandatory:
                     raise PeerGone(f"no peer with routing id {target!r}")
                 METRICS.inc("gateway_socket_dropped_messages_total", reason="unroutable")
-                return True
+                return target
             if not pipe.writable:  # never buffer past the mark (libzmq's ROUTER drops too)
                 pipe.dropped("hwm")
-                return True
+                return target
             pipe.write(pattern.envelope(rest, pipe.family))
             pattern.sent(pipe.routing_id, pipe.family)
-            return True
+            return target
         pipe = self._pick()
         if pipe is None:
-            return False
+            return None
         self._send_on(pipe, msg)
-        return True
+        return pipe.routing_id
 
-    async def send_msg(self, msg: Message) -> None:
-        """Send one message. Raw/ROUTER sockets route by ``msg.hops``; REQ/DEALER load-balance
-        over writable pipes, waiting for one when there is none (as libzmq blocks)."""
+    async def send_msg(self, msg: Message) -> bytes:
+        """Send one message; return the routing id of the pipe it went to. Raw/ROUTER sockets
+        route by ``msg.hops``; REQ/DEALER load-balance over writable pipes, waiting for one
+        when there is none (as libzmq blocks)."""
         self._check_open()  # a closed socket says Closed, whatever the pattern's state
         self.pattern.check_send()
-        if not self.try_send(msg):
-            self._send_on(await self._wait_pipe(), msg)
+        sent = self.try_send(msg)
+        if sent is None:
+            pipe = await self._wait_pipe()
+            self._send_on(pipe, msg)
+            return pipe.routing_id
+        return sent
 
     def _send_on(self, pipe: Pipe, msg: Message) -> None:
         pattern = self.pattern
