@@ -36,6 +36,9 @@ log = get_logger("gateway.engine")
 #: bytes of write buffer per message of high-water mark (libzmq counts messages, asyncio bytes)
 BYTES_PER_HWM = 1024
 _DROP_LOG_INTERVAL = 1.0  # seconds: at most one drop line per pipe per interval
+#: Messages one pipe may hand its owner in a row; then the loop serves the other pipes before
+#: this one reads on, so a flooding peer delays the others by one such batch at most.
+FAIR_SHARE = 64
 
 
 class PipeOwner(Protocol):
@@ -133,6 +136,7 @@ class Pipe(asyncio.Protocol):
         self.writable = True
         self.queued = 0  # messages of this pipe in the owner's inbox
         self.reading = True
+        self._turn = False  # paused to let other pipes go first (see FAIR_SHARE)
         self.close_reason = ""
         self.wbuf: list[bytes] = []  # coalesced writes while a batch is open
         self._wbuf_size = 0
@@ -165,10 +169,15 @@ class Pipe(asyncio.Protocol):
         incoming = self.owner.pipe_message
         batch = _batch
         batch.depth += 1  # writes caused by these messages are coalesced (see _flush)
+        n = 0
         try:
             while self.reading and (event := codec.next_event()) is not None:
                 if type(event) is tuple:
                     incoming(self, event)
+                    n += 1
+                    if n == FAIR_SHARE:  # let the other pipes have their turn first
+                        self._yield_turn()
+                        break
                 else:
                     self._on_event(event)
         except ProtocolError as exc:
@@ -197,6 +206,19 @@ class Pipe(asyncio.Protocol):
         self.writable = True
         self.owner.pipe_writable(self)
 
+    # -- fairness: one pipe's burst waits for the others' turn ----------------------------------
+    def _yield_turn(self) -> None:
+        if self.transport is None or self._turn:
+            return
+        self._turn = True
+        self.pause()
+        asyncio.get_running_loop().call_soon(self._next_turn)
+
+    def _next_turn(self) -> None:
+        self._turn = False
+        if self.queued < self.hwm:  # not held back by the owner's inbox meanwhile
+            self.resume()
+
     # -- reading flow control (called by the owner) --------------------------------------------
     def enqueued(self) -> None:
         """One more message of this pipe waits in the owner's inbox; pause reading at hwm."""
@@ -207,7 +229,7 @@ class Pipe(asyncio.Protocol):
     def dequeued(self) -> None:
         """The owner took one message of this pipe; resume reading at half the hwm."""
         self.queued -= 1
-        if not self.reading and self.queued <= self.hwm // 2:
+        if not self.reading and not self._turn and self.queued <= self.hwm // 2:
             self.resume()
 
     def pause(self) -> None:

@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 import socket
 from pathlib import Path
-from urllib.parse import urlsplit
 
 #: The directory that holds the ``gateway`` package (the checkout, or site-packages).
 SOURCE_ROOT = Path(__file__).resolve().parents[2]
@@ -41,8 +40,8 @@ def lib_url(url: str) -> str:
 
 
 def port_of(url: str) -> int:
-    """The TCP port of any endpoint URL (gateway or library spelling)."""
-    port = urlsplit(lib_url(url)).port
-    if port is None:
+    """The TCP port of an endpoint URL (gateway or library spelling) or of ``host:port``."""
+    port = url.split("?", 1)[0].rpartition(":")[2]
+    if not port.isdigit():
         raise ValueError(f"no port in {url!r}")
-    return port
+    return int(port)

@@ -1,0 +1,180 @@
+"""Nothing lost uncounted, nobody starved: real peers, the real CLI, both directions.
+
+* a back end killed with requests in flight: they are counted as ``backend-lost`` at once;
+* the library poller (``?backend=pyzmq`` front, ``?backend=pynng`` back) never blocks: a
+  pipelined burst crosses, a client that never reads costs the others nothing, SIGTERM is prompt;
+* a client flooding messages that cannot cross: exact counters, a handful of log lines, and the
+  other clients' latency untouched.
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from interop_tests.gateway_helpers import (
+    LOCAL,
+    Gateway,
+    NngServer,
+    bridge_args,
+    free_port,
+    lib_url,
+    nng_raw_send,
+    open_raw,
+    url,
+    zmq_client,
+)
+
+pytestmark = pytest.mark.timeout(90)
+
+ANY = f"{LOCAL}:0"
+LOST = 50
+
+
+def _silent_server(wire: str, port: int) -> subprocess.Popen[str]:
+    """A server process that accepts the gateway's connection and never reads: whatever the
+    gateway sends it stays in flight until the process is killed."""
+    code = {
+        "sp": "import pynng, sys, time\n"
+              "s = pynng.Rep0(); s.listen(sys.argv[1]); print('ready', flush=True); time.sleep(120)",
+        "zmq": "import zmq, sys, time\n"
+               "s = zmq.Context().socket(zmq.ROUTER); s.bind(sys.argv[1]); print('ready', flush=True)\n"
+               "time.sleep(120)",
+    }[wire]
+    proc = subprocess.Popen([sys.executable, "-c", code, f"tcp://{LOCAL}:{port}"],
+                            stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+    return proc
+
+
+def _p99(samples: list[float]) -> float:
+    samples = sorted(samples)
+    return samples[min(len(samples) - 1, int(len(samples) * 0.99))]
+
+
+@pytest.mark.parametrize("direction", ["zmq->sp", "sp->zmq"])
+def test_backend_killed_with_requests_in_flight_counts_them_at_once(direction: str) -> None:
+    front_wire, back_wire = direction.split("->")
+    port = free_port()
+    server = _silent_server(back_wire, port)
+    try:
+        with Gateway(*bridge_args(url(front_wire, ANY, "native"),
+                                  url(back_wire, f"{LOCAL}:{port}", "native")),
+                     metrics=True) as gw:
+            if front_wire == "zmq":
+                with zmq_client("DEALER", lib_url(gw.front)) as dealer:
+                    for i in range(LOST):
+                        dealer.send_multipart([b"", b"q%d" % i])
+                    gw.wait_metric("gateway_forwarded_messages_total", LOST, direction="request")
+                    server.kill()
+                    t0 = time.monotonic()
+                    gw.wait_metric("gateway_dropped_messages_total", LOST, timeout=2.0,
+                                   reason="backend-lost")
+            else:
+                client = open_raw("REQ")
+                try:
+                    client.dial(lib_url(gw.front), block=True)
+                    for i in range(LOST):  # 50 requests, each its own request id
+                        nng_raw_send(client, [(0x80000000 | i).to_bytes(4, "big")], b"q")
+                    gw.wait_metric("gateway_forwarded_messages_total", LOST, direction="request")
+                    server.kill()
+                    t0 = time.monotonic()
+                    gw.wait_metric("gateway_dropped_messages_total", LOST, timeout=2.0,
+                                   reason="backend-lost")
+                finally:
+                    client.close()
+            elapsed = time.monotonic() - t0
+            assert gw.metric("gateway_dropped_messages_total", reason="backend-lost") == LOST
+            assert gw.metric("gateway_in_flight_requests") == 0
+            assert gw.metric("gateway_pending_tokens") == 0  # no token waits for its TTL
+            ev = gw.wait_event("drop", reason="backend-lost")
+            assert ev["count"] == LOST and ev["direction"] == "reply"
+            assert elapsed < 2.0
+    finally:
+        server.kill()
+        server.wait(5)
+
+
+def test_library_poller_burst_slow_client_and_prompt_stop() -> None:
+    """20k x 1 KiB pipelined through pyzmq -> pynng; meanwhile a client that never reads has
+    10,000 replies coming: the reading client gets every reply within 10 s and then a p99 under
+    50 ms; SIGTERM ends the gateway with exit 0 within grace + 1 s."""
+    n = 20_000
+    grace = 1.0
+    with NngServer() as server, Gateway(*bridge_args(
+            url("zmq", ANY, "pyzmq"), url("sp", f"{LOCAL}:{server.port}", "pynng"),
+            "--grace", str(grace)), metrics=True) as gw:
+        with zmq_client("DEALER", lib_url(gw.front), RCVHWM=10) as lazy, \
+                zmq_client("DEALER", lib_url(gw.front), timeout_ms=10_000,
+                           SNDHWM=0, RCVHWM=0) as dealer:
+            for _ in range(10_000):  # replies it will never read: past every buffer
+                lazy.send_multipart([b"", b"x" * 1024])
+            t0 = time.monotonic()
+            for i in range(n):
+                dealer.send_multipart([b"", b"%06d" % i + b"x" * 1018])
+            got = 0
+            while got < n:
+                dealer.recv_multipart()
+                got += 1
+            assert time.monotonic() - t0 < 10.0
+            lat = []
+            for _ in range(300):
+                s = time.perf_counter()
+                dealer.send_multipart([b"", b"ping"])
+                assert dealer.recv_multipart() == [b"", b"re:ping"]
+                lat.append(time.perf_counter() - s)
+            assert _p99(lat) < 0.050, f"p99 {_p99(lat) * 1e3:.1f} ms"
+            assert gw.metric("gateway_dropped_messages_total", reason="hwm") > 0  # the lazy one's
+            t1 = time.monotonic()
+            assert gw.stop(signal.SIGTERM, timeout=grace + 5) == 0
+            assert time.monotonic() - t1 < grace + 1.0
+
+
+def test_a_flood_of_uncrossable_messages_is_counted_quietly() -> None:
+    """100k messages of several frames toward SP (which carries one): exact counters, under
+    100 log lines, and another client's round trips stay fast meanwhile."""
+    n = 100_000
+    with NngServer() as server, Gateway(*bridge_args(
+            url("zmq", ANY, "native"), url("sp", f"{LOCAL}:{server.port}", "native")),
+            metrics=True) as gw:
+        lat: list[float] = []
+        stop = threading.Event()
+
+        def measure() -> None:
+            with zmq_client("REQ", lib_url(gw.front)) as req:
+                while not stop.is_set():
+                    s = time.perf_counter()
+                    req.send(b"ping")
+                    assert req.recv() == b"re:ping"
+                    lat.append(time.perf_counter() - s)
+                    time.sleep(0.005)
+
+        meter = threading.Thread(target=measure)
+        meter.start()
+        try:
+            with zmq_client("DEALER", lib_url(gw.front), SNDHWM=0) as flood:
+                for _ in range(n):
+                    flood.send_multipart([b"", b"f1", b"f2"])
+                gw.wait_metric("gateway_dropped_messages_total", n, timeout=60,
+                               reason="multi-frame-body")
+        finally:
+            stop.set()
+            meter.join(10)
+        assert gw.metric("gateway_dropped_messages_total", reason="multi-frame-body") == n
+        assert len(lat) > 20 and _p99(lat) < 0.050, f"p99 {_p99(lat) * 1e3:.1f} ms"
+        def logged() -> tuple[int, int]:
+            drops = [ev for ev in gw.events() if ev.get("event", "").startswith("drop")]
+            total = sum(ev.get("count", 1) + ev.get("suppressed", 0) if ev["event"] == "drop"
+                        else ev["count"] for ev in drops)
+            return len(drops), total
+
+        deadline = time.monotonic() + 5  # the last second's summary line comes a second later
+        while logged()[1] < n and time.monotonic() < deadline:
+            time.sleep(0.1)
+        lines, total = logged()
+        assert total == n and 0 < lines < 100, (lines, total)
