@@ -8,7 +8,7 @@ sides' implementations offer (:mod:`gateway.adapter`):
 sides                                           forwarder
 ==============================================  ==========================================
 a library proxy on both sides, asked for        :class:`ProxyForwarder` (libzmq's proxy)
-  (``?forwarder=proxy``; same family)
+  (``forwarder="proxy"``; same family)
 a polled face on both sides (library backends)  :class:`PollForwarder` (one thread)
 anything else (the native engine on a side)     :class:`AsyncForwarder` (asyncio; callbacks
                                                 when both sides are native)
@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from functools import partial
@@ -100,7 +99,7 @@ class Bridge:
 
     def _polled(self) -> bool:
         f, b = self._front_spec, self._back_spec
-        return (os.environ.get("GATEWAY_POLLER", "1") != "0" and f is not None and b is not None
+        return (f is not None and b is not None
                 and f.open_polled is not None and b.open_polled is not None)
 
     def _options(self, front: bool) -> SideOptions:
