@@ -23,6 +23,7 @@ import struct
 import sys
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 DEFAULT_LIFETIME = 3600.0
@@ -87,36 +88,44 @@ def bound_url(port: int) -> str:
 # --------------------------------------------------------------------------------------------
 
 
+def serve_echo(cfg: dict[str, Any], s: Any, dial: Callable[[str], Any],
+               listen: Callable[[], int]) -> None:
+    """The echo servers' common part: ``dial(cfg["connect"])`` when given, else ``listen()`` on
+    a free local port (it returns the port); say READY with the url; echo until killed."""
+    if cfg.get("connect"):
+        dial(cfg["connect"])
+        emit("READY", {"url": cfg["connect"]})
+    else:
+        emit("READY", {"url": bound_url(listen())})
+    recv, send = s.recv, s.send
+    while True:
+        send(recv())
+
+
 def serve_zmq_rep(cfg: dict[str, Any]) -> None:
     import zmq
 
     ctx: Any = zmq.Context.instance()
     s = ctx.socket(zmq.REP)
     s.linger = 0
-    if cfg.get("connect"):
-        s.connect(cfg["connect"])
-        emit("READY", {"url": cfg["connect"]})
-    else:
+
+    def listen() -> int:
         s.bind("tcp://127.0.0.1:*")
-        emit("READY", {"url": bound_url(zmq_port(s))})
-    recv, send = s.recv, s.send
-    while True:
-        send(recv())
+        return zmq_port(s)
+
+    serve_echo(cfg, s, s.connect, listen)
 
 
 def serve_nng_rep(cfg: dict[str, Any]) -> None:
     import pynng
 
     s = pynng.Rep0()
-    if cfg.get("connect"):
-        s.dial(cfg["connect"], block=False)
-        emit("READY", {"url": cfg["connect"]})
-    else:
+
+    def listen() -> int:
         s.listen("tcp://127.0.0.1:0")
-        emit("READY", {"url": bound_url(nng_port(s))})
-    recv, send = s.recv, s.send
-    while True:
-        send(recv())
+        return nng_port(s)
+
+    serve_echo(cfg, s, lambda url: s.dial(url, block=False), listen)
 
 
 def serve_nng_blackhole(cfg: dict[str, Any]) -> None:
