@@ -41,8 +41,10 @@ def lib_url(url: str) -> str:
 
 
 def port_of(url: str) -> int:
-    """The TCP port of any endpoint URL (gateway or library spelling)."""
-    port = urlsplit(lib_url(url)).port
+    """The TCP port of any endpoint URL (gateway or library spelling) or of a bare
+    ``host:port`` (what pynng's ``listener.local_address`` prints)."""
+    spelled = lib_url(url)
+    port = urlsplit(spelled if "://" in spelled else f"tcp://{spelled}").port
     if port is None:
         raise ValueError(f"no port in {url!r}")
     return port
