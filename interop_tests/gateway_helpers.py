@@ -43,6 +43,7 @@ from gateway.testing.procs import port_of as port_of
 REPO = Path(__file__).resolve().parents[1]
 PY = sys.executable
 LOCAL = "127.0.0.1"
+ANY = f"{LOCAL}:0"  # an ephemeral local port: what a gateway binds its front on
 
 #: (front backend, back backend): the library adapter ("lib": pyzmq / pynng) or the engine.
 BACKENDS = [("lib", "lib"), ("lib", "native"), ("native", "lib"), ("native", "native")]
@@ -545,3 +546,12 @@ def proc(*args: str) -> Iterator[subprocess.Popen[bytes]]:
 
 def bridge_args(front: str, back: str, *extra: str, log_format: str = "json") -> list[str]:
     return ["bridge", front, back, "--log-format", log_format, *extra]
+
+
+def local_bridge(front: str, back: str, port: int, *extra: str, front_be: str = "lib",
+                 back_be: str = "lib", prefix: str = "", **gateway: Any) -> Gateway:
+    """``gateway bridge``: a ``front`` wire (``zmq``/``sp``) bound on an ephemeral local port,
+    to a ``back`` wire server at the local ``port``; ``extra`` CLI options, ``gateway`` keywords
+    for :class:`Gateway`, ``prefix`` on the front URL (``"@"``: bind)."""
+    return Gateway(*bridge_args(url(front, ANY, front_be, prefix),
+                                url(back, f"{LOCAL}:{port}", back_be), *extra), **gateway)
