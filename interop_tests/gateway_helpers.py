@@ -43,6 +43,7 @@ from gateway.testing.procs import port_of as port_of
 REPO = Path(__file__).resolve().parents[1]
 PY = sys.executable
 LOCAL = "127.0.0.1"
+ANY = f"{LOCAL}:0"  # an ephemeral local port: what a gateway binds its front on
 
 #: (front backend, back backend): the library adapter ("lib": pyzmq / pynng) or the engine.
 BACKENDS = [("lib", "lib"), ("lib", "native"), ("native", "lib"), ("native", "native")]
@@ -371,7 +372,45 @@ def echo_router(frames: list[bytes]) -> list[bytes]:
     return [*frames[:-1], b"re:" + frames[-1]]
 
 
-class NngServer(_Server):
+class _NngServer(_Server):
+    """An nng server thread on ``sock`` (short recv timeout): ``_receive`` one request, record it
+    in ``received``, ``_answer`` it; until stopped or the socket closes."""
+
+    sock: pynng.Socket
+
+    def _listen_tcp(self, port: int = 0) -> None:
+        listener = self.sock.listen(f"tcp://{LOCAL}:{port}")
+        self.port = port_of(str(listener.local_address))
+        self.url = f"tcp://{LOCAL}:{self.port}"
+
+    def _receive(self) -> Any:
+        raise NotImplementedError
+
+    def _answer(self, request: Any) -> None:
+        raise NotImplementedError
+
+    def _serve(self) -> None:
+        self._ready.set()
+        try:
+            while not self._stop.is_set():
+                try:
+                    request = self._receive()
+                except pynng.Timeout:
+                    continue
+                self.received.append(request)
+                self._answer(request)
+        except pynng.Closed:
+            pass
+        except pynng.NNGException as exc:
+            if exc.errno != lib.NNG_ECLOSED:
+                raise
+
+    def stop(self) -> None:
+        super().stop()
+        self.sock.close()
+
+
+class NngServer(_NngServer):
     """A cooked nng rep0 server (pynng, thread-safe): ``handler(body) -> reply | None``.
 
     ``None`` leaves the request unanswered (nng's rep0 allows that: the next recv discards its
@@ -384,32 +423,19 @@ class NngServer(_Server):
         self.handler = handler or (lambda body: b"re:" + body)
         self.sock = pynng.Rep0(recv_timeout=50)
         if address is None:
-            listener = self.sock.listen(f"tcp://{LOCAL}:{port}")
-            self.port = port_of(str(listener.local_address))
-            self.url = f"tcp://{LOCAL}:{self.port}"
+            self._listen_tcp(port)
         else:
             self.sock.listen(address)
             self.port, self.url = 0, address
         self._start(self._serve)
 
-    def _serve(self) -> None:
-        self._ready.set()
-        try:
-            while not self._stop.is_set():
-                try:
-                    body = self.sock.recv()
-                except pynng.Timeout:
-                    continue
-                self.received.append(body)
-                reply = self.handler(body)
-                if reply is not None:
-                    self.sock.send(reply)
-        except pynng.Closed:
-            pass
+    def _receive(self) -> bytes:
+        return self.sock.recv()
 
-    def stop(self) -> None:
-        super().stop()
-        self.sock.close()
+    def _answer(self, request: bytes) -> None:
+        reply = self.handler(request)
+        if reply is not None:
+            self.sock.send(reply)
 
 
 def open_raw(kind: str, recv_timeout_ms: int = 5000) -> pynng.Socket:
@@ -457,7 +483,7 @@ def nng_raw_send(sock: pynng.Socket, words: list[bytes], body: bytes) -> None:
         raise pynng.NNGException(ffi.string(lib.nng_strerror(rv)).decode(), rv)
 
 
-class NngRawServer(_Server):
+class NngRawServer(_NngServer):
     """A raw nng rep0 server: sees the backtrace (pipe id first); returns it with ``re:`` body.
 
     ``received`` holds ``(words, body)``.
@@ -466,30 +492,15 @@ class NngRawServer(_Server):
     def __init__(self) -> None:
         super().__init__()
         self.sock = open_raw("REP", 50)
-        listener = self.sock.listen(f"tcp://{LOCAL}:0")
-        self.port = port_of(str(listener.local_address))
-        self.url = f"tcp://{LOCAL}:{self.port}"
+        self._listen_tcp()
         self._start(self._serve)
 
-    def _serve(self) -> None:
-        self._ready.set()
-        try:
-            while not self._stop.is_set():
-                try:
-                    words, body = nng_raw_recv(self.sock)
-                except pynng.Timeout:
-                    continue
-                self.received.append((words, body))
-                nng_raw_send(self.sock, words, b"re:" + body)
-        except pynng.Closed:
-            pass
-        except pynng.NNGException as exc:
-            if exc.errno != lib.NNG_ECLOSED:
-                raise
+    def _receive(self) -> tuple[list[bytes], bytes]:
+        return nng_raw_recv(self.sock)
 
-    def stop(self) -> None:
-        super().stop()
-        self.sock.close()
+    def _answer(self, request: tuple[list[bytes], bytes]) -> None:
+        words, body = request
+        nng_raw_send(self.sock, words, b"re:" + body)
 
 
 @contextlib.contextmanager
@@ -535,3 +546,12 @@ def proc(*args: str) -> Iterator[subprocess.Popen[bytes]]:
 
 def bridge_args(front: str, back: str, *extra: str, log_format: str = "json") -> list[str]:
     return ["bridge", front, back, "--log-format", log_format, *extra]
+
+
+def local_bridge(front: str, back: str, port: int, *extra: str, front_be: str = "lib",
+                 back_be: str = "lib", prefix: str = "", **gateway: Any) -> Gateway:
+    """``gateway bridge``: a ``front`` wire (``zmq``/``sp``) bound on an ephemeral local port,
+    to a ``back`` wire server at the local ``port``; ``extra`` CLI options, ``gateway`` keywords
+    for :class:`Gateway`, ``prefix`` on the front URL (``"@"``: bind)."""
+    return Gateway(*bridge_args(url(front, ANY, front_be, prefix),
+                                url(back, f"{LOCAL}:{port}", back_be), *extra), **gateway)

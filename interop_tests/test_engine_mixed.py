@@ -4,9 +4,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 from collections import Counter
-from collections.abc import Awaitable
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pynng
@@ -16,17 +17,9 @@ import zmq.asyncio
 
 import gateway
 from gateway import Message
+from interop_tests.engine_helpers import run
 
-TIMEOUT = 20.0
 N = 100
-
-
-def run(coro: Awaitable[Any], timeout: float = TIMEOUT) -> Any:
-    async def bounded() -> Any:
-        async with asyncio.timeout(timeout):
-            return await coro
-
-    return asyncio.run(bounded())
 
 
 class Servers:
@@ -74,53 +67,54 @@ class Servers:
         await asyncio.to_thread(self.thread.join, 5)
 
 
+@contextlib.asynccontextmanager
+async def on_both_wires(kind: str, sp_scheme: str = "sp",
+                        **options: Any) -> AsyncIterator[tuple[Servers, Any]]:
+    """Both servers running, and a native ``kind`` socket with one pipe to each (the nng one
+    dialled as ``<sp_scheme>+tcp``); everything stopped when the block ends."""
+    servers = Servers()
+    servers.start()
+    try:
+        async with gateway.Socket(kind, **options) as sock:
+            sock.connect(f"zmq+tcp://127.0.0.1:{servers.zport}")
+            sock.connect(f"{sp_scheme}+tcp://{servers.naddr}")
+            await sock.wait_peers(2)
+            yield servers, sock
+    finally:
+        await servers.stop()
+
+
 @pytest.mark.parametrize("relaxed", [False, True], ids=["strict", "relaxed"])
 def test_native_req_load_balances_over_libzmq_and_nng(relaxed: bool) -> None:
     async def main() -> None:
-        servers = Servers()
-        servers.start()
-        try:
-            async with gateway.Socket("REQ", relaxed=relaxed) as req:
-                req.connect(f"zmq+tcp://127.0.0.1:{servers.zport}")
-                req.connect(f"nng+tcp://{servers.naddr}")
-                await req.wait_peers(2)
-                origins = []
-                for i in range(N):
-                    await req.send(b"q%03d" % i)
-                    reply = await req.recv()
-                    origin, _, echoed = reply.partition(b":")
-                    assert echoed == b"q%03d" % i  # the reply to this very request
-                    origins.append(origin)
-                counts = Counter(origins)
-                assert counts == {b"zmq": N // 2, b"nng": N // 2}  # round-robin: strictly alternating
-                assert all(a != b for a, b in zip(origins, origins[1:], strict=False))
-                # every request reached exactly one server, none twice
-                both = sorted(servers.seen["zmq"] + servers.seen["nng"])
-                assert both == [b"q%03d" % i for i in range(N)]
-        finally:
-            await servers.stop()
+        async with on_both_wires("REQ", sp_scheme="nng", relaxed=relaxed) as (servers, req):
+            origins = []
+            for i in range(N):
+                await req.send(b"q%03d" % i)
+                reply = await req.recv()
+                origin, _, echoed = reply.partition(b":")
+                assert echoed == b"q%03d" % i  # the reply to this very request
+                origins.append(origin)
+            counts = Counter(origins)
+            assert counts == {b"zmq": N // 2, b"nng": N // 2}  # round-robin: strictly alternating
+            assert all(a != b for a, b in zip(origins, origins[1:], strict=False))
+            # every request reached exactly one server, none twice
+            both = sorted(servers.seen["zmq"] + servers.seen["nng"])
+            assert both == [b"q%03d" % i for i in range(N)]
 
     run(main())
 
 
 def test_native_req_keeps_working_when_one_wire_goes_away() -> None:
     async def main() -> None:
-        servers = Servers()
-        servers.start()
-        try:
-            async with gateway.Socket("REQ") as req:
-                req.connect(f"zmq+tcp://127.0.0.1:{servers.zport}")
-                req.connect(f"sp+tcp://{servers.naddr}")
-                await req.wait_peers(2)
-                servers.nsock.close()  # nng server gone: everything goes to libzmq
-                async with asyncio.timeout(5):
-                    while req.peers != 1:
-                        await asyncio.sleep(0.01)
-                for i in range(10):
-                    await req.send(b"q%d" % i)
-                    assert await req.recv() == b"zmq:q%d" % i
-        finally:
-            await servers.stop()
+        async with on_both_wires("REQ") as (servers, req):
+            servers.nsock.close()  # nng server gone: everything goes to libzmq
+            async with asyncio.timeout(5):
+                while req.peers != 1:
+                    await asyncio.sleep(0.01)
+            for i in range(10):
+                await req.send(b"q%d" % i)
+                assert await req.recv() == b"zmq:q%d" % i
 
     run(main())
 
@@ -130,32 +124,24 @@ def test_native_dealer_over_both_wires() -> None:
     adds no bytes) and, on ZMTP, an app envelope frame plus the delimiter a REP needs."""
 
     async def main() -> None:
-        servers = Servers()
-        servers.start()
-        try:
-            async with gateway.Socket("DEALER") as dealer:
-                dealer.connect(f"zmq+tcp://127.0.0.1:{servers.zport}")
-                dealer.connect(f"sp+tcp://{servers.naddr}")
-                await dealer.wait_peers(2)
-                for i in range(N):
-                    rid = (0x80000000 | i).to_bytes(4, "big")
-                    await dealer.send_msg(Message((rid, b""), (b"d%03d" % i,)))
-                replies = [await dealer.recv_msg() for _ in range(N)]
-                by_rid = {}
-                for msg in replies:
-                    origin, _, body = msg.body[0].partition(b":")
-                    if origin == b"zmq":
-                        assert msg.hops[1:] == (b"",)  # REP backtrace: the frame + delimiter
-                    else:
-                        assert origin == b"nng" and len(msg.hops) == 1  # the rid, moved back
-                    by_rid[msg.hops[0]] = (origin, body)
-                assert sorted(by_rid) == sorted((0x80000000 | i).to_bytes(4, "big") for i in range(N))
-                for rid, (_, body) in by_rid.items():
-                    assert body == b"d%03d" % (int.from_bytes(rid, "big") & 0x7FFFFFFF)
-                assert Counter(origin for origin, _ in by_rid.values()) == {b"zmq": N // 2,
-                                                                            b"nng": N // 2}
-        finally:
-            await servers.stop()
+        async with on_both_wires("DEALER") as (servers, dealer):
+            for i in range(N):
+                rid = (0x80000000 | i).to_bytes(4, "big")
+                await dealer.send_msg(Message((rid, b""), (b"d%03d" % i,)))
+            replies = [await dealer.recv_msg() for _ in range(N)]
+            by_rid = {}
+            for msg in replies:
+                origin, _, body = msg.body[0].partition(b":")
+                if origin == b"zmq":
+                    assert msg.hops[1:] == (b"",)  # REP backtrace: the frame + delimiter
+                else:
+                    assert origin == b"nng" and len(msg.hops) == 1  # the rid, moved back
+                by_rid[msg.hops[0]] = (origin, body)
+            assert sorted(by_rid) == sorted((0x80000000 | i).to_bytes(4, "big") for i in range(N))
+            for rid, (_, body) in by_rid.items():
+                assert body == b"d%03d" % (int.from_bytes(rid, "big") & 0x7FFFFFFF)
+            assert Counter(origin for origin, _ in by_rid.values()) == {b"zmq": N // 2,
+                                                                        b"nng": N // 2}
 
     run(main())
 

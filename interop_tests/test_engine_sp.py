@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import shutil
-from collections.abc import Awaitable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pynng
@@ -23,23 +23,11 @@ import gateway
 from gateway import Message
 from gateway.metrics import METRICS
 from gateway.testing.procs import free_port
+from interop_tests.engine_helpers import pairing_errors, run
 
 N = 100
-TIMEOUT = 20.0
 REFUSE_WITHIN = 1.5
 QUIET_MS = 300
-
-
-def run(coro: Awaitable[Any], timeout: float = TIMEOUT) -> Any:
-    async def bounded() -> Any:
-        async with asyncio.timeout(timeout):
-            return await coro
-
-    return asyncio.run(bounded())
-
-
-def pairing_errors() -> int:
-    return METRICS.get("gateway_pipes_closed_total", reason="PairingError")
 
 
 def is_pipe_id(word: bytes) -> bool:

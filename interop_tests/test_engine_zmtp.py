@@ -10,7 +10,7 @@ envelope frames, generated and peer-chosen identities, ROUTER to ROUTER.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -21,9 +21,9 @@ import gateway
 from gateway import Message
 from gateway.metrics import METRICS
 from gateway.patterns.pairing import SOCKET_TYPES, zmtp_legal
+from interop_tests.engine_helpers import pairing_errors, run
 
 N = 100
-TIMEOUT = 20.0
 REFUSE_WITHIN = 1.5
 QUIET = 0.3  # how long "nothing crosses" is watched
 ZTYPE = {"REQ": zmq.REQ, "REP": zmq.REP, "DEALER": zmq.DEALER, "ROUTER": zmq.ROUTER}
@@ -33,18 +33,6 @@ ZTYPE = {"REQ": zmq.REQ, "REP": zmq.REP, "DEALER": zmq.DEALER, "ROUTER": zmq.ROU
 # other side generates 00 + uint32).
 LIB_IDENTITY = {"DEALER": b"lib-dealer", "ROUTER": b"lib-router"}
 NATIVE_IDENTITY = {"ROUTER": b"native-router"}
-
-
-def run(coro: Awaitable[Any], timeout: float = TIMEOUT) -> Any:
-    async def bounded() -> Any:
-        async with asyncio.timeout(timeout):
-            return await coro
-
-    return asyncio.run(bounded())
-
-
-def pairing_errors() -> int:
-    return METRICS.get("gateway_pipes_closed_total", reason="PairingError")
 
 
 def is_generated_id(rid: bytes) -> bool:

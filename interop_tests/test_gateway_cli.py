@@ -19,15 +19,16 @@ from pathlib import Path
 import pytest
 
 from interop_tests.gateway_helpers import (
+    ANY,
     LOCAL,
     REPO,
     Gateway,
     NngServer,
     ZmqServer,
     backends,
-    bridge_args,
     free_port,
     lib_url,
+    local_bridge,
     nng_req,
     parse_prometheus,
     run_cli,
@@ -37,8 +38,6 @@ from interop_tests.gateway_helpers import (
 
 pytestmark = pytest.mark.timeout(60)
 
-ANY = f"{LOCAL}:0"
-
 
 # ---------------------------------------------------------------------------------------------
 # signals
@@ -47,8 +46,8 @@ ANY = f"{LOCAL}:0"
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
 @backends
 def test_signal_exits_0_within_5s(sig: int, front_be: str, back_be: str) -> None:
-    with NngServer() as server, Gateway(*bridge_args(
-            url("zmq", ANY, front_be), url("sp", f"{LOCAL}:{server.port}", back_be))) as gw:
+    with NngServer() as server, local_bridge(
+            "zmq", "sp", server.port, front_be=front_be, back_be=back_be) as gw:
         with zmq_client("REQ", lib_url(gw.front)) as req:  # it has really been working
             req.send(b"x")
             assert req.recv() == b"re:x"
@@ -69,9 +68,8 @@ def test_sigterm_drains_the_reply_in_flight(front_be: str, back_be: str) -> None
         time.sleep(0.5)
         return [b"re:" + frames[-1]]
 
-    with ZmqServer("REP", handler) as server, Gateway(*bridge_args(
-            url("sp", ANY, front_be), url("zmq", f"{LOCAL}:{server.port}", back_be),
-            "--grace", "3")) as gw:
+    with ZmqServer("REP", handler) as server, local_bridge(
+            "sp", "zmq", server.port, "--grace", "3", front_be=front_be, back_be=back_be) as gw:
         with nng_req(lib_url(gw.front)) as req:
             req.send(b"in flight")
             assert got_it.wait(5)
@@ -84,8 +82,8 @@ def test_sigterm_drains_the_reply_in_flight(front_be: str, back_be: str) -> None
 
 def test_idle_sigterm_with_hung_server_bounded_by_grace() -> None:
     """A request that will never be answered holds the drain for --grace at most."""
-    with NngServer(lambda body: None) as server, Gateway(*bridge_args(
-            url("zmq", ANY), url("sp", f"{LOCAL}:{server.port}"), "--grace", "1")) as gw:
+    with NngServer(lambda body: None) as server, local_bridge(
+            "zmq", "sp", server.port, "--grace", "1") as gw:
         with zmq_client("DEALER", lib_url(gw.front)) as dealer:
             dealer.send_multipart([b"", b"never answered"])
             server.wait_received(1)
@@ -280,9 +278,8 @@ def test_shipped_example_config_runs(tmp_path: Path) -> None:
 
 
 def test_metrics_endpoint_prometheus_text() -> None:
-    with NngServer() as server, Gateway(*bridge_args(
-            url("zmq", ANY), url("sp", f"{LOCAL}:{server.port}"), "--name", "m1"),
-            metrics=True) as gw:
+    with NngServer() as server, local_bridge(
+            "zmq", "sp", server.port, "--name", "m1", metrics=True) as gw:
         with zmq_client("REQ", lib_url(gw.front)) as req:
             for _ in range(3):
                 req.send(b"x")
@@ -300,8 +297,8 @@ def test_metrics_endpoint_prometheus_text() -> None:
 
 
 def test_json_logs_one_object_per_line() -> None:
-    with NngServer() as server, Gateway(*bridge_args(
-            url("zmq", ANY, "native"), url("sp", f"{LOCAL}:{server.port}", "native"))) as gw:
+    with NngServer() as server, local_bridge(
+            "zmq", "sp", server.port, front_be="native", back_be="native") as gw:
         with zmq_client("REQ", lib_url(gw.front)) as req:
             req.send(b"x")
             assert req.recv() == b"re:x"

@@ -20,27 +20,24 @@ import pytest
 import zmq
 
 from interop_tests.gateway_helpers import (
-    LOCAL,
     Gateway,
     NngServer,
     ZmqServer,
     backends,
-    bridge_args,
     echo_rep,
     echo_router,
     free_port,
     lib_url,
+    local_bridge,
     nng_raw_recv,
     nng_raw_send,
     nng_req,
     open_raw,
-    url,
     zmq_client,
 )
 
 pytestmark = pytest.mark.timeout(60)
 
-ANY = f"{LOCAL}:0"
 DROPPED = "gateway_dropped_messages_total"
 FORWARDED = "gateway_forwarded_messages_total"
 
@@ -57,9 +54,8 @@ def _assert_drop_logged(gw: Gateway, reason: str, direction: str) -> None:
 
 @backends
 def test_multi_frame_body_refused_then_next_served(front_be: str, back_be: str) -> None:
-    with NngServer() as server, Gateway(*bridge_args(
-            url("zmq", ANY, front_be), url("sp", f"{LOCAL}:{server.port}", back_be)),
-            metrics=True) as gw:
+    with NngServer() as server, local_bridge(
+            "zmq", "sp", server.port, front_be=front_be, back_be=back_be, metrics=True) as gw:
         with zmq_client("DEALER", lib_url(gw.front)) as dealer:
             dealer.send_multipart([b"app", b"", b"part1", b"part2"])  # SP carries one frame
             gw.wait_metric(DROPPED, 1, reason="multi-frame-body", bridge="bridge")
@@ -78,9 +74,9 @@ def test_token_table_full_then_expired_then_served(front_be: str, back_be: str) 
     def handler(body: bytes) -> bytes | None:
         return None if body.startswith(b"hang") else b"re:" + body
 
-    with NngServer(handler) as server, Gateway(*bridge_args(
-            url("zmq", ANY, front_be), url("sp", f"{LOCAL}:{server.port}", back_be),
-            "--pending-tokens", "2", "--token-ttl", "1"), metrics=True) as gw:
+    with NngServer(handler) as server, local_bridge(
+            "zmq", "sp", server.port, "--pending-tokens", "2", "--token-ttl", "1",
+            front_be=front_be, back_be=back_be, metrics=True) as gw:
         with zmq_client("DEALER", lib_url(gw.front)) as dealer:
             for i in range(3):
                 dealer.send_multipart([b"", b"hang%d" % i])
@@ -106,9 +102,9 @@ def test_token_expired_and_late_reply_counted(front_be: str, back_be: str) -> No
             time.sleep(1.2)
         return b"re:" + body
 
-    with NngServer(handler) as server, Gateway(*bridge_args(
-            url("zmq", ANY, front_be), url("sp", f"{LOCAL}:{server.port}", back_be),
-            "--token-ttl", "0.5"), metrics=True) as gw:
+    with NngServer(handler) as server, local_bridge(
+            "zmq", "sp", server.port, "--token-ttl", "0.5", front_be=front_be, back_be=back_be,
+            metrics=True) as gw:
         with zmq_client("DEALER", lib_url(gw.front), timeout_ms=400) as dealer:
             dealer.send_multipart([b"", b"slow"])
             with pytest.raises(zmq.Again):  # the envelope was given up: no reply
@@ -139,9 +135,9 @@ def test_server_dies_mid_request(front_be: str, back_be: str) -> None:
     first = NngServer(lambda body: None)
     port = first.port
     try:
-        with Gateway(*bridge_args(
-                url("zmq", ANY, front_be), url("sp", f"{LOCAL}:{port}", back_be),
-                "--token-ttl", "0.5"), metrics=True) as gw:
+        with local_bridge(
+                "zmq", "sp", port, "--token-ttl", "0.5", front_be=front_be, back_be=back_be,
+                metrics=True) as gw:
             with zmq_client("DEALER", lib_url(gw.front), timeout_ms=300) as dealer:
                 dealer.send_multipart([b"", b"doomed"])
                 first.wait_received(1)
@@ -184,9 +180,8 @@ def test_bad_reply_envelope_from_router_server(front_be: str, back_be: str) -> N
                     *frames[3:-1], b"re:badbit"]
         return echo_router(frames)
 
-    with ZmqServer("ROUTER", handler) as server, Gateway(*bridge_args(
-            url("sp", ANY, front_be), url("zmq", f"{LOCAL}:{server.port}", back_be)),
-            metrics=True) as gw:
+    with ZmqServer("ROUTER", handler) as server, local_bridge(
+            "sp", "zmq", server.port, front_be=front_be, back_be=back_be, metrics=True) as gw:
         with nng_req(lib_url(gw.front), timeout_ms=500) as req:
             req.send(b"bad")
             with pytest.raises(pynng.Timeout):
@@ -211,9 +206,9 @@ def test_ttl_overflow(front_be: str) -> None:
     rep0 (pynng front) drops it without telling anyone: observable is that nothing was
     forwarded and the server never saw it. 8 words (at the limit) cross both ways.
     """
-    with ZmqServer("REP", echo_rep) as server, Gateway(*bridge_args(
-            url("sp", ANY, front_be), url("zmq", f"{LOCAL}:{server.port}"),
-            "--log-level", "debug"), metrics=True) as gw:
+    with ZmqServer("REP", echo_rep) as server, local_bridge(
+            "sp", "zmq", server.port, "--log-level", "debug", front_be=front_be,
+            metrics=True) as gw:
         client = open_raw("REQ", 500)
         try:
             client.dial(lib_url(gw.front), block=True)
@@ -280,9 +275,8 @@ def _check_client_gone(gw: Gateway, front_be: str) -> None:
 @backends
 def test_zmq_client_gone_before_reply(front_be: str, back_be: str) -> None:
     server, release = _held_server("ROUTER")
-    with server, Gateway(*bridge_args(
-            url("zmq", ANY, front_be), url("zmq", f"{LOCAL}:{server.port}", back_be)),
-            metrics=True) as gw:
+    with server, local_bridge(
+            "zmq", "zmq", server.port, front_be=front_be, back_be=back_be, metrics=True) as gw:
         try:
             with zmq_client("DEALER", lib_url(gw.front)) as dealer:
                 dealer.send_multipart([b"", b"orphan"])
@@ -299,9 +293,8 @@ def test_zmq_client_gone_before_reply(front_be: str, back_be: str) -> None:
 @backends
 def test_nng_client_gone_before_reply(front_be: str, back_be: str) -> None:
     server, release = _held_server("REP")
-    with server, Gateway(*bridge_args(
-            url("sp", ANY, front_be), url("zmq", f"{LOCAL}:{server.port}", back_be)),
-            metrics=True) as gw:
+    with server, local_bridge(
+            "sp", "zmq", server.port, front_be=front_be, back_be=back_be, metrics=True) as gw:
         try:
             with nng_req(lib_url(gw.front)) as req:
                 req.send(b"orphan")

@@ -18,26 +18,23 @@ import zmq
 
 from interop_tests.gateway_helpers import (
     LOCAL,
-    Gateway,
     NngRawServer,
     NngServer,
     ZmqServer,
     backends,
-    bridge_args,
     free_port,
     lib_url,
+    local_bridge,
     nng_raw_recv,
     nng_raw_send,
     nng_req,
     open_raw,
+    port_of,
     proc,
-    url,
     zmq_client,
 )
 
 pytestmark = pytest.mark.timeout(60)
-
-ANY = f"{LOCAL}:0"
 
 
 def _is_sp_rid(word: bytes) -> bool:
@@ -59,8 +56,8 @@ def _is_zmq_id(frame: bytes) -> bool:
 
 @backends
 def test_zmq_req_to_nng_rep(front_be: str, back_be: str) -> None:
-    with NngServer() as server, Gateway(*bridge_args(
-            url("zmq", ANY, front_be, "@"), url("sp", f"{LOCAL}:{server.port}", back_be))) as gw:
+    with NngServer() as server, local_bridge(
+            "zmq", "sp", server.port, front_be=front_be, back_be=back_be, prefix="@") as gw:
         assert gw.front.startswith("zmq+tcp://127.0.0.1:") and not gw.front.endswith(":0")
         assert gw.back == f"sp+tcp://{LOCAL}:{server.port}"
         with zmq_client("REQ", lib_url(gw.front)) as req:
@@ -72,8 +69,8 @@ def test_zmq_req_to_nng_rep(front_be: str, back_be: str) -> None:
 
 @backends
 def test_zmq_dealer_app_envelopes_50_pipelined_to_nng_rep(front_be: str, back_be: str) -> None:
-    with NngServer() as server, Gateway(*bridge_args(
-            url("zmq", ANY, front_be), url("sp", f"{LOCAL}:{server.port}", back_be))) as gw:
+    with NngServer() as server, local_bridge(
+            "zmq", "sp", server.port, front_be=front_be, back_be=back_be) as gw:
         with zmq_client("DEALER", lib_url(gw.front)) as dealer:
             sent = {}
             for i in range(50):  # all in flight before the first reply is read
@@ -95,8 +92,8 @@ def test_zmq_dealer_app_envelopes_50_pipelined_to_nng_rep(front_be: str, back_be
 @backends
 def test_sp_server_sees_one_token_hop(front_be: str, back_be: str) -> None:
     """On SP the ZeroMQ envelope is one minted token (top bit set), nothing else."""
-    with NngRawServer() as server, Gateway(*bridge_args(
-            url("zmq", ANY, front_be), url("sp", f"{LOCAL}:{server.port}", back_be))) as gw:
+    with NngRawServer() as server, local_bridge(
+            "zmq", "sp", server.port, front_be=front_be, back_be=back_be) as gw:
         with zmq_client("DEALER", lib_url(gw.front)) as dealer:
             dealer.send_multipart([b"a-very-long-application-envelope-frame" * 3, b"", b"x"])
             assert dealer.recv_multipart()[-1] == b"re:x"
@@ -112,8 +109,8 @@ def test_zmq_req_to_nngcat_rep(front_be: str, back_be: str) -> None:
         pytest.skip("nngcat (Debian nng-utils) not installed")
     port = free_port()
     with proc(nngcat, "--rep", "--listen", f"tcp://{LOCAL}:{port}", "--data", "from-nngcat",
-              "--raw") as cat, Gateway(*bridge_args(
-                  url("zmq", ANY, front_be), url("sp", f"{LOCAL}:{port}", back_be))) as gw:
+              "--raw") as cat, local_bridge(
+                      "zmq", "sp", port, front_be=front_be, back_be=back_be) as gw:
         with zmq_client("REQ", lib_url(gw.front)) as req:
             for i in range(2):
                 req.send(b"ping%d" % i)
@@ -129,8 +126,8 @@ def test_zmq_req_to_nngcat_rep(front_be: str, back_be: str) -> None:
 
 @backends
 def test_nng_req_to_zmq_rep(front_be: str, back_be: str) -> None:
-    with ZmqServer("REP") as server, Gateway(*bridge_args(
-            url("sp", ANY, front_be), url("zmq", f"{LOCAL}:{server.port}", back_be))) as gw:
+    with ZmqServer("REP") as server, local_bridge(
+            "sp", "zmq", server.port, front_be=front_be, back_be=back_be) as gw:
         assert gw.front.startswith("sp+tcp://127.0.0.1:")
         with nng_req(lib_url(gw.front)) as req:
             for i in range(3):
@@ -141,8 +138,8 @@ def test_nng_req_to_zmq_rep(front_be: str, back_be: str) -> None:
 
 @backends
 def test_nng_req_to_zmq_router_server(front_be: str, back_be: str) -> None:
-    with ZmqServer("ROUTER") as server, Gateway(*bridge_args(
-            url("sp", ANY, front_be), url("zmq", f"{LOCAL}:{server.port}", back_be))) as gw:
+    with ZmqServer("ROUTER") as server, local_bridge(
+            "sp", "zmq", server.port, front_be=front_be, back_be=back_be) as gw:
         with nng_req(lib_url(gw.front)) as req:
             req.send(b"question")
             assert req.recv() == b"re:question"
@@ -159,8 +156,8 @@ def test_nanocat_req_to_zmq_rep(front_be: str, back_be: str) -> None:
     nanocat = shutil.which("nanocat")
     if nanocat is None:
         pytest.skip("nanocat (Debian nanomsg-utils) not installed")
-    with ZmqServer("REP") as server, Gateway(*bridge_args(
-            url("sp", ANY, front_be), url("zmq", f"{LOCAL}:{server.port}", back_be))) as gw:
+    with ZmqServer("REP") as server, local_bridge(
+            "sp", "zmq", server.port, front_be=front_be, back_be=back_be) as gw:
         with proc(nanocat, "--req", "--connect", lib_url(gw.front), "--data", "from-nanocat",
                   "--raw", "--recv-timeout", "5") as cat:
             out, err = cat.communicate(timeout=10)
@@ -221,8 +218,7 @@ def test_zmq_to_zmq_same_as_zmq_proxy(front_be: str, back_be: str) -> None:
             assert not t.is_alive(), "zmq.proxy did not terminate"
         via_proxy, server.received[:] = list(server.received), []
 
-        with Gateway(*bridge_args(url("zmq", ANY, front_be),
-                                  url("zmq", f"{LOCAL}:{server.port}", back_be))) as gw:
+        with local_bridge("zmq", "zmq", server.port, front_be=front_be, back_be=back_be) as gw:
             got = _zmq_exchange(lib_url(gw.front))
         via_gateway = server.received
 
@@ -263,8 +259,7 @@ def test_sp_to_sp_same_as_nng_device(front_be: str, back_be: str) -> None:
             assert not device.is_alive(), "nng_device did not return"
         via_device, server.received[:] = list(server.received), []
 
-        with Gateway(*bridge_args(url("sp", ANY, front_be),
-                                  url("sp", f"{LOCAL}:{server.port}", back_be))) as gw:
+        with local_bridge("sp", "sp", server.port, front_be=front_be, back_be=back_be) as gw:
             got = _sp_exchange(lib_url(gw.front))
         via_gateway = server.received
 
@@ -283,11 +278,11 @@ def test_sp_to_sp_same_as_nng_device(front_be: str, back_be: str) -> None:
 
 @backends
 def test_chain_zmq_to_sp_to_zmq(front_be: str, back_be: str) -> None:
-    with ZmqServer("ROUTER") as server, Gateway(*bridge_args(
-            url("sp", ANY, front_be), url("zmq", f"{LOCAL}:{server.port}", back_be),
-            "--name", "B")) as gw_b, Gateway(*bridge_args(
-                url("zmq", ANY, front_be), url("sp", lib_url(gw_b.front).split("://", 1)[1], back_be),
-                "--name", "A")) as gw_a:
+    with ZmqServer("ROUTER") as server, local_bridge(
+            "sp", "zmq", server.port, "--name", "B", front_be=front_be, back_be=back_be,
+    ) as gw_b, local_bridge(  # A's back is B's front
+            "zmq", "sp", port_of(gw_b.front), "--name", "A", front_be=front_be, back_be=back_be,
+    ) as gw_a:
         with zmq_client("REQ", lib_url(gw_a.front)) as req:
             req.send(b"through two gateways")
             assert req.recv_multipart() == [b"re:through two gateways"]
@@ -304,8 +299,7 @@ def test_chain_zmq_to_sp_to_zmq(front_be: str, back_be: str) -> None:
 
 def test_raw_nng_client_backtrace_survives() -> None:
     """A raw nng REQ (a device in front of the gateway) keeps its own hops through sp->zmq."""
-    with ZmqServer("REP") as server, Gateway(*bridge_args(
-            url("sp", ANY), url("zmq", f"{LOCAL}:{server.port}"))) as gw:
+    with ZmqServer("REP") as server, local_bridge("sp", "zmq", server.port) as gw:
         client = open_raw("REQ", 5000)
         try:
             client.dial(lib_url(gw.front), block=True)

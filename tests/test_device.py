@@ -321,6 +321,29 @@ def _dealer(ctx: zmq.asyncio.Context, url: str) -> zmq.asyncio.Socket:
     return s
 
 
+async def _live_dealer_to_nng(front_be: str, back_be: str, server: _NngEcho,
+                              exchange: Callable[[Bridge, zmq.asyncio.Socket], Awaitable[None]],
+                              **limits: float) -> Bridge:
+    """A live zmq -> sp bridge (``front_be``/``back_be``) to ``server``, and
+    ``exchange(bridge, dealer)`` with a pyzmq DEALER on its front; ``server`` is closed after."""
+    ctx = zmq.asyncio.Context()
+
+    async def body(bridge: Bridge) -> None:
+        dealer = _dealer(ctx, _lib(bridge.front_url))
+        try:
+            await exchange(bridge, dealer)
+        finally:
+            dealer.close(0)
+
+    try:
+        return await _live(f"zmq+tcp://127.0.0.1:0?backend={front_be}",
+                           f"sp+tcp://127.0.0.1:{server.port}?backend={back_be}", body,
+                           **limits)
+    finally:
+        await server.close()
+        ctx.term()
+
+
 @pytest.mark.parametrize(("front_be", "back_be"), SIDES, ids=SIDE_IDS)
 def test_live_multi_frame_body_with_and_without_codec(front_be: str, back_be: str,
                                                       body_codec: ModuleType) -> None:
@@ -334,27 +357,15 @@ def test_live_multi_frame_body_with_and_without_codec(front_be: str, back_be: st
                 return b"re:" + body
             return body_codec.pack([b"re:" + f for f in frames])
 
+        async def exchange(bridge: Bridge, dealer: zmq.asyncio.Socket) -> None:
+            await dealer.send_multipart([b"app", b"", b"f1", b"f2", b"f3"])
+            got = await asyncio.wait_for(dealer.recv_multipart(), 5)
+            assert got == [b"app", b"", b"re:f1", b"re:f2", b"re:f3"]
+            await dealer.send_multipart([b"", b"single"])
+            assert await asyncio.wait_for(dealer.recv_multipart(), 5) == [b"", b"re:single"]
+
         server = _NngEcho(handler)
-        ctx = zmq.asyncio.Context()
-
-        async def exchange(bridge: Bridge) -> None:
-            dealer = _dealer(ctx, _lib(bridge.front_url))
-            try:
-                await dealer.send_multipart([b"app", b"", b"f1", b"f2", b"f3"])
-                got = await asyncio.wait_for(dealer.recv_multipart(), 5)
-                assert got == [b"app", b"", b"re:f1", b"re:f2", b"re:f3"]
-                await dealer.send_multipart([b"", b"single"])
-                assert await asyncio.wait_for(dealer.recv_multipart(), 5) == [b"", b"re:single"]
-            finally:
-                dealer.close(0)
-
-        try:
-            bridge = await _live(f"zmq+tcp://127.0.0.1:0?backend={front_be}",
-                                 f"sp+tcp://127.0.0.1:{server.port}?backend={back_be}",
-                                 exchange)
-        finally:
-            await server.close()
-            ctx.term()
+        bridge = await _live_dealer_to_nng(front_be, back_be, server, exchange)
         assert server.received[0] == body_codec.pack((b"f1", b"f2", b"f3"))
         assert _dropped(bridge, "multi-frame-body") == 0
 
@@ -364,25 +375,14 @@ def test_live_multi_frame_body_with_and_without_codec(front_be: str, back_be: st
 @pytest.mark.parametrize(("front_be", "back_be"), SIDES, ids=SIDE_IDS)
 def test_live_multi_frame_refused_without_codec(front_be: str, back_be: str) -> None:
     async def main() -> None:
+        async def exchange(bridge: Bridge, dealer: zmq.asyncio.Socket) -> None:
+            await dealer.send_multipart([b"", b"f1", b"f2"])
+            await dealer.send_multipart([b"", b"ok"])
+            assert await asyncio.wait_for(dealer.recv_multipart(), 5) == [b"", b"re:ok"]
+            assert _dropped(bridge, "multi-frame-body") == 1
+
         server = _NngEcho()
-        ctx = zmq.asyncio.Context()
-
-        async def exchange(bridge: Bridge) -> None:
-            dealer = _dealer(ctx, _lib(bridge.front_url))
-            try:
-                await dealer.send_multipart([b"", b"f1", b"f2"])
-                await dealer.send_multipart([b"", b"ok"])
-                assert await asyncio.wait_for(dealer.recv_multipart(), 5) == [b"", b"re:ok"]
-                assert _dropped(bridge, "multi-frame-body") == 1
-            finally:
-                dealer.close(0)
-
-        try:
-            await _live(f"zmq+tcp://127.0.0.1:0?backend={front_be}",
-                        f"sp+tcp://127.0.0.1:{server.port}?backend={back_be}", exchange)
-        finally:
-            await server.close()
-            ctx.term()
+        await _live_dealer_to_nng(front_be, back_be, server, exchange)
         assert server.received == [b"ok"]
 
     asyncio.run(main())
@@ -391,33 +391,22 @@ def test_live_multi_frame_refused_without_codec(front_be: str, back_be: str) -> 
 @pytest.mark.parametrize(("front_be", "back_be"), SIDES, ids=SIDE_IDS)
 def test_live_token_table_bounds(front_be: str, back_be: str) -> None:
     async def main() -> None:
+        async def exchange(bridge: Bridge, dealer: zmq.asyncio.Socket) -> None:
+            for i in range(3):
+                await dealer.send_multipart([b"", b"hang%d" % i])
+            for _ in range(200):
+                if _dropped(bridge, "table-full") and _dropped(bridge, "token-expired") >= 2:
+                    break
+                await asyncio.sleep(0.025)
+            assert _dropped(bridge, "table-full") == 1
+            assert _dropped(bridge, "token-expired") == 2
+            assert len(bridge.table) == 0
+            await dealer.send_multipart([b"", b"ping"])
+            assert await asyncio.wait_for(dealer.recv_multipart(), 5) == [b"", b"re:ping"]
+
         server = _NngEcho(lambda b: None if b.startswith(b"hang") else b"re:" + b)
-        ctx = zmq.asyncio.Context()
-
-        async def exchange(bridge: Bridge) -> None:
-            dealer = _dealer(ctx, _lib(bridge.front_url))
-            try:
-                for i in range(3):
-                    await dealer.send_multipart([b"", b"hang%d" % i])
-                for _ in range(200):
-                    if _dropped(bridge, "table-full") and _dropped(bridge, "token-expired") >= 2:
-                        break
-                    await asyncio.sleep(0.025)
-                assert _dropped(bridge, "table-full") == 1
-                assert _dropped(bridge, "token-expired") == 2
-                assert len(bridge.table) == 0
-                await dealer.send_multipart([b"", b"ping"])
-                assert await asyncio.wait_for(dealer.recv_multipart(), 5) == [b"", b"re:ping"]
-            finally:
-                dealer.close(0)
-
-        try:
-            await _live(f"zmq+tcp://127.0.0.1:0?backend={front_be}",
-                        f"sp+tcp://127.0.0.1:{server.port}?backend={back_be}", exchange,
-                        pending_tokens=2, token_ttl=0.4)
-        finally:
-            await server.close()
-            ctx.term()
+        await _live_dealer_to_nng(front_be, back_be, server, exchange,
+                                  pending_tokens=2, token_ttl=0.4)
 
     asyncio.run(main())
 

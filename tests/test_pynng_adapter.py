@@ -3,29 +3,25 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import socket
-import tempfile
 import threading
 import time
 
 import gateway_plugins.pynng_adapter as pynng_adapter
-import pluggy
 import pynng
 import pytest
 import zmq
 import zmq.asyncio
+from _adapter_checks import check_bind_returns_real_port, registered_adapters, relay, run
 from gateway_plugins.pynng_adapter import PynngRawSocket, _to_message
 from gateway_plugins.pyzmq_adapter import PyzmqRawSocket
 
-from gateway import hookspecs
 from gateway.envelope import (
-    EnvelopeError,
     TokenTable,
     sp_to_zmtp_reply,
     zmtp_to_sp_request,
 )
-from gateway.errors import Closed, ConfigError, LocalProtocolError, TransportError
+from gateway.errors import Closed, ConfigError, LocalProtocolError
 from gateway.message import Message
 from gateway.testing.procs import free_port
 
@@ -33,16 +29,8 @@ T = 5  # seconds: every await on the network is bounded
 RID = b"\x80\x00\x00\x01"
 
 
-def run(coro):  # type: ignore[no-untyped-def]
-    return asyncio.run(asyncio.wait_for(coro, 20))
-
-
 def test_registers_through_pluggy() -> None:
-    pm = pluggy.PluginManager(hookspecs.PROJECT)
-    pm.add_hookspecs(hookspecs)
-    pm.register(pynng_adapter, name="pynng")
-    got = []
-    pm.hook.gateway_register_adapters(register=lambda *a, **kw: got.append((a, kw)))
+    got = registered_adapters(pynng_adapter, "pynng")
     assert got == [(("pynng", "sp", pynng_adapter.open_async), dict(polled=pynng_adapter.open_polled))]
 
 
@@ -76,21 +64,7 @@ def test_header_words_to_message() -> None:
 
 
 def test_bind_returns_real_port() -> None:
-    s = PynngRawSocket("REP")
-    a = s.bind("tcp://127.0.0.1:0")
-    b = s.bind("tcp://127.0.0.1:*")
-    for url in (a, b):
-        host, port = url.rsplit(":", 1)
-        assert host == "tcp://127.0.0.1" and int(port) > 0
-    assert a != b
-    s2 = PynngRawSocket("REP")
-    with pytest.raises(TransportError):
-        s2.bind(a)  # address in use
-    with tempfile.TemporaryDirectory() as d:
-        path = os.path.join(d, "x.sock")
-        assert s.bind(f"ipc://{path}") == f"ipc://{path}"
-    s.close()
-    s2.close()
+    check_bind_returns_real_port(lambda: PynngRawSocket("REP"))
 
 
 def test_raw_rep_with_req0_client() -> None:
@@ -281,26 +255,6 @@ def test_device_preview_zmq_clients_to_nng_rep() -> None:
         table = TokenTable(max_entries=1000, ttl=30.0)
         drops: list[str] = []
 
-        async def forward() -> None:
-            while True:
-                m = await front.recv_msg()
-                try:
-                    sp = zmtp_to_sp_request(m, table, time.monotonic())
-                except EnvelopeError as e:
-                    drops.append(e.reason)
-                    continue
-                await back.send_msg(sp)
-
-        async def backward() -> None:
-            while True:
-                m = await back.recv_msg()
-                try:
-                    z = sp_to_zmtp_reply(m, table, time.monotonic())
-                except EnvelopeError as e:
-                    drops.append(e.reason)
-                    continue
-                await front.send_msg(z)
-
         # the nng server runs blocking in a thread: cancelling a pending pynng ``arecv`` under
         # asyncio now and then never completes (pynng 0.9.0), so no test cancels one
         def server() -> None:
@@ -313,7 +267,12 @@ def test_device_preview_zmq_clients_to_nng_rep() -> None:
 
         server_thread = threading.Thread(target=server, daemon=True)
         server_thread.start()
-        tasks = [asyncio.create_task(f()) for f in (forward, backward)]
+        tasks = [  # forward, backward
+            asyncio.create_task(relay(
+                front, back, lambda m: zmtp_to_sp_request(m, table, time.monotonic()), drops)),
+            asyncio.create_task(relay(
+                back, front, lambda m: sp_to_zmtp_reply(m, table, time.monotonic()), drops)),
+        ]
 
         async def req_client(i: int) -> None:
             c = ctx.socket(zmq.REQ)

@@ -3,28 +3,21 @@
 from __future__ import annotations
 
 import asyncio
-import os
-import tempfile
 
 import gateway_plugins.pyzmq_adapter as pyzmq_adapter
-import pluggy
 import pynng
 import pytest
 import zmq
 import zmq.asyncio
+from _adapter_checks import check_bind_returns_real_port, registered_adapters, relay, run
 from gateway_plugins.pynng_adapter import PynngRawSocket
 from gateway_plugins.pyzmq_adapter import PyzmqRawSocket
 
-from gateway import hookspecs
-from gateway.envelope import EnvelopeError, sp_to_zmtp, zmtp_to_sp_reply
-from gateway.errors import Closed, ConfigError, TransportError
+from gateway.envelope import sp_to_zmtp, zmtp_to_sp_reply
+from gateway.errors import Closed, ConfigError
 from gateway.message import Message
 
 T = 5  # seconds: every await on the network is bounded
-
-
-def run(coro):  # type: ignore[no-untyped-def]
-    return asyncio.run(asyncio.wait_for(coro, 20))
 
 
 @pytest.fixture
@@ -35,11 +28,7 @@ def ctx():  # type: ignore[no-untyped-def]
 
 
 def test_registers_through_pluggy() -> None:
-    pm = pluggy.PluginManager(hookspecs.PROJECT)
-    pm.add_hookspecs(hookspecs)
-    pm.register(pyzmq_adapter, name="pyzmq")
-    got = []
-    pm.hook.gateway_register_adapters(register=lambda *a, **kw: got.append((a, kw)))
+    got = registered_adapters(pyzmq_adapter, "pyzmq")
     assert got == [(("pyzmq", "zmtp", pyzmq_adapter.open_async), dict(polled=pyzmq_adapter.open_polled, proxy=pyzmq_adapter.open_proxy))]
 
 
@@ -62,21 +51,7 @@ def test_kinds(ctx) -> None:  # type: ignore[no-untyped-def]
 
 
 def test_bind_returns_real_port(ctx) -> None:  # type: ignore[no-untyped-def]
-    s = PyzmqRawSocket("ROUTER", context=ctx)
-    a = s.bind("tcp://127.0.0.1:0")
-    b = s.bind("tcp://127.0.0.1:*")
-    for url in (a, b):
-        host, port = url.rsplit(":", 1)
-        assert host == "tcp://127.0.0.1" and int(port) > 0
-    assert a != b
-    s2 = PyzmqRawSocket("ROUTER", context=ctx)
-    with pytest.raises(TransportError):
-        s2.bind(a)  # address in use
-    with tempfile.TemporaryDirectory() as d:
-        path = os.path.join(d, "x.sock")
-        assert s.bind(f"ipc://{path}") == f"ipc://{path}"
-    s.close()
-    s2.close()
+    check_bind_returns_real_port(lambda: PyzmqRawSocket("ROUTER", context=ctx))
 
 
 def test_router_with_req_client(ctx) -> None:  # type: ignore[no-untyped-def]
@@ -194,24 +169,14 @@ def test_device_preview_sp_clients_to_zmq_rep(ctx) -> None:  # type: ignore[no-u
         back.connect(f"tcp://127.0.0.1:{port}")
         drops: list[str] = []
 
-        async def forward() -> None:
-            while True:
-                await back.send_msg(sp_to_zmtp(await front.recv_msg()))
-
-        async def backward() -> None:
-            while True:
-                m = await back.recv_msg()
-                try:
-                    await front.send_msg(zmtp_to_sp_reply(m))
-                except EnvelopeError as e:
-                    drops.append(e.reason)
-
         async def server() -> None:
             while True:
                 body = await rep.recv()
                 await rep.send(b"re:" + body)
 
-        tasks = [asyncio.create_task(f()) for f in (forward, backward, server)]
+        tasks = [asyncio.create_task(c) for c in (relay(front, back, sp_to_zmtp, drops),
+                                                  relay(back, front, zmtp_to_sp_reply, drops),
+                                                  server())]
 
         async def client(i: int) -> None:
             with pynng.Req0(dial=furl) as c:

@@ -14,9 +14,9 @@ from gateway.errors import (
     LocalProtocolError,
     MessageTooLarge,
     PairingError,
-    ProtocolError,
     RemoteProtocolError,
 )
+from gateway.testing.codec_checks import chunked, feed_garbage
 from gateway.wire.events import HandshakeComplete
 from gateway.wire.sp import SpCodec, SpRole
 
@@ -211,15 +211,6 @@ def test_send_before_handshake() -> None:
 # -- properties -----------------------------------------------------------------------------
 
 
-def chunked(data: bytes, cuts: list[int]) -> list[bytes]:
-    points = sorted({c % (len(data) + 1) for c in cuts})
-    out, last = [], 0
-    for p in points + [len(data)]:
-        out.append(data[last:p])
-        last = p
-    return out
-
-
 @settings(max_examples=200, deadline=None)
 @given(
     messages=st.lists(st.lists(st.binary(max_size=300), min_size=1, max_size=4), max_size=8),
@@ -239,29 +230,16 @@ def test_roundtrip_random_chunks(messages: list[list[bytes]], cuts: list[int]) -
     assert got[1:] == [(b"".join(m),) for m in messages]
 
 
-def _feed_garbage(codec: SpCodec, chunks: list[bytes]) -> None:
-    for chunk in chunks:
-        codec.receive_data(chunk)
-        try:
-            for _ in range(10_000):
-                if codec.next_event() is None:
-                    break
-            else:
-                raise AssertionError("next_event never returned None")
-        except ProtocolError:
-            return
-
-
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.binary(max_size=200), max_size=6))
 def test_garbage_without_handshake(chunks: list[bytes]) -> None:
-    _feed_garbage(sp_codec("REQ"), chunks)
+    feed_garbage(sp_codec("REQ"), chunks)
 
 
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.binary(max_size=200), max_size=6))
 def test_garbage_after_handshake(chunks: list[bytes]) -> None:
-    _feed_garbage(opened("REP", max_message_size=1000), chunks)
+    feed_garbage(opened("REP", max_message_size=1000), chunks)
 
 
 # -- interop with nng -----------------------------------------------------------------------

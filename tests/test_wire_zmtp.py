@@ -15,10 +15,10 @@ from gateway.errors import (
     LocalProtocolError,
     MessageTooLarge,
     PairingError,
-    ProtocolError,
     RemoteProtocolError,
 )
 from gateway.patterns import pairing
+from gateway.testing.codec_checks import chunked, feed_garbage
 from gateway.wire.events import HandshakeComplete, PeerError, Ping, Pong
 from gateway.wire.zmtp import ZmtpCodec, ZmtpRole
 
@@ -520,15 +520,6 @@ def test_data_to_send_any_time() -> None:
 frames = st.lists(st.binary(max_size=300), min_size=1, max_size=6).map(tuple)
 
 
-def chunked(data: bytes, cuts: list[int]) -> list[bytes]:
-    points = sorted({c % (len(data) + 1) for c in cuts})
-    out, last = [], 0
-    for p in points + [len(data)]:
-        out.append(data[last:p])
-        last = p
-    return out
-
-
 @settings(max_examples=200, deadline=None)
 @given(
     messages=st.lists(frames, min_size=1, max_size=8),
@@ -563,23 +554,10 @@ def test_roundtrip_random_chunks(
     assert len(got) == 1 + len(messages) * (2 if pings else 1)
 
 
-def _feed_garbage(codec: ZmtpCodec, chunks: list[bytes]) -> None:
-    for chunk in chunks:
-        codec.receive_data(chunk)
-        try:
-            for _ in range(10_000):
-                if codec.next_event() is None:
-                    break
-            else:
-                raise AssertionError("next_event never returned None")
-        except ProtocolError:
-            return
-
-
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.binary(max_size=200), max_size=6))
 def test_garbage_without_handshake(chunks: list[bytes]) -> None:
-    _feed_garbage(zmtp_codec("REQ"), chunks)
+    feed_garbage(zmtp_codec("REQ"), chunks)
 
 
 @settings(max_examples=300, deadline=None)
@@ -589,14 +567,14 @@ def test_garbage_after_handshake(chunks: list[bytes], kind: str) -> None:
     codec = zmtp_codec(kind, max_message_size=1000)
     codec.receive_data(GREETING + ready(peer.encode(), b""))
     assert isinstance(codec.next_event(), HandshakeComplete)
-    _feed_garbage(codec, chunks)
+    feed_garbage(codec, chunks)
 
 
 @settings(max_examples=300, deadline=None)
 @given(st.binary(max_size=120))
 def test_garbage_after_greeting(data: bytes) -> None:
     codec = zmtp_codec("REQ", max_message_size=1000)
-    _feed_garbage(codec, [GREETING, data])
+    feed_garbage(codec, [GREETING, data])
 
 
 # -- interop with libzmq --------------------------------------------------------------------

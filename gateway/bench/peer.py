@@ -16,6 +16,7 @@ Commands: ``{"op": "lat", "n", "size", "timeout", "warmup"}`` -> ``{"samples_ns"
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import socket
@@ -23,6 +24,7 @@ import struct
 import sys
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 DEFAULT_LIFETIME = 3600.0
@@ -87,36 +89,44 @@ def bound_url(port: int) -> str:
 # --------------------------------------------------------------------------------------------
 
 
+def serve_echo(cfg: dict[str, Any], s: Any, dial: Callable[[str], Any],
+               listen: Callable[[], int]) -> None:
+    """The echo servers' common part: ``dial(cfg["connect"])`` when given, else ``listen()`` on
+    a free local port (it returns the port); say READY with the url; echo until killed."""
+    if cfg.get("connect"):
+        dial(cfg["connect"])
+        emit("READY", {"url": cfg["connect"]})
+    else:
+        emit("READY", {"url": bound_url(listen())})
+    recv, send = s.recv, s.send
+    while True:
+        send(recv())
+
+
 def serve_zmq_rep(cfg: dict[str, Any]) -> None:
     import zmq
 
     ctx: Any = zmq.Context.instance()
     s = ctx.socket(zmq.REP)
     s.linger = 0
-    if cfg.get("connect"):
-        s.connect(cfg["connect"])
-        emit("READY", {"url": cfg["connect"]})
-    else:
+
+    def listen() -> int:
         s.bind("tcp://127.0.0.1:*")
-        emit("READY", {"url": bound_url(zmq_port(s))})
-    recv, send = s.recv, s.send
-    while True:
-        send(recv())
+        return zmq_port(s)
+
+    serve_echo(cfg, s, s.connect, listen)
 
 
 def serve_nng_rep(cfg: dict[str, Any]) -> None:
     import pynng
 
     s = pynng.Rep0()
-    if cfg.get("connect"):
-        s.dial(cfg["connect"], block=False)
-        emit("READY", {"url": cfg["connect"]})
-    else:
+
+    def listen() -> int:
         s.listen("tcp://127.0.0.1:0")
-        emit("READY", {"url": bound_url(nng_port(s))})
-    recv, send = s.recv, s.send
-    while True:
-        send(recv())
+        return nng_port(s)
+
+    serve_echo(cfg, s, lambda url: s.dial(url, block=False), listen)
 
 
 def serve_nng_blackhole(cfg: dict[str, Any]) -> None:
@@ -212,6 +222,37 @@ def timed_echo(send: Any, recv: Any, payload: bytes, n: int, warmup: int,
         raise ValueError(f"bad echo: {reply[:20]!r}")
     return {"samples_ns": samples, "elapsed": time.perf_counter() - t0}
 
+
+def windowed_tput(send: Callable[[], Any], recv: Callable[[], Any],
+                  timeout_error: type[BaseException], window: int, n: int,
+                  timeout: float) -> dict[str, Any]:
+    """``n`` round trips with ``window`` requests in flight (one client): ``send()`` one
+    request, ``recv()`` one reply; stops early at a receive timeout (``timeout_error``) or once
+    past ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    t0 = time.perf_counter()
+    sent = 0
+    for _ in range(min(window, n)):
+        send()
+        sent += 1
+    got = 0
+    timed_out = False
+    while got < n:
+        try:
+            recv()
+        except timeout_error:
+            timed_out = True
+            break
+        got += 1
+        if sent < n:
+            send()
+            sent += 1
+        if got & 1023 == 0 and time.monotonic() > deadline:
+            timed_out = True
+            break
+    return {"n": got, "elapsed": time.perf_counter() - t0, "timed_out": timed_out}
+
+
 class ZmqClient:
     """REQ for latency, DEALER (empty delimiter + body) with a window for throughput."""
 
@@ -245,29 +286,8 @@ class ZmqClient:
         d.rcvtimeo = int(timeout * 1000)
         d.sndtimeo = int(timeout * 1000)
         frames = [b"", b"x" * size]
-        send, recv = d.send_multipart, d.recv_multipart
-        deadline = time.monotonic() + timeout
-        t0 = time.perf_counter()
-        sent = 0
-        for _ in range(min(window, n)):
-            send(frames)
-            sent += 1
-        got = 0
-        timed_out = False
-        while got < n:
-            try:
-                recv()
-            except self.zmq.Again:
-                timed_out = True
-                break
-            got += 1
-            if sent < n:
-                send(frames)
-                sent += 1
-            if got & 1023 == 0 and time.monotonic() > deadline:
-                timed_out = True
-                break
-        return {"n": got, "elapsed": time.perf_counter() - t0, "timed_out": timed_out}
+        return windowed_tput(functools.partial(d.send_multipart, frames), d.recv_multipart,
+                             self.zmq.Again, window, n, timeout)
 
     def flood(self, n: int, size: int, duration: float) -> dict[str, Any]:
         """Send without reading replies, as fast as the socket accepts, within ``duration``."""
@@ -321,33 +341,17 @@ class NngClient:
         s.send_timeout = int(timeout * 1000)
         payload = b"x" * size
         pack = struct.Struct(">I").pack
-        send, recv = s.send, s.recv
-        deadline = time.monotonic() + timeout
+        send = s.send
         rid = self.rid
-        t0 = time.perf_counter()
-        sent = 0
-        for _ in range(min(window, n)):
+
+        def send_one() -> None:
+            nonlocal rid
             rid = 0x80000000 | ((rid + 1) & 0x7FFFFFFF)
             send(pack(rid) + payload)  # raw Req0: header words go first on the wire
-            sent += 1
-        got = 0
-        timed_out = False
-        while got < n:
-            try:
-                recv()
-            except pynng.Timeout:
-                timed_out = True
-                break
-            got += 1
-            if sent < n:
-                rid = 0x80000000 | ((rid + 1) & 0x7FFFFFFF)
-                send(pack(rid) + payload)
-                sent += 1
-            if got & 1023 == 0 and time.monotonic() > deadline:
-                timed_out = True
-                break
+
+        result = windowed_tput(send_one, s.recv, pynng.Timeout, window, n, timeout)
         self.rid = rid
-        return {"n": got, "elapsed": time.perf_counter() - t0, "timed_out": timed_out}
+        return result
 
 
 class NativeClient:

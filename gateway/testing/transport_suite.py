@@ -15,8 +15,9 @@ The gateway's own ``tests/test_transports.py`` runs them over every registered t
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from gateway.transport import Listener, Transport
@@ -95,6 +96,28 @@ class _Harness:
         return client, server
 
 
+@contextlib.asynccontextmanager
+async def _listening(
+    transport: Transport, new_address: NewAddress
+) -> AsyncIterator[tuple[_Harness, Listener]]:
+    """A harness and a listener on a new address, closed when the block ends."""
+    h = _Harness(transport)
+    listener = h.listen(new_address())
+    try:
+        yield h, listener
+    finally:
+        listener.close()
+
+
+@contextlib.asynccontextmanager
+async def _connected(
+    transport: Transport, new_address: NewAddress
+) -> AsyncIterator[tuple[Recorder, Recorder]]:
+    """One connection (client, server) to a new listener, closed when the block ends."""
+    async with _listening(transport, new_address) as (h, listener):
+        yield await h.pair(listener.address)
+
+
 async def _raises_oserror(call: Callable[[], Awaitable[Any]] | Callable[[], Any]) -> None:
     try:
         result = call()
@@ -107,22 +130,15 @@ async def _raises_oserror(call: Callable[[], Awaitable[Any]] | Callable[[], Any]
 
 async def verify_listen_then_dial(transport: Transport, new_address: NewAddress) -> None:
     """``listen`` binds before it returns, with a real address a dial reaches at once."""
-    h = _Harness(transport)
-    listener = h.listen(new_address())
-    try:
+    async with _listening(transport, new_address) as (h, listener):
         assert isinstance(listener.address, str) and listener.address
         client, server = await h.pair(listener.address)
         client.transport.close()
         await asyncio.wait_for(server.lost, TIMEOUT)
-    finally:
-        listener.close()
 
 
 async def verify_bytes_flow_both_ways(transport: Transport, new_address: NewAddress) -> None:
-    h = _Harness(transport)
-    listener = h.listen(new_address())
-    try:
-        client, server = await h.pair(listener.address)
+    async with _connected(transport, new_address) as (client, server):
         client.transport.write(b"hello ")
         client.transport.write(b"server")
         assert await server.wait_bytes(12) == b"hello server"
@@ -137,14 +153,10 @@ async def verify_bytes_flow_both_ways(transport: Transport, new_address: NewAddr
         client.transport.close()
         await asyncio.wait_for(server.lost, TIMEOUT)
         await asyncio.wait_for(client.lost, TIMEOUT)
-    finally:
-        listener.close()
 
 
 async def verify_many_connections(transport: Transport, new_address: NewAddress) -> None:
-    h = _Harness(transport)
-    listener = h.listen(new_address())
-    try:
+    async with _listening(transport, new_address) as (h, listener):
         pairs = [await h.pair(listener.address) for _ in range(5)]
         for i, (client, _) in enumerate(pairs):
             client.transport.write(b"%d" % i)
@@ -154,15 +166,10 @@ async def verify_many_connections(transport: Transport, new_address: NewAddress)
             server.transport.close()  # closing from the accepting side works too
             await asyncio.wait_for(client.lost, TIMEOUT)
             await asyncio.wait_for(server.lost, TIMEOUT)
-    finally:
-        listener.close()
 
 
 async def verify_pause_and_resume_reading(transport: Transport, new_address: NewAddress) -> None:
-    h = _Harness(transport)
-    listener = h.listen(new_address())
-    try:
-        client, server = await h.pair(listener.address)
+    async with _connected(transport, new_address) as (client, server):
         server.transport.pause_reading()
         client.transport.write(b"held")
         await asyncio.sleep(0.05)
@@ -170,17 +177,12 @@ async def verify_pause_and_resume_reading(transport: Transport, new_address: New
         server.transport.resume_reading()
         assert await server.wait_bytes(4) == b"held"
         client.transport.close()
-    finally:
-        listener.close()
 
 
 async def verify_write_flow_control(transport: Transport, new_address: NewAddress) -> None:
     """A reader that stops reading makes the writer's protocol pause (bounded buffers), and
     resume once the reader drains: the engine's send back-pressure rests on this."""
-    h = _Harness(transport)
-    listener = h.listen(new_address())
-    try:
-        client, server = await h.pair(listener.address)
+    async with _connected(transport, new_address) as (client, server):
         client.transport.set_write_buffer_limits(high=64 * 1024, low=16 * 1024)
         server.transport.pause_reading()
         chunk = b"w" * (256 * 1024)
@@ -197,8 +199,6 @@ async def verify_write_flow_control(transport: Transport, new_address: NewAddres
         assert not client.write_paused and client.resumes == 1
         assert client.transport.get_write_buffer_size() == 0
         client.transport.close()
-    finally:
-        listener.close()
 
 
 async def verify_listener_close_stops_accepting(transport: Transport, new_address: NewAddress) -> None:

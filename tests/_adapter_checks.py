@@ -1,0 +1,73 @@
+"""What the library-adapter tests (``test_pyzmq_adapter.py``, ``test_pynng_adapter.py``) share:
+the same contract checked on both adapters, and the relay loop of their device previews.
+
+Imported by name (``from _adapter_checks import ...``): pytest puts ``tests/`` on ``sys.path``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import tempfile
+from collections.abc import Callable, Coroutine
+from types import ModuleType
+from typing import Any
+
+import pluggy
+import pytest
+
+from gateway import hookspecs
+from gateway.envelope import EnvelopeError
+from gateway.errors import TransportError
+from gateway.message import Message
+
+
+def run(coro: Coroutine[Any, Any, Any]) -> Any:
+    """``asyncio.run`` bounded to 20 s."""
+    return asyncio.run(asyncio.wait_for(coro, 20))
+
+
+def registered_adapters(plugin: ModuleType, name: str) -> list[tuple[tuple[Any, ...], dict[str, Any]]]:
+    """Register ``plugin`` with a fresh plugin manager under ``name``; every
+    ``register(*args, **kw)`` call its ``gateway_register_adapters`` hook made."""
+    pm = pluggy.PluginManager(hookspecs.PROJECT)
+    pm.add_hookspecs(hookspecs)
+    pm.register(plugin, name=name)
+    got: list[tuple[tuple[Any, ...], dict[str, Any]]] = []
+    pm.hook.gateway_register_adapters(register=lambda *a, **kw: got.append((a, kw)))
+    return got
+
+
+def check_bind_returns_real_port(new_socket: Callable[[], Any]) -> None:
+    """``bind`` on port 0 and ``*`` returns the real tcp port (two different ones), a second
+    bind of a used address raises ``TransportError``, an ipc path comes back unchanged."""
+    s = new_socket()
+    a = s.bind("tcp://127.0.0.1:0")
+    b = s.bind("tcp://127.0.0.1:*")
+    for url in (a, b):
+        host, port = url.rsplit(":", 1)
+        assert host == "tcp://127.0.0.1" and int(port) > 0
+    assert a != b
+    s2 = new_socket()
+    with pytest.raises(TransportError):
+        s2.bind(a)  # address in use
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "x.sock")
+        assert s.bind(f"ipc://{path}") == f"ipc://{path}"
+    s.close()
+    s2.close()
+
+
+async def relay(src: Any, dst: Any, convert: Callable[[Message], Message],
+                drops: list[str]) -> None:
+    """A device preview's one direction, forever: each message ``src`` receives, converted, is
+    sent on ``dst``; a message ``convert`` refuses (``EnvelopeError``) is dropped and its
+    reason appended to ``drops``."""
+    while True:
+        m = await src.recv_msg()
+        try:
+            out = convert(m)
+        except EnvelopeError as e:
+            drops.append(e.reason)
+            continue
+        await dst.send_msg(out)
