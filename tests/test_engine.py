@@ -669,6 +669,8 @@ BAD_INPUT = [
     ("zmq", ZMTP_GREETING + zmtp_ready(b"PUB"), "PairingError"),
     ("sp", b"GET / HTTP/1.1\r\n\r\n", "RemoteProtocolError"),
     ("sp", b"\x00SP\x01\x00\x30\x00\x00", "RemoteProtocolError"),
+    ("sp", b"\x00SP\x00\x00\x30\x00\x01", "sp-header"),  # reserved bytes 6-7 not zero (as nng)
+    ("sp", b"\x00SP\x00\x00\x30\xab\xcd", "sp-header"),
     ("sp", sp_header(0x10), "PairingError"),  # pair0
     ("sp", sp_header(0x31), "PairingError"),  # rep0 to a rep0
 ]

@@ -172,7 +172,7 @@ class Pipe(asyncio.Protocol):
                 else:
                     self._on_event(event)
         except ProtocolError as exc:
-            self.abort(type(exc).__name__, str(exc))
+            self.abort(exc.reason or type(exc).__name__, str(exc))
         else:
             out = codec.data_to_send()
             if out and self.transport is not None:
