@@ -408,3 +408,40 @@ def test_ipc_unknown_message_type_is_remote_error() -> None:
     b.receive_data(bytes.fromhex("02" "0000000000000001") + b"x")
     with pytest.raises(RemoteProtocolError):
         b.next_event()
+
+
+# -- partial: an incomplete message is buffered (the engine's per-message deadline) -----------
+
+
+def _len(n: int) -> bytes:
+    return n.to_bytes(8, "big")
+
+
+@pytest.mark.parametrize(
+    ("chunks", "partial"),
+    [
+        ([], False),
+        ([b"P\x00\x00\x00"], True),  # part of a length ("P": the transport's prefix, if any)
+        ([b"P" + _len(1 << 20) + b"x" * 1000], True),  # the start of a 1 MiB message
+        ([b"P" + _len(3) + b"abc"], False),
+        ([b"P" + _len(3) + b"abcP" + _len(2)], True),  # a whole message, then part of the next
+        ([b"P" + _len(3) + b"ab", b"c"], False),
+    ],
+)
+@pytest.mark.parametrize("prefix", [b"", b"\x01"], ids=["tcp", "ipc"])
+def test_partial(chunks: list[bytes], partial: bool, prefix: bytes) -> None:
+    codec = opened("REP", message_prefix=prefix)
+    assert codec.partial is False
+    for chunk in chunks:
+        codec.receive_data(chunk.replace(b"P", prefix))
+        while codec.next_event() is not None:
+            pass
+    assert codec.partial is partial
+
+
+def test_partial_header() -> None:
+    codec = sp_codec("REQ")
+    codec.receive_data(REP0[:5])
+    assert codec.next_event() is None and codec.partial
+    codec.receive_data(REP0[5:])
+    assert isinstance(codec.next_event(), HandshakeComplete) and not codec.partial

@@ -56,11 +56,18 @@ class Socket:
             s.connect("zmq+tcp://127.0.0.1:5555")
             await s.send(b"hello")
             reply = await s.recv()
+
+    Limits on what peers send: ``max_message_size`` (bytes, 1 MiB), ``handshake_timeout``
+    (seconds until the greeting/header exchange is done, 10) and ``message_timeout`` (seconds a
+    message may take to arrive once its first bytes did, 10; ``None`` or 0: no limit). A peer
+    that breaks one is disconnected (``gateway_pipes_closed_total{reason}``); the socket and its
+    other pipes go on.
     """
 
     def __init__(self, kind: str, raw: bool = False, *, hwm: int = 1000, ttl: int = 8,
                  max_message_size: int = 1 << 20, identity: bytes = b"",
                  linger: float = 1.0, handshake_timeout: float = 10.0,
+                 message_timeout: float | None = 10.0,
                  reconnect_ivl: float = 0.1, reconnect_ivl_max: float = 2.0,
                  resend_interval: float = 60.0, relaxed: bool = False,
                  router_mandatory: bool = False, name: str = "") -> None:
@@ -71,10 +78,14 @@ class Socket:
         if hwm < 1:
             raise ConfigError("hwm must be at least 1")
         self.hwm = hwm
+        if message_timeout is not None and message_timeout < 0:
+            raise ConfigError("message_timeout must be positive (None or 0: no deadline)")
         self.max_message_size = max_message_size
         self.identity = identity
         self.linger = linger
         self.handshake_timeout = handshake_timeout
+        #: seconds a message may take to arrive once its first bytes did (None or 0: no limit)
+        self.message_timeout = message_timeout
         self.reconnect_ivl = reconnect_ivl
         self.reconnect_ivl_max = reconnect_ivl_max
         self.resend_interval = resend_interval
@@ -154,7 +165,8 @@ class Socket:
                            identity=self.identity, max_message_size=self.max_message_size,
                            transport=transport)
         pipe = Pipe(self, codec, wire.family, endpoint, hwm=self.hwm,
-                    handshake_timeout=self.handshake_timeout, name=self.name, lost=lost)
+                    handshake_timeout=self.handshake_timeout,
+                    message_timeout=self.message_timeout, name=self.name, lost=lost)
         if self.closed:
             pipe.close(0)  # aborts as soon as it is connected
         else:

@@ -106,6 +106,14 @@ class SpCodec:
         """Append received bytes (any split). Never raises."""
         self._rx.feed(data)
 
+    @property
+    def partial(self) -> bool:
+        """True when received bytes that are no complete event yet are buffered: part of a
+        message (or of the header). Exact once ``next_event()`` returned ``None``; while
+        complete messages wait to be taken, it is True too. O(1), no parsing."""
+        rx = self._rx
+        return len(rx.data) > rx.pos
+
     def next_event(self) -> Event | None:
         """``HandshakeComplete``, then ``(payload,)`` per message; ``None`` for more bytes."""
         if self._error is not None:
