@@ -923,6 +923,8 @@ def test_bad_options() -> None:
             gateway.Socket("REP", hwm=0)
         with pytest.raises(gateway.ConfigError):
             gateway.Socket("REP", message_timeout=-1)
+        with pytest.raises(gateway.ConfigError):
+            gateway.Socket("REP", backlog=-1)
         with pytest.raises(gateway.GatewayError):
             gateway.Socket("PAIR")
 
@@ -1093,3 +1095,32 @@ def test_stalled_partial_messages_release_their_memory() -> None:
             assert grown < 80 * MIB, f"RSS grew by {grown / MIB:.0f} MiB"
 
     run(main(), 60)
+
+
+# -- the listen backlog ------------------------------------------------------------------------
+
+
+def _tcp_listen_queue(port: int) -> int:
+    import shutil
+    import subprocess
+
+    if shutil.which("ss") is None:
+        pytest.skip("no ss (iproute2)")
+    out = subprocess.run(["ss", "-ltnH", f"sport = :{port}"], capture_output=True, text=True,
+                         timeout=10, check=True).stdout.split()
+    return int(out[2])  # State Recv-Q Send-Q(= the backlog of a listening socket) ...
+
+
+@pytest.mark.parametrize("backlog", [None, 5])
+def test_socket_backlog(backlog: int | None) -> None:
+    from gateway.transport import default_backlog
+
+    async def main() -> None:
+        async with gateway.Socket("REP", backlog=backlog) as rep, gateway.Socket("REQ") as req:
+            url = rep.bind("zmq+tcp://127.0.0.1:0")
+            assert _tcp_listen_queue(parse(url).host_port()[1]) == (backlog or default_backlog())
+            req.connect(url)
+            await req.send(b"ping")
+            assert await rep.recv() == b"ping"
+
+    run(main())
