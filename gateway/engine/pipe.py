@@ -135,8 +135,9 @@ class Pipe(asyncio.Protocol):
         self.hwm = hwm
         self.handshake_timeout = handshake_timeout
         self.message_timeout = message_timeout or 0.0  # None or 0: no per-message deadline
-        # a codec without ``partial`` (a third-party wire) gets no message deadline
-        self._watch = bool(self.message_timeout) and hasattr(type(codec), "partial")
+        # True once the handshake is done, when there is a deadline and the codec can tell
+        # (a third-party wire without ``partial`` gets none)
+        self._watch = False
         self._msg_timer: asyncio.TimerHandle | None = None
         self._msg_start = 0.0  # loop time the incomplete message started (about)
         self.transport: asyncio.Transport | None = None
@@ -192,7 +193,7 @@ class Pipe(asyncio.Protocol):
             out = codec.data_to_send()
             if out and self.transport is not None:
                 self.transport.write(out)
-            if self._watch and self.ready:
+            if self._watch and (self._msg_timer is not None or codec.partial):
                 self._watch_partial(done)
         finally:
             batch.depth -= 1
@@ -325,6 +326,7 @@ class Pipe(asyncio.Protocol):
             if routing_id is not None:
                 self.routing_id = routing_id
                 self.ready = True
+                self._watch = bool(self.message_timeout) and hasattr(type(self.codec), "partial")
         elif isinstance(event, PeerError):
             self.abort("peer-error", event.reason)
 
