@@ -24,8 +24,6 @@ import socket
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from gateway.errors import ConfigError
-
 ProtocolFactory = Callable[[], asyncio.Protocol]
 
 
@@ -69,11 +67,12 @@ def takes_backlog(transport: Any) -> bool:
 def listen(transport: Any, address: str, protocol_factory: ProtocolFactory, *,
            backlog: int | None = None) -> Listener:
     """``transport.listen``, passing ``backlog`` only when it is set: a transport without the
-    keyword keeps working with its default, and refuses an explicit one (``ConfigError``)."""
+    keyword keeps working with its default, and refuses an explicit one (``TypeError``, before
+    binding anything; ``Socket.bind`` says ``ConfigError``)."""
     if backlog is None:
         return transport.listen(address, protocol_factory)
     if not takes_backlog(transport):
-        raise ConfigError(f"transport {getattr(transport, 'scheme', transport)!r} "
+        raise TypeError(f"transport {getattr(transport, 'scheme', transport)!r} "
                           "takes no listen backlog")
     return transport.listen(address, protocol_factory, backlog=backlog)
 

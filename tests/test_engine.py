@@ -1111,6 +1111,40 @@ def _tcp_listen_queue(port: int) -> int:
     return int(out[2])  # State Recv-Q Send-Q(= the backlog of a listening socket) ...
 
 
+class _OldTcp:
+    """A third-party transport written before ``backlog`` (``listen`` takes two arguments)."""
+
+    scheme = "tcp"
+
+    def __init__(self) -> None:
+        from gateway.plugins import registry
+
+        self._tcp = registry().transport("tcp")
+
+    def listen(self, address: str, protocol_factory: Any) -> Any:
+        return self._tcp.listen(address, protocol_factory)
+
+    async def dial(self, address: str, protocol_factory: Any) -> None:
+        await self._tcp.dial(address, protocol_factory)
+
+
+def test_a_transport_without_backlog_keeps_working(monkeypatch: pytest.MonkeyPatch) -> None:
+    async def main() -> None:
+        async with (gateway.Socket("REP") as rep, gateway.Socket("REP", backlog=5) as rep5,
+                    gateway.Socket("REQ") as req):
+            for sock in (rep, rep5):
+                real = sock._endpoint
+                monkeypatch.setattr(sock, "_endpoint",
+                                    lambda url, real=real: (*real(url)[:2], _OldTcp()))
+            req.connect(rep.bind("zmq+tcp://127.0.0.1:0"))  # no backlog set: works as before
+            await req.send(b"ping")
+            assert await rep.recv() == b"ping"
+            with pytest.raises(gateway.ConfigError, match="takes no listen backlog"):
+                rep5.bind("zmq+tcp://127.0.0.1:0")
+
+    run(main())
+
+
 @pytest.mark.parametrize("backlog", [None, 5])
 def test_socket_backlog(backlog: int | None) -> None:
     from gateway.transport import default_backlog

@@ -237,7 +237,6 @@ class _OldTransport:
 
 
 def test_engine_listen_passes_backlog_only_when_set() -> None:
-    from gateway.errors import ConfigError
     from gateway.transport import listen, takes_backlog
 
     async def main() -> None:
@@ -246,7 +245,7 @@ def test_engine_listen_passes_backlog_only_when_set() -> None:
         listener = listen(old, "127.0.0.1:0", Recorder)  # the default: works as before
         listener.close()
         assert old.calls == [("127.0.0.1:0",)]
-        with pytest.raises(ConfigError, match="takes no listen backlog"):
+        with pytest.raises(TypeError, match="takes no listen backlog"):
             listen(old, "127.0.0.1:0", Recorder, backlog=5)
         assert len(old.calls) == 1  # refused before binding anything
         listener = listen(registry().transport("tcp"), "127.0.0.1:0", Recorder, backlog=5)

@@ -34,7 +34,7 @@ from gateway.message import Message
 from gateway.metrics import METRICS
 from gateway.patterns.reqrep import SP, Pattern, make_pattern, split_zmtp
 from gateway.plugins import WireSpec, registry
-from gateway.transport import listen
+from gateway.transport import listen, takes_backlog
 from gateway.url import Endpoint, parse
 from gateway.wire.events import HandshakeComplete
 
@@ -130,6 +130,8 @@ class Socket:
         ep, wire, transport = self._endpoint(url)
         asyncio.get_running_loop()  # a clear error outside asyncio
         shown = [ep.url]  # accepted pipes log the real address, not ":0"
+        if self.backlog is not None and not takes_backlog(transport):
+            raise ConfigError(f"{url}: transport {ep.transport!r} takes no listen backlog")
         try:
             listener = listen(transport, ep.address,
                               lambda: self._new_pipe(wire, transport, shown[0]), backlog=self.backlog)
