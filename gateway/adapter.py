@@ -42,6 +42,8 @@ class SideOptions:
     max_message_size: int = 1 << 20  # larger messages are refused by the library
     hop_limit: int = 8  # SP TTL on the raw rep front (nng's ttl-max)
     router_mandatory: bool = True  # a reply for an unknown or full peer raises, to be counted
+    message_timeout: float = 10.0  # a message started but not complete after it closes its pipe
+    backlog: int | None = None  # listen backlog (None: the system maximum)
 
 
 class RawSocket(Protocol):

@@ -10,6 +10,8 @@
     pending_tokens = 100000
     token_ttl = 60.0
     grace = 2.0
+    message_timeout = 10.0          # a message started but incomplete after it closes its pipe
+    backlog = 0                     # listen backlog of native fronts; 0: the system maximum
 
     [[bridge]]
     name = "orders"
@@ -42,6 +44,8 @@ class Limits:
     pending_tokens: int = 100_000
     token_ttl: float = 60.0
     grace: float = 2.0  # drain time on SIGINT/SIGTERM
+    message_timeout: float = 10.0  # a message started but not complete after this closes its pipe
+    backlog: int = 0  # listen backlog of native fronts; 0: the system maximum
 
 
 @dataclass
@@ -69,7 +73,7 @@ def limits_from(table: dict[str, Any], base: Limits | None = None) -> Limits:
         if key not in known:
             raise ConfigError(f"unknown limit {key!r} (known: {', '.join(known)})")
         if (not isinstance(value, int | float) or isinstance(value, bool)
-                or not math.isfinite(value) or value <= 0):
+                or not math.isfinite(value) or value < 0 or (value == 0 and key != "backlog")):
             raise ConfigError(f"limit {key} must be a positive number, not {value!r}")
         if isinstance(getattr(limits, key), int) and value != int(value):
             raise ConfigError(f"limit {key} must be a whole number, not {value!r}")

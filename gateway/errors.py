@@ -8,7 +8,13 @@ class GatewayError(Exception):
 
 
 class ProtocolError(GatewayError):
-    """A wire-protocol violation."""
+    """A wire-protocol violation.
+
+    ``reason``: the ``gateway_pipes_closed_total`` reason when a pipe is closed for it; empty
+    means the class name (``RemoteProtocolError``, ``PairingError``, ...).
+    """
+
+    reason: str = ""
 
 
 class LocalProtocolError(ProtocolError):
@@ -25,6 +31,13 @@ class PairingError(RemoteProtocolError):
 
 class MessageTooLarge(RemoteProtocolError):
     """The peer announced a message over the size limit."""
+
+
+class SpHeaderError(RemoteProtocolError):
+    """The peer's SP connection header has nonzero reserved bytes (6-7): nng closes such a
+    pipe (``NNG_EPROTO``), and so do we, with the reason ``sp-header``."""
+
+    reason = "sp-header"
 
 
 class StateError(GatewayError):

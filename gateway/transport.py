@@ -2,12 +2,16 @@
 
 A transport makes byte streams; the engine puts a wire codec and a pattern on top. Two calls:
 
-* ``listen(address, protocol_factory) -> Listener``: bind *now* (synchronously, so that
-  ``Socket.bind`` can return the real address at once) and start accepting on the running loop;
+* ``listen(address, protocol_factory, *, backlog=None) -> Listener``: bind *now*
+  (synchronously, so that ``Socket.bind`` can return the real address at once) and start
+  accepting on the running loop; ``backlog`` is the listen queue length, ``None`` meaning the
+  system maximum (:func:`default_backlog`; a transport without a kernel queue ignores it);
 * ``await dial(address, protocol_factory)``: connect once, raising ``OSError`` on failure (the
   engine owns redial and backoff).
 
-``protocol_factory`` returns an ``asyncio.Protocol`` (the engine's pipe). Every transport passes
+``protocol_factory`` returns an ``asyncio.Protocol`` (the engine's pipe). The engine passes
+``backlog=`` only when the user set one (``Socket(backlog=N)``), through :func:`listen`, so a
+transport written before the keyword existed keeps working with the default. Every transport passes
 the shared verification suite (``gateway.testing.transport_suite``, run over every registered
 transport by ``tests/test_transports.py``). This module imports no engine.
 """
@@ -15,9 +19,10 @@ transport by ``tests/test_transports.py``). This module imports no engine.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import socket
 from collections.abc import Callable
-from typing import Protocol
+from typing import Any, Protocol
 
 ProtocolFactory = Callable[[], asyncio.Protocol]
 
@@ -31,9 +36,45 @@ class Listener(Protocol):
 class Transport(Protocol):
     scheme: str
 
-    def listen(self, address: str, protocol_factory: ProtocolFactory) -> Listener: ...
+    def listen(self, address: str, protocol_factory: ProtocolFactory, *,
+               backlog: int | None = None) -> Listener: ...
 
     async def dial(self, address: str, protocol_factory: ProtocolFactory) -> None: ...
+
+
+SOMAXCONN_PATH = "/proc/sys/net/core/somaxconn"
+
+
+def default_backlog() -> int:
+    """The system's maximum listen backlog: Linux's ``net.core.somaxconn`` (the kernel caps any
+    larger value to it), else ``socket.SOMAXCONN``."""
+    try:
+        with open(SOMAXCONN_PATH, encoding="ascii") as f:
+            return max(int(f.read()), 1)
+    except (OSError, ValueError):
+        return socket.SOMAXCONN
+
+
+def takes_backlog(transport: Any) -> bool:
+    """True when ``transport.listen`` accepts the ``backlog`` keyword."""
+    try:
+        params = inspect.signature(transport.listen).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return any(p.name == "backlog" or p.kind is p.VAR_KEYWORD for p in params)
+
+
+def listen(transport: Any, address: str, protocol_factory: ProtocolFactory, *,
+           backlog: int | None = None) -> Listener:
+    """``transport.listen``, passing ``backlog`` only when it is set: a transport without the
+    keyword keeps working with its default, and refuses an explicit one (``TypeError``, before
+    binding anything; ``Socket.bind`` says ``ConfigError``)."""
+    if backlog is None:
+        return transport.listen(address, protocol_factory)
+    if not takes_backlog(transport):
+        raise TypeError(f"transport {getattr(transport, 'scheme', transport)!r} "
+                          "takes no listen backlog")
+    return transport.listen(address, protocol_factory, backlog=backlog)
 
 
 class ServerListener:

@@ -669,6 +669,8 @@ BAD_INPUT = [
     ("zmq", ZMTP_GREETING + zmtp_ready(b"PUB"), "PairingError"),
     ("sp", b"GET / HTTP/1.1\r\n\r\n", "RemoteProtocolError"),
     ("sp", b"\x00SP\x01\x00\x30\x00\x00", "RemoteProtocolError"),
+    ("sp", b"\x00SP\x00\x00\x30\x00\x01", "sp-header"),  # reserved bytes 6-7 not zero (as nng)
+    ("sp", b"\x00SP\x00\x00\x30\xab\xcd", "sp-header"),
     ("sp", sp_header(0x10), "PairingError"),  # pair0
     ("sp", sp_header(0x31), "PairingError"),  # rep0 to a rep0
 ]
@@ -919,6 +921,10 @@ def test_bad_options() -> None:
             gateway.Socket("REP", ttl=0)
         with pytest.raises(gateway.ConfigError):
             gateway.Socket("REP", hwm=0)
+        with pytest.raises(gateway.ConfigError):
+            gateway.Socket("REP", message_timeout=-1)
+        with pytest.raises(gateway.ConfigError):
+            gateway.Socket("REP", backlog=-1)
         with pytest.raises(gateway.GatewayError):
             gateway.Socket("PAIR")
 
@@ -938,5 +944,217 @@ def test_refused_multiframe_send_on_sp_leaves_req_usable() -> None:
             assert await rep.recv() == b"ok"
             await rep.send(b"fine")
             assert await req.recv() == b"fine"
+
+    run(main())
+
+
+# -- limits after the handshake: the per-message receive deadline -------------------------------
+
+MIB = 1 << 20
+
+
+def _stalled_opening(wire: str, size: int = MIB) -> bytes:
+    """A handshake toward a ROUTER, then the header of a ``size``-byte message and half of it."""
+    if wire == "sp":
+        return sp_header(0x30) + size.to_bytes(8, "big") + b"\x80\x00\x00\x01" + b"x" * (size // 2)
+    return ZMTP_GREETING + zmtp_ready(b"DEALER") + b"\x02" + size.to_bytes(8, "big") + b"x" * (size // 2)
+
+
+def _sp_message(body: bytes) -> bytes:
+    return (4 + len(body)).to_bytes(8, "big") + b"\x80\x00\x00\x01" + body
+
+
+@pytest.mark.parametrize("wire", ["sp", "zmq"])
+def test_message_timeout_closes_a_stalled_partial_message(wire: str) -> None:
+    async def main() -> None:
+        async with (gateway.Socket("ROUTER", message_timeout=0.3) as router,
+                    gateway.Socket("DEALER") as dealer):
+            url = router.bind(f"{wire}+tcp://127.0.0.1:0")
+            dealer.connect(url)
+            await router.wait_peers(1)
+            before = closed("message-timeout")
+            t0 = time.monotonic()
+            got = await _raw_client(parse(url).host_port()[1], _stalled_opening(wire), 5.0)
+            elapsed = time.monotonic() - t0
+            assert got[:1] == (b"\x00" if wire == "sp" else b"\xff")  # it was served, then closed
+            assert 0.3 <= elapsed < 3.0
+            assert closed("message-timeout") == before + 1
+            assert router.peers == 1
+            await _good_exchange(router, dealer, wire == "sp")
+
+    run(main())
+
+
+def test_message_timeout_counts_a_pending_multipart_message() -> None:
+    """ZMTP: whole frames with MORE and no last frame are an incomplete message too."""
+
+    async def main() -> None:
+        async with gateway.Socket("ROUTER", message_timeout=0.3) as router:
+            url = router.bind("zmq+tcp://127.0.0.1:0")
+            before = closed("message-timeout")
+            data = ZMTP_GREETING + zmtp_ready(b"DEALER") + b"\x01\x03one\x01\x03two"
+            await _raw_client(parse(url).host_port()[1], data, 5.0)
+            assert closed("message-timeout") == before + 1
+
+    run(main())
+
+
+def test_message_timeout_restarts_for_each_message() -> None:
+    """A steady stream whose chunks always end inside a message is not 'stalled': each message
+    completes within the deadline, though some message is always incomplete."""
+
+    async def main() -> None:
+        async with gateway.Socket("ROUTER", message_timeout=0.3) as router:
+            url = router.bind("sp+tcp://127.0.0.1:0")
+            before = closed("message-timeout")
+            reader, writer = await asyncio.open_connection("127.0.0.1", parse(url).host_port()[1])
+            writer.write(sp_header(0x30))
+            stream = b"".join(_sp_message(b"m%03d" % i + b"y" * 60) for i in range(12))
+            step = 50  # 68-byte messages in 50-byte chunks: a partial tail after every chunk
+            for i in range(0, len(stream), step):
+                writer.write(stream[i : i + step])
+                await asyncio.sleep(0.08)  # 17 chunks * 0.08 s: well past one deadline
+            for i in range(12):
+                assert (await router.recv_msg()).body == (b"m%03d" % i + b"y" * 60,)
+            assert router.peers == 1 and closed("message-timeout") == before
+            writer.close()
+
+    run(main())
+
+
+@pytest.mark.parametrize("off", [None, 0])
+def test_message_timeout_can_be_disabled(off: float | None) -> None:
+    async def main() -> None:
+        async with gateway.Socket("ROUTER", message_timeout=off) as router:
+            url = router.bind("sp+tcp://127.0.0.1:0")
+            before = closed("message-timeout")
+            reader, writer = await asyncio.open_connection("127.0.0.1", parse(url).host_port()[1])
+            writer.write(_stalled_opening("sp", 4096))
+            await router.wait_peers(1)
+            await asyncio.sleep(0.5)
+            assert router.peers == 1 and closed("message-timeout") == before
+            writer.write(b"x" * (4096 - 4 - 2048))
+            assert (await router.recv_msg()).body == (b"x" * (4096 - 4),)
+            writer.close()
+
+    run(main())
+
+
+def test_no_message_deadline_while_reading_is_paused() -> None:
+    """A full inbox pauses reading: our back-pressure, not the peer's stall, so no deadline runs
+    then; once reading resumes, the incomplete message gets its own deadline."""
+
+    async def main() -> None:
+        async with gateway.Socket("ROUTER", hwm=2, message_timeout=0.2) as router:
+            url = router.bind("sp+tcp://127.0.0.1:0")
+            before = closed("message-timeout")
+            reader, writer = await asyncio.open_connection("127.0.0.1", parse(url).host_port()[1])
+            writer.write(sp_header(0x30) + b"".join(_sp_message(b"%d" % i) for i in range(4))
+                         + (100).to_bytes(8, "big") + b"\x80\x00\x00\x01half")
+            await until(lambda: router.inbox_size == 2)
+            await asyncio.sleep(0.5)
+            assert router.peers == 1 and closed("message-timeout") == before
+            for i in range(4):
+                assert (await router.recv_msg()).body == (b"%d" % i,)
+            await until(lambda: closed("message-timeout") == before + 1)
+            writer.close()
+
+    run(main())
+
+
+def test_stalled_partial_messages_release_their_memory() -> None:
+    """200 peers each send half of a 1 MiB message and stall: all are closed at the deadline and
+    the ~100 MiB they pinned is given back (RSS under the baseline + 80 MiB)."""
+    import ctypes
+    import gc
+
+    n = 200
+
+    def trim() -> None:
+        gc.collect()
+        try:  # glibc keeps freed heap memory unless asked to return it
+            ctypes.CDLL("libc.so.6").malloc_trim(0)
+        except (OSError, AttributeError):
+            pass
+
+    async def main() -> None:
+        async with gateway.Socket("ROUTER", message_timeout=0.5) as router:
+            url = router.bind("sp+tcp://127.0.0.1:0")
+            port = parse(url).host_port()[1]
+            before = closed("message-timeout")
+            trim()
+            baseline = _rss()
+            data = _stalled_opening("sp")
+            results = await asyncio.gather(*(_raw_client(port, data, 20.0) for _ in range(n)))
+            assert all(got[:8] == sp_header(0x31) for got in results)
+            await until(lambda: closed("message-timeout") == before + n, 10)
+            await until(lambda: not router._pipes, 5)
+            del results
+            trim()
+            grown = _rss() - baseline
+            assert grown < 80 * MIB, f"RSS grew by {grown / MIB:.0f} MiB"
+
+    run(main(), 60)
+
+
+# -- the listen backlog ------------------------------------------------------------------------
+
+
+def _tcp_listen_queue(port: int) -> int:
+    import shutil
+    import subprocess
+
+    if shutil.which("ss") is None:
+        pytest.skip("no ss (iproute2)")
+    out = subprocess.run(["ss", "-ltnH", f"sport = :{port}"], capture_output=True, text=True,
+                         timeout=10, check=True).stdout.split()
+    return int(out[2])  # State Recv-Q Send-Q(= the backlog of a listening socket) ...
+
+
+class _OldTcp:
+    """A third-party transport written before ``backlog`` (``listen`` takes two arguments)."""
+
+    scheme = "tcp"
+
+    def __init__(self) -> None:
+        from gateway.plugins import registry
+
+        self._tcp = registry().transport("tcp")
+
+    def listen(self, address: str, protocol_factory: Any) -> Any:
+        return self._tcp.listen(address, protocol_factory)
+
+    async def dial(self, address: str, protocol_factory: Any) -> None:
+        await self._tcp.dial(address, protocol_factory)
+
+
+def test_a_transport_without_backlog_keeps_working(monkeypatch: pytest.MonkeyPatch) -> None:
+    async def main() -> None:
+        async with (gateway.Socket("REP") as rep, gateway.Socket("REP", backlog=5) as rep5,
+                    gateway.Socket("REQ") as req):
+            for sock in (rep, rep5):
+                real = sock._endpoint
+                monkeypatch.setattr(sock, "_endpoint",
+                                    lambda url, real=real: (*real(url)[:2], _OldTcp()))
+            req.connect(rep.bind("zmq+tcp://127.0.0.1:0"))  # no backlog set: works as before
+            await req.send(b"ping")
+            assert await rep.recv() == b"ping"
+            with pytest.raises(gateway.ConfigError, match="takes no listen backlog"):
+                rep5.bind("zmq+tcp://127.0.0.1:0")
+
+    run(main())
+
+
+@pytest.mark.parametrize("backlog", [None, 5])
+def test_socket_backlog(backlog: int | None) -> None:
+    from gateway.transport import default_backlog
+
+    async def main() -> None:
+        async with gateway.Socket("REP", backlog=backlog) as rep, gateway.Socket("REQ") as req:
+            url = rep.bind("zmq+tcp://127.0.0.1:0")
+            assert _tcp_listen_queue(parse(url).host_port()[1]) == (backlog or default_backlog())
+            req.connect(url)
+            await req.send(b"ping")
+            assert await rep.recv() == b"ping"
 
     run(main())

@@ -151,3 +151,107 @@ def test_suite_imports_no_pytest() -> None:
     code = ("import sys, gateway.testing.transport_suite; "
             "sys.exit('pytest' in sys.modules)")
     assert subprocess.run([sys.executable, "-c", code], timeout=30).returncode == 0
+
+
+# -- the listen backlog: the system maximum unless set ------------------------------------------
+
+
+def _somaxconn() -> int:
+    try:
+        with open("/proc/sys/net/core/somaxconn", encoding="ascii") as f:
+            return int(f.read())
+    except OSError:
+        return socket.SOMAXCONN
+
+
+def listen_queue(args: list[str]) -> int:
+    """The accept queue length of one listening socket, as ``ss`` shows it (Send-Q)."""
+    import shutil
+    import subprocess
+
+    if shutil.which("ss") is None:
+        pytest.skip("no ss (iproute2)")
+    out = subprocess.run(["ss", "-lnH", *args], capture_output=True, text=True, timeout=10,
+                         check=True).stdout.split("\n")
+    rows = [line.split() for line in out if line.strip()]
+    assert len(rows) == 1, out
+    row = rows[0]
+    return int(row[3] if row[0] in ("tcp", "u_str") else row[2])  # Netid column or not
+
+
+def tcp_queue(port: int) -> int:
+    return listen_queue(["-t", f"sport = :{port}"])
+
+
+def test_default_backlog_is_the_system_maximum() -> None:
+    from gateway.transport import default_backlog
+
+    assert default_backlog() == _somaxconn()
+
+
+@pytest.mark.parametrize("backlog", [None, 7])
+def test_tcp_listen_backlog(backlog: int | None) -> None:
+    async def main() -> None:
+        transport = registry().transport("tcp")
+        if backlog is None:
+            listener = transport.listen("127.0.0.1:0", Recorder)
+        else:
+            listener = transport.listen("127.0.0.1:0", Recorder, backlog=backlog)
+        try:
+            port = int(listener.address.rsplit(":", 1)[1])
+            assert tcp_queue(port) == (backlog or _somaxconn())
+        finally:
+            listener.close()
+
+    run(main)
+
+
+@pytest.mark.parametrize("backlog", [None, 9])
+def test_ipc_listen_backlog(backlog: int | None, tmp_path: Path) -> None:
+    async def main() -> None:
+        path = address_for("ipc", tmp_path)
+        listener = registry().transport("ipc").listen(path, Recorder, **(
+            {} if backlog is None else {"backlog": backlog}))
+        try:
+            assert listen_queue(["-x", "src", path]) == (backlog or _somaxconn())
+        finally:
+            listener.close()
+
+    run(main)
+
+
+class _OldTransport:
+    """A transport written before ``backlog``: its ``listen`` takes two arguments."""
+
+    scheme = "old"
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, ...]] = []
+
+    def listen(self, address: str, protocol_factory: Any) -> Any:
+        self.calls.append((address,))
+        return registry().transport("tcp").listen(address, protocol_factory)
+
+    async def dial(self, address: str, protocol_factory: Any) -> None:
+        await registry().transport("tcp").dial(address, protocol_factory)
+
+
+def test_engine_listen_passes_backlog_only_when_set() -> None:
+    from gateway.transport import listen, takes_backlog
+
+    async def main() -> None:
+        old = _OldTransport()
+        assert not takes_backlog(old) and takes_backlog(registry().transport("tcp"))
+        listener = listen(old, "127.0.0.1:0", Recorder)  # the default: works as before
+        listener.close()
+        assert old.calls == [("127.0.0.1:0",)]
+        with pytest.raises(TypeError, match="takes no listen backlog"):
+            listen(old, "127.0.0.1:0", Recorder, backlog=5)
+        assert len(old.calls) == 1  # refused before binding anything
+        listener = listen(registry().transport("tcp"), "127.0.0.1:0", Recorder, backlog=5)
+        try:
+            assert tcp_queue(int(listener.address.rsplit(":", 1)[1])) == 5
+        finally:
+            listener.close()
+
+    run(main)

@@ -15,6 +15,7 @@ from gateway.errors import (
     MessageTooLarge,
     PairingError,
     RemoteProtocolError,
+    SpHeaderError,
 )
 from gateway.testing.codec_checks import chunked, feed_garbage
 from gateway.wire.events import HandshakeComplete
@@ -61,7 +62,6 @@ def test_header_bytes(kind: str, raw: bool, header: bytes) -> None:
         ("REP", REQ0, "req0"),
         ("DEALER", REP0, "rep0"),
         ("ROUTER", REQ0, "req0"),
-        ("REQ", bytes.fromhex("005350000031abcd"), "rep0"),  # reserved bytes not checked
     ],
 )
 def test_handshake(kind: str, peer_header: bytes, peer_type: str) -> None:
@@ -112,6 +112,63 @@ def test_pairs_between_codecs() -> None:
                 ca.next_event()
             with pytest.raises(PairingError):
                 cb.next_event()
+
+
+# the 8-byte header is 00 53 50 00 | protocol u16 | 00 00: nng's tcp, ipc and tls transports
+# refuse a header whose reserved bytes 6-7 are not zero (NNG_EPROTO), and so do we
+RESERVED_HEADERS = [
+    ("0053500000310000", None),
+    ("0053500000310001", "0001"),
+    ("0053500000310100", "0100"),
+    ("005350000031abcd", "abcd"),
+    ("005350000031ffff", "ffff"),
+    ("005350000010ff00", "ff00"),  # checked before the protocol (pair0 would be a PairingError)
+]
+
+
+@pytest.mark.parametrize(("header", "reserved"), RESERVED_HEADERS)
+@pytest.mark.parametrize("prefix", [b"", b"\x01"], ids=["tcp", "ipc"])
+def test_reserved_header_bytes(header: str, reserved: str | None, prefix: bytes) -> None:
+    codec = sp_codec("REQ", message_prefix=prefix)
+    data = bytes.fromhex(header)
+    codec.receive_data(data[:7])
+    assert codec.next_event() is None  # nothing is decided before byte 8
+    codec.receive_data(data[7:])
+    if reserved is None:
+        assert codec.next_event() == HandshakeComplete(peer_type="rep0", version=(0, 0))
+        return
+    with pytest.raises(SpHeaderError, match=f"reserved bytes {reserved}") as info:
+        codec.next_event()
+    assert isinstance(info.value, RemoteProtocolError) and info.value.reason == "sp-header"
+    assert not codec.handshake_done
+    with pytest.raises(SpHeaderError):  # the codec stays broken
+        codec.next_event()
+
+
+def test_interop_pynng_closes_on_reserved_header_bytes() -> None:
+    """What nng itself does with nonzero reserved bytes: it closes the connection."""
+    pynng = pytest.importorskip("pynng")
+    with pynng.Rep0(recv_timeout=2000) as rep:
+        listener = rep.listen("tcp://127.0.0.1:0")
+        port = int(str(listener.local_address).rsplit(":", 1)[1])
+        for reserved, kept in ((b"\x00\x00", True), (b"\x00\x01", False), (b"\xab\xcd", False)):
+            with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+                sock.settimeout(1.0)
+                sock.sendall(b"\x00SP\x00\x00\x30" + reserved)
+                got = b""
+                try:
+                    while chunk := sock.recv(64):
+                        got += chunk
+                    open_ = False  # EOF: nng closed the pipe
+                except TimeoutError:
+                    open_ = True
+                except ConnectionResetError:
+                    open_ = False
+                assert got in (b"", REP0)  # nng sends its own header first
+                assert open_ is kept, reserved.hex()
+                if kept:
+                    sock.sendall((8).to_bytes(8, "big") + b"\x80\x00\x00\x01ping")
+                    assert rep.recv() == b"ping"
 
 
 @pytest.mark.parametrize(
@@ -329,3 +386,40 @@ def test_ipc_unknown_message_type_is_remote_error() -> None:
     b.receive_data(bytes.fromhex("02" "0000000000000001") + b"x")
     with pytest.raises(RemoteProtocolError):
         b.next_event()
+
+
+# -- partial: an incomplete message is buffered (the engine's per-message deadline) -----------
+
+
+def _len(n: int) -> bytes:
+    return n.to_bytes(8, "big")
+
+
+@pytest.mark.parametrize(
+    ("chunks", "partial"),
+    [
+        ([], False),
+        ([b"P\x00\x00\x00"], True),  # part of a length ("P": the transport's prefix, if any)
+        ([b"P" + _len(1 << 20) + b"x" * 1000], True),  # the start of a 1 MiB message
+        ([b"P" + _len(3) + b"abc"], False),
+        ([b"P" + _len(3) + b"abcP" + _len(2)], True),  # a whole message, then part of the next
+        ([b"P" + _len(3) + b"ab", b"c"], False),
+    ],
+)
+@pytest.mark.parametrize("prefix", [b"", b"\x01"], ids=["tcp", "ipc"])
+def test_partial(chunks: list[bytes], partial: bool, prefix: bytes) -> None:
+    codec = opened("REP", message_prefix=prefix)
+    assert codec.partial is False
+    for chunk in chunks:
+        codec.receive_data(chunk.replace(b"P", prefix))
+        while codec.next_event() is not None:
+            pass
+    assert codec.partial is partial
+
+
+def test_partial_header() -> None:
+    codec = sp_codec("REQ")
+    codec.receive_data(REP0[:5])
+    assert codec.next_event() is None and codec.partial
+    codec.receive_data(REP0[5:])
+    assert isinstance(codec.next_event(), HandshakeComplete) and not codec.partial

@@ -674,3 +674,39 @@ def test_interop_ready_matches_libzmq(kind: str) -> None:
     finally:
         zs.close()
         ctx.term()
+
+
+# -- partial: an incomplete message is buffered (the engine's per-message deadline) -----------
+
+
+@pytest.mark.parametrize(
+    ("chunks", "partial"),
+    [
+        ([], False),
+        ([b"\x00"], True),  # one byte of a frame header
+        ([b"\x02\x00\x00\x00\x00\x00\x10"], True),  # part of a long header
+        ([b"\x02" + (1 << 20).to_bytes(8, "big") + b"x" * 1000], True),  # half a 1 MiB frame
+        ([b"\x00\x03abc"], False),  # one whole message
+        ([b"\x00\x03abc\x00\x02d"], True),  # a whole message, then part of the next
+        ([b"\x01\x03one"], True),  # a whole frame with MORE: the message is not complete
+        ([b"\x01\x03one\x01\x03two"], True),
+        ([b"\x01\x03one", b"\x00\x03two"], False),  # its last frame came
+        ([b"\x04\x06\x04PI"], True),  # part of a command
+        ([b"\x04\x07\x04PING\x00\x00"], False),  # a whole PING
+    ],
+)
+def test_partial(chunks: list[bytes], partial: bool) -> None:
+    codec = opened("DEALER", b"ROUTER")
+    assert codec.partial is False
+    for chunk in chunks:
+        codec.receive_data(chunk)
+        drain(codec)
+    assert codec.partial is partial
+
+
+def test_partial_before_the_handshake() -> None:
+    codec = zmtp_codec("REQ")
+    codec.receive_data(GREETING[:10])
+    assert codec.next_event() is None and codec.partial
+    codec.receive_data(GREETING[10:] + ready(b"REP"))
+    assert isinstance(codec.next_event(), HandshakeComplete) and not codec.partial

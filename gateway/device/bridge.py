@@ -105,7 +105,8 @@ class Bridge:
     def _options(self, front: bool) -> SideOptions:
         lim = self.limits
         return SideOptions(max_message_size=lim.max_message_size, hop_limit=lim.hop_limit,
-                           router_mandatory=front)
+                           router_mandatory=front, message_timeout=lim.message_timeout,
+                           backlog=lim.backlog or None)
 
     @property
     def in_flight(self) -> int:

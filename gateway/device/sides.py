@@ -27,6 +27,7 @@ class NativeRaw:
         self.socket = Socket(kind, raw=True, hwm=options.hwm, ttl=options.hop_limit,
                              max_message_size=options.max_message_size,
                              router_mandatory=options.router_mandatory,
+                             message_timeout=options.message_timeout, backlog=options.backlog,
                              name=f"device-x{kind.lower()}")
         self.send_msg = self.socket.send_msg
         self.recv_msg = self.socket.recv_msg

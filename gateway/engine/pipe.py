@@ -12,6 +12,13 @@ Flow control, both ways:
 * writing: the transport's write buffer pauses at ``hwm * 1 KiB`` (``writable`` turns False
   until it drains to half); writes coalesced in a batch count towards the same mark, so
   nothing a pipe buffers grows past ``hwm * 1 KiB`` plus one message.
+
+Deadlines: the handshake must finish within ``handshake_timeout``; after it, a message whose
+bytes started arriving must be complete within ``message_timeout`` (a peer that sends half a
+big message and stalls would otherwise pin its buffer for ever). The codec says whether an
+incomplete message is buffered (``codec.partial``, asked once per received chunk, not per
+message); one timer runs while it is, and is cancelled when the message completes. While
+reading is paused (our back-pressure, not the peer's fault) no deadline runs.
 """
 
 from __future__ import annotations
@@ -120,7 +127,8 @@ class Pipe(asyncio.Protocol):
     """One connection to one peer, over one wire. Created by a listener or a dialer."""
 
     def __init__(self, owner: PipeOwner, codec: Any, family: str, endpoint: str, *,
-                 hwm: int = 1000, handshake_timeout: float = 10.0, name: str = "",
+                 hwm: int = 1000, handshake_timeout: float = 10.0,
+                 message_timeout: float | None = 10.0, name: str = "",
                  lost: asyncio.Future[bool] | None = None) -> None:
         self.owner = owner
         self.codec = codec
@@ -129,6 +137,12 @@ class Pipe(asyncio.Protocol):
         self.name = name  # the owner's name, for logs
         self.hwm = hwm
         self.handshake_timeout = handshake_timeout
+        self.message_timeout = message_timeout or 0.0  # None or 0: no per-message deadline
+        # True once the handshake is done, when there is a deadline and the codec can tell
+        # (a third-party wire without ``partial`` gets none)
+        self._watch = False
+        self._msg_timer: asyncio.TimerHandle | None = None
+        self._msg_start = 0.0  # loop time the incomplete message started (about)
         self.transport: asyncio.Transport | None = None
         self.routing_id = b""
         self.peer_type = ""
@@ -169,23 +183,25 @@ class Pipe(asyncio.Protocol):
         incoming = self.owner.pipe_message
         batch = _batch
         batch.depth += 1  # writes caused by these messages are coalesced (see _flush)
-        n = 0
+        done = 0  # messages completed by this call (the message deadline restarts)
         try:
             while self.reading and (event := codec.next_event()) is not None:
                 if type(event) is tuple:
                     incoming(self, event)
-                    n += 1
-                    if n == FAIR_SHARE:  # let the other pipes have their turn first
+                    done += 1
+                    if done == FAIR_SHARE:  # let the other pipes have their turn first
                         self._yield_turn()
                         break
                 else:
                     self._on_event(event)
         except ProtocolError as exc:
-            self.abort(type(exc).__name__, str(exc))
+            self.abort(exc.reason or type(exc).__name__, str(exc))
         else:
             out = codec.data_to_send()
             if out and self.transport is not None:
                 self.transport.write(out)
+            if self._watch and (self._msg_timer is not None or codec.partial):
+                self._watch_partial(done)
         finally:
             batch.depth -= 1
             if not batch.depth and batch.dirty:
@@ -194,6 +210,9 @@ class Pipe(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         if self._timer is not None:
             self._timer.cancel()
+        if self._msg_timer is not None:
+            self._msg_timer.cancel()
+            self._msg_timer = None
         self.owner.pipe_lost(self)
         if self._lost is not None and not self._lost.done():
             self._lost.set_result(self.ready)  # True: it worked for a while (the dialer resets backoff)
@@ -327,8 +346,34 @@ class Pipe(asyncio.Protocol):
             if routing_id is not None:
                 self.routing_id = routing_id
                 self.ready = True
+                self._watch = bool(self.message_timeout) and hasattr(type(self.codec), "partial")
         elif isinstance(event, PeerError):
             self.abort("peer-error", event.reason)
+
+    def _watch_partial(self, done: int) -> None:
+        """After a received chunk was processed: run the message deadline while an incomplete
+        message is buffered (one timer per message, not per chunk), stop it otherwise."""
+        if self.reading and self.codec.partial:
+            if self._msg_timer is None:
+                loop = asyncio.get_running_loop()
+                self._msg_start = loop.time()
+                self._msg_timer = loop.call_later(self.message_timeout, self._message_timeout)
+            elif done:  # the message it was armed for completed; the one now partial is newer
+                self._msg_start = asyncio.get_running_loop().time()
+        elif self._msg_timer is not None:  # complete, or reading paused (not the peer's fault)
+            self._msg_timer.cancel()
+            self._msg_timer = None
+
+    def _message_timeout(self) -> None:
+        self._msg_timer = None
+        if self.close_reason or self._closed:
+            return
+        loop = asyncio.get_running_loop()
+        left = self._msg_start + self.message_timeout - loop.time()
+        if left > 0:  # messages completed meanwhile: the current one's deadline is later
+            self._msg_timer = loop.call_later(left, self._message_timeout)
+            return
+        self.abort("message-timeout", f"a message still incomplete after {self.message_timeout}s")
 
     def _handshake_timeout(self) -> None:
         if not self.ready:

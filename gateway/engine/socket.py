@@ -34,6 +34,7 @@ from gateway.message import Message
 from gateway.metrics import METRICS
 from gateway.patterns.reqrep import SP, Pattern, make_pattern, split_zmtp
 from gateway.plugins import WireSpec, registry
+from gateway.transport import listen, takes_backlog
 from gateway.url import Endpoint, parse
 from gateway.wire.events import HandshakeComplete
 
@@ -56,11 +57,19 @@ class Socket:
             s.connect("zmq+tcp://127.0.0.1:5555")
             await s.send(b"hello")
             reply = await s.recv()
+
+    Limits on what peers send: ``max_message_size`` (bytes, 1 MiB), ``handshake_timeout``
+    (seconds until the greeting/header exchange is done, 10) and ``message_timeout`` (seconds a
+    message may take to arrive once its first bytes did, 10; ``None`` or 0: no limit). A peer
+    that breaks one is disconnected (``gateway_pipes_closed_total{reason}``); the socket and its
+    other pipes go on. ``backlog``: the listen queue of ``bind`` (``None``: the system maximum,
+    ``net.core.somaxconn`` on Linux).
     """
 
     def __init__(self, kind: str, raw: bool = False, *, hwm: int = 1000, ttl: int = 8,
                  max_message_size: int = 1 << 20, identity: bytes = b"",
                  linger: float = 1.0, handshake_timeout: float = 10.0,
+                 message_timeout: float | None = 10.0, backlog: int | None = None,
                  reconnect_ivl: float = 0.1, reconnect_ivl_max: float = 2.0,
                  resend_interval: float = 60.0, relaxed: bool = False,
                  router_mandatory: bool = False, name: str = "") -> None:
@@ -71,10 +80,18 @@ class Socket:
         if hwm < 1:
             raise ConfigError("hwm must be at least 1")
         self.hwm = hwm
+        if message_timeout is not None and message_timeout < 0:
+            raise ConfigError("message_timeout must be positive (None or 0: no deadline)")
+        if backlog is not None and backlog < 0:
+            raise ConfigError("backlog must be at least 0 (None: the system maximum)")
         self.max_message_size = max_message_size
         self.identity = identity
         self.linger = linger
         self.handshake_timeout = handshake_timeout
+        #: seconds a message may take to arrive once its first bytes did (None or 0: no limit)
+        self.message_timeout = message_timeout
+        #: listen backlog for ``bind`` (None: the transport's default, the system maximum)
+        self.backlog = backlog
         self.reconnect_ivl = reconnect_ivl
         self.reconnect_ivl_max = reconnect_ivl_max
         self.resend_interval = resend_interval
@@ -116,8 +133,11 @@ class Socket:
         ep, wire, transport = self._endpoint(url)
         asyncio.get_running_loop()  # a clear error outside asyncio
         shown = [ep.url]  # accepted pipes log the real address, not ":0"
+        if self.backlog is not None and not takes_backlog(transport):
+            raise ConfigError(f"{url}: transport {ep.transport!r} takes no listen backlog")
         try:
-            listener = transport.listen(ep.address, lambda: self._new_pipe(wire, transport, shown[0]))
+            listener = listen(transport, ep.address,
+                              lambda: self._new_pipe(wire, transport, shown[0]), backlog=self.backlog)
         except OSError as exc:
             raise TransportError(f"cannot bind {url}: {exc.strerror or exc}") from exc
         self._listeners.append(listener)
@@ -157,7 +177,8 @@ class Socket:
                            identity=self.identity, max_message_size=self.max_message_size,
                            transport=transport)
         pipe = Pipe(self, codec, wire.family, endpoint, hwm=self.hwm,
-                    handshake_timeout=self.handshake_timeout, name=self.name, lost=lost)
+                    handshake_timeout=self.handshake_timeout,
+                    message_timeout=self.message_timeout, name=self.name, lost=lost)
         if self.closed:
             pipe.close(0)  # aborts as soon as it is connected
         else:

@@ -137,6 +137,19 @@ async def verify_listen_then_dial(transport: Transport, new_address: NewAddress)
         await asyncio.wait_for(server.lost, TIMEOUT)
 
 
+async def verify_listen_takes_a_backlog(transport: Transport, new_address: NewAddress) -> None:
+    """``listen(..., backlog=N)`` is accepted (a transport without a kernel queue may ignore it);
+    the queue holds connections until they are accepted."""
+    h = _Harness(transport)
+    listener = transport.listen(new_address(), h.server_factory, backlog=1)
+    try:
+        client, server = await h.pair(listener.address)
+        client.transport.close()
+        await asyncio.wait_for(server.lost, TIMEOUT)
+    finally:
+        listener.close()
+
+
 async def verify_bytes_flow_both_ways(transport: Transport, new_address: NewAddress) -> None:
     async with _connected(transport, new_address) as (client, server):
         client.transport.write(b"hello ")
@@ -233,6 +246,7 @@ async def verify_dial_to_nothing_raises_oserror(transport: Transport, new_addres
 #: Every check, in a sensible order.
 CHECKS: tuple[Callable[[Transport, NewAddress], Awaitable[None]], ...] = (
     verify_listen_then_dial,
+    verify_listen_takes_a_backlog,
     verify_bytes_flow_both_ways,
     verify_many_connections,
     verify_pause_and_resume_reading,

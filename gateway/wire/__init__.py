@@ -9,6 +9,11 @@ Both codecs share one shape (``WireCodec``)::
     out = codec.data_to_send()      # bytes the codec wants written (READY, PONG); may be b""
     out = codec.send_message(parts) # encode one message (tuple of frames) -> bytes
 
+Optional: ``codec.partial`` (a property) is True when bytes of an incomplete message are
+buffered (ZMTP: or frames of a multipart message wait for its last frame); the engine asks it
+after ``next_event()`` returned ``None`` to enforce its per-message receive deadline
+(``Socket(message_timeout=...)``). A codec without it gets no deadline.
+
 ``receive_data`` never raises; ``next_event`` raises ``RemoteProtocolError`` (or a subclass:
 ``PairingError``, ``MessageTooLarge``) when the peer broke the protocol — the pipe must then be
 closed. ``send_message`` before the handshake finished raises ``LocalProtocolError``.

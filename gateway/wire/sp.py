@@ -1,6 +1,7 @@
 """SP over TCP (nanomsg sp-tcp-mapping), sans-IO.
 
-An 8-byte header each way (``00 53 50 00``, protocol u16 BE, two reserved bytes), then
+An 8-byte header each way (``00 53 50 00``, protocol u16 BE, two reserved bytes that must be
+zero: nng's tcp/ipc/tls transports close a pipe whose bytes 6-7 are not), then
 messages as u64 BE length + payload. There is no multipart on this wire: the parts handed to
 ``send_message`` (hop words + body) are concatenated, and a received message is a 1-tuple.
 """
@@ -11,7 +12,13 @@ import struct
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from gateway.errors import LocalProtocolError, MessageTooLarge, PairingError, RemoteProtocolError
+from gateway.errors import (
+    LocalProtocolError,
+    MessageTooLarge,
+    PairingError,
+    RemoteProtocolError,
+    SpHeaderError,
+)
 from gateway.wire._buffer import COPY_VIA_VIEW, ReceiveBuffer
 from gateway.wire.events import Event, HandshakeComplete
 
@@ -99,6 +106,14 @@ class SpCodec:
         """Append received bytes (any split). Never raises."""
         self._rx.feed(data)
 
+    @property
+    def partial(self) -> bool:
+        """True when received bytes that are no complete event yet are buffered: part of a
+        message (or of the header). Exact once ``next_event()`` returned ``None``; while
+        complete messages wait to be taken, it is True too. O(1), no parsing."""
+        rx = self._rx
+        return len(rx.data) > rx.pos
+
     def next_event(self) -> Event | None:
         """``HandshakeComplete``, then ``(payload,)`` per message; ``None`` for more bytes."""
         if self._error is not None:
@@ -140,7 +155,9 @@ class SpCodec:
             raise RemoteProtocolError(f"bad SP header {bytes(buf[pos : pos + n]).hex()}")
         if have < HEADER_SIZE:
             return None
-        _, proto, _reserved = _HEADER.unpack_from(buf, pos)
+        _, proto, reserved = _HEADER.unpack_from(buf, pos)
+        if reserved:
+            raise SpHeaderError(f"SP header reserved bytes {reserved:04x} (must be 0000)")
         name = self.role.name(proto)
         if proto not in self._accepted:
             ours = self.role.name(self.protocol)

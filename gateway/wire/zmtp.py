@@ -216,6 +216,15 @@ class ZmtpCodec:
         """Append received bytes (any split). Never raises."""
         self._rx.feed(data)
 
+    @property
+    def partial(self) -> bool:
+        """True when a message (or command) has started and is not complete: unparsed bytes
+        are buffered, or frames of a multipart message wait for their last (MORE) frame. Exact
+        once ``next_event()`` returned ``None``; while complete messages wait to be taken, it
+        is True too. O(1), no parsing."""
+        rx = self._rx
+        return bool(self._parts) or len(rx.data) > rx.pos
+
     def next_event(self) -> Event | None:
         """The next event or message tuple; ``None`` when more bytes are needed."""
         if self._error is not None:

@@ -115,7 +115,8 @@ class InprocListener:
 class InprocTransport:
     scheme = "inproc"
 
-    def listen(self, address: str, protocol_factory: ProtocolFactory) -> InprocListener:
+    def listen(self, address: str, protocol_factory: ProtocolFactory, *,
+               backlog: int | None = None) -> InprocListener:  # no queue: backlog ignored
         if address in _LISTENERS:
             raise OSError(98, f"inproc://{address} is already bound")
         listener = _LISTENERS[address] = InprocListener(address, protocol_factory)

@@ -10,7 +10,7 @@ import socket
 import stat
 
 from gateway.hookspecs import hookimpl
-from gateway.transport import ProtocolFactory, ServerListener
+from gateway.transport import ProtocolFactory, ServerListener, default_backlog
 
 
 def _stale(path: str) -> bool:
@@ -41,7 +41,8 @@ class IpcTransport:
     scheme = "ipc"
     sp_message_prefix = b"\x01"  # nng/nanomsg frame SP on ipc with a message-type byte
 
-    def listen(self, address: str, protocol_factory: ProtocolFactory) -> IpcListener:
+    def listen(self, address: str, protocol_factory: ProtocolFactory, *,
+               backlog: int | None = None) -> IpcListener:
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             try:
@@ -51,7 +52,7 @@ class IpcTransport:
                     raise
                 os.unlink(address)
                 sock.bind(address)
-            sock.listen(256)
+            sock.listen(default_backlog() if backlog is None else backlog)
             sock.setblocking(False)
         except OSError:
             sock.close()

@@ -6,14 +6,15 @@ import asyncio
 import socket
 
 from gateway.hookspecs import hookimpl
-from gateway.transport import ProtocolFactory, ServerListener
+from gateway.transport import ProtocolFactory, ServerListener, default_backlog
 from gateway.url import split_host_port
 
 
 class TcpTransport:
     scheme = "tcp"
 
-    def listen(self, address: str, protocol_factory: ProtocolFactory) -> ServerListener:
+    def listen(self, address: str, protocol_factory: ProtocolFactory, *,
+               backlog: int | None = None) -> ServerListener:
         host, port = split_host_port(address)
         if host == "*":
             host = "0.0.0.0"
@@ -22,7 +23,7 @@ class TcpTransport:
         try:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             sock.bind((host, port))
-            sock.listen(256)
+            sock.listen(default_backlog() if backlog is None else backlog)
             sock.setblocking(False)
         except OSError:
             sock.close()

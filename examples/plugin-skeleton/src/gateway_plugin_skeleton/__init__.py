@@ -9,8 +9,9 @@ nng frames SP on its ipc/abstract transports with a message-type byte before eac
 
 A transport implements the narrow interface of ``gateway.transport`` (mangos style):
 
-* ``listen(address, protocol_factory) -> Listener``: bind *now* (so ``bind`` can return the
-  real address at once), accept on the running loop; the listener knows its ``address``;
+* ``listen(address, protocol_factory, *, backlog=None) -> Listener``: bind *now* (so ``bind``
+  can return the real address at once), accept on the running loop; the listener knows its
+  ``address``; ``backlog`` ``None`` means the system maximum (``default_backlog()``);
 * ``async dial(address, protocol_factory)``: connect once, raise ``OSError`` on failure (the
   engine redials with backoff).
 
@@ -26,7 +27,7 @@ import sys
 from typing import Any
 
 from gateway.hookspecs import hookimpl
-from gateway.transport import ProtocolFactory, ServerListener
+from gateway.transport import ProtocolFactory, ServerListener, default_backlog
 
 __all__ = ["AbstractTransport", "gateway_register_transports"]
 __version__ = "0.1.0"
@@ -48,13 +49,14 @@ class AbstractTransport:
     scheme = SCHEME
     sp_message_prefix = b"\x01"  # as nng's abstract:// (the ipc mapping of SP)
 
-    def listen(self, address: str, protocol_factory: ProtocolFactory) -> ServerListener:
+    def listen(self, address: str, protocol_factory: ProtocolFactory, *,
+               backlog: int | None = None) -> ServerListener:
         if not sys.platform.startswith("linux"):
             raise OSError(95, "abstract Unix sockets exist on Linux only")
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             sock.bind(_sockaddr(address))  # EADDRINUSE when someone holds the name
-            sock.listen(256)
+            sock.listen(default_backlog() if backlog is None else backlog)
             sock.setblocking(False)
         except OSError:
             sock.close()
