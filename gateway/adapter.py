@@ -19,6 +19,9 @@ up to and including the first empty one (after the ROUTER identity), SP hops the
 of the backtrace. URLs handed to ``bind``/``connect`` are the library's own
 (``tcp://127.0.0.1:5555``); ``bind`` returns the real one (``:0`` resolved).
 
+A face whose sends a library may still drop after taking them sets ``confirms_delivery =
+False``; the bridge then also counts such replies as ``gateway_unconfirmed_replies_total``.
+
 Errors a send raises, and how the device's ledger counts them: :class:`~gateway.errors.PeerGone`
 (``client-gone``), :class:`~gateway.errors.PeerBusy` (``hwm``),
 :class:`~gateway.errors.LocalProtocolError` (``bad-envelope``), any other

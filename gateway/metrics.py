@@ -52,6 +52,9 @@ SPECS: dict[str, MetricSpec] = {
     "gateway_hop_latency_seconds": MetricSpec(
         "histogram", "Time from receiving a message to handing it to the other side.",
         ("bridge", "direction")),
+    "gateway_unconfirmed_replies_total": MetricSpec(
+        "counter", "Replies a library front took but may still drop without a word (nng's raw "
+        "rep, when a client's pipe queue is full); also counted as forwarded.", ("bridge",)),
     "gateway_in_flight_requests": MetricSpec(
         "gauge", "Requests forwarded to the back end and not yet answered or dropped.",
         ("bridge",)),

@@ -86,6 +86,7 @@ class AsyncForwarder:
     async def _replies(self) -> None:
         recv, send = self.back.recv_msg, self.front.send_msg
         reply, ledger, inflight = self.translator.reply, self.ledger, self.inflight
+        unconfirmed = not getattr(self.front, "confirms_delivery", True)
         while True:
             msg = await recv()
             t0 = _perf()
@@ -99,6 +100,8 @@ class AsyncForwarder:
                 ledger.refused(exc, REPLY, client_of(out))
                 continue
             ledger.reply_forwarded(t0)
+            if unconfirmed:
+                ledger.reply_unconfirmed()
 
     # -- the callback path -------------------------------------------------------------------
     def _install_sinks(self) -> None:

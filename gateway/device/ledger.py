@@ -73,6 +73,7 @@ class Ledger:
         self._drop_keys = {reason: metrics.declare("gateway_dropped_messages_total",
                                                    bridge=bridge, reason=reason)
                            for reason in DROP_REASONS}
+        self._k_unconfirmed = metrics.declare("gateway_unconfirmed_replies_total", bridge=bridge)
         self._h_req = metrics.histogram("gateway_hop_latency_seconds", bridge=bridge,
                                         direction=REQUEST)
         self._h_rep = metrics.histogram("gateway_hop_latency_seconds", bridge=bridge,
@@ -92,6 +93,10 @@ class Ledger:
             self.in_flight -= 1
         self._counters[self._k_rep] += 1
         self._h_rep.observe(perf_counter() - t0)
+
+    def reply_unconfirmed(self) -> None:
+        """The reply just counted as forwarded went to a library that may still drop it."""
+        self._counters[self._k_unconfirmed] += 1
 
     # -- drops ---------------------------------------------------------------------------------
     def dropped(self, reason: str, direction: str, detail: str = "", count: int = 1,

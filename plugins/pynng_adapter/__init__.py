@@ -69,7 +69,7 @@ import pynng
 from pynng import ffi, lib
 
 from gateway.adapter import SideOptions
-from gateway.errors import Closed, ConfigError, LocalProtocolError, TransportError
+from gateway.errors import Closed, ConfigError, LocalProtocolError, PeerGone, TransportError
 from gateway.hookspecs import hookimpl
 from gateway.message import Message
 
@@ -157,6 +157,21 @@ def _set_ttl(sock: Any, ttl: int | None) -> None:
             raise ConfigError(f"pynng adapter: bad ttl {ttl}: {_strerror(check)}")
 
 
+class _LivePipes:
+    """The ids of a raw rep0's connected pipes, kept by nng's pipe notifications, so that a
+    reply to a client that left is refused (:class:`PeerGone`) instead of being taken by nng
+    and dropped without a word."""
+
+    def __init__(self, sock: Any) -> None:
+        self.ids: set[int] = {p.id for p in sock.pipes}
+        sock.add_post_pipe_connect_cb(lambda pipe: self.ids.add(pipe.id))
+        sock.add_post_pipe_remove_cb(lambda pipe: self.ids.discard(pipe.id))
+
+    def check(self, hops: tuple[bytes, ...]) -> None:
+        if not hops or int.from_bytes(hops[0], "big") not in self.ids:
+            raise PeerGone(f"no client pipe {hops[0].hex() if hops else '-'}")
+
+
 class PynngRawSocket:
     """An nng raw REP (clients connect to it) or raw REQ (talks to servers) for the device.
 
@@ -182,6 +197,9 @@ class PynngRawSocket:
         self.kind, self._sock = _open(kind, raw, recv_max_size,
                                       send_buffer_size=min(send_buffer, 8192))
         _set_ttl(self._sock, ttl)
+        # replies: nng takes them, then drops one silently when the client's pipe queue is full
+        self.confirms_delivery = self.kind == "REQ"
+        self._live = _LivePipes(self._sock) if self.kind == "REP" else None
         self._hwm = hwm
         self._queue: collections.deque[Message | BaseException] = collections.deque()
         self._space = threading.Event()
@@ -294,6 +312,8 @@ class PynngRawSocket:
             raise LocalProtocolError(f"SP carries exactly one body frame, not {len(body)}")
         if self._closed:
             raise Closed("pynng socket closed")
+        if self._live is not None:
+            self._live.check(hops)
         m = _build(self._send_p, hops, body[0])
         rv = lib.nng_sendmsg(self._sock.socket, m, _NONBLOCK)
         if rv == 0:
@@ -363,6 +383,8 @@ class NngPolled:
                                        send_buffer_size=min(options.hwm, 8192))
         _set_ttl(self._pynng, options.hop_limit if self.kind == "REP" else None)
         self.sock = self._pynng.socket
+        self.confirms_delivery = self.kind == "REQ"  # see PynngRawSocket
+        self._live = _LivePipes(self._pynng) if self.kind == "REP" else None
         self.pollable = self._pynng.recv_fd
         self.out_pollable: tuple[Any, int] = (self._pynng.send_fd, 1)  # zmq.POLLIN on the fd
         self._msgp = ffi.new("nng_msg **")
@@ -385,6 +407,8 @@ class NngPolled:
         hops, body = msg
         if len(body) != 1:
             raise LocalProtocolError(f"SP carries exactly one body frame, not {len(body)}")
+        if self._live is not None:
+            self._live.check(hops)
         m = _build(self._msgp, hops, body[0])
         rv = lib.nng_sendmsg(self.sock, m, _NONBLOCK)
         if rv == 0:
