@@ -21,7 +21,7 @@ from gateway.envelope import (
     sp_to_zmtp_reply,
     zmtp_to_sp_request,
 )
-from gateway.errors import Closed, ConfigError, LocalProtocolError
+from gateway.errors import Closed, ConfigError, LocalProtocolError, PeerGone
 from gateway.message import Message
 from gateway.testing.procs import free_port
 
@@ -86,8 +86,9 @@ def test_raw_rep_with_req0_client() -> None:
             assert msg2.hops[0] == pipe and msg2.hops[1] != rid
             await s.send_msg(Message(msg2.hops, (b"ok",)))
             assert await asyncio.wait_for(c.arecv(), T) == b"ok"
-            # reply to a pipe that does not exist: nng drops it, no error
-            await s.send_msg(Message((b"\x00\x00\x77\x77", rid), (b"lost",)))
+            # reply to a pipe that does not exist: refused (nng would take it and drop it)
+            with pytest.raises(PeerGone):
+                await s.send_msg(Message((b"\x00\x00\x77\x77", rid), (b"lost",)))
         s.close()
 
     run(main())
