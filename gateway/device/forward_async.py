@@ -6,20 +6,21 @@ wake-up per message. A request that cannot go out at once (no writable backend p
 request loop instead, and later ones follow it there until it caught up, so a client's
 requests stay in order.
 
-With the native engine on the back end, every request is recorded with the pipe it went to
-(:class:`InFlight`): when that pipe closes, its requests are counted as ``backend-lost`` at
-once. Library back ends do not say which peer took a request; there the token TTL counts.
+Requests in flight on the back end are tracked (:class:`LossTracker`): with the native engine
+there, a pipe that closes has its requests counted as ``backend-lost`` at once; a library back
+end has them counted when its last peer leaves.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
+from functools import partial
 from typing import Any
 
-from gateway.device.inflight import InFlight
+from gateway.device.inflight import LossTracker
 from gateway.device.ledger import REPLY, REQUEST, Ledger, client_of
-from gateway.device.sides import NativeRaw
+from gateway.device.sides import NativeRaw, peers_of
 from gateway.envelope import Translator
 from gateway.errors import GatewayError
 from gateway.message import Message
@@ -37,31 +38,16 @@ class AsyncForwarder:
         self.draining = False
         self._detour = False  # the request loop holds requests: the callback path waits
         self._tasks: list[asyncio.Task[None]] = []
-        self.inflight: InFlight | None = None
-        if isinstance(back, NativeRaw):
-            table = translator.table
-            self.inflight = InFlight(table.max_entries, table.ttl)
-            back.socket.on_pipe_lost = self._back_pipe_lost
-
-    # -- in-flight bookkeeping (native back end) --------------------------------------------
-    def _sent(self, out: Message, pipe: bytes | None, now: float) -> None:
-        if self.inflight is not None and pipe is not None:
-            evicted = self.inflight.sent(out[0], pipe, now)
-            if evicted and self.translator.mode != "zmtp->sp":  # there the token table counts
-                self.ledger.expired(len(evicted))
+        per_pipe = isinstance(back, NativeRaw)
+        self.loss = LossTracker(translator, ledger, partial(peers_of, back))
+        self._watch_peers = not per_pipe and peers_of(back) >= 0
+        if per_pipe:
+            back.socket.on_pipe_lost = self.loss.pipe_lost
 
     def _refused_request(self, exc: GatewayError, msg: Message, out: Message | None) -> None:
         if out is not None:  # translated, then refused by the back end: no token stays behind
             self.translator.forget([out[0]])
         self.ledger.refused(exc, REQUEST, client_of(msg))
-
-    def _back_pipe_lost(self, pipe: bytes) -> None:
-        assert self.inflight is not None
-        lost = self.inflight.lost(pipe)
-        if lost:
-            self.translator.forget(lost)
-            self.ledger.dropped("backend-lost", REPLY, "the back-end connection closed with "
-                                "requests in flight", count=len(lost), pipe=pipe.hex())
 
     # -- the loops ---------------------------------------------------------------------------
     async def _requests(self) -> None:
@@ -78,20 +64,19 @@ class AsyncForwarder:
             except GatewayError as exc:
                 self._refused_request(exc, msg, out)
                 continue
-            self._sent(out, pipe, now)
+            self.loss.sent(out, pipe, now)
             if self._detour and not self.backlog():
                 self._detour = False  # caught up: the callback path may forward again
             ledger.request_forwarded(t0)
 
     async def _replies(self) -> None:
         recv, send = self.back.recv_msg, self.front.send_msg
-        reply, ledger, inflight = self.translator.reply, self.ledger, self.inflight
+        reply, ledger, answered = self.translator.reply, self.ledger, self.loss.answered
         unconfirmed = not getattr(self.front, "confirms_delivery", True)
         while True:
             msg = await recv()
             t0 = _perf()
-            if inflight is not None:
-                inflight.answered(msg[0])
+            answered(msg[0])
             out = None
             try:
                 out = reply(msg, _clock())
@@ -107,8 +92,7 @@ class AsyncForwarder:
     def _install_sinks(self) -> None:
         front, back = self.front.socket, self.back.socket
         request, reply, ledger = self.translator.request, self.translator.reply, self.ledger
-        inflight, sent = self.inflight, self._sent
-        assert inflight is not None
+        sent, answered = self.loss.sent, self.loss.answered
 
         def forward_request(msg: Message) -> bool:
             if self.draining or self._detour or not back.can_send():
@@ -129,7 +113,7 @@ class AsyncForwarder:
 
         def forward_reply(msg: Message) -> bool:
             t0 = _perf()
-            inflight.answered(msg[0])
+            answered(msg[0])
             out = None
             try:
                 out = reply(msg, _clock())
@@ -148,15 +132,21 @@ class AsyncForwarder:
         return self.front.backlog if isinstance(self.front, NativeRaw) else 0
 
     async def _expire(self, every: float) -> None:
-        translator, ledger = self.translator, self.ledger
+        """Token expiry and the drop-log summaries every ``every`` seconds; with a library back
+        end, a look at its peers four times a second (the last one leaving loses the rest)."""
+        translator, ledger, loss = self.translator, self.ledger, self.loss
+        ticks = 0
         while True:
-            await asyncio.sleep(every)
+            await asyncio.sleep(0.25 if self._watch_peers else every)
+            if self._watch_peers:
+                loss.check_peers()
+                ticks += 1
+                if ticks * 0.25 < every:
+                    continue
+                ticks = 0
             now = _clock()
             ledger.expired(translator.expire(now))
-            if self.inflight is not None:
-                gone = self.inflight.expire(now)
-                if gone and translator.mode != "zmtp->sp":  # there the token table counted them
-                    ledger.expired(len(gone))
+            loss.expire(now)
             ledger.flush()
 
     def start(self) -> None:

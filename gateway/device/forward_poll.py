@@ -19,11 +19,14 @@ import asyncio
 import threading
 import time
 from collections import deque
+from functools import partial
 from typing import Any
 
 import zmq
 
+from gateway.device.inflight import LossTracker
 from gateway.device.ledger import REPLY, REQUEST, Ledger, client_of
+from gateway.device.sides import peers_of
 from gateway.envelope import Translator
 from gateway.errors import GatewayError, PeerBusy
 from gateway.message import Message
@@ -43,6 +46,7 @@ class PollForwarder:
         self._draining = threading.Event()
         self._task: asyncio.Future[None] | None = None
         self._waiting: deque[tuple[Message, float]] = deque()  # requests the back cannot take yet
+        self.loss = LossTracker(translator, ledger, partial(peers_of, back))
 
     def start(self) -> None:
         self._task = asyncio.ensure_future(asyncio.to_thread(self._loop))
@@ -82,6 +86,7 @@ class PollForwarder:
                 self.translator.forget([msg[0]])  # its token, if one was minted, goes too
                 ledger.refused(exc, REQUEST, client_of(msg))
             else:
+                self.loss.sent(msg, None, _clock())
                 ledger.request_forwarded(t0)
             waiting.popleft()
 
@@ -89,11 +94,13 @@ class PollForwarder:
         recv, send = self.back.recv_nowait, self.front.send_nowait
         reply, ledger, now = self.translator.reply, self.ledger, _clock()
         unconfirmed = not getattr(self.front, "confirms_delivery", True)
+        answered = self.loss.answered
         for _ in range(BATCH):
             msg = recv()
             if msg is None:
                 return
             t0 = _perf()
+            answered(msg[0])
             out = None
             try:
                 out = reply(msg, now)
@@ -128,7 +135,8 @@ class PollForwarder:
         out_obj, out_flag = back.out_pollable
         expire, ledger = self.translator.expire, self.ledger
         poller, registered = zmq.Poller(), dict[Any, int]()
-        next_expiry = _clock() + 1.0
+        next_expiry = next_peers = _clock() + 1.0
+        watch_peers = peers_of(back) >= 0
         while not halt.is_set():
             want: dict[Any, int] = {back.pollable: zmq.POLLIN}
             if self._waiting:  # wake when the back end has room again
@@ -149,7 +157,11 @@ class PollForwarder:
             if ready.get(front.pollable, 0) & zmq.POLLIN:
                 self._requests()
             now = _clock()
+            if watch_peers and now >= next_peers:  # the last peer gone: what it held is lost
+                next_peers = now + 0.25
+                self.loss.check_peers()
             if now >= next_expiry:
                 next_expiry = now + 1.0
                 ledger.expired(expire(now))
+                self.loss.expire(now)
                 ledger.flush()

@@ -12,6 +12,11 @@ table is bounded whatever the servers do.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
+
+from gateway.device.ledger import REPLY, Ledger
+from gateway.envelope import Translator
+from gateway.message import Message
 
 Key = tuple[bytes, ...]
 
@@ -89,3 +94,52 @@ class InFlight:
             if not on_pipe:
                 del self._by_pipe[pipe]
         return key
+
+
+class LossTracker:
+    """One bridge's requests in flight on the back end, counted lost the moment they are.
+
+    With the native engine on the back end every request is filed under the pipe that took it
+    and :meth:`pipe_lost` counts exactly that pipe's requests. A library back end does not say
+    which peer took a request (libzmq's DEALER, nng's raw req): there everything is filed under
+    one name, and :meth:`check_peers` counts all of it when the last peer goes away (nobody is
+    left who could answer); while other peers remain, the token TTL counts as before.
+    """
+
+    WHOLE = b""  # the one pipe name of a library back end
+
+    def __init__(self, translator: Translator, ledger: Ledger, peers: Callable[[], int]) -> None:
+        table = translator.table
+        self.inflight = InFlight(table.max_entries, table.ttl)
+        self.translator, self.ledger = translator, ledger
+        self._peers = peers
+        self._had_peers = False
+        self._tokens_count = translator.mode == "zmtp->sp"  # the token table counts expiry
+
+    def sent(self, out: Message, pipe: bytes | None, now: float) -> None:
+        evicted = self.inflight.sent(out[0], self.WHOLE if pipe is None else pipe, now)
+        if evicted and not self._tokens_count:
+            self.ledger.expired(len(evicted))
+
+    def answered(self, hops: tuple[bytes, ...]) -> None:
+        self.inflight.answered(hops)
+
+    def pipe_lost(self, pipe: bytes) -> None:
+        lost = self.inflight.lost(pipe)
+        if lost:
+            self.translator.forget(lost)
+            self.ledger.dropped("backend-lost", REPLY, "the back-end connection closed with "
+                                "requests in flight", count=len(lost),
+                                pipe=pipe.hex() or "all")
+
+    def check_peers(self) -> None:
+        """A library back end: when its last peer left, what it held is lost."""
+        peers = self._peers()
+        if peers == 0 and self._had_peers:
+            self.pipe_lost(self.WHOLE)
+        self._had_peers = peers > 0
+
+    def expire(self, now: float) -> None:
+        gone = self.inflight.expire(now)
+        if gone and not self._tokens_count:
+            self.ledger.expired(len(gone))
