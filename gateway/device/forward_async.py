@@ -14,6 +14,7 @@ end has them counted when its last peer leaves.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from functools import partial
 from typing import Any
@@ -40,7 +41,6 @@ class AsyncForwarder:
         self._tasks: list[asyncio.Task[None]] = []
         per_pipe = isinstance(back, NativeRaw)
         self.loss = LossTracker(translator, ledger, partial(peers_of, back))
-        self._watch_peers = not per_pipe and peers_of(back) >= 0
         if per_pipe:
             back.socket.on_pipe_lost = self.loss.pipe_lost
 
@@ -132,18 +132,9 @@ class AsyncForwarder:
         return self.front.backlog if isinstance(self.front, NativeRaw) else 0
 
     async def _expire(self, every: float) -> None:
-        """Token expiry and the drop-log summaries every ``every`` seconds; with a library back
-        end, a look at its peers four times a second (the last one leaving loses the rest)."""
         translator, ledger, loss = self.translator, self.ledger, self.loss
-        ticks = 0
         while True:
-            await asyncio.sleep(0.25 if self._watch_peers else every)
-            if self._watch_peers:
-                loss.check_peers()
-                ticks += 1
-                if ticks * 0.25 < every:
-                    continue
-                ticks = 0
+            await asyncio.sleep(every)
             now = _clock()
             ledger.expired(translator.expire(now))
             loss.expire(now)
@@ -153,6 +144,13 @@ class AsyncForwarder:
         if isinstance(self.front, NativeRaw) and isinstance(self.back, NativeRaw):
             self._install_sinks()
         loop = asyncio.get_running_loop()
+        if hasattr(self.back, "on_peer_lost"):  # a library back end, from its own thread
+
+            def peer_lost() -> None:
+                with contextlib.suppress(RuntimeError):  # the loop is gone: nothing to count
+                    loop.call_soon_threadsafe(self.loss.peer_left)
+
+            self.back.on_peer_lost = peer_lost
         every = min(1.0, self.translator.table.ttl / 4)
         self._tasks = [loop.create_task(self._requests()), loop.create_task(self._replies()),
                        loop.create_task(self._expire(every))]
@@ -173,6 +171,8 @@ class AsyncForwarder:
             await asyncio.sleep(0.02)
 
     async def close(self) -> None:
+        if hasattr(self.back, "on_peer_lost"):
+            self.back.on_peer_lost = None
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)

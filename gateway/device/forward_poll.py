@@ -47,6 +47,9 @@ class PollForwarder:
         self._task: asyncio.Future[None] | None = None
         self._waiting: deque[tuple[Message, float]] = deque()  # requests the back cannot take yet
         self.loss = LossTracker(translator, ledger, partial(peers_of, back))
+        self._peer_left = threading.Event()  # set by the back end's thread, read by ours
+        if hasattr(back, "on_peer_lost"):
+            back.on_peer_lost = self._peer_left.set
 
     def start(self) -> None:
         self._task = asyncio.ensure_future(asyncio.to_thread(self._loop))
@@ -135,8 +138,7 @@ class PollForwarder:
         out_obj, out_flag = back.out_pollable
         expire, ledger = self.translator.expire, self.ledger
         poller, registered = zmq.Poller(), dict[Any, int]()
-        next_expiry = next_peers = _clock() + 1.0
-        watch_peers = peers_of(back) >= 0
+        next_expiry = _clock() + 1.0
         while not halt.is_set():
             want: dict[Any, int] = {back.pollable: zmq.POLLIN}
             if self._waiting:  # wake when the back end has room again
@@ -157,9 +159,9 @@ class PollForwarder:
             if ready.get(front.pollable, 0) & zmq.POLLIN:
                 self._requests()
             now = _clock()
-            if watch_peers and now >= next_peers:  # the last peer gone: what it held is lost
-                next_peers = now + 0.25
-                self.loss.check_peers()
+            if self._peer_left.is_set():  # the last peer gone? what it held is lost
+                self._peer_left.clear()
+                self.loss.peer_left()
             if now >= next_expiry:
                 next_expiry = now + 1.0
                 ledger.expired(expire(now))

@@ -102,8 +102,9 @@ class LossTracker:
     With the native engine on the back end every request is filed under the pipe that took it
     and :meth:`pipe_lost` counts exactly that pipe's requests. A library back end does not say
     which peer took a request (libzmq's DEALER, nng's raw req): there everything is filed under
-    one name, and :meth:`check_peers` counts all of it when the last peer goes away (nobody is
-    left who could answer); while other peers remain, the token TTL counts as before.
+    one name, and :meth:`peer_left` (the adapter's ``on_peer_lost``) counts all of it when the
+    last peer goes away (nobody is left who could answer); while other peers remain, the token
+    TTL counts as before.
     """
 
     WHOLE = b""  # the one pipe name of a library back end
@@ -113,7 +114,6 @@ class LossTracker:
         self.inflight = InFlight(table.max_entries, table.ttl)
         self.translator, self.ledger = translator, ledger
         self._peers = peers
-        self._had_peers = False
         self._tokens_count = translator.mode == "zmtp->sp"  # the token table counts expiry
 
     def sent(self, out: Message, pipe: bytes | None, now: float) -> None:
@@ -132,12 +132,10 @@ class LossTracker:
                                 "requests in flight", count=len(lost),
                                 pipe=pipe.hex() or "all")
 
-    def check_peers(self) -> None:
-        """A library back end: when its last peer left, what it held is lost."""
-        peers = self._peers()
-        if peers == 0 and self._had_peers:
+    def peer_left(self) -> None:
+        """A library back end lost a peer: if none is left, what it held is lost."""
+        if self._peers() == 0:
             self.pipe_lost(self.WHOLE)
-        self._had_peers = peers > 0
 
     def expire(self, now: float) -> None:
         gone = self.inflight.expire(now)

@@ -45,7 +45,7 @@ BYTES_PER_HWM = 1024
 _DROP_LOG_INTERVAL = 1.0  # seconds: at most one drop line per pipe per interval
 #: Messages one pipe may hand its owner in a row; then the loop serves the other pipes before
 #: this one reads on, so a flooding peer delays the others by one such batch at most.
-FAIR_SHARE = 64
+FAIR_SHARE = 256
 
 
 class PipeOwner(Protocol):

@@ -63,6 +63,7 @@ import collections
 import re
 import socket as _socket
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import pynng
@@ -200,6 +201,9 @@ class PynngRawSocket:
         # replies: nng takes them, then drops one silently when the client's pipe queue is full
         self.confirms_delivery = self.kind == "REQ"
         self._live = _LivePipes(self._sock) if self.kind == "REP" else None
+        #: called (on nng's thread) when a peer's pipe goes away
+        self.on_peer_lost: Callable[[], None] | None = None
+        self._sock.add_post_pipe_remove_cb(self._pipe_removed)
         self._hwm = hwm
         self._queue: collections.deque[Message | BaseException] = collections.deque()
         self._space = threading.Event()
@@ -210,6 +214,11 @@ class PynngRawSocket:
         self._reader: threading.Thread | None = None
         self._closed = False
         self._send_p = ffi.new("nng_msg **")
+
+    def _pipe_removed(self, pipe: Any) -> None:
+        callback = self.on_peer_lost
+        if callback is not None:
+            callback()
 
     # -- endpoints ------------------------------------------------------------------------------
 
@@ -385,9 +394,16 @@ class NngPolled:
         self.sock = self._pynng.socket
         self.confirms_delivery = self.kind == "REQ"  # see PynngRawSocket
         self._live = _LivePipes(self._pynng) if self.kind == "REP" else None
+        self.on_peer_lost: Callable[[], None] | None = None  # see PynngRawSocket
+        self._pynng.add_post_pipe_remove_cb(self._pipe_removed)
         self.pollable = self._pynng.recv_fd
         self.out_pollable: tuple[Any, int] = (self._pynng.send_fd, 1)  # zmq.POLLIN on the fd
         self._msgp = ffi.new("nng_msg **")
+
+    def _pipe_removed(self, pipe: Any) -> None:
+        callback = self.on_peer_lost
+        if callback is not None:
+            callback()
 
     def bind(self, url: str) -> str:
         return _lib_listen(self._pynng, url)

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+from collections.abc import Callable
 from typing import Any
 
 import zmq
@@ -90,6 +91,7 @@ class _PeerWatch:
         self._mon: Any = zmq.Context.shadow(sock.context.underlying).socket(zmq.PAIR)
         self._mon.connect(address)
         self._fds: set[int] = set()
+        self.on_lost: Callable[[], None] | None = None  # called (on this thread) after a peer left
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._read, name="pyzmq-peers", daemon=True)
         self._thread.start()
@@ -110,6 +112,8 @@ class _PeerWatch:
                 event = parse_monitor_message(self._mon.recv_multipart())
                 if event["event"] == zmq.EVENT_DISCONNECTED:
                     self._fds.discard(event["value"])
+                    if self.on_lost is not None:
+                        self.on_lost()
                 else:
                     self._fds.add(event["value"])
         except zmq.ZMQError:  # the socket or its context went away
@@ -260,6 +264,16 @@ class PyzmqRawSocket:
     def closed(self) -> bool:
         return self._closed
 
+    @property
+    def on_peer_lost(self) -> Callable[[], None] | None:
+        """Called (on the watcher's thread) when a peer disconnects (needs :meth:`watch_peers`)."""
+        return None if self._watch is None else self._watch.on_lost
+
+    @on_peer_lost.setter
+    def on_peer_lost(self, callback: Callable[[], None] | None) -> None:
+        if self._watch is not None:
+            self._watch.on_lost = callback
+
     def watch_peers(self) -> None:
         """Count connected peers from now on (a monitor socket and a small thread)."""
         if self._watch is None and not self._closed:
@@ -346,6 +360,14 @@ class ZmqPolled:
     @property
     def peers(self) -> int:
         return self._watch.peers
+
+    @property
+    def on_peer_lost(self) -> Callable[[], None] | None:
+        return self._watch.on_lost
+
+    @on_peer_lost.setter
+    def on_peer_lost(self, callback: Callable[[], None] | None) -> None:
+        self._watch.on_lost = callback
 
     def unwatch(self) -> None:
         self._watch.close()
