@@ -150,6 +150,7 @@ class Bridge:
             else:
                 self._forwarder = AsyncForwarder(self._front, self._back, self.translator, ledger)
                 self.implementation = "asyncio"
+        ledger.replies_confirmed = getattr(self._front, "confirms_delivery", True)
         for sock, direction in ((self._front, REQUEST), (self._back, REPLY)):
             if isinstance(sock, sides.NativeRaw):  # its pattern's drops are this bridge's
                 sock.socket.on_drop = partial(self._pattern_drop, direction)

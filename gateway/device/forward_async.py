@@ -72,7 +72,6 @@ class AsyncForwarder:
     async def _replies(self) -> None:
         recv, send = self.back.recv_msg, self.front.send_msg
         reply, ledger, answered = self.translator.reply, self.ledger, self.loss.answered
-        unconfirmed = not getattr(self.front, "confirms_delivery", True)
         while True:
             msg = await recv()
             t0 = _perf()
@@ -85,8 +84,6 @@ class AsyncForwarder:
                 ledger.refused(exc, REPLY, client_of(out))
                 continue
             ledger.reply_forwarded(t0)
-            if unconfirmed:
-                ledger.reply_unconfirmed()
 
     # -- the callback path -------------------------------------------------------------------
     def _install_sinks(self) -> None:

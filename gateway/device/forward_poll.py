@@ -96,7 +96,6 @@ class PollForwarder:
     def _replies(self) -> None:
         recv, send = self.back.recv_nowait, self.front.send_nowait
         reply, ledger, now = self.translator.reply, self.ledger, _clock()
-        unconfirmed = not getattr(self.front, "confirms_delivery", True)
         answered = self.loss.answered
         for _ in range(BATCH):
             msg = recv()
@@ -113,8 +112,6 @@ class PollForwarder:
                 ledger.refused(exc, REPLY, client_of(out))
                 continue
             ledger.reply_forwarded(t0)
-            if unconfirmed:
-                ledger.reply_unconfirmed()
 
     def _requests(self) -> None:
         recv, request, ledger = self.front.recv_nowait, self.translator.request, self.ledger

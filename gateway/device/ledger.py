@@ -64,6 +64,9 @@ class Ledger:
     def __init__(self, bridge: str, metrics: Registry = METRICS) -> None:
         self.bridge = bridge
         self.in_flight = 0
+        #: False when the front's library may drop a reply it took (``confirms_delivery``):
+        #: forwarded replies are then also counted as unconfirmed
+        self.replies_confirmed = True
         self._metrics = metrics
         self._counters = metrics.counters
         self._k_req = metrics.declare("gateway_forwarded_messages_total", bridge=bridge,
@@ -93,10 +96,8 @@ class Ledger:
             self.in_flight -= 1
         self._counters[self._k_rep] += 1
         self._h_rep.observe(perf_counter() - t0)
-
-    def reply_unconfirmed(self) -> None:
-        """The reply just counted as forwarded went to a library that may still drop it."""
-        self._counters[self._k_unconfirmed] += 1
+        if not self.replies_confirmed:  # the front's library may still drop it silently
+            self._counters[self._k_unconfirmed] += 1
 
     # -- drops ---------------------------------------------------------------------------------
     def dropped(self, reason: str, direction: str, detail: str = "", count: int = 1,
