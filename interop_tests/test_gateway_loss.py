@@ -61,17 +61,17 @@ def _p99(samples: list[float]) -> float:
     return samples[min(len(samples) - 1, int(len(samples) * 0.99))]
 
 
-@pytest.mark.parametrize(("direction", "back_be"), [
-    ("zmq->sp", "native"), ("sp->zmq", "native"),  # the pipe that closed says which requests
-    ("zmq->sp", "pynng"), ("sp->zmq", "pyzmq"),  # the library's last peer left: all of them
+@pytest.mark.parametrize(("direction", "front_be", "back_be"), [
+    ("zmq->sp", "native", "native"), ("sp->zmq", "native", "native"),  # the pipe that closed
+    ("zmq->sp", "native", "pynng"), ("sp->zmq", "pynng", "pyzmq"),  # the library's last peer
 ])
-def test_backend_killed_with_requests_in_flight_counts_them_at_once(direction: str,
-                                                                     back_be: str) -> None:
+def test_backend_killed_with_requests_in_flight_counts_them_at_once(
+        direction: str, front_be: str, back_be: str) -> None:
     front_wire, back_wire = direction.split("->")
     port = free_port()
     server = _silent_server(back_wire, port)
     try:
-        with Gateway(*bridge_args(url(front_wire, ANY, "native"),
+        with Gateway(*bridge_args(url(front_wire, ANY, front_be),
                                   url(back_wire, f"{LOCAL}:{port}", back_be)),
                      metrics=True) as gw:
             if front_wire == "zmq":
