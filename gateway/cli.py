@@ -43,15 +43,24 @@ def _add_logging(p: argparse.ArgumentParser) -> None:
                         "e.g. 127.0.0.1:9100 (port 0: any; the READY line says which)")
 
 
+class _Strict(argparse.ArgumentParser):
+    """A (sub)command parser that takes no abbreviated options."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+
+
 def build_parser(with_matrix: bool = True) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="gateway",
+        prog="gateway", allow_abbrev=False,
         description="ZeroMQ (ZMTP) <-> nanomsg/nng (SP) request-reply gateway.",
         epilog="Endpoints: [@|>]wire+transport://address[?backend=native|pyzmq|pynng], "
                "wire zmq or sp (nng, nanomsg), transport tcp, ipc or inproc. "
                "'@' binds, '>' connects.")
     parser.add_argument("--version", action="version", version=f"gateway {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND",
+                                parser_class=_Strict)  # no --metric for --metrics
 
     p = sub.add_parser("bridge", help="run one bridge in the foreground until SIGINT/SIGTERM",
                        description="Clients connect to FRONT (default: bind); the gateway talks "
@@ -73,7 +82,7 @@ def build_parser(with_matrix: bool = True) -> argparse.ArgumentParser:
 
     p = sub.add_parser("matrix", help="the interop matrix on Spark (the [matrix] extra)")
     p.set_defaults(matrix_parser=p)
-    msub = p.add_subparsers(dest="matrix_command", metavar="ACTION")
+    msub = p.add_subparsers(dest="matrix_command", metavar="ACTION", parser_class=_Strict)
     for action, help_text in (("run", "run the matrix as Spark tasks, write Parquet"),
                               ("report", "render a run as markdown or HTML")):
         mp = msub.add_parser(action, help=help_text)

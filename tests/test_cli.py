@@ -200,3 +200,23 @@ def test_console_script_entry_runs() -> None:
                        capture_output=True, timeout=30,
                        env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"})
     assert r.returncode == 0 and r.stdout == f"gateway {gateway.__version__}\n"
+
+
+@pytest.mark.parametrize("argv", [
+    ["bridge", "@zmq+tcp://127.0.0.1:0", ">sp+tcp://127.0.0.1:1", "--metric", "127.0.0.1:0"],
+    ["bridge", "@zmq+tcp://127.0.0.1:0", ">sp+tcp://127.0.0.1:1", "--max-message", "9"],
+    ["matrix", "report", "/nonexistent", "--form", "html"],
+    ["run", "x.toml", "--log-form", "json"],
+])
+def test_abbreviated_options_are_refused(argv: list[str],
+                                         capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(argv)
+    assert info.value.code == 2
+    assert "unrecognized arguments" in capsys.readouterr().err
+
+
+def test_bare_matrix_prints_help_and_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["matrix"]) == 2
+    err = capsys.readouterr().err
+    assert "usage: gateway matrix" in err and "run" in err and "report" in err

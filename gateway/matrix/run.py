@@ -11,6 +11,7 @@ every observed outcome equals the expected one and every envelope check passed, 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import threading
 import time
@@ -27,7 +28,11 @@ from gateway.matrix.cells import (
 
 
 def configure_parser(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--out", required=True, metavar="DIR", help="Parquet output directory (replaced)")
+    p.add_argument("--out", required=True, metavar="DIR",
+                   help="Parquet output directory: new, empty, or an earlier matrix output "
+                        "(which is replaced); anything else is refused unless --force")
+    p.add_argument("--force", action="store_true",
+                   help="replace --out even when it holds files that are not a matrix output")
     p.add_argument("--master", default=None, metavar="URL",
                    help="Spark master: local[*] (default), local[N], spark://host:7077, ...")
     p.add_argument("--select", default=None, metavar="EXPR",
@@ -37,6 +42,25 @@ def configure_parser(p: argparse.ArgumentParser) -> None:
     p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, metavar="S",
                    help=f"seconds to wait for a reply or a handshake in a cell (default {DEFAULT_TIMEOUT})")
     p.add_argument("--list", action="store_true", help="print the selected cell ids and exit (no Spark)")
+
+
+def out_dir_problem(path: str, force: bool = False) -> str | None:
+    """Why ``--out`` must not be written (None: go ahead). Spark replaces the whole directory,
+    so only a new or empty one, or one holding nothing but an earlier Parquet output
+    (``part-*``, ``_SUCCESS`` and their ``.crc`` files), is taken without ``--force``."""
+    if not os.path.exists(path):
+        return None
+    if not os.path.isdir(path):
+        return f"--out {path} is a file, not a directory"
+    if force:
+        return None
+    foreign = sorted(n for n in os.listdir(path)
+                     if not (n.lstrip(".").startswith(("part-", "_SUCCESS"))))
+    if foreign:
+        shown = ", ".join(foreign[:3]) + (" ..." if len(foreign) > 3 else "")
+        return (f"--out {path} holds files that are not a matrix output ({shown}); "
+                f"choose another directory, or --force to replace it")
+    return None
 
 
 def estimated_cost(cell: Cell, timeout: float) -> float:
@@ -116,6 +140,10 @@ def run(args: argparse.Namespace) -> int:
             print(c.cell_id, expected(c))
         print(f"{len(cells)} cells", file=sys.stderr)
         return 0
+    problem = out_dir_problem(args.out, getattr(args, "force", False))
+    if problem:
+        print(f"gateway matrix run: {problem}", file=sys.stderr)
+        return 2
     cells.sort(key=lambda c: -estimated_cost(c, timeout))
     t0 = time.monotonic()
     print(f"[matrix] {len(cells)} cells, master {args.master or 'local[*]'}, timeout {timeout}s; "

@@ -1,0 +1,39 @@
+"""gateway.matrix.run: what --out may replace (Spark overwrites the whole directory)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from gateway.cli import main
+from gateway.matrix.run import out_dir_problem
+
+
+def test_new_empty_and_earlier_outputs_are_taken(tmp_path: Path) -> None:
+    assert out_dir_problem(str(tmp_path / "new")) is None
+    assert out_dir_problem(str(tmp_path)) is None  # empty
+    for name in ("_SUCCESS", "._SUCCESS.crc", "part-00000-x.snappy.parquet",
+                 ".part-00000-x.snappy.parquet.crc"):
+        (tmp_path / name).write_bytes(b"")
+    assert out_dir_problem(str(tmp_path)) is None
+
+
+def test_a_foreign_file_is_refused_unless_forced(tmp_path: Path) -> None:
+    (tmp_path / "_SUCCESS").write_bytes(b"")
+    (tmp_path / "notes.txt").write_text("mine")
+    problem = out_dir_problem(str(tmp_path))
+    assert problem is not None and "notes.txt" in problem and "--force" in problem
+    assert out_dir_problem(str(tmp_path), force=True) is None
+    (tmp_path / "file").write_text("x")
+    assert "is a file" in (out_dir_problem(str(tmp_path / "file"), force=True) or "")
+
+
+def test_the_cli_refuses_before_starting_spark(tmp_path: Path,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    keep = tmp_path / "keep.txt"
+    keep.write_text("precious")
+    assert main(["matrix", "run", "--out", str(tmp_path), "--select", "@small"]) == 2
+    err = capsys.readouterr().err
+    assert "keep.txt" in err and len(err.strip().splitlines()) == 1
+    assert keep.read_text() == "precious"
