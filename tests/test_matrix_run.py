@@ -37,3 +37,11 @@ def test_the_cli_refuses_before_starting_spark(tmp_path: Path,
     err = capsys.readouterr().err
     assert "keep.txt" in err and len(err.strip().splitlines()) == 1
     assert keep.read_text() == "precious"
+
+
+def test_report_exit_code_says_whether_everything_matched() -> None:
+    from gateway.matrix.report import exit_code
+
+    assert exit_code({"totals": {"cells": 3, "mismatches": 0, "envelope_bad": 0}}) == 0
+    assert exit_code({"totals": {"cells": 3, "mismatches": 1, "envelope_bad": 0}}) == 1
+    assert exit_code({"totals": {"cells": 3, "mismatches": 0, "envelope_bad": 2}}) == 1

@@ -38,6 +38,7 @@ def configure_parser(p: argparse.ArgumentParser) -> None:
                    help="markdown (default), html, or json (the aggregates, for machines)")
     p.add_argument("--output", "-o", default=None, metavar="FILE", help="write here (default: stdout)")
     p.add_argument("--master", default=None, metavar="URL", help="Spark master (default local[*])")
+    p.epilog = "Exit code: 0 when every cell behaved as predicted, 1 otherwise, 2 on bad input."
 
 
 # -- data -------------------------------------------------------------------------------------------
@@ -372,4 +373,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"report written to {args.output}", file=sys.stderr)
     else:
         sys.stdout.write(text)
-    return 0
+    return exit_code(d)
+
+
+def exit_code(d: dict[str, Any]) -> int:
+    """1 when a cell did not behave as predicted or an envelope check failed, else 0."""
+    t = d["totals"]
+    return 1 if (t.get("mismatches") or 0) or (t.get("envelope_bad") or 0) else 0
