@@ -45,3 +45,25 @@ def test_report_exit_code_says_whether_everything_matched() -> None:
     assert exit_code({"totals": {"cells": 3, "mismatches": 0, "envelope_bad": 0}}) == 0
     assert exit_code({"totals": {"cells": 3, "mismatches": 1, "envelope_bad": 0}}) == 1
     assert exit_code({"totals": {"cells": 3, "mismatches": 0, "envelope_bad": 2}}) == 1
+
+
+def _report(problems: list[dict[str, object]]) -> dict[str, object]:
+    return {"totals": {"cells": 2, "as_expected": 2 - len(problems), "mismatches": len(problems),
+                       "envelope_bad": 0, "cell_seconds": 1.0},
+            "confusion": [], "by_wire": [], "limits": [], "longest": [], "slowest": [],
+            "pairs": [], "grid": [], "problems": problems, "columns": [],
+            "stamp": {"date": "2026-11-23 01:00 UTC", "libzmq": "4.3.5"}}
+
+
+def test_report_lists_failures_first_and_is_stamped() -> None:
+    from gateway.matrix.report import render_html, render_markdown
+
+    bad = {"cell_id": "libzmq:REQ>nng:REP@x", "expected": "exchanged", "observed": "timeout",
+           "envelope_ok": True, "detail": "no reply"}
+    md = render_markdown(_report([bad]), "/out")
+    assert "libzmq 4.3.5" in md.splitlines()[2] and "2026-11-23" in md
+    assert md.index("## Mismatches") < md.index("Legend") < md.index("## Expected vs observed")
+    page = render_html(_report([bad]), "/out")
+    assert page.index("Mismatches") < page.index("Expected vs observed")
+    ok = render_markdown(_report([]), "/out")
+    assert ok.rstrip().endswith("None: every cell behaved as the pairing tables and limits predict.")

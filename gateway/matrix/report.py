@@ -193,9 +193,48 @@ def _md_table(headers: list[str], rows: list[list[Any]]) -> str:
     return "\n".join(lines)
 
 
+def stamp() -> dict[str, str]:
+    """When the report was made and with what: the project and every library on the path."""
+    import datetime
+    import shutil
+    import subprocess
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = {"date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")}
+    for dist in ("zmq-sp-gateway", "pyzmq", "pynng", "pyspark"):
+        try:
+            out[dist] = version(dist)
+        except PackageNotFoundError:
+            out[dist] = "not installed"
+    try:
+        import zmq
+
+        out["libzmq"] = zmq.zmq_version()
+    except ImportError:
+        out["libzmq"] = "not installed"
+    for cli in ("nngcat", "nanocat"):
+        exe = shutil.which(cli)
+        if exe is None:
+            out[cli] = "not installed"
+            continue
+        try:
+            done = subprocess.run(["dpkg-query", "-W", "-f=${Version}",
+                                   "nng-utils" if cli == "nngcat" else "nanomsg-utils"],
+                                  capture_output=True, text=True, timeout=5)
+            out[cli] = done.stdout.strip() or "unknown version"
+        except (OSError, subprocess.SubprocessError):
+            out[cli] = "unknown version"
+    return out
+
+
+def _stamp_line(d: dict[str, Any]) -> str:
+    st = d.get("stamp") or {}
+    return "; ".join(f"{k} {v}" for k, v in st.items())
+
+
 def render_markdown(d: dict[str, Any], path: str) -> str:
     t = d["totals"]
-    parts = [f"# Interop matrix report\n\nSource: `{path}`\n",
+    parts = [f"# Interop matrix report\n\nSource: `{path}`; {_stamp_line(d)}\n",
              f"**{t['cells']} cells: {t['as_expected']} as expected, {t['mismatches']} mismatch(es), "
              f"{t['envelope_bad']} envelope problem(s)**; {t['cell_seconds']} s of cell time.\n",
              "Legend: ex = exchanged, hs = refused at handshake, lim = refused by the size limit, "
@@ -237,12 +276,13 @@ def render_markdown(d: dict[str, Any], path: str) -> str:
     parts.append("\n## Longest-running cells\n")
     parts.append(_md_table(["cell", "observed", "cell time (s)"],
                            [[r["cell_id"], r["observed"], r["duration_s"]] for r in d["longest"]]))
-    parts.append("\n## Mismatches and envelope problems\n")
-    if d["problems"]:
-        parts.append(_md_table(["cell", "expected", "observed", "envelope ok", "detail"],
-                               [[r["cell_id"], r["expected"], r["observed"], r["envelope_ok"],
-                                 (r["detail"] or "")[:400]] for r in d["problems"]]))
+    if d["problems"]:  # what went wrong comes first, right after the totals
+        parts[2:2] = ["## Mismatches and envelope problems\n",
+                      _md_table(["cell", "expected", "observed", "envelope ok", "detail"],
+                                [[r["cell_id"], r["expected"], r["observed"], r["envelope_ok"],
+                                  (r["detail"] or "")[:400]] for r in d["problems"]]) + "\n"]
     else:
+        parts.append("\n## Mismatches and envelope problems\n")
         parts.append("None: every cell behaved as the pairing tables and limits predict.")
     return "\n".join(parts) + "\n"
 
@@ -280,7 +320,7 @@ def render_html(d: dict[str, Any], path: str) -> str:
     p = [f"<!doctype html><html><head><meta charset=\"utf-8\"><title>Interop matrix</title>"
          f"<style>{CSS}</style></head><body>",
          "<h1>Interop matrix report</h1>",
-         f"<p class=small>Source: {html.escape(path)}</p>",
+         f"<p class=small>Source: {html.escape(path)}; {html.escape(_stamp_line(d))}</p>",
          f"<p><b>{t['cells']} cells: {t['as_expected']} as expected, {t['mismatches']} mismatch(es), "
          f"{t['envelope_bad']} envelope problem(s)</b>; {t['cell_seconds']} s of cell time.</p>",
          "<p class=small>ex = exchanged, hs = refused at handshake, lim = refused by the size limit, "
@@ -334,13 +374,14 @@ def render_html(d: dict[str, Any], path: str) -> str:
     p.append("<h2>Longest-running cells</h2>")
     p.append(_h_table(["cell", "observed", "cell time (s)"],
                       [[r["cell_id"], r["observed"], r["duration_s"]] for r in d["longest"]]))
-    p.append("<h2>Mismatches and envelope problems</h2>")
-    if d["problems"]:
-        p.append(_h_table(["cell", "expected", "observed", "envelope ok", "detail"],
-                          [[r["cell_id"], r["expected"], r["observed"], r["envelope_ok"],
-                            (r["detail"] or "")[:600]] for r in d["problems"]],
-                          [["", "", "bad", "", ""] for _ in d["problems"]]))
+    if d["problems"]:  # what went wrong comes first, right after the totals
+        p[5:5] = ["<h2>Mismatches and envelope problems</h2>",
+                  _h_table(["cell", "expected", "observed", "envelope ok", "detail"],
+                           [[r["cell_id"], r["expected"], r["observed"], r["envelope_ok"],
+                             (r["detail"] or "")[:600]] for r in d["problems"]],
+                           [["", "", "bad", "", ""] for _ in d["problems"]])]
     else:
+        p.append("<h2>Mismatches and envelope problems</h2>")
         p.append("<p>None: every cell behaved as the pairing tables and limits predict.</p>")
     p.append("</body></html>")
     return "\n".join(p) + "\n"
@@ -359,6 +400,7 @@ def run(args: argparse.Namespace) -> int:
         d = gather(spark, args.dir)
     finally:
         spark.stop()
+    d["stamp"] = stamp()
     if args.format == "json":
         import json
 
