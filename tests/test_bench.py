@@ -108,3 +108,36 @@ def test_percentile_and_cross_family_hop():
     cross = d["hops"]["gw-zmq-sp-lib"]
     assert cross["baseline_us"] == 60 and cross["hop_us"] == 100
     assert cross["hop_vs_zmq_proxy"] == 2.0 and cross["tput64_vs_zmq_proxy"] == 0.6
+
+
+def _derived(ratio: float, rounds: list[float] | None) -> dict:
+    entry: dict = {"hop_vs_zmq_proxy": ratio}
+    if rounds:
+        entry["hop_vs_zmq_proxy_rounds"] = rounds
+    return {"hops": {"gw-zmq-zmq-lib": entry}, "native": {}}
+
+
+def _verdict(derived: dict, full: bool = True) -> dict:
+    return next(g for g in report.goals(derived, None, (8, 64), full=full)
+                if g["source"] == "gw-zmq-zmq-lib" and g["goal"].startswith("gateway hop"))
+
+
+def test_goal_verdicts_need_a_full_run_a_positive_ratio_and_agreeing_rounds() -> None:
+    assert _verdict(_derived(1.05, [1.0, 1.1]))["pass"] is True
+    assert _verdict(_derived(2.0, [1.9, 2.1]))["pass"] is False
+    quick = _verdict(_derived(1.05, [1.0, 1.1]), full=False)
+    assert quick["pass"] is None and "quick" in quick["missing"]
+    negative = _verdict(_derived(-0.2, [-0.5, 0.1]))  # issue 10: PASS printed on -0.20
+    assert negative["pass"] is None and "non-positive" in negative["missing"]
+    noisy = _verdict(_derived(1.2, [0.9, 2.2]))  # rounds from PASS to FAIL: no verdict
+    assert noisy["pass"] is None and "disagree" in noisy["missing"]
+
+
+@pytest.mark.timeout(120)
+def test_bench_exits_1_when_an_output_cannot_be_written(tmp_path, capsys):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    args = parse("--quick", "--routes", "zmq-direct", "--requests", "50", "--tput-requests",
+                 "50", "--windows", "8", "--json", str(blocker / "b.json"), "--quiet")
+    assert bench.run(args) == 1
+    assert "cannot write" in capsys.readouterr().err

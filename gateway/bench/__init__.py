@@ -142,18 +142,28 @@ def run(args: argparse.Namespace) -> int:
     args_record = {k: v for k, v in vars(args).items()
                    if not callable(v) and k not in ("command", "func")}
     result = report.build(runs, settings, args_record, memory, time.monotonic() - t0)
+    unwritten = False
     if _get(args, "json"):  # first: the figures survive whatever happens next
-        report.write_json(result, args.json)
-        log(settings, f"wrote {args.json}")
+        try:
+            report.write_json(result, args.json)
+            log(settings, f"wrote {args.json}")
+        except OSError as exc:
+            print(f"gateway bench: cannot write {args.json}: {exc.strerror or exc}",
+                  file=sys.stderr)
+            unwritten = True
     print(report.table(result))
     if _get(args, "png"):
-        why = report.write_png(result, args.png)
+        try:
+            why = report.write_png(result, args.png)
+        except OSError as exc:
+            why = f"cannot write {args.png}: {exc.strerror or exc}"
         if why:
             print(f"gateway bench: no PNG: {why}", file=sys.stderr)
+            unwritten = True
         else:
             log(settings, f"wrote {args.png}")
     measured = any("latency" in f for f in result["routes"].values())
-    return 0 if measured or memory_only else 1
+    return 0 if (measured or memory_only) and not unwritten else 1
 
 
 def run_memory(routes: list[Any], settings: Any, args: argparse.Namespace,

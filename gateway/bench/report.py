@@ -26,6 +26,9 @@ GOAL_HOP_CROSS = 2.0
 GOAL_TPUT = 0.5
 GOAL_NATIVE = 1.5
 GOAL_RSS_MIB = 80.0
+#: A ratio goal gets no verdict when its per-round values spread wider than this, relative to
+#: their median: the rounds disagree, the machine was too noisy for a verdict.
+SPREAD_TOLERANCE = 0.5
 MIDDLE_KIND = {"zmq-proxy": "zmq.proxy", "nng-device": "nng_device", "bridge": "gateway"}
 
 
@@ -104,16 +107,17 @@ def _round_p50s(figs: dict[str, dict[str, Any]], name: str) -> list[float]:
     return list((figs.get(name) or {}).get("per_round", {}).get("p50_us", []))
 
 
-def _paired_ratio(figs: dict[str, dict[str, Any]], name: str) -> float | None:
-    """Median over rounds of (route hop / zmq.proxy hop), each from the same round's p50s.
+def _paired_ratios(figs: dict[str, dict[str, Any]], name: str) -> list[float]:
+    """Per round, (route hop / zmq.proxy hop) from the same round's p50s.
 
-    Routes of one round run within seconds of each other, so this pairs up the noise; it is
-    a robustness check next to the pooled ratio (which the goals use)."""
+    Routes of one round run within seconds of each other, so this pairs up the noise; the
+    median is a robustness check next to the pooled ratio, the spread says whether the rounds
+    agree enough for a verdict."""
     fig = figs[name]
     z, n, p, r = (_round_p50s(figs, k) for k in ("zmq-direct", "nng-direct", "zmq-proxy", name))
     k = len(r)
     if k == 0 or any(len(x) != k for x in (z, n, p)):
-        return None
+        return []
     ratios = []
     for i in range(k):
         if fig["front"] == fig["back"]:
@@ -123,11 +127,14 @@ def _paired_ratio(figs: dict[str, dict[str, Any]], name: str) -> float | None:
         ph = p[i] - z[i]
         if ph > 0:
             ratios.append((r[i] - b) / ph)
-    if not ratios:
+    return sorted(ratios)
+
+
+def _median(xs: list[float]) -> float | None:
+    if not xs:
         return None
-    ratios.sort()
-    mid = len(ratios) // 2
-    return ratios[mid] if len(ratios) % 2 else (ratios[mid - 1] + ratios[mid]) / 2
+    mid = len(xs) // 2
+    return xs[mid] if len(xs) % 2 else (xs[mid - 1] + xs[mid]) / 2
 
 
 def derive(figs: dict[str, dict[str, Any]], windows: tuple[int, ...]) -> dict[str, Any]:
@@ -153,9 +160,10 @@ def derive(figs: dict[str, dict[str, Any]], windows: tuple[int, ...]) -> dict[st
                                  "baseline": fig["baseline"]}
         if proxy_hop and proxy_hop > 0:
             entry["hop_vs_zmq_proxy"] = _r(hop / proxy_hop, 2)
-        paired = _paired_ratio(figs, name)
-        if paired is not None:
-            entry["hop_vs_zmq_proxy_median_of_rounds"] = _r(paired, 2)
+        rounds = _paired_ratios(figs, name)
+        if rounds:
+            entry["hop_vs_zmq_proxy_median_of_rounds"] = _r(_median(rounds), 2)
+            entry["hop_vs_zmq_proxy_rounds"] = [_r(rounds[0], 2), _r(rounds[-1], 2)]
         rps = _rps(fig, big) if big else None
         if rps and proxy_rps:
             entry[f"tput{big}_vs_zmq_proxy"] = _r(rps / proxy_rps, 2)
@@ -173,17 +181,29 @@ def derive(figs: dict[str, dict[str, Any]], windows: tuple[int, ...]) -> dict[st
 
 
 def goals(derived: dict[str, Any], memory: dict[str, Any] | None,
-          windows: tuple[int, ...]) -> list[dict[str, Any]]:
+          windows: tuple[int, ...], full: bool = True) -> list[dict[str, Any]]:
+    """The goals with a verdict each: PASS, FAIL, or none (``pass`` None, with ``missing``
+    saying why: not measured, a quick run, a ratio noise made non-positive, or rounds that
+    disagree beyond :data:`SPREAD_TOLERANCE`)."""
     big = max(windows) if windows else 64
     hops, native = derived["hops"], derived["native"]
     out: list[dict[str, Any]] = []
 
     def add(goal: str, value: float | None, limit: float | None, le: bool, source: str,
             why_missing: str = "") -> None:
-        ok = None if value is None or limit is None else (value <= limit if le else value >= limit)
+        spread = hops.get(source, {}).get("hop_vs_zmq_proxy_rounds") if "hop" in goal else None
+        why = why_missing if value is None else ""
+        if value is not None and not full:
+            why = "quick run: figures too small for a verdict"
+        elif value is not None and value <= 0:
+            why = "no verdict: noise made the ratio non-positive"
+        elif value is not None and spread and abs(spread[1] - spread[0]) > SPREAD_TOLERANCE * max(
+                abs(value), 1e-9):
+            why = f"no verdict: the rounds disagree ({spread[0]}..{spread[1]})"
+        ok = None if why or limit is None else (value <= limit if le else value >= limit)  # type: ignore[operator]
         out.append({"goal": goal, "value": value, "limit": limit,
                     "op": "<=" if le else ">=", "pass": ok, "source": source,
-                    **({"missing": why_missing} if value is None else {})})
+                    **({"rounds": spread} if spread else {}), **({"missing": why} if why else {})})
 
     zz = hops.get("gw-zmq-zmq-lib", {})
     add("gateway hop zmq->zmq (library) / zmq.proxy hop, p50", zz.get("hop_vs_zmq_proxy"),
@@ -244,7 +264,7 @@ def build(runs: list[RouteRun], settings: Any, args: dict[str, Any],
         "routes": figs,
         "derived": derived,
         "memory": memory,
-        "goals": goals(derived, memory, settings.windows),
+        "goals": goals(derived, memory, settings.windows, full=not args.get("quick")),
     }
 
 
@@ -327,8 +347,11 @@ def table(result: dict[str, Any]) -> str:
         lines.append("goals (issue 5):")
         for g in result["goals"]:
             mark = {True: "PASS", False: "FAIL", None: "n/a "}[g["pass"]]
-            val = _fmt(g["value"], 2) if g["value"] is not None else g.get("missing", "-")
-            lines.append(f"  [{mark}] {g['goal']}: {val} {g['op']} {_fmt(g['limit'], 2)}")
+            val = _fmt(g["value"], 2) if g["value"] is not None else "-"
+            rounds = f" (rounds {g['rounds'][0]}..{g['rounds'][1]})" if g.get("rounds") else ""
+            why = f"; {g['missing']}" if g.get("missing") else ""
+            lines.append(f"  [{mark}] {g['goal']}: {val}{rounds} {g['op']} "
+                         f"{_fmt(g['limit'], 2)}{why}")
     return "\n".join(lines)
 
 
