@@ -78,6 +78,11 @@ def build_parser(with_matrix: bool = True) -> argparse.ArgumentParser:
     p.add_argument("config", metavar="CONFIG.toml")
     _add_logging(p)
 
+    p = sub.add_parser("check", help="validate a TOML config file without starting anything",
+                       description="Every mistake at once (file, section or bridge, key); "
+                                   "exit 0 when the config would start, 2 otherwise.")
+    p.add_argument("config", metavar="CONFIG.toml")
+
     sub.add_parser("plugins", help="list loaded plugins and what each provides")
 
     p = sub.add_parser("matrix", help="the interop matrix on Spark (the [matrix] extra)")
@@ -168,6 +173,24 @@ def _cmd_run(args: argparse.Namespace) -> int:
     return run_loop(_run_bridges(spec, args.metrics or cfg.metrics))
 
 
+def _cmd_check(args: argparse.Namespace) -> int:
+    from gateway.config import load
+    from gateway.device import Bridge
+
+    cfg = load(args.config)  # every syntax and schema mistake, at once
+    errors = []
+    for b in cfg.bridges:  # then what only the plugins know: transports, backends, pairings
+        try:
+            Bridge(b.front, b.back, name=b.name, limits=cfg.limits, forwarder=b.forwarder).close()
+        except ConfigError as exc:
+            errors.append(f"{args.config}: bridge {b.name!r}: {exc}")
+    if errors:
+        raise ConfigError("\n".join(errors))
+    names = ", ".join(b.name for b in cfg.bridges)
+    print(f"{args.config}: ok, {len(cfg.bridges)} bridge(s): {names}")
+    return 0
+
+
 def _cmd_plugins(args: argparse.Namespace) -> int:
     from gateway.plugins import manager, registry
 
@@ -192,6 +215,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _cmd_run(args)
         if args.command == "plugins":
             return _cmd_plugins(args)
+        if args.command == "check":
+            return _cmd_check(args)
         if args.command == "matrix":
             if not getattr(args, "matrix_action", None):  # like a bare `gateway`: help, exit 2
                 args.matrix_parser.print_help(sys.stderr)
@@ -208,8 +233,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             return int(bench.run(args))
         parser.print_help()
         return 2
-    except GatewayError as exc:
-        print(f"gateway: error: {exc}", file=sys.stderr)
+    except GatewayError as exc:  # every mistake on its own line, no traceback
+        for line in str(exc).splitlines() or [type(exc).__name__]:
+            print(f"gateway: error: {line}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import math
 import tomllib
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from gateway.errors import ConfigError
@@ -66,20 +66,33 @@ class Config:
     raw: dict[str, Any] = field(default_factory=dict)
 
 
-def limits_from(table: dict[str, Any], base: Limits | None = None) -> Limits:
-    limits = base or Limits()
-    known = {f.name: f.type for f in fields(Limits)}
+def _limits_checked(table: dict[str, Any], base: Limits | None,
+                    errors: list[str]) -> Limits:
+    limits = replace(base) if base is not None else Limits()
+    known = {f.name for f in fields(Limits)}
     for key, value in table.items():
         if key not in known:
-            raise ConfigError(f"unknown limit {key!r} (known: {', '.join(known)})")
+            errors.append(f"unknown limit {key!r} (known: {', '.join(sorted(known))})")
+            continue
         if (not isinstance(value, int | float) or isinstance(value, bool)
                 or not math.isfinite(value) or value < 0 or (value == 0 and key != "backlog")):
-            raise ConfigError(f"limit {key} must be a positive number, not {value!r}")
+            errors.append(f"limit {key} must be a positive number, not {value!r}")
+            continue
         if isinstance(getattr(limits, key), int) and value != int(value):
-            raise ConfigError(f"limit {key} must be a whole number, not {value!r}")
+            errors.append(f"limit {key} must be a whole number, not {value!r}")
+            continue
         setattr(limits, key, type(getattr(limits, key))(value))
     if not 1 <= limits.hop_limit <= 15:
-        raise ConfigError(f"hop_limit must be within 1..15, not {limits.hop_limit}")
+        errors.append(f"limit hop_limit must be within 1..15, not {limits.hop_limit}")
+    return limits
+
+
+def limits_from(table: dict[str, Any], base: Limits | None = None) -> Limits:
+    """Limits from a table (``[limits]`` or the CLI's flags); every mistake at once."""
+    errors: list[str] = []
+    limits = _limits_checked(table, base, errors)
+    if errors:
+        raise ConfigError("\n".join(errors))
     return limits
 
 
@@ -99,56 +112,88 @@ _BRIDGE_KEYS = ("name", "front", "back", "forwarder")
 _LOG_LEVELS = ("debug", "info", "warning", "error")
 
 
-def _table(data: dict[str, Any], key: str, source: str) -> dict[str, Any]:
-    value = data.get(key, {})
-    if not isinstance(value, dict):
-        raise ConfigError(f"{source}: [{key}] must be a table, not {value!r}")
-    return value
-
-
-def _unknown_keys(table: dict[str, Any], known: tuple[str, ...], where: str) -> None:
-    unknown = set(table) - set(known)
-    if unknown:
-        raise ConfigError(f"{where}: unknown key(s) {', '.join(sorted(unknown))} "
-                          f"(known: {', '.join(known)})")
-
-
 def from_dict(data: dict[str, Any], source: str = "config") -> Config:
-    unknown = set(data) - {"gateway", "limits", "bridge", "plugins"}
-    if unknown:
-        raise ConfigError(f"{source}: unknown section(s) {', '.join(sorted(unknown))}")
-    general = _table(data, "gateway", source)
-    _unknown_keys(general, _GATEWAY_KEYS, f"{source} [gateway]")
-    _table(data, "plugins", source)
+    """Check everything, collect every mistake (file, section or bridge, key), then raise one
+    :class:`ConfigError` listing them all, one per line."""
+    errors: list[str] = []
+
+    def err(where: str, message: str) -> None:
+        errors.append(f"{source}: {where}: {message}")
+
+    def table(key: str) -> dict[str, Any]:
+        value = data.get(key, {})
+        if not isinstance(value, dict):
+            err(f"[{key}]", f"must be a table, not {value!r}")
+            return {}
+        return value
+
+    for name in sorted(set(data) - {"gateway", "limits", "bridge", "plugins"}):
+        err(f"[{name}]", "unknown section (known: gateway, limits, bridge, plugins)")
+    general = table("gateway")
+    for key in sorted(set(general) - set(_GATEWAY_KEYS)):
+        err(f"[gateway] {key}", f"unknown key (known: {', '.join(_GATEWAY_KEYS)})")
+    table("plugins")
+    limit_errors: list[str] = []
+    limits = _limits_checked(table("limits"), None, limit_errors)
+    for message in limit_errors:
+        err("[limits]", message)
+
     bridges = data.get("bridge", [])
     if not isinstance(bridges, list) or not bridges:
-        raise ConfigError(f"{source}: no [[bridge]] tables")
-    parsed = []
+        err("[[bridge]]", "no [[bridge]] tables: add at least one, with front and back")
+        bridges = []
+    parsed: list[BridgeConfig] = []
+    seen: dict[str, int] = {}
     for i, entry in enumerate(bridges):
-        if not isinstance(entry, dict) or "front" not in entry or "back" not in entry:
-            raise ConfigError(f"{source}: bridge #{i + 1} needs 'front' and 'back'")
-        _unknown_keys(entry, _BRIDGE_KEYS, f"{source}: bridge #{i + 1}")
+        if not isinstance(entry, dict):
+            err(f"bridge #{i + 1}", "must be a table")
+            continue
+        name = entry.get("name", f"bridge{i + 1}")
+        where = f"bridge {name!r}" if isinstance(name, str) else f"bridge #{i + 1}"
+        for key in sorted(set(entry) - set(_BRIDGE_KEYS)):
+            err(f"{where} {key}", f"unknown key (known: {', '.join(_BRIDGE_KEYS)})")
+        ok = True
         for key in _BRIDGE_KEYS:
             if key in entry and not isinstance(entry[key], str):
-                raise ConfigError(f"{source}: bridge #{i + 1} {key} must be a string, "
-                                  f"not {entry[key]!r}")
-        parse(entry["front"]), parse(entry["back"])  # fail early, with the URL in the message
+                err(f"{where} {key}", f"must be a string, not {entry[key]!r}")
+                ok = False
+        for key in ("front", "back"):
+            if key not in entry:
+                err(f"{where} {key}", "missing")
+                ok = False
+            elif isinstance(entry[key], str):
+                try:
+                    parse(entry[key])
+                except ConfigError as exc:
+                    err(f"{where} {key}", str(exc))
+                    ok = False
         forwarder = entry.get("forwarder", "auto")
         if forwarder not in ("auto", "proxy"):
-            raise ConfigError(f"{source}: bridge #{i + 1} forwarder must be auto or proxy, "
-                              f"not {forwarder!r}")
-        parsed.append(BridgeConfig(entry.get("name", f"bridge{i + 1}"), entry["front"],
-                                   entry["back"], forwarder))
+            err(f"{where} forwarder", f"must be auto or proxy, not {forwarder!r}")
+            ok = False
+        if isinstance(name, str):
+            if name in seen:
+                err(where, f"duplicate name (bridge #{seen[name] + 1} has it too)")
+                ok = False
+            seen.setdefault(name, i)
+        if ok:
+            parsed.append(BridgeConfig(name, entry["front"], entry["back"], forwarder))
+
     fmt = general.get("log_format", "console")
     if fmt not in ("console", "json"):
-        raise ConfigError(f"{source}: log_format must be console or json, not {fmt!r}")
+        err("[gateway] log_format", f"must be console or json, not {fmt!r}")
     level = general.get("log_level", "info")
     if level not in _LOG_LEVELS:
-        raise ConfigError(f"{source}: log_level must be one of {', '.join(_LOG_LEVELS)}, "
-                          f"not {level!r}")
+        err("[gateway] log_level", f"must be one of {', '.join(_LOG_LEVELS)}, not {level!r}")
     metrics = general.get("metrics")
     if metrics is not None:
         if not isinstance(metrics, str):
-            raise ConfigError(f"{source}: metrics must be \"HOST:PORT\", not {metrics!r}")
-        split_host_port(metrics)
-    return Config(parsed, limits_from(_table(data, "limits", source)), fmt, level, metrics, data)
+            err("[gateway] metrics", f'must be "HOST:PORT", not {metrics!r}')
+        else:
+            try:
+                split_host_port(metrics)
+            except ConfigError as exc:
+                err("[gateway] metrics", str(exc))
+    if errors:
+        raise ConfigError("\n".join(errors))
+    return Config(parsed, limits, fmt, level, metrics, data)

@@ -220,3 +220,36 @@ def test_bare_matrix_prints_help_and_exits_2(capsys: pytest.CaptureFixture[str])
     assert main(["matrix"]) == 2
     err = capsys.readouterr().err
     assert "usage: gateway matrix" in err and "run" in err and "report" in err
+
+
+EXAMPLE_CONFIGS = sorted(p for p in (Path(__file__).resolve().parents[1] / "examples").glob("*.toml"))
+
+
+@pytest.mark.parametrize("path", EXAMPLE_CONFIGS, ids=lambda p: p.name)
+def test_check_passes_on_every_example_config(path: Path,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["check", str(path)]) == 0
+    assert "ok" in capsys.readouterr().out
+
+
+def test_check_reports_five_mistakes_at_once(tmp_path: Path,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[gateway]\nlog_format = "xml"\n[limits]\nhop_limit = 99\n'
+                   '[[bridge]]\nname = "a"\nfront = "zmq+tcp://127.0.0.1"\nback = "sp+tcp://127.0.0.1:1"\n'
+                   '[[bridge]]\nname = "a"\nfront = "zmq+tcp://127.0.0.1:2"\nback = "sp+tcp://127.0.0.1:3"\n'
+                   '[[bridge]]\nname = "b"\nfront = "zmq+tcp://127.0.0.1:4"\n'
+                   'back = "sp+tcp://127.0.0.1:5"\nbakend = "x"\n')
+    assert main(["check", str(bad)]) == 2
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 5 and all(line.startswith(f"gateway: error: {bad}: ") for line in lines)
+
+
+def test_check_knows_the_backends_and_transports_too(tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    cfg = tmp_path / "g.toml"
+    cfg.write_text('[[bridge]]\nname = "x"\nfront = "zmq+tcp://127.0.0.1:0?backend=nope"\n'
+                   'back = "sp+tcp://127.0.0.1:1"\n')
+    assert main(["check", str(cfg)]) == 2
+    err = capsys.readouterr().err
+    assert "bridge 'x'" in err and "unknown backend 'nope'" in err

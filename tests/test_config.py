@@ -78,28 +78,28 @@ def test_load_from_file(tmp_path: Path) -> None:
     ({}, "no [[bridge]] tables"),
     ({"bridge": []}, "no [[bridge]] tables"),
     ({"bridge": {"front": "x", "back": "y"}}, "no [[bridge]] tables"),
-    ({"bridge": [{"front": "zmq+tcp://127.0.0.1:1"}]}, "bridge #1 needs 'front' and 'back'"),
-    ({"bridge": ["zmq+tcp://127.0.0.1:1"]}, "bridge #1 needs 'front' and 'back'"),
-    ({"bridge": [{"front": 5, "back": "sp+tcp://127.0.0.1:1"}]}, "front must be a string"),
+    ({"bridge": [{"front": "zmq+tcp://127.0.0.1:1"}]}, "bridge 'bridge1' back: missing"),
+    ({"bridge": ["zmq+tcp://127.0.0.1:1"]}, "bridge #1: must be a table"),
+    ({"bridge": [{"front": 5, "back": "sp+tcp://127.0.0.1:1"}]}, "bridge 'bridge1' front: must be a string"),
     ({"bridge": [{"front": "zmq+tcp://127.0.0.1:1", "back": "sp+tcp://127.0.0.1:1",
-                  "name": 3}]}, "name must be a string"),
+                  "name": 3}]}, "bridge #1 name: must be a string"),
     ({"bridge": [{"front": "zmq+tcp://127.0.0.1:1", "back": "sp+tcp://127.0.0.1:1",
-                  "bakend": "native"}]}, "unknown key(s) bakend"),
+                  "bakend": "native"}]}, "bridge 'bridge1' bakend: unknown key"),
     ({"bridge": [{"front": "zmq+tcp://127.0.0.1", "back": "sp+tcp://127.0.0.1:1"}]},
      "needs host:port"),
     ({"bridge": [{"front": "foo+tcp://127.0.0.1:1", "back": "sp+tcp://127.0.0.1:1"}]},
      "unknown wire 'foo'"),
     ({"bridge": [{"front": "zmq+tcp://127.0.0.1:1", "back": "sp+tcp://127.0.0.1:1?x=1"}]},
      "unknown option 'x'"),
-    (_with(extra={}), "unknown section(s) extra"),
-    (_with(gateway=3), "[gateway] must be a table"),
-    (_with(gateway={"log_format": "xml"}), "log_format must be console or json"),
-    (_with(gateway={"log_level": "verbose"}), "log_level must be one of"),
-    (_with(gateway={"metrics": 9100}), "metrics must be"),
+    (_with(extra={}), "[extra]: unknown section"),
+    (_with(gateway=3), "[gateway]: must be a table"),
+    (_with(gateway={"log_format": "xml"}), "[gateway] log_format: must be console or json"),
+    (_with(gateway={"log_level": "verbose"}), "[gateway] log_level: must be one of"),
+    (_with(gateway={"metrics": 9100}), "[gateway] metrics: must be"),
     (_with(gateway={"metrics": "9100"}), "needs host:port"),
     (_with(gateway={"metrics": "127.0.0.1:http"}), "bad port"),
-    (_with(gateway={"log_fmt": "json"}), "unknown key(s) log_fmt"),
-    (_with(limits=3), "[limits] must be a table"),
+    (_with(gateway={"log_fmt": "json"}), "[gateway] log_fmt: unknown key"),
+    (_with(limits=3), "[limits]: must be a table"),
     (_with(limits={"ttl": 5}), "unknown limit 'ttl'"),
     (_with(limits={"hop_limit": 0}), "must be a positive number"),
     (_with(limits={"hop_limit": 16}), "hop_limit must be within 1..15"),
@@ -110,13 +110,37 @@ def test_load_from_file(tmp_path: Path) -> None:
     (_with(limits={"max_message_size": 1.5}), "must be a whole number"),
     (_with(limits={"hop_limit": float("inf")}), "must be a positive number"),
     (_with(limits={"token_ttl": float("nan")}), "must be a positive number"),
-    (_with(plugins=[1, 2]), "[plugins] must be a table"),
+    (_with(plugins=[1, 2]), "[plugins]: must be a table"),
 ], ids=lambda v: None if isinstance(v, dict) else v)
 def test_bad_config(data: dict[str, Any], message: str) -> None:
     with pytest.raises(ConfigError) as err:
         from_dict(data, source="g.toml")
     assert message in str(err.value)
-    assert "\n" not in str(err.value)
+    assert "\n" not in str(err.value)  # one mistake: one line
+    assert str(err.value).startswith("g.toml: ")  # which file
+
+
+def test_every_mistake_at_once_with_file_bridge_and_key() -> None:
+    data = {
+        "gateway": {"log_format": "xml"},
+        "limits": {"hop_limit": 99},
+        "bridge": [
+            {"name": "orders", "front": "zmq+tcp://127.0.0.1", "back": "sp+tcp://127.0.0.1:1"},
+            {"name": "orders", "front": "zmq+tcp://127.0.0.1:2", "back": "sp+tcp://127.0.0.1:3"},
+            {"name": "audit", "front": "zmq+tcp://127.0.0.1:4", "back": "sp+tcp://127.0.0.1:5",
+             "bakend": "native"},
+        ],
+    }
+    with pytest.raises(ConfigError) as err:
+        from_dict(data, source="g.toml")
+    lines = str(err.value).splitlines()
+    assert len(lines) == 5, lines
+    assert all(line.startswith("g.toml: ") for line in lines)
+    text = str(err.value)
+    assert "[gateway] log_format" in text and "[limits]" in text and "hop_limit" in text
+    assert "bridge 'orders' front: " in text and "needs host:port" in text
+    assert "bridge 'orders': duplicate name" in text
+    assert "bridge 'audit' bakend: unknown key" in text
 
 
 @pytest.mark.parametrize(("content", "message"), [
