@@ -76,6 +76,9 @@ SPECS: dict[str, MetricSpec] = {
     "gateway_socket_dropped_messages_total": MetricSpec(
         "counter", "Messages a native socket dropped (outside any bridge's accounting).",
         ("reason",)),
+    "gateway_dial_failures_total": MetricSpec(
+        "counter", "Failed connection attempts of native sockets, by reason (refused, "
+        "unreachable, timeout, error); the socket keeps redialling with backoff.", ("reason",)),
     "gateway_requests_resent_total": MetricSpec(
         "counter", "Requests a native REQ socket resent (nng's resend timer or pipe loss)."),
     "gateway_build_info": MetricSpec(
@@ -234,3 +237,5 @@ for _reason in ("ttl", "unexpected-reply", "stale-reply", "wrong-pipe", "no-deli
                 "unroutable", "hwm"):
     METRICS.declare("gateway_socket_dropped_messages_total", reason=_reason)
 METRICS.declare("gateway_requests_resent_total")
+for _reason in ("refused", "unreachable", "timeout", "error"):
+    METRICS.declare("gateway_dial_failures_total", reason=_reason)

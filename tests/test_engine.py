@@ -1158,3 +1158,29 @@ def test_socket_backlog(backlog: int | None) -> None:
             assert await rep.recv() == b"ping"
 
     run(main())
+
+
+def test_failed_dials_are_counted_and_warned_once_per_interval(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Nobody listens: every attempt counts as `refused`; one warning names the endpoint and
+    the retry delay, the next ones wait for the interval."""
+    from gateway.logging import configure
+    from gateway.testing.procs import free_port
+
+    configure("json", "info")
+    url = f"zmq+tcp://127.0.0.1:{free_port()}"
+
+    async def main() -> None:
+        before = METRICS.get("gateway_dial_failures_total", reason="refused")
+        async with gateway.Socket("REQ", reconnect_ivl=0.01, reconnect_ivl_max=0.02) as req:
+            req.connect(url)
+            for _ in range(100):
+                await asyncio.sleep(0.02)
+                if METRICS.get("gateway_dial_failures_total", reason="refused") - before >= 5:
+                    break
+        assert METRICS.get("gateway_dial_failures_total", reason="refused") - before >= 5
+
+    run(main())
+    lines = [line for line in capsys.readouterr().err.splitlines() if '"dial.failed"' in line]
+    assert len(lines) == 1
+    assert url in lines[0] and '"reason": "refused"' in lines[0] and '"retry_in"' in lines[0]

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import random
 from collections import deque
 from collections.abc import Callable
@@ -46,6 +47,23 @@ _RUNNING_PIPE_IDS = [random.getrandbits(31)]
 def _next_sp_pipe_id() -> bytes:
     _RUNNING_PIPE_IDS[0] = (_RUNNING_PIPE_IDS[0] + 1) & 0x7FFFFFFF or 1
     return _RUNNING_PIPE_IDS[0].to_bytes(4, "big")
+
+
+#: Seconds between two warnings about failed dials to one endpoint (the counter is exact).
+DIAL_WARN_INTERVAL = 10.0
+
+
+def _dial_reason(exc: OSError) -> str:
+    """``refused`` (nobody listens), ``unreachable`` (no route, host down), ``timeout``, or
+    ``error``: the label of ``gateway_dial_failures_total``."""
+    if isinstance(exc, ConnectionRefusedError):
+        return "refused"
+    if isinstance(exc, TimeoutError):
+        return "timeout"
+    if exc.errno in (errno.EHOSTUNREACH, errno.ENETUNREACH, errno.EHOSTDOWN, errno.ENETDOWN,
+                     errno.ENOENT):  # ENOENT: an ipc path nobody bound
+        return "unreachable"
+    return "error"
 
 
 class Socket:
@@ -155,20 +173,32 @@ class Socket:
     async def _dial_loop(self, ep: Endpoint, wire: WireSpec, transport: Any) -> None:
         delay = self.reconnect_ivl
         loop = asyncio.get_running_loop()
+        warned_at, held = -DIAL_WARN_INTERVAL, 0  # one warning per endpoint and interval
         while not self.closed:
             lost: asyncio.Future[bool] = loop.create_future()
+            pause = delay * (0.5 + random.random())
             try:
                 await transport.dial(ep.address,
                                      lambda lost=lost: self._new_pipe(wire, transport, ep.url, lost))
             except OSError as exc:
-                log.debug("dial.failed", url=ep.url, error=str(exc), socket=self.name)
                 lost.cancel()
+                reason = _dial_reason(exc)
+                METRICS.inc("gateway_dial_failures_total", reason=reason)
+                if loop.time() - warned_at >= DIAL_WARN_INTERVAL:
+                    log.warning("dial.failed", url=ep.url, reason=reason, error=str(exc),
+                                retry_in=round(pause, 3), socket=self.name,
+                                **({"suppressed": held} if held else {}))
+                    warned_at, held = loop.time(), 0
+                else:
+                    held += 1
             else:
                 if await lost:
                     delay = self.reconnect_ivl  # it worked for a while: start over
+                    pause = delay * (0.5 + random.random())
+                    warned_at, held = -DIAL_WARN_INTERVAL, 0
             if self.closed:
                 break
-            await asyncio.sleep(delay * (0.5 + random.random()))
+            await asyncio.sleep(pause)
             delay = min(delay * 2, self.reconnect_ivl_max)
 
     def _new_pipe(self, wire: WireSpec, transport: Any, endpoint: str,
