@@ -7,10 +7,8 @@ stderr and exit code 2, never a traceback.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import importlib
 import importlib.util
-import signal
 import sys
 from collections.abc import Sequence
 
@@ -74,7 +72,7 @@ def build_parser(with_matrix: bool = True) -> argparse.ArgumentParser:
     _add_logging(p)
     _add_limits(p)
 
-    p = sub.add_parser("run", help="run the bridges of a TOML config file")
+    p = sub.add_parser("run", help="run the bridges of a TOML config file (SIGHUP reloads it)")
     p.add_argument("config", metavar="CONFIG.toml")
     _add_logging(p)
 
@@ -115,53 +113,18 @@ def _limits(args: argparse.Namespace, base=None):  # type: ignore[no-untyped-def
     return limits_from({k: v for k, v in given.items() if v is not None}, base)
 
 
-async def _run_bridges(specs, metrics: str | None) -> int:  # type: ignore[no-untyped-def]
-    from gateway.device import Bridge
-    from gateway.observe import ObserveServer
-
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
-    bridges: list[Bridge] = []
-
-    def readiness() -> list[tuple[str, int, int]]:
-        return [(b.name, *b.peers) for b in bridges]
-
-    server = ObserveServer(metrics, readiness) if metrics else None
-    try:
-        for name, front, back, limits, forwarder in specs:
-            bridge = Bridge(front, back, name=name, limits=limits, forwarder=forwarder)
-            bridge.open()
-            bridges.append(bridge)
-    except BaseException:
-        for bridge in bridges:
-            bridge.close()
-        if server is not None:
-            server.close()
-        raise
-    shown = f" metrics={server.address}" if server is not None else ""
-    for bridge in bridges:
-        print(f"READY front={bridge.front_url} back={bridge.back_url}"
-              + (f" name={bridge.name}" if len(bridges) > 1 else "") + shown, flush=True)
-    try:
-        await asyncio.gather(*(bridge.run(stop) for bridge in bridges))
-    finally:
-        if server is not None:
-            server.close()
-    return 0
-
-
 def _cmd_bridge(args: argparse.Namespace) -> int:
     from gateway.logging import configure
 
     configure(args.log_format or "console", args.log_level or "info")
-    spec = [(args.name, args.front, args.back, _limits(args), args.forwarder)]
-    return run_loop(_run_bridges(spec, args.metrics))
+    from gateway.supervisor import BridgeSpec, Supervisor
+
+    spec = BridgeSpec(args.name, args.front, args.back, _limits(args), args.forwarder)
+    return run_loop(Supervisor([spec], args.metrics).run())
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from gateway.config import load
+    from gateway.config import Config, load
     from gateway.logging import configure
 
     cfg = load(args.config)
@@ -169,8 +132,16 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from gateway.plugins import manager
 
     manager().hook.gateway_configure.call_historic(kwargs={"config": cfg.raw})
-    spec = [(b.name, b.front, b.back, cfg.limits, b.forwarder) for b in cfg.bridges]
-    return run_loop(_run_bridges(spec, args.metrics or cfg.metrics))
+    from gateway.supervisor import BridgeSpec, Supervisor
+
+    def specs(config: Config) -> list[BridgeSpec]:
+        return [BridgeSpec(b.name, b.front, b.back, config.limits, b.forwarder)
+                for b in config.bridges]
+
+    def reload() -> list[BridgeSpec]:  # SIGHUP: the file again, every mistake or nothing
+        return specs(load(args.config))
+
+    return run_loop(Supervisor(specs(cfg), args.metrics or cfg.metrics, reload).run())
 
 
 def _cmd_check(args: argparse.Namespace) -> int:

@@ -185,7 +185,7 @@ def test_bad_limit_exit_2(option: str, value: str) -> None:
     ("", "cannot read"),  # a directory where the file should be
     ("[[bridge]\nfront = 1", "config.toml"),  # not TOML
     ("[gateway]\nlog_format = 'json'\n", "no [[bridge]]"),
-    ("[[bridge]]\nfront = '@zmq+tcp://127.0.0.1:0'\n", "needs 'front' and 'back'"),
+    ("[[bridge]]\nfront = '@zmq+tcp://127.0.0.1:0'\n", "back: missing"),
     ("[[bridge]]\nfront = 'zmq+tcp://127.0.0.1'\nback = 'sp+tcp://127.0.0.1:1'\n", "host:port"),
     ("[[bridge]]\nfront = 'zmq+udp://127.0.0.1:0'\nback = 'sp+tcp://127.0.0.1:1'\n",
      "unknown transport"),

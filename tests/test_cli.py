@@ -253,3 +253,25 @@ def test_check_knows_the_backends_and_transports_too(tmp_path: Path,
     assert main(["check", str(cfg)]) == 2
     err = capsys.readouterr().err
     assert "bridge 'x'" in err and "unknown backend 'nope'" in err
+
+
+def test_the_example_systemd_unit(tmp_path: Path) -> None:
+    """Type=notify with reload by SIGHUP; `systemd-analyze verify` checks it where it exists."""
+    import configparser
+    import shutil
+
+    unit = Path(__file__).resolve().parents[1] / "examples" / "gateway.service"
+    parser = configparser.ConfigParser(interpolation=None, strict=False)
+    parser.read_string(unit.read_text())
+    assert parser["Service"]["Type"] == "notify"
+    assert parser["Service"]["ExecReload"] == "/bin/kill -HUP $MAINPID"
+    assert " run " in parser["Service"]["ExecStart"]
+    analyze = shutil.which("systemd-analyze")
+    if analyze is None:
+        pytest.skip("systemd-analyze not installed (the unit's fields were checked above)")
+    gateway_exe = shutil.which("gateway") or sys.executable
+    local = tmp_path / "gateway.service"
+    local.write_text(unit.read_text().replace("/usr/local/bin/gateway", gateway_exe))
+    done = subprocess.run([analyze, "verify", str(local)], capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0, done.stderr

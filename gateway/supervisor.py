@@ -1,0 +1,192 @@
+"""The gateway process: its bridges, signals, reload and readiness (``gateway bridge``/``run``).
+
+* SIGINT/SIGTERM: every bridge drains its in-flight replies for its grace, then exit 0;
+* SIGHUP: the config is read again; bridges added, removed or changed are started, drained and
+  restarted, unchanged ones keep their connections and requests in flight; a config with
+  mistakes is refused (every mistake logged) and the running bridges go on;
+* systemd (``Type=notify``): ``READY=1`` once every front is bound, ``RELOADING=1`` /
+  ``READY=1`` around a reload, ``STOPPING=1``, and ``STATUS=`` with each bridge's peers;
+* ``READY front=... back=...`` on stdout for each bridge that starts (scripts wait for it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import socket
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from gateway.config import Limits
+from gateway.device import Bridge
+from gateway.errors import ConfigError, GatewayError
+from gateway.logging import get_logger
+from gateway.observe import ObserveServer
+
+log = get_logger("gateway.supervisor")
+STATUS_EVERY = 5.0  # seconds between two STATUS updates to systemd
+
+
+@dataclass(frozen=True)
+class BridgeSpec:
+    """What a bridge is made of; two equal specs are the same bridge (kept across a reload)."""
+
+    name: str
+    front: str
+    back: str
+    limits: Limits
+    forwarder: str = "auto"
+
+
+def sd_notify(message: str) -> bool:
+    """Send ``message`` to systemd's ``NOTIFY_SOCKET`` (if set); False when it could not."""
+    path = os.environ.get("NOTIFY_SOCKET", "")
+    if not path:
+        return False
+    address = "\0" + path[1:] if path.startswith("@") else path
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
+            sock.connect(address)
+            sock.sendall(message.encode())
+    except OSError as exc:
+        log.warning("notify.failed", socket=path, error=str(exc))
+        return False
+    return True
+
+
+@dataclass
+class _Running:
+    spec: BridgeSpec
+    bridge: Bridge
+    stop: asyncio.Event
+    task: asyncio.Task[None]
+
+
+class Supervisor:
+    """Runs the bridges of ``specs``; ``reload`` (when given) returns the specs of a re-read
+    config or raises :class:`ConfigError` with its mistakes."""
+
+    def __init__(self, specs: list[BridgeSpec], metrics: str | None,
+                 reload: Callable[[], list[BridgeSpec]] | None = None) -> None:
+        self.specs = specs
+        self.metrics = metrics
+        self.reload = reload
+        self.running: dict[str, _Running] = {}
+        self.server: ObserveServer | None = None
+        self._stop = asyncio.Event()
+        self._reload = asyncio.Event()
+
+    def readiness(self) -> list[tuple[str, int, int]]:
+        return [(name, *r.bridge.peers) for name, r in list(self.running.items())]
+
+    def status(self) -> str:
+        rows = [f"{name} front={f} back={b}" for name, f, b in self.readiness()]
+        return "; ".join(rows) or "no bridges"
+
+    # -- starting and stopping bridges ---------------------------------------------------------
+    def _open(self, specs: list[BridgeSpec]) -> list[Bridge]:
+        """Build, bind and connect; all or nothing (a failure closes the ones already open)."""
+        opened: list[Bridge] = []
+        try:
+            for spec in specs:
+                bridge = Bridge(spec.front, spec.back, name=spec.name, limits=spec.limits,
+                                forwarder=spec.forwarder)
+                bridge.open()
+                opened.append(bridge)
+        except BaseException:
+            for bridge in opened:
+                bridge.close()
+            raise
+        return opened
+
+    def _start(self, specs: list[BridgeSpec], bridges: list[Bridge]) -> None:
+        many = len(self.specs) > 1
+        shown = f" metrics={self.server.address}" if self.server is not None else ""
+        for spec, bridge in zip(specs, bridges, strict=True):
+            stop = asyncio.Event()
+            task = asyncio.get_running_loop().create_task(bridge.run(stop), name=spec.name)
+            self.running[spec.name] = _Running(spec, bridge, stop, task)
+            print(f"READY front={bridge.front_url} back={bridge.back_url}"
+                  + (f" name={bridge.name}" if many else "") + shown, flush=True)
+
+    async def _stop_bridges(self, names: list[str]) -> None:
+        gone = [self.running.pop(name) for name in names]
+        for r in gone:
+            r.stop.set()
+        await asyncio.gather(*(r.task for r in gone), return_exceptions=True)
+
+    # -- reload ------------------------------------------------------------------------------------
+    async def _do_reload(self) -> None:
+        if self.reload is None:
+            log.warning("config.reload", result="nothing to reload: no config file (gateway bridge)")
+            return
+        sd_notify("RELOADING=1")
+        try:
+            specs = self.reload()
+        except GatewayError as exc:
+            for line in str(exc).splitlines():
+                log.error("config.reload_failed", error=line)
+            log.warning("config.reload", result="refused: the running bridges go on")
+            sd_notify("READY=1")
+            return
+        new = {s.name: s for s in specs}
+        old = {name: r.spec for name, r in self.running.items()}
+        removed = [n for n in old if n not in new]
+        changed = [n for n in old if n in new and new[n] != old[n]]
+        added = [n for n in new if n not in old]
+        await self._stop_bridges(removed + changed)  # their ports are free again
+        starting = [new[n] for n in changed + added]
+        self.specs = specs
+        try:
+            self._start(starting, self._open(starting))
+        except (GatewayError, OSError) as exc:
+            log.error("config.reload_failed", error=str(exc), bridges=[s.name for s in starting])
+        log.info("config.reloaded", added=added, removed=removed, changed=changed,
+                 kept=[n for n in old if n in new and n not in changed])
+        sd_notify("READY=1")
+        sd_notify(f"STATUS={self.status()}")
+
+    # -- the process -------------------------------------------------------------------------------
+    async def run(self) -> int:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, self._stop.set)
+        loop.add_signal_handler(signal.SIGHUP, self._reload.set)
+        self.server = ObserveServer(self.metrics, self.readiness) if self.metrics else None
+        try:
+            self._start(self.specs, self._open(self.specs))
+        except BaseException:
+            if self.server is not None:
+                self.server.close()
+            raise
+        sd_notify("READY=1")
+        sd_notify(f"STATUS={self.status()}")
+        try:
+            await self._serve()
+        finally:
+            sd_notify("STOPPING=1")
+            await self._stop_bridges(list(self.running))
+            if self.server is not None:
+                self.server.close()
+        return 0
+
+    async def _serve(self) -> None:
+        while not self._stop.is_set():
+            waiters = [asyncio.ensure_future(self._stop.wait()),
+                       asyncio.ensure_future(self._reload.wait())]
+            tasks = [r.task for r in self.running.values()]
+            done, _ = await asyncio.wait([*waiters, *tasks], timeout=STATUS_EVERY,
+                                         return_when=asyncio.FIRST_COMPLETED)
+            for w in waiters:
+                w.cancel()
+            for task in tasks:
+                if task in done:  # a bridge that ended by itself: its error ends the process
+                    task.result()
+                    raise ConfigError(f"bridge {task.get_name()} stopped on its own")
+            if self._reload.is_set() and not self._stop.is_set():
+                self._reload.clear()
+                await self._do_reload()
+            with contextlib.suppress(Exception):
+                sd_notify(f"STATUS={self.status()}")
