@@ -131,3 +131,16 @@ def test_systemd_notifications(tmp_path: Path) -> None:
                 assert "STOPPING=1" in rest
     finally:
         listener.close()
+
+
+def test_connection_lines_name_the_bridge_and_the_peer() -> None:
+    with NngServer() as server, Gateway(
+            "bridge", f"@zmq+tcp://{LOCAL}:0", f">sp+tcp://{LOCAL}:{server.port}",
+            "--log-format", "json", "--name", "orders") as gw:
+        with zmq_client("REQ", lib_url(gw.front)) as req:
+            req.send(b"x")
+            assert req.recv() == b"re:x"
+            up = gw.wait_event("pipe.up", socket="orders/front")
+        assert up["peer"].startswith(f"{LOCAL}:") and up["peer_type"] == "REQ"
+        back = gw.wait_event("pipe.up", socket="orders/back")
+        assert back["peer"] == f"{LOCAL}:{server.port}"

@@ -137,9 +137,11 @@ class Bridge:
             self.implementation = f"{self._front_spec.name} proxy"
         else:
             opener = sides.open_polled if self._polled() else sides.open_async
-            self._front, self.front_url = opener(self._front_ep, FRONT_KIND, front_o)
+            self._front, self.front_url = opener(self._front_ep, FRONT_KIND, front_o,
+                                                 f"{self.name}/front")
             try:
-                self._back, self.back_url = opener(self._back_ep, BACK_KIND, back_o)
+                self._back, self.back_url = opener(self._back_ep, BACK_KIND, back_o,
+                                                   f"{self.name}/back")
             except BaseException:
                 self._front.close()
                 raise

@@ -21,14 +21,14 @@ NATIVE = "native"
 class NativeRaw:
     """The native engine's raw socket as a bridge side (``kind``: REP front, REQ back)."""
 
-    def __init__(self, kind: str, options: SideOptions) -> None:
+    def __init__(self, kind: str, options: SideOptions, name: str = "") -> None:
         from gateway.engine.socket import Socket  # the engine loads the transport plugins
 
         self.socket = Socket(kind, raw=True, hwm=options.hwm, ttl=options.hop_limit,
                              max_message_size=options.max_message_size,
                              router_mandatory=options.router_mandatory,
                              message_timeout=options.message_timeout, backlog=options.backlog,
-                             name=f"device-x{kind.lower()}")
+                             name=name or f"device-x{kind.lower()}")
         self.send_msg = self.socket.send_msg
         self.recv_msg = self.socket.recv_msg
 
@@ -107,14 +107,15 @@ def attach(sock: Any, ep: Endpoint) -> str:
         raise TransportError(f"cannot {ep.mode or 'bind'} {ep.url}: {exc}") from exc
 
 
-def open_async(ep: Endpoint, kind: str, options: SideOptions) -> tuple[Any, str]:
-    """The asyncio face for ``ep``, bound or connected; and its real URL."""
+def open_async(ep: Endpoint, kind: str, options: SideOptions, name: str = "") -> tuple[Any, str]:
+    """The asyncio face for ``ep``, bound or connected; and its real URL. ``name`` names a
+    native socket in the logs (the bridge and the side)."""
     spec = adapter_for(ep)
-    sock = NativeRaw(kind, options) if spec is None else spec.open_async(kind, options)
+    sock = NativeRaw(kind, options, name) if spec is None else spec.open_async(kind, options)
     return sock, attach(sock, ep)
 
 
-def open_polled(ep: Endpoint, kind: str, options: SideOptions) -> tuple[Any, str]:
+def open_polled(ep: Endpoint, kind: str, options: SideOptions, name: str = "") -> tuple[Any, str]:
     spec = adapter_for(ep)
     assert spec is not None and spec.open_polled is not None
     sock = spec.open_polled(kind, options)

@@ -123,6 +123,14 @@ def check_body(pipe: Pipe, msg: Message) -> None:
         raise LocalProtocolError(f"SP carries exactly one body frame, not {len(msg.body)}")
 
 
+def _peer_address(transport: asyncio.BaseTransport) -> str:
+    name = transport.get_extra_info("peername")
+    if isinstance(name, tuple) and len(name) >= 2:
+        host = str(name[0])
+        return f"[{host}]:{name[1]}" if ":" in host else f"{host}:{name[1]}"
+    return str(name or transport.get_extra_info("sockname") or "")
+
+
 class Pipe(asyncio.Protocol):
     """One connection to one peer, over one wire. Created by a listener or a dialer."""
 
@@ -151,6 +159,7 @@ class Pipe(asyncio.Protocol):
         self.queued = 0  # messages of this pipe in the owner's inbox
         self.reading = True
         self._turn = False  # paused to let other pipes go first (see FAIR_SHARE)
+        self.peer = ""  # the other end's address, for the logs (host:port, or the path)
         self.close_reason = ""
         self.wbuf: list[bytes] = []  # coalesced writes while a batch is open
         self._wbuf_size = 0
@@ -169,6 +178,7 @@ class Pipe(asyncio.Protocol):
             transport.abort()
             return
         transport.set_write_buffer_limits(high=self._high, low=self._high // 2)
+        self.peer = _peer_address(transport)
         transport.write(self.codec.initiate())
         self._timer = asyncio.get_running_loop().call_later(
             self.handshake_timeout, self._handshake_timeout)
@@ -315,7 +325,8 @@ class Pipe(asyncio.Protocol):
             return
         self.close_reason = reason
         METRICS.inc("gateway_pipes_closed_total", reason=reason)
-        log.warning("pipe.closed", endpoint=self.endpoint, reason=reason, detail=detail,
+        log.warning("pipe.closed", endpoint=self.endpoint, peer=self.peer, reason=reason,
+                    detail=detail,
                     socket=self.name)
         if self.transport is not None:
             self.transport.abort()

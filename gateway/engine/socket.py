@@ -229,7 +229,8 @@ class Socket:
             rid = b"\x00" + self._last_zmtp_id.to_bytes(4, "big")
         self._routes[rid] = pipe
         self._out.append(pipe)
-        log.info("pipe.up", endpoint=pipe.endpoint, peer=event.peer_type, socket=self.name)
+        log.info("pipe.up", endpoint=pipe.endpoint, peer=pipe.peer, peer_type=event.peer_type,
+                 socket=self.name)
         self._wake_senders()
         return rid
 
@@ -242,7 +243,8 @@ class Socket:
         with contextlib.suppress(ValueError):
             self._out.remove(pipe)
         if not self.closed:
-            log.info("pipe.down", endpoint=pipe.endpoint, reason=pipe.close_reason or "peer-closed",
+            log.info("pipe.down", endpoint=pipe.endpoint, peer=pipe.peer,
+                     reason=pipe.close_reason or "peer-closed",
                      socket=self.name)
             if self.on_pipe_lost is not None:
                 self.on_pipe_lost(pipe.routing_id)
