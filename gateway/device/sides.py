@@ -11,7 +11,6 @@ from typing import Any
 
 from gateway.adapter import SideOptions
 from gateway.errors import ConfigError, TransportError
-from gateway.message import Message
 from gateway.plugins import AdapterSpec, registry
 from gateway.url import Endpoint
 
@@ -115,7 +114,10 @@ def open_async(ep: Endpoint, kind: str, options: SideOptions, name: str = "") ->
     return sock, attach(sock, ep)
 
 
-def open_polled(ep: Endpoint, kind: str, options: SideOptions, name: str = "") -> tuple[Any, str]:
+def open_polled(ep: Endpoint, kind: str, options: SideOptions,
+                name: str = "") -> tuple[Any, str]:
+    """The polled face for ``ep`` (both sides have one), bound or connected; and its real URL
+    (``name`` is for the interface's symmetry: library sockets log under their library)."""
     spec = adapter_for(ep)
     assert spec is not None and spec.open_polled is not None
     sock = spec.open_polled(kind, options)
@@ -128,5 +130,5 @@ def peers_of(sock: Any) -> int:
     return -1 if peers is None else int(peers)
 
 
-__all__ = ["NATIVE", "Message", "NativeRaw", "adapter_for", "attach", "backend_of",
+__all__ = ["NATIVE", "NativeRaw", "adapter_for", "attach", "backend_of",
            "default_backends", "open_async", "open_polled", "peers_of"]
