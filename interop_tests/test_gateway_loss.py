@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import subprocess
 import sys
@@ -74,28 +75,21 @@ def test_backend_killed_with_requests_in_flight_counts_them_at_once(
         with Gateway(*bridge_args(url(front_wire, ANY, front_be),
                                   url(back_wire, f"{LOCAL}:{port}", back_be)),
                      metrics=True) as gw:
-            if front_wire == "zmq":
-                with zmq_client("DEALER", lib_url(gw.front)) as dealer:
+            with contextlib.ExitStack() as clients:
+                if front_wire == "zmq":
+                    dealer = clients.enter_context(zmq_client("DEALER", lib_url(gw.front)))
                     for i in range(LOST):
                         dealer.send_multipart([b"", b"q%d" % i])
-                    gw.wait_metric("gateway_forwarded_messages_total", LOST, direction="request")
-                    server.kill()
-                    t0 = time.monotonic()
-                    gw.wait_metric("gateway_dropped_messages_total", LOST, timeout=2.0,
-                                   reason="backend-lost")
-            else:
-                client = open_raw("REQ")
-                try:
+                else:
+                    client = clients.enter_context(contextlib.closing(open_raw("REQ")))
                     client.dial(lib_url(gw.front), block=True)
                     for i in range(LOST):  # 50 requests, each its own request id
                         nng_raw_send(client, [(0x80000000 | i).to_bytes(4, "big")], b"q")
-                    gw.wait_metric("gateway_forwarded_messages_total", LOST, direction="request")
-                    server.kill()
-                    t0 = time.monotonic()
-                    gw.wait_metric("gateway_dropped_messages_total", LOST, timeout=2.0,
-                                   reason="backend-lost")
-                finally:
-                    client.close()
+                gw.wait_metric("gateway_forwarded_messages_total", LOST, direction="request")
+                server.kill()
+                t0 = time.monotonic()
+                gw.wait_metric("gateway_dropped_messages_total", LOST, timeout=2.0,
+                               reason="backend-lost")
             elapsed = time.monotonic() - t0
             assert gw.metric("gateway_dropped_messages_total", reason="backend-lost") == LOST
             assert gw.metric("gateway_in_flight_requests") == 0
