@@ -173,6 +173,17 @@ class _LivePipes:
             raise PeerGone(f"no client pipe {hops[0].hex() if hops else '-'}")
 
 
+def _report_departures(face: Any, sock: Any) -> None:
+    """Call ``face.on_peer_lost`` (when set) each time nng removes one of ``sock``'s pipes."""
+
+    def removed(pipe: Any) -> None:
+        callback = face.on_peer_lost
+        if callback is not None:
+            callback()
+
+    sock.add_post_pipe_remove_cb(removed)
+
+
 class PynngRawSocket:
     """An nng raw REP (clients connect to it) or raw REQ (talks to servers) for the device.
 
@@ -203,7 +214,7 @@ class PynngRawSocket:
         self._live = _LivePipes(self._sock) if self.kind == "REP" else None
         #: called (on nng's thread) when a peer's pipe goes away
         self.on_peer_lost: Callable[[], None] | None = None
-        self._sock.add_post_pipe_remove_cb(self._pipe_removed)
+        _report_departures(self, self._sock)
         self._hwm = hwm
         self._queue: collections.deque[Message | BaseException] = collections.deque()
         self._space = threading.Event()
@@ -214,11 +225,6 @@ class PynngRawSocket:
         self._reader: threading.Thread | None = None
         self._closed = False
         self._send_p = ffi.new("nng_msg **")
-
-    def _pipe_removed(self, pipe: Any) -> None:
-        callback = self.on_peer_lost
-        if callback is not None:
-            callback()
 
     # -- endpoints ------------------------------------------------------------------------------
 
@@ -395,15 +401,10 @@ class NngPolled:
         self.confirms_delivery = self.kind == "REQ"  # see PynngRawSocket
         self._live = _LivePipes(self._pynng) if self.kind == "REP" else None
         self.on_peer_lost: Callable[[], None] | None = None  # see PynngRawSocket
-        self._pynng.add_post_pipe_remove_cb(self._pipe_removed)
+        _report_departures(self, self._pynng)
         self.pollable = self._pynng.recv_fd
         self.out_pollable: tuple[Any, int] = (self._pynng.send_fd, 1)  # zmq.POLLIN on the fd
         self._msgp = ffi.new("nng_msg **")
-
-    def _pipe_removed(self, pipe: Any) -> None:
-        callback = self.on_peer_lost
-        if callback is not None:
-            callback()
 
     def bind(self, url: str) -> str:
         return _lib_listen(self._pynng, url)
