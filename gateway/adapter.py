@@ -57,6 +57,18 @@ class SideOptions:
     reconnect_ivl_max: float = 2.0  # the redial wait doubles up to this (RECONNECT_IVL_MAX)
     handshake_timeout: float = 10.0  # greeting/header deadline (libzmq HANDSHAKE_IVL)
     linger: float = 0.5  # on close, seconds queued messages may still be sent (LINGER)
+    # ZMTP heartbeats (libzmq HEARTBEAT_IVL / TTL / TIMEOUT), seconds; 0: none; timeout None: ivl
+    heartbeat_ivl: float = 0.0
+    heartbeat_ttl: float = 0.0
+    heartbeat_timeout: float | None = None
+    #: a peer reconnecting with a connected routing id takes over (ROUTER_HANDOVER); the bridge
+    #: turns it on for its front
+    router_handover: bool = False
+    # TCP keepalive on every tcp connection (libzmq TCP_KEEPALIVE, _IDLE, _INTVL, _CNT)
+    tcp_keepalive: bool = True
+    tcp_keepalive_idle: float = 60.0  # seconds
+    tcp_keepalive_intvl: float = 10.0  # seconds
+    tcp_keepalive_cnt: int = 6
 
 
 class RawSocket(Protocol):

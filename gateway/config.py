@@ -166,12 +166,14 @@ def from_dict(data: dict[str, Any], source: str = "config") -> Config:
         settings: dict[str, dict[str, Any]] = {}
         for key in ("front", "back"):
             url_settings: dict[str, Any] = {}
+            family = ""
             if key not in entry:
                 err(f"{where} {key}", "missing")
                 ok = False
             elif isinstance(entry[key], str):
                 try:
-                    url_settings = parse(entry[key]).settings
+                    endpoint = parse(entry[key])
+                    url_settings, family = endpoint.settings, endpoint.family
                 except ConfigError as exc:
                     for line in str(exc).splitlines():
                         err(f"{where} {key}", line)
@@ -185,6 +187,8 @@ def from_dict(data: dict[str, Any], source: str = "config") -> Config:
             try:
                 read = options.read(value.items(), "")
                 options.merged(url_settings, read)
+                if family:
+                    options.check_family(read, family)
             except ConfigError as exc:
                 for line in str(exc).splitlines():
                     err(f"{where} {table_key}", line)

@@ -53,6 +53,32 @@ def duration(value: object) -> float:
     return float(match.group(1)) * _UNITS[match.group(2)]
 
 
+def seconds(value: object) -> float:
+    """Whole seconds (a bare number, as libzmq's TCP_KEEPALIVE_IDLE/INTVL) or with a unit
+    (``250ms``, ``2s``, ``1m``) -> seconds, at least 1 s (the kernel's granularity)."""
+    if isinstance(value, bool):
+        raise ValueError("seconds: a whole number, or 30s, 2m")
+    if isinstance(value, int | float) or str(value).strip().isdigit():
+        value = f"{value}s"
+    try:
+        result = duration(value)
+    except ValueError:
+        raise ValueError("seconds: a whole number, or 30s, 2m") from None
+    if result < 1:
+        raise ValueError("seconds: at least 1 (TCP keepalive counts whole seconds)")
+    return result
+
+
+def ttl(value: object) -> float:
+    """A duration (as :func:`duration`) that fits a ZMTP PING's TTL: at most 6553.5 s, sent in
+    tenths of a second (RFC 37)."""
+    result = duration(value)
+    if result > 6553.5:
+        raise ValueError("a duration of at most 6553.5 s (a PING carries tenths of a second in "
+                         "16 bits)")
+    return result
+
+
 def count(value: object) -> int:
     """A whole number, at least 1."""
     if isinstance(value, bool) or not isinstance(value, int | str):
@@ -105,6 +131,11 @@ class Option:
     convert: Callable[[object], Any]
     help: str
     aliases: tuple[str, ...] = ()
+    #: the wire families it applies to (``None``: every one); set on another one it is refused
+    families: frozenset[str] | None = None
+
+
+_ZMTP = frozenset({"zmtp"})
 
 
 OPTIONS: tuple[Option, ...] = (
@@ -125,10 +156,33 @@ OPTIONS: tuple[Option, ...] = (
            "on close, how long queued messages may still be sent (default 500ms)"),
     Option("backlog", "backlog", whole,
            "listen backlog of a bound endpoint (default [limits] backlog; 0: the system maximum)"),
+    Option("heartbeat_ivl", "heartbeat_ivl", duration,
+           "ZeroMQ only: send a PING on a connection that was silent this long (libzmq "
+           "HEARTBEAT_IVL; default 0: no heartbeats)", ("heartbeat",), _ZMTP),
+    Option("heartbeat_ttl", "heartbeat_ttl", ttl,
+           "ZeroMQ only: the TTL put in our PINGs, the peer closes the connection when it hears "
+           "nothing from us for this long (libzmq HEARTBEAT_TTL; default 0: none; at most "
+           "6553.5 s)", (), _ZMTP),
+    Option("heartbeat_timeout", "heartbeat_timeout", duration,
+           "ZeroMQ only: after a PING, a connection that stays silent this long is closed "
+           "(libzmq HEARTBEAT_TIMEOUT; default: heartbeat_ivl)", (), _ZMTP),
+    Option("router_handover", "router_handover", flag,
+           "ZeroMQ only: a peer reconnecting with a routing id that is still connected takes "
+           "over the old connection instead of being refused (libzmq ROUTER_HANDOVER; default "
+           "on for a bridge's front)", ("handover",), _ZMTP),
+    Option("tcp_keepalive", "tcp_keepalive", flag,
+           "TCP keepalive probes on every tcp connection (SO_KEEPALIVE; default on)"),
+    Option("tcp_keepalive_idle", "tcp_keepalive_idle", seconds,
+           "seconds of silence before the first keepalive probe (TCP_KEEPIDLE; default 60)"),
+    Option("tcp_keepalive_intvl", "tcp_keepalive_intvl", seconds,
+           "seconds between keepalive probes (TCP_KEEPINTVL; default 10)"),
+    Option("tcp_keepalive_cnt", "tcp_keepalive_cnt", count,
+           "unanswered probes before the connection is dropped (TCP_KEEPCNT; default 6)"),
 )
 
 #: every spelling (names and aliases) -> its row
 BY_NAME: dict[str, Option] = {n: o for o in OPTIONS for n in (o.name, *o.aliases)}
+_BY_FIELD: dict[str, Option] = {o.field: o for o in OPTIONS}
 
 
 def known() -> str:
@@ -169,6 +223,19 @@ def read(items: Iterable[tuple[str, object]], where: str) -> dict[str, Any]:
     return out
 
 
+def check_family(settings: Mapping[str, Any], family: str, where: str = "") -> None:
+    """Refuse settings that do not apply to the wire ``family`` (SP has no heartbeats and no
+    routing ids): one line naming them and ``where``."""
+    wrong = sorted(_name_of(f) for f in settings
+                   if (o := _BY_FIELD.get(f)) is not None and o.families is not None
+                   and family not in o.families)
+    if wrong:
+        at = f" in {where}" if where else ""
+        wire = "SP (nng/nanomsg)" if family == "sp" else family
+        raise ConfigError(f"{', '.join(wrong)}{at}: not on {wire} endpoints (SP has no "
+                          f"heartbeat and no routing ids; TCP keepalive applies: tcp_keepalive)")
+
+
 def merged(url_options: Mapping[str, Any], table: Mapping[str, Any], where: str = "") -> dict[str, Any]:
     """A URL's options with a TOML table's (already read); a setting in both is an error."""
     both = sorted(set(url_options) & set(table))
@@ -193,5 +260,5 @@ def help_text() -> str:
                                    subsequent_indent=" " * 21) for o in OPTIONS)
 
 
-__all__ = ["BY_NAME", "OPTIONS", "Option", "count", "describe", "duration", "flag", "help_text",
-           "known", "lookup", "merged", "read", "size", "whole"]
+__all__ = ["BY_NAME", "OPTIONS", "Option", "check_family", "count", "describe", "duration", "flag", "help_text",
+           "known", "lookup", "merged", "read", "seconds", "size", "ttl", "whole"]

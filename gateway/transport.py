@@ -9,6 +9,10 @@ A transport makes byte streams; the engine puts a wire codec and a pattern on to
 * ``await dial(address, protocol_factory)``: connect once, raising ``OSError`` on failure (the
   engine owns redial and backoff).
 
+A transport over TCP also takes ``keepalive=`` (a :class:`KeepAlive`, or ``None`` to leave the
+sockets as the system makes them) on both calls and applies it to every connection it makes or
+accepts; the engine passes it only to transports that take it (:func:`takes_keyword`).
+
 ``protocol_factory`` returns an ``asyncio.Protocol`` (the engine's pipe). The engine passes
 ``backlog=`` only when the user set one (``Socket(backlog=N)``), through :func:`listen`, so a
 transport written before the keyword existed keeps working with the default. Every transport passes
@@ -22,6 +26,7 @@ import asyncio
 import inspect
 import socket
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 ProtocolFactory = Callable[[], asyncio.Protocol]
@@ -42,6 +47,27 @@ class Transport(Protocol):
     async def dial(self, address: str, protocol_factory: ProtocolFactory) -> None: ...
 
 
+@dataclass(frozen=True, slots=True)
+class KeepAlive:
+    """TCP keepalive for every connection of an endpoint (libzmq's TCP_KEEPALIVE options):
+    the first probe after ``idle`` seconds of silence, then one every ``interval`` seconds;
+    ``count`` unanswered probes and the kernel drops the connection (the pipe sees a reset)."""
+
+    idle: float = 60.0
+    interval: float = 10.0
+    count: int = 6
+
+
+def set_keepalive(sock: socket.socket, keepalive: KeepAlive) -> None:
+    """SO_KEEPALIVE and, where the platform has them, TCP_KEEPIDLE/KEEPINTVL/KEEPCNT."""
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+    for name, value in (("TCP_KEEPIDLE", keepalive.idle), ("TCP_KEEPINTVL", keepalive.interval),
+                        ("TCP_KEEPCNT", keepalive.count)):
+        opt = getattr(socket, name, None)
+        if opt is not None:
+            sock.setsockopt(socket.IPPROTO_TCP, opt, max(1, round(value)))
+
+
 SOMAXCONN_PATH = "/proc/sys/net/core/somaxconn"
 
 
@@ -55,26 +81,44 @@ def default_backlog() -> int:
         return socket.SOMAXCONN
 
 
-def takes_backlog(transport: Any) -> bool:
-    """True when ``transport.listen`` accepts the ``backlog`` keyword."""
+def takes_keyword(method: Any, name: str) -> bool:
+    """True when ``method`` (a transport's ``listen`` or ``dial``) accepts the keyword ``name``."""
     try:
-        params = inspect.signature(transport.listen).parameters.values()
+        params = inspect.signature(method).parameters.values()
     except (TypeError, ValueError):
         return False
-    return any(p.name == "backlog" or p.kind is p.VAR_KEYWORD for p in params)
+    return any(p.name == name or p.kind is p.VAR_KEYWORD for p in params)
+
+
+def takes_backlog(transport: Any) -> bool:
+    """True when ``transport.listen`` accepts the ``backlog`` keyword."""
+    return takes_keyword(transport.listen, "backlog")
 
 
 def listen(transport: Any, address: str, protocol_factory: ProtocolFactory, *,
-           backlog: int | None = None) -> Listener:
+           backlog: int | None = None, keepalive: KeepAlive | None = None) -> Listener:
     """``transport.listen``, passing ``backlog`` only when it is set: a transport without the
     keyword keeps working with its default, and refuses an explicit one (``TypeError``, before
-    binding anything; ``Socket.bind`` says ``ConfigError``)."""
+    binding anything; ``Socket.bind`` says ``ConfigError``). ``keepalive`` goes to transports
+    that take it (TCP), the others have no TCP connection to keep alive."""
+    extra: dict[str, Any] = {}
+    if keepalive is not None and takes_keyword(transport.listen, "keepalive"):
+        extra["keepalive"] = keepalive
     if backlog is None:
-        return transport.listen(address, protocol_factory)
+        return transport.listen(address, protocol_factory, **extra)
     if not takes_backlog(transport):
         raise TypeError(f"transport {getattr(transport, 'scheme', transport)!r} "
                           "takes no listen backlog")
-    return transport.listen(address, protocol_factory, backlog=backlog)
+    return transport.listen(address, protocol_factory, backlog=backlog, **extra)
+
+
+async def dial(transport: Any, address: str, protocol_factory: ProtocolFactory, *,
+               keepalive: KeepAlive | None = None) -> None:
+    """``transport.dial``, with ``keepalive`` when the transport takes it (see :func:`listen`)."""
+    if keepalive is not None and takes_keyword(transport.dial, "keepalive"):
+        await transport.dial(address, protocol_factory, keepalive=keepalive)
+    else:
+        await transport.dial(address, protocol_factory)
 
 
 class ServerListener:

@@ -117,5 +117,6 @@ def parse(url: str, *, transports: frozenset[str] | None = None) -> Endpoint:
         else:
             backend = value  # which adapters exist is the plugin registry's to say
     settings = _options.read(pairs, repr(url)) if pairs else {}
+    _options.check_family(settings, wire, repr(url))
     return Endpoint(wire, transport, address, mode, backend, scheme.lower(),
                     tuple(sorted(settings.items())))

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from gateway import options
 from gateway.config import Config, Limits, from_dict, limits_from, load
 from gateway.errors import ConfigError
 
@@ -188,6 +189,18 @@ def test_bridge_option_tables_are_read_into_settings() -> None:
     assert b.back_options == {"reconnect_ivl": 0.1, "reconnect_ivl_max": 5.0}
 
 
+def test_bridge_option_table_refuses_heartbeats_on_sp() -> None:
+    data = {"bridge": [{"name": "b", "front": "@sp+tcp://127.0.0.1:5555",
+                        "back": ">zmq+tcp://127.0.0.1:6000",
+                        "front_options": {"heartbeat_ivl": "1s", "tcp_keepalive_idle": 30},
+                        "back_options": {"heartbeat_ivl": "1s"}}]}
+    with pytest.raises(ConfigError) as info:
+        from_dict(data, source="g.toml")
+    assert str(info.value).splitlines() == [
+        "g.toml: bridge 'b' front_options: heartbeat_ivl: not on SP (nng/nanomsg) endpoints (SP "
+        "has no heartbeat and no routing ids; TCP keepalive applies: tcp_keepalive)"]
+
+
 def test_bridge_option_mistakes_name_file_bridge_and_table() -> None:
     data = {"bridge": [{
         "name": "orders", "front": "@zmq+tcp://127.0.0.1:5555?hwm=3000&linger=x",
@@ -200,8 +213,8 @@ def test_bridge_option_mistakes_name_file_bridge_and_table() -> None:
         "g.toml: bridge 'orders' front: bad value 'x' for linger in "
         "'@zmq+tcp://127.0.0.1:5555?hwm=3000&linger=x': expected a duration: milliseconds, "
         "or 250ms, 2s, 1m",
-        "g.toml: bridge 'orders' front_options: unknown option 'colour' (known: backend, hwm, "
-        "maxmsgsize, reconnect_ivl, reconnect_ivl_max, handshake_ivl, linger, backlog)",
+        "g.toml: bridge 'orders' front_options: unknown option 'colour' (known: backend, "
+        f"{options.known()})",
         "g.toml: bridge 'orders' back_options: must be a table of settings, not 'fast'",
     ]
 

@@ -156,7 +156,19 @@ def test_query_settings_are_read_into_side_options_fields() -> None:
     assert parse("sp+tcp://127.0.0.1:1").settings == {}
 
 
+def test_liveness_settings_in_a_query() -> None:
+    ep = parse("zmq+tcp://127.0.0.1:5555?heartbeat=1s&heartbeat_ttl=3s&router_handover=0"
+               "&tcp_keepalive_idle=30")
+    assert ep.settings == {"heartbeat_ivl": 1.0, "heartbeat_ttl": 3.0, "router_handover": False,
+                           "tcp_keepalive_idle": 30.0}
+    assert parse("sp+tcp://127.0.0.1:1?tcp_keepalive=1&tcp_keepalive_cnt=3").settings == {
+        "tcp_keepalive": True, "tcp_keepalive_cnt": 3}
+
+
 @pytest.mark.parametrize(("url", "lines"), [
+    ("sp+tcp://h:1?heartbeat_ivl=1s", ["heartbeat_ivl in 'sp+tcp://h:1?heartbeat_ivl=1s': not "
+                                       "on SP (nng/nanomsg) endpoints"]),
+    ("nng+tcp://h:1?router_handover=1", ["router_handover in"]),
     ("zmq+tcp://h:1?hwm=0", ["bad value '0' for hwm"]),
     ("zmq+tcp://h:1?hwm=1&hwm=2", ["option hwm given twice"]),
     ("zmq+tcp://h:1?a=1&linger=soon", ["unknown option 'a'", "bad value 'soon' for linger"]),
@@ -168,4 +180,4 @@ def test_query_mistakes_all_at_once(url: str, lines: list[str]) -> None:
     got = str(info.value).splitlines()
     assert len(got) == len(lines)
     for line, want in zip(got, lines, strict=True):
-        assert line.startswith(want) and repr(url) in line
+        assert line.startswith(want) and repr(url) in line, line

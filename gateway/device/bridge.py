@@ -124,6 +124,10 @@ class Bridge:
                        spec: AdapterSpec | None) -> dict[str, Any]:
         where = f"bridge {self.name} {side}"
         settings = options.merged(ep.settings, table, where)
+        options.check_family(settings, ep.family, where)
+        if side == "back" and "router_handover" in settings:
+            raise ConfigError(f"{where}: router_handover applies to the front (the ROUTER side "
+                              f"clients connect to), not to the back")
         if spec is not None and spec.options is not None:
             ignored = set(settings) - spec.options
             if ignored:
@@ -135,7 +139,8 @@ class Bridge:
     def _options(self, front: bool) -> SideOptions:
         lim = self.limits
         base = SideOptions(max_message_size=lim.max_message_size, hop_limit=lim.hop_limit,
-                           router_mandatory=front, message_timeout=lim.message_timeout,
+                           router_mandatory=front, router_handover=front,
+                           message_timeout=lim.message_timeout,
                            backlog=lim.backlog or None)
         return replace(base, **self._settings["front" if front else "back"])
 

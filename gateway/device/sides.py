@@ -22,6 +22,7 @@ class NativeRaw:
 
     def __init__(self, kind: str, options: SideOptions, name: str = "") -> None:
         from gateway.engine.socket import Socket  # the engine loads the transport plugins
+        from gateway.transport import KeepAlive
 
         self.socket = Socket(kind, raw=True, hwm=options.hwm, ttl=options.hop_limit,
                              max_message_size=options.max_message_size,
@@ -31,6 +32,14 @@ class NativeRaw:
                              reconnect_ivl_max=options.reconnect_ivl_max,
                              handshake_timeout=options.handshake_timeout,
                              linger=options.linger,
+                             router_handover=options.router_handover,
+                             heartbeat_ivl=options.heartbeat_ivl,
+                             heartbeat_ttl=options.heartbeat_ttl,
+                             heartbeat_timeout=options.heartbeat_timeout,
+                             tcp_keepalive=KeepAlive(options.tcp_keepalive_idle,
+                                                     options.tcp_keepalive_intvl,
+                                                     options.tcp_keepalive_cnt)
+                             if options.tcp_keepalive else None,
                              name=name or f"device-x{kind.lower()}")
         self.send_msg = self.socket.send_msg
         self.recv_msg = self.socket.recv_msg

@@ -19,6 +19,15 @@ big message and stalls would otherwise pin its buffer for ever). The codec says 
 incomplete message is buffered (``codec.partial``, asked once per received chunk, not per
 message); one timer runs while it is, and is cancelled when the message completes. While
 reading is paused (our back-pressure, not the peer's fault) no deadline runs.
+
+Heartbeats (ZMTP only, libzmq's HEARTBEAT_IVL/TTL/TIMEOUT, RFC 37 PING/PONG), one timer per
+pipe and no cost per message: every ``heartbeat_ivl`` the pipe sends a PING when nothing arrived
+since the previous tick (a busy pipe needs none; with ``heartbeat_ttl`` set it always sends one,
+so that the peer's TTL sees our traffic). After a PING, a pipe that receives nothing at all for
+``heartbeat_timeout`` (default: the interval) is closed (``heartbeat-timeout``); a peer's PING
+that carries a TTL closes the pipe when nothing follows it within the TTL, as libzmq does, even
+when our own heartbeats are off. Any traffic is proof of life: ``data_received`` only counts
+chunks, and a deadline compares the count when it fires (timers are never re-armed per message).
 """
 
 from __future__ import annotations
@@ -34,7 +43,7 @@ from gateway.message import Message
 from gateway.metrics import METRICS
 from gateway.patterns import pairing
 from gateway.patterns.reqrep import SP, ZMTP
-from gateway.wire.events import HandshakeComplete, PeerError
+from gateway.wire.events import HandshakeComplete, PeerError, Ping
 from gateway.wire.sp import SpRole
 from gateway.wire.zmtp import ZmtpRole
 
@@ -137,7 +146,8 @@ class Pipe(asyncio.Protocol):
     def __init__(self, owner: PipeOwner, codec: Any, family: str, endpoint: str, *,
                  hwm: int = 1000, handshake_timeout: float = 10.0,
                  message_timeout: float | None = 10.0, name: str = "",
-                 lost: asyncio.Future[bool] | None = None) -> None:
+                 lost: asyncio.Future[bool] | None = None, heartbeat_ivl: float = 0.0,
+                 heartbeat_ttl: float = 0.0, heartbeat_timeout: float | None = None) -> None:
         self.owner = owner
         self.codec = codec
         self.family = family
@@ -169,6 +179,16 @@ class Pipe(asyncio.Protocol):
         self._timer: asyncio.TimerHandle | None = None
         self._drop_logged = -_DROP_LOG_INTERVAL
         self._drops_suppressed = 0
+        # heartbeats (see the module doc): seconds; the chunk count is the only per-read cost
+        self.heartbeat_ivl = heartbeat_ivl
+        self.heartbeat_ttl = min(round(heartbeat_ttl * 10), 0xFFFF)  # deciseconds, on the wire
+        self.heartbeat_timeout = heartbeat_ivl if heartbeat_timeout is None else heartbeat_timeout
+        self.rx_chunks = 0  # chunks received (any traffic is proof of life)
+        self._hb_seen = 0  # rx_chunks at the previous heartbeat tick
+        self._hb_tick: asyncio.TimerHandle | None = None
+        self._hb_wait: asyncio.TimerHandle | None = None  # after our PING: heartbeat_timeout
+        self._hb_wait_mark = 0
+        self._ttl_wait: asyncio.TimerHandle | None = None  # after the peer's PING: its TTL
 
     # -- asyncio.Protocol ------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -184,6 +204,7 @@ class Pipe(asyncio.Protocol):
             self.handshake_timeout, self._handshake_timeout)
 
     def data_received(self, data: bytes) -> None:
+        self.rx_chunks += 1
         self.codec.receive_data(data)
         self.process()
 
@@ -223,6 +244,7 @@ class Pipe(asyncio.Protocol):
         if self._msg_timer is not None:
             self._msg_timer.cancel()
             self._msg_timer = None
+        self._stop_heartbeats()
         self.owner.pipe_lost(self)
         if self._lost is not None and not self._lost.done():
             self._lost.set_result(self.ready)  # True: it worked for a while (the dialer resets backoff)
@@ -358,6 +380,16 @@ class Pipe(asyncio.Protocol):
                 self.routing_id = routing_id
                 self.ready = True
                 self._watch = bool(self.message_timeout) and hasattr(type(self.codec), "partial")
+                if self.heartbeat_ivl > 0 and self.family == ZMTP and hasattr(self.codec, "ping"):
+                    self._hb_seen = self.rx_chunks
+                    self._hb_tick = asyncio.get_running_loop().call_later(
+                        self.heartbeat_ivl, self._heartbeat)
+        elif isinstance(event, Ping):
+            if event.ttl and self.ready:  # the peer wants to hear from us... and we from it
+                if self._ttl_wait is not None:  # this PING is traffic: libzmq restarts the timer
+                    self._ttl_wait.cancel()
+                self._ttl_wait = asyncio.get_running_loop().call_later(
+                    event.ttl / 10, self._ttl_expired, self.rx_chunks, event.ttl / 10)
         elif isinstance(event, PeerError):
             self.abort("peer-error", event.reason)
 
@@ -385,6 +417,46 @@ class Pipe(asyncio.Protocol):
             self._msg_timer = loop.call_later(left, self._message_timeout)
             return
         self.abort("message-timeout", f"a message still incomplete after {self.message_timeout}s")
+
+    # -- heartbeats (ZMTP) ----------------------------------------------------------------------
+    def _heartbeat(self) -> None:
+        """Every ``heartbeat_ivl``: a PING when the peer was silent since the last tick (or when
+        we promise a TTL); after it, ``heartbeat_timeout`` to hear anything back."""
+        self._hb_tick = None
+        transport = self.transport
+        if self.close_reason or self._closed or transport is None or transport.is_closing():
+            return
+        loop = asyncio.get_running_loop()
+        heard = self.rx_chunks != self._hb_seen
+        self._hb_seen = self.rx_chunks
+        if not heard or self.heartbeat_ttl:
+            transport.write(self.codec.ping(self.heartbeat_ttl))
+            wait = self._hb_wait
+            if wait is not None and self.rx_chunks != self._hb_wait_mark:
+                wait.cancel()  # traffic since that PING: libzmq would have cancelled it then
+                wait = self._hb_wait = None
+            if wait is None and self.heartbeat_timeout > 0:
+                self._hb_wait_mark = self.rx_chunks
+                self._hb_wait = loop.call_later(self.heartbeat_timeout, self._heartbeat_expired)
+        self._hb_tick = loop.call_later(self.heartbeat_ivl, self._heartbeat)
+
+    def _heartbeat_expired(self) -> None:
+        self._hb_wait = None
+        if self.rx_chunks == self._hb_wait_mark and self.reading:  # paused: our back-pressure
+            self.abort("heartbeat-timeout",
+                       f"nothing received within {self.heartbeat_timeout}s of a PING")
+
+    def _ttl_expired(self, mark: int, ttl: float) -> None:
+        self._ttl_wait = None
+        if self.rx_chunks == mark and self.reading:
+            self.abort("heartbeat-timeout",
+                       f"nothing received within the peer's heartbeat TTL ({ttl}s)")
+
+    def _stop_heartbeats(self) -> None:
+        for timer in (self._hb_tick, self._hb_wait, self._ttl_wait):
+            if timer is not None:
+                timer.cancel()
+        self._hb_tick = self._hb_wait = self._ttl_wait = None
 
     def _handshake_timeout(self) -> None:
         if not self.ready:

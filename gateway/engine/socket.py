@@ -35,7 +35,7 @@ from gateway.message import Message
 from gateway.metrics import METRICS
 from gateway.patterns.reqrep import SP, Pattern, make_pattern, split_zmtp
 from gateway.plugins import WireSpec, registry
-from gateway.transport import listen, takes_backlog
+from gateway.transport import KeepAlive, dial, listen, takes_backlog
 from gateway.url import Endpoint, parse
 from gateway.wire.events import HandshakeComplete
 
@@ -90,7 +90,10 @@ class Socket:
                  message_timeout: float | None = 10.0, backlog: int | None = None,
                  reconnect_ivl: float = 0.1, reconnect_ivl_max: float = 2.0,
                  resend_interval: float = 60.0, relaxed: bool = False,
-                 router_mandatory: bool = False, name: str = "") -> None:
+                 router_mandatory: bool = False, router_handover: bool = False,
+                 heartbeat_ivl: float = 0.0, heartbeat_ttl: float = 0.0,
+                 heartbeat_timeout: float | None = None,
+                 tcp_keepalive: KeepAlive | None = KeepAlive(), name: str = "") -> None:
         self.kind = kind.upper()
         self.raw = raw
         self.pattern: Pattern = make_pattern(self.kind, raw, ttl=ttl, relaxed=relaxed,
@@ -114,6 +117,15 @@ class Socket:
         self.reconnect_ivl_max = reconnect_ivl_max
         self.resend_interval = resend_interval
         self.router_mandatory = router_mandatory
+        self.router_handover = router_handover
+        if heartbeat_ivl < 0 or heartbeat_ttl < 0 or (heartbeat_timeout or 0) < 0:
+            raise ConfigError("heartbeat_ivl, heartbeat_ttl and heartbeat_timeout must be >= 0")
+        if heartbeat_ttl > 6553.5:
+            raise ConfigError("heartbeat_ttl must be at most 6553.5 s (tenths of a second, u16)")
+        self.heartbeat_ivl = heartbeat_ivl
+        self.heartbeat_ttl = heartbeat_ttl
+        self.heartbeat_timeout = heartbeat_timeout
+        self.tcp_keepalive = tcp_keepalive
         self.name = name or f"{'x' if raw and self.kind in ('REQ', 'REP') else ''}{self.kind}"
         self.closed = False
         self._pipes: set[Pipe] = set()
@@ -155,7 +167,8 @@ class Socket:
             raise ConfigError(f"{url}: transport {ep.transport!r} takes no listen backlog")
         try:
             listener = listen(transport, ep.address,
-                              lambda: self._new_pipe(wire, transport, shown[0]), backlog=self.backlog)
+                              lambda: self._new_pipe(wire, transport, shown[0]), backlog=self.backlog,
+                              keepalive=self.tcp_keepalive)
         except OSError as exc:
             raise TransportError(f"cannot bind {url}: {exc.strerror or exc}") from exc
         self._listeners.append(listener)
@@ -178,8 +191,9 @@ class Socket:
             lost: asyncio.Future[bool] = loop.create_future()
             pause = delay * (0.5 + random.random())
             try:
-                await transport.dial(ep.address,
-                                     lambda lost=lost: self._new_pipe(wire, transport, ep.url, lost))
+                await dial(transport, ep.address,
+                           lambda lost=lost: self._new_pipe(wire, transport, ep.url, lost),
+                           keepalive=self.tcp_keepalive)
             except OSError as exc:
                 lost.cancel()
                 reason = _dial_reason(exc)
@@ -208,7 +222,9 @@ class Socket:
                            transport=transport)
         pipe = Pipe(self, codec, wire.family, endpoint, hwm=self.hwm,
                     handshake_timeout=self.handshake_timeout,
-                    message_timeout=self.message_timeout, name=self.name, lost=lost)
+                    message_timeout=self.message_timeout, name=self.name, lost=lost,
+                    heartbeat_ivl=self.heartbeat_ivl, heartbeat_ttl=self.heartbeat_ttl,
+                    heartbeat_timeout=self.heartbeat_timeout)
         if self.closed:
             pipe.close(0)  # aborts as soon as it is connected
         else:
@@ -221,9 +237,12 @@ class Socket:
             rid = _next_sp_pipe_id()
         elif event.identity and self.pattern.routed:
             rid = event.identity
-            if rid in self._routes:
-                pipe.abort("duplicate-identity", repr(rid))
-                return None
+            old = self._routes.get(rid)
+            if old is not None:
+                if not self.router_handover:
+                    pipe.abort("duplicate-identity", repr(rid))
+                    return None
+                self._hand_over(old, pipe)
         else:
             self._last_zmtp_id = (self._last_zmtp_id + 1) & 0xFFFFFFFF
             rid = b"\x00" + self._last_zmtp_id.to_bytes(4, "big")
@@ -233,6 +252,19 @@ class Socket:
                  socket=self.name)
         self._wake_senders()
         return rid
+
+    def _hand_over(self, old: Pipe, new: Pipe) -> None:
+        """ROUTER_HANDOVER as libzmq does it (router.cpp ``identify_peer``): the old pipe gets a
+        fresh integral id (so that its loss touches nothing of the routing id's) and is closed;
+        the caller gives the routing id to ``new``."""
+        rid = old.routing_id
+        del self._routes[rid]
+        self._last_zmtp_id = (self._last_zmtp_id + 1) & 0xFFFFFFFF
+        old.routing_id = b"\x00" + self._last_zmtp_id.to_bytes(4, "big")
+        self._routes[old.routing_id] = old
+        with contextlib.suppress(ValueError):
+            self._out.remove(old)  # nothing more goes out on it
+        old.abort("handover", f"routing id {rid!r} taken over by {new.peer or 'a new peer'}")
 
     def pipe_lost(self, pipe: Pipe) -> None:
         self._pipes.discard(pipe)

@@ -1,4 +1,9 @@
-"""TCP transport: ``zmq+tcp://host:port``, ``sp+tcp://host:port`` (port 0 or * = ephemeral)."""
+"""TCP transport: ``zmq+tcp://host:port``, ``sp+tcp://host:port`` (port 0 or * = ephemeral).
+
+``keepalive=`` (a :class:`gateway.transport.KeepAlive`) turns on TCP keepalive for every
+connection, dialled or accepted, before the engine's pipe sees it (the protocol factory is
+wrapped: no platform's inheritance rules from the listening socket are relied on).
+"""
 
 from __future__ import annotations
 
@@ -6,7 +11,13 @@ import asyncio
 import socket
 
 from gateway.hookspecs import hookimpl
-from gateway.transport import ProtocolFactory, ServerListener, default_backlog
+from gateway.transport import (
+    KeepAlive,
+    ProtocolFactory,
+    ServerListener,
+    default_backlog,
+    set_keepalive,
+)
 from gateway.url import split_host_port
 
 
@@ -14,7 +25,7 @@ class TcpTransport:
     scheme = "tcp"
 
     def listen(self, address: str, protocol_factory: ProtocolFactory, *,
-               backlog: int | None = None) -> ServerListener:
+               backlog: int | None = None, keepalive: KeepAlive | None = None) -> ServerListener:
         host, port = split_host_port(address)
         if host == "*":
             host = "0.0.0.0"
@@ -30,11 +41,40 @@ class TcpTransport:
             raise
         real_host, real_port = sock.getsockname()[:2]
         shown = f"[{real_host}]" if family == socket.AF_INET6 else real_host
+        if keepalive is not None:
+            protocol_factory = _keeping_alive(protocol_factory, keepalive)
         return ServerListener(sock, f"{shown}:{real_port}", protocol_factory)
 
-    async def dial(self, address: str, protocol_factory: ProtocolFactory) -> None:
+    async def dial(self, address: str, protocol_factory: ProtocolFactory, *,
+                   keepalive: KeepAlive | None = None) -> None:
         host, port = split_host_port(address)
-        await asyncio.get_running_loop().create_connection(protocol_factory, host, port)
+        loop = asyncio.get_running_loop()
+        if keepalive is None:
+            await loop.create_connection(protocol_factory, host, port)
+            return
+        await loop.create_connection(_keeping_alive(protocol_factory, keepalive), host, port)
+
+
+def _keeping_alive(protocol_factory: ProtocolFactory, keepalive: KeepAlive) -> ProtocolFactory:
+    """Protocols whose transport gets ``keepalive`` before the protocol sees the connection."""
+
+    def make() -> asyncio.Protocol:
+        protocol = protocol_factory()
+        made = protocol.connection_made
+
+        def connection_made(transport: asyncio.BaseTransport) -> None:
+            sock = transport.get_extra_info("socket")
+            if sock is not None:
+                try:
+                    set_keepalive(sock, keepalive)
+                except OSError:  # the connection is already gone: the protocol will see it
+                    pass
+            made(transport)
+
+        protocol.connection_made = connection_made  # type: ignore[method-assign]
+        return protocol
+
+    return make
 
 
 @hookimpl
