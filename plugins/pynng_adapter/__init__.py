@@ -143,12 +143,15 @@ def _lib_listen(sock: Any, url: str) -> str:
     return f"{m.group(1)}{m.group(2)}:{bound}"
 
 
-def _open(kind: str, raw: bool, recv_max_size: int, **kwargs: Any) -> tuple[str, Any]:
+def _open(kind: str, raw: bool, recv_max_size: int, *, tcp_keepalive: bool = True,
+          **kwargs: Any) -> tuple[str, Any]:
     k = _KINDS.get(kind.upper())
     if k is None or not raw:
         raise ConfigError(f"pynng adapter: no raw socket of kind {kind!r} (raw={raw})")
     cls, opener = _OPENERS[k]
-    return k, cls(opener=opener, recv_max_size=recv_max_size, **kwargs)
+    sock = cls(opener=opener, recv_max_size=recv_max_size, **kwargs)
+    sock.tcp_keepalive = tcp_keepalive  # NNG_OPT_TCP_KEEPALIVE, before any dialer or listener
+    return k, sock
 
 
 def _set_ttl(sock: Any, ttl: int | None) -> None:
@@ -206,10 +209,11 @@ class PynngRawSocket:
         send_buffer: int = 1000,
         ttl: int | None = None,
         reconnect: tuple[float, float] = (0.1, 2.0),
+        tcp_keepalive: bool = True,
     ) -> None:
         self.kind, self._sock = _open(kind, raw, recv_max_size,
                                       send_buffer_size=min(send_buffer, 8192),
-                                      **_reconnect(reconnect))
+                                      tcp_keepalive=tcp_keepalive, **_reconnect(reconnect))
         _set_ttl(self._sock, ttl)
         # replies: nng takes them, then drops one silently when the client's pipe queue is full
         self.confirms_delivery = self.kind == "REQ"
@@ -387,8 +391,10 @@ class PynngRawSocket:
 
 
 #: the endpoint settings (``gateway.options``) this adapter hands to nng (nng has no handshake
-#: deadline, no linger and no listen backlog setting)
-HONOURED = frozenset({"hwm", "max_message_size", "reconnect_ivl", "reconnect_ivl_max"})
+#: deadline, no linger and no listen backlog setting; its TCP keepalive is on or off, with the
+#: system's timings: no tcp_keepalive_idle/intvl/cnt)
+HONOURED = frozenset({"hwm", "max_message_size", "reconnect_ivl", "reconnect_ivl_max",
+                      "tcp_keepalive"})
 
 
 def _reconnect(ivl: tuple[float, float]) -> dict[str, int]:
@@ -399,7 +405,8 @@ def _reconnect(ivl: tuple[float, float]) -> dict[str, int]:
 def open_async(kind: str, options: SideOptions) -> PynngRawSocket:
     return PynngRawSocket(kind, hwm=options.hwm, recv_max_size=options.max_message_size,
                           ttl=options.hop_limit if kind.upper() in ("REP", "ROUTER") else None,
-                          reconnect=(options.reconnect_ivl, options.reconnect_ivl_max))
+                          reconnect=(options.reconnect_ivl, options.reconnect_ivl_max),
+                          tcp_keepalive=options.tcp_keepalive)
 
 
 class NngPolled:
@@ -409,6 +416,7 @@ class NngPolled:
     def __init__(self, kind: str, options: SideOptions) -> None:
         self.kind, self._pynng = _open(kind, True, options.max_message_size,
                                        send_buffer_size=min(options.hwm, 8192),
+                                       tcp_keepalive=options.tcp_keepalive,
                                        **_reconnect((options.reconnect_ivl,
                                                      options.reconnect_ivl_max)))
         _set_ttl(self._pynng, options.hop_limit if self.kind == "REP" else None)

@@ -301,7 +301,9 @@ def _ms(seconds: float) -> int:
 
 #: the endpoint settings (``gateway.options``) this adapter hands to libzmq
 HONOURED = frozenset({"hwm", "max_message_size", "reconnect_ivl", "reconnect_ivl_max",
-                      "handshake_timeout", "linger", "backlog"})
+                      "handshake_timeout", "linger", "backlog", "heartbeat_ivl",
+                      "heartbeat_ttl", "heartbeat_timeout", "router_handover", "tcp_keepalive",
+                      "tcp_keepalive_idle", "tcp_keepalive_intvl", "tcp_keepalive_cnt"})
 
 
 def _options(kind: str, options: SideOptions) -> dict[int, int | bytes]:
@@ -311,7 +313,20 @@ def _options(kind: str, options: SideOptions) -> dict[int, int | bytes]:
         zmq.RECONNECT_IVL_MAX: _ms(options.reconnect_ivl_max),
         zmq.HANDSHAKE_IVL: _ms(options.handshake_timeout),
         zmq.LINGER: _ms(options.linger),
+        zmq.TCP_KEEPALIVE: 1 if options.tcp_keepalive else 0,
     }
+    if options.tcp_keepalive:  # libzmq counts these in seconds
+        opts[zmq.TCP_KEEPALIVE_IDLE] = max(1, round(options.tcp_keepalive_idle))
+        opts[zmq.TCP_KEEPALIVE_INTVL] = max(1, round(options.tcp_keepalive_intvl))
+        opts[zmq.TCP_KEEPALIVE_CNT] = options.tcp_keepalive_cnt
+    if options.heartbeat_ivl:
+        opts[zmq.HEARTBEAT_IVL] = _ms(options.heartbeat_ivl)
+        if options.heartbeat_timeout is not None:
+            opts[zmq.HEARTBEAT_TIMEOUT] = _ms(options.heartbeat_timeout)
+    if options.heartbeat_ttl:
+        opts[zmq.HEARTBEAT_TTL] = _ms(options.heartbeat_ttl)
+    if kind == "REP" and options.router_handover:
+        opts[zmq.ROUTER_HANDOVER] = 1  # a reconnecting client with a known id takes over
     if options.backlog:
         opts[zmq.BACKLOG] = options.backlog
     if kind == "REP" and options.router_mandatory:
