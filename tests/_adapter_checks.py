@@ -22,6 +22,28 @@ from gateway.errors import TransportError
 from gateway.message import Message
 
 
+def keepalive_timers(port: int, timeout: float = 5.0) -> list[str]:
+    """The ``ss`` timers of the established TCP connections on local port ``port`` (a listener's
+    accepted ones): ``"keepalive,29sec,0"`` where the kernel runs keepalive, ``""`` where not.
+    Waits (bounded) until there is at least one connection."""
+    import re
+    import shutil
+    import subprocess
+    import time
+
+    if shutil.which("ss") is None:
+        pytest.skip("ss (iproute2) is not installed")
+    deadline = time.monotonic() + timeout
+    while True:
+        out = subprocess.run(["ss", "-tnoH", "state", "established", f"( sport = :{port} )"],
+                             capture_output=True, text=True, timeout=5).stdout
+        lines = [line for line in out.splitlines() if line.strip()]
+        if lines or time.monotonic() > deadline:
+            return [(m.group(1) if (m := re.search(r"timer:\(([^)]*)\)", line)) else "")
+                    for line in lines]
+        time.sleep(0.05)
+
+
 def run(coro: Coroutine[Any, Any, Any]) -> Any:
     """``asyncio.run`` bounded to 20 s."""
     return asyncio.run(asyncio.wait_for(coro, 20))

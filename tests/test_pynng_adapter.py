@@ -12,10 +12,17 @@ import pynng
 import pytest
 import zmq
 import zmq.asyncio
-from _adapter_checks import check_bind_returns_real_port, registered_adapters, relay, run
+from _adapter_checks import (
+    check_bind_returns_real_port,
+    keepalive_timers,
+    registered_adapters,
+    relay,
+    run,
+)
 from gateway_plugins.pynng_adapter import PynngRawSocket, _to_message
 from gateway_plugins.pyzmq_adapter import PyzmqRawSocket
 
+from gateway.adapter import SideOptions
 from gateway.envelope import (
     TokenTable,
     sp_to_zmtp_reply,
@@ -313,3 +320,18 @@ def test_device_preview_zmq_clients_to_nng_rep() -> None:
         ctx.destroy(linger=0)
 
     run(main())
+
+
+@pytest.mark.parametrize("on", [True, False])
+def test_tcp_keepalive_reaches_nng(on: bool) -> None:
+    """nng has TCP keepalive on or off only (NNG_OPT_TCP_KEEPALIVE; the kernel's timings)."""
+    s = pynng_adapter.open_async("REP", SideOptions(tcp_keepalive=on))
+    url = s.bind("tcp://127.0.0.1:0")
+    c = pynng.Req0()
+    try:
+        c.dial(url, block=True)
+        (timer,) = keepalive_timers(int(url.rsplit(":", 1)[1]))
+        assert timer.startswith("keepalive,") if on else not timer.startswith("keepalive")
+    finally:
+        c.close()
+        s.close()

@@ -9,10 +9,17 @@ import pynng
 import pytest
 import zmq
 import zmq.asyncio
-from _adapter_checks import check_bind_returns_real_port, registered_adapters, relay, run
+from _adapter_checks import (
+    check_bind_returns_real_port,
+    keepalive_timers,
+    registered_adapters,
+    relay,
+    run,
+)
 from gateway_plugins.pynng_adapter import PynngRawSocket
 from gateway_plugins.pyzmq_adapter import PyzmqRawSocket
 
+from gateway.adapter import SideOptions
 from gateway.envelope import sp_to_zmtp, zmtp_to_sp_reply
 from gateway.errors import Closed, ConfigError
 from gateway.message import Message
@@ -54,6 +61,70 @@ def test_kinds(ctx) -> None:  # type: ignore[no-untyped-def]
 
 def test_bind_returns_real_port(ctx) -> None:  # type: ignore[no-untyped-def]
     check_bind_returns_real_port(lambda: PyzmqRawSocket("ROUTER", context=ctx))
+
+
+def test_liveness_options_reach_libzmq() -> None:
+    opts = SideOptions(heartbeat_ivl=0.2, heartbeat_ttl=1.0, heartbeat_timeout=0.6,
+                       router_handover=True, tcp_keepalive_idle=30, tcp_keepalive_intvl=5,
+                       tcp_keepalive_cnt=3)
+    s = pyzmq_adapter.open_async("REP", opts)
+    try:
+        get = s._sock.getsockopt
+        assert (get(zmq.HEARTBEAT_IVL), get(zmq.HEARTBEAT_TTL), get(zmq.HEARTBEAT_TIMEOUT)) == (
+            200, 1000, 600)
+        assert (get(zmq.TCP_KEEPALIVE), get(zmq.TCP_KEEPALIVE_IDLE),
+                get(zmq.TCP_KEEPALIVE_INTVL), get(zmq.TCP_KEEPALIVE_CNT)) == (1, 30, 5, 3)
+    finally:
+        s.close()
+    # ROUTER_HANDOVER cannot be read back from libzmq: the option table says it
+    assert pyzmq_adapter._options("REP", opts)[zmq.ROUTER_HANDOVER] == 1
+    assert zmq.ROUTER_HANDOVER not in pyzmq_adapter._options("REQ", opts)
+    assert zmq.ROUTER_HANDOVER not in pyzmq_adapter._options("REP", SideOptions())
+    off = pyzmq_adapter._options("REP", SideOptions(tcp_keepalive=False))
+    assert off[zmq.TCP_KEEPALIVE] == 0 and zmq.HEARTBEAT_IVL not in off
+
+
+def test_accepted_connections_keep_alive() -> None:
+    async def main() -> None:
+        s = pyzmq_adapter.open_async("REP", SideOptions(tcp_keepalive_idle=30))
+        url = s.bind("tcp://127.0.0.1:0")
+        c = zmq.Context.instance().socket(zmq.DEALER)
+        c.linger = 0
+        c.connect(url)
+        try:
+            (timer,) = keepalive_timers(int(url.rsplit(":", 1)[1]))
+            assert timer.startswith("keepalive,") and ("29sec" in timer or "30sec" in timer)
+        finally:
+            c.close(0)
+            s.close()
+
+    run(main())
+
+
+def test_router_handover_on_the_adapter_front(ctx) -> None:  # type: ignore[no-untyped-def]
+    """libzmq's own ROUTER_HANDOVER: the second DEALER named "alice" takes the id over."""
+
+    async def main() -> None:
+        s = pyzmq_adapter.open_async("REP", SideOptions(router_handover=True))
+        url = s.bind("tcp://127.0.0.1:0")
+        first, second = ctx.socket(zmq.DEALER), ctx.socket(zmq.DEALER)
+        for c in (first, second):
+            c.linger = 0
+            c.setsockopt(zmq.ROUTING_ID, b"alice")
+        first.connect(url)
+        await first.send(b"from the first")
+        assert (await asyncio.wait_for(s.recv_msg(), T)).body == (b"from the first",)
+        second.connect(url)
+        await second.send(b"from the second")
+        msg = await asyncio.wait_for(s.recv_msg(), T)
+        assert msg == Message((b"alice",), (b"from the second",))
+        await asyncio.wait_for(s.send_msg(Message((b"alice",), (b"reply",))), T)
+        assert await asyncio.wait_for(second.recv(), T) == b"reply"
+        for c in (first, second):
+            c.close(0)
+        s.close()
+
+    run(main())
 
 
 def test_router_with_req_client(ctx) -> None:  # type: ignore[no-untyped-def]
