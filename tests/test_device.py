@@ -28,6 +28,7 @@ from gateway.errors import ConfigError
 from gateway.message import Message
 from gateway.metrics import METRICS
 from gateway.plugins import manager
+from gateway.transport import KeepAlive
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -712,6 +713,52 @@ def test_endpoint_settings_reach_each_side() -> None:
             bridge.close()
 
     asyncio.run(scenario())
+
+
+def test_liveness_settings_reach_each_side() -> None:
+    """The front hands routing ids over by default and takes the heartbeat settings; the back
+    (a DEALER) has no handover; keepalive reaches both."""
+
+    async def scenario() -> None:
+        bridge = Bridge("@zmq+tcp://127.0.0.1:0?heartbeat=200&heartbeat_ttl=1s",
+                        ">zmq+tcp://127.0.0.1:1", name=_name(),
+                        back_options={"tcp_keepalive_idle": 30, "heartbeat_timeout": 0.5})
+        bridge.open()
+        try:
+            front, back = bridge._front.socket, bridge._back.socket
+            assert (front.router_handover, front.heartbeat_ivl, front.heartbeat_ttl) == (
+                True, 0.2, 1.0)
+            assert front.tcp_keepalive == KeepAlive(60, 10, 6)
+            assert (back.router_handover, back.heartbeat_timeout) == (False, 0.5)
+            assert back.tcp_keepalive == KeepAlive(30, 10, 6)
+        finally:
+            bridge.close()
+        off = Bridge("@zmq+tcp://127.0.0.1:0?router_handover=0&tcp_keepalive=0",
+                     ">sp+tcp://127.0.0.1:1", name=_name())
+        off.open()
+        try:
+            assert off._front.socket.router_handover is False
+            assert off._front.socket.tcp_keepalive is None
+        finally:
+            off.close()
+
+    asyncio.run(scenario())
+
+
+@pytest.mark.parametrize(("front", "back", "back_table", "message"), [
+    ("@sp+tcp://127.0.0.1:0?heartbeat_ivl=1s", ">zmq+tcp://127.0.0.1:1", {},
+     "heartbeat_ivl in '@sp\\+tcp://127.0.0.1:0\\?heartbeat_ivl=1s': not on SP"),
+    ("@zmq+tcp://127.0.0.1:0", ">sp+tcp://127.0.0.1:1", {"heartbeat_ttl": 1.0},
+     "heartbeat_ttl in bridge b back: not on SP"),
+    ("@zmq+tcp://127.0.0.1:0", ">zmq+tcp://127.0.0.1:1", {"router_handover": True},
+     "bridge b back: router_handover applies to the front"),
+    ("@zmq+tcp://127.0.0.1:0", ">sp+tcp://127.0.0.1:1?backend=pynng",
+     {"tcp_keepalive_idle": 30.0}, "backend pynng does not support tcp_keepalive_idle"),
+])
+def test_liveness_settings_where_they_cannot_apply_are_refused(
+        front: str, back: str, back_table: dict[str, object], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        Bridge(front, back, name="b", back_options=back_table)
 
 
 @pytest.mark.parametrize(("back", "table", "message"), [

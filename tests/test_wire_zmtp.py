@@ -412,6 +412,34 @@ def test_pong_event() -> None:
     assert codec.next_event() == Pong(context=b"xy")
 
 
+# RFC 37 (ZMTP 3.1) "Connection Heartbeating": ping = command-size %d4 "PING" ping-ttl
+# ping-context; ping-ttl = 2OCTET (network order, tenths of a second); ping-context = 0*16OCTET;
+# pong = command-size %d4 "PONG" ping-context. libzmq's HEARTBEAT_TTL 6553500 ms = 0xFFFF.
+@pytest.mark.parametrize(("wire", "ttl", "context", "pong"), [
+    ("0407 0450494e47 ffff", 0xFFFF, b"", "0405 04504f4e47"),
+    ("0417 0450494e47 0001 " + "41" * 16, 1, b"A" * 16, "0415 04504f4e47" + "41" * 16),
+])
+def test_ping_pong_bytes_both_ways(wire: str, ttl: int, context: bytes, pong: str) -> None:
+    assert opened().ping(ttl, context) == bytes.fromhex(wire)
+    peer = opened()
+    peer.receive_data(bytes.fromhex(wire))
+    assert peer.next_event() == Ping(ttl=ttl, context=context)
+    assert peer.data_to_send() == bytes.fromhex(pong)
+
+
+@pytest.mark.parametrize("ttl", [-1, 0x10000])
+def test_ping_ttl_must_fit_16_bits(ttl: int) -> None:
+    with pytest.raises(LocalProtocolError):
+        opened().ping(ttl)
+
+
+def test_ping_without_ttl_is_malformed() -> None:
+    codec = opened()
+    codec.receive_data(b"\x04\x06\x04PING\x00")  # one TTL byte of two
+    with pytest.raises(RemoteProtocolError, match="PING"):
+        codec.next_event()
+
+
 @pytest.mark.parametrize("ready_first", [True, False])
 def test_error_command(ready_first: bool) -> None:
     codec = opened() if ready_first else zmtp_codec("REQ")
