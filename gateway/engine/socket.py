@@ -19,6 +19,7 @@ import errno
 import random
 from collections import deque
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from gateway.engine.pipe import Pipe, check_body, make_codec
@@ -48,6 +49,9 @@ def _next_sp_pipe_id() -> bytes:
     _RUNNING_PIPE_IDS[0] = (_RUNNING_PIPE_IDS[0] + 1) & 0x7FFFFFFF or 1
     return _RUNNING_PIPE_IDS[0].to_bytes(4, "big")
 
+
+#: TCP keepalive of every TCP pipe unless told otherwise: idle 60 s, probes every 10 s, 6 probes
+DEFAULT_KEEPALIVE = KeepAlive()
 
 #: Seconds between two warnings about failed dials to one endpoint (the counter is exact).
 DIAL_WARN_INTERVAL = 10.0
@@ -93,7 +97,7 @@ class Socket:
                  router_mandatory: bool = False, router_handover: bool = False,
                  heartbeat_ivl: float = 0.0, heartbeat_ttl: float = 0.0,
                  heartbeat_timeout: float | None = None,
-                 tcp_keepalive: KeepAlive | None = KeepAlive(), name: str = "") -> None:
+                 tcp_keepalive: KeepAlive | None = DEFAULT_KEEPALIVE, name: str = "") -> None:
         self.kind = kind.upper()
         self.raw = raw
         self.pattern: Pattern = make_pattern(self.kind, raw, ttl=ttl, relaxed=relaxed,
@@ -191,9 +195,9 @@ class Socket:
             lost: asyncio.Future[bool] = loop.create_future()
             pause = delay * (0.5 + random.random())
             try:
-                await dial(transport, ep.address,
-                           lambda lost=lost: self._new_pipe(wire, transport, ep.url, lost),
-                           keepalive=self.tcp_keepalive)
+                factory: Callable[[], Pipe] = partial(self._new_pipe, wire, transport, ep.url,
+                                                      lost)
+                await dial(transport, ep.address, factory, keepalive=self.tcp_keepalive)
             except OSError as exc:
                 lost.cancel()
                 reason = _dial_reason(exc)
