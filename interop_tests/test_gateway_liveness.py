@@ -183,26 +183,34 @@ def _half_open(port: int, routing_id: bytes) -> socket.socket:
     return s
 
 
-@pytest.mark.parametrize("handover", [True, False], ids=["handover", "handover-off"])
-def test_half_open_routing_id_is_taken_over_at_once(handover: bool) -> None:
-    with bridge_to_nng("" if handover else "?router_handover=0") as (gw, _server):
+@pytest.mark.parametrize(("handover", "query"), [
+    (True, ""), (False, "?router_handover=0"),
+    (True, "?backend=pyzmq"),  # libzmq's own ROUTER_HANDOVER on the adapter front
+], ids=["handover", "handover-off", "pyzmq-front"])
+def test_half_open_routing_id_is_taken_over_at_once(handover: bool, query: str) -> None:
+    with bridge_to_nng(query) as (gw, _server):
         stale = _half_open(port_of(gw.front), b"client-9")
         ctx = zmq.Context()
         req = ctx.socket(zmq.REQ)
         req.linger = 0
         req.setsockopt(zmq.ROUTING_ID, b"client-9")
         try:
-            gw.wait_metric("gateway_peers", 1, side="front")
+            if "pyzmq" in query:  # libzmq's async face cannot count peers: give it a moment
+                time.sleep(0.3)
+            else:
+                gw.wait_metric("gateway_peers", 1, side="front")
             req.connect(gw.front.replace("zmq+", "").split("?")[0])
             req.send(b"hello")
             if handover:
                 assert req.poll(3000, zmq.POLLIN), f"not served\n{gw.stderr}"
                 assert req.recv() == b"re:hello"
-                gw.wait_metric("gateway_pipes_closed_total", 1, reason="handover")
-                stale.settimeout(5)
-                with contextlib.suppress(ConnectionResetError):
-                    while stale.recv(4096):  # the gateway closed the stale connection
-                        pass
+                if "pyzmq" not in query:  # libzmq hands over without a word, and keeps the
+                    # old TCP connection open (its pipe is terminated, not the connection)
+                    gw.wait_metric("gateway_pipes_closed_total", 1, reason="handover")
+                    stale.settimeout(5)
+                    with contextlib.suppress(ConnectionResetError):
+                        while stale.recv(4096):  # the gateway closed the stale connection
+                            pass
             else:
                 assert not req.poll(1500, zmq.POLLIN)
                 gw.wait_metric("gateway_pipes_closed_total", 1, reason="duplicate-identity")
