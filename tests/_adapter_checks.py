@@ -38,9 +38,12 @@ def keepalive_timers(port: int, timeout: float = 5.0) -> list[str]:
         out = subprocess.run(["ss", "-tnoH", "state", "established", f"( sport = :{port} )"],
                              capture_output=True, text=True, timeout=5).stdout
         lines = [line for line in out.splitlines() if line.strip()]
-        if lines or time.monotonic() > deadline:
-            return [(m.group(1) if (m := re.search(r"timer:\(([^)]*)\)", line)) else "")
-                    for line in lines]
+        timers = [(m.group(1) if (m := re.search(r"timer:\(([^)]*)\)", line)) else "")
+                  for line in lines]
+        # "on,...": a retransmission timer while data is in flight hides the keepalive one
+        settled = lines and not any(t.startswith("on,") for t in timers)
+        if settled or time.monotonic() > deadline:
+            return timers
         time.sleep(0.05)
 
 
