@@ -14,7 +14,12 @@ A cell = (client impl, client type, server impl, server type, wire/transport, ro
   handshakes), so such pairs are not cells; the gateway cells are the cross-wire ones.
 * ``route``: ``direct`` or ``gateway:<front backend>-><back backend>`` with backends
   ``pyzmq``/``native`` on a ZMTP side and ``pynng``/``native`` on an SP side.
-* shapes: ``small`` (100 B), ``empty`` (0 B), ``64k`` (65 536 B), ``oversize`` (1 MiB + 1 KiB).
+* shapes: ``small`` (100 B), ``empty`` (0 B), ``64k`` (65 536 B), ``oversize`` (1 MiB + 1 KiB),
+  and ``heartbeat`` (ZMTP liveness): every ZMTP socket of the cell, the gateway's included,
+  sends heartbeats (``HEARTBEAT``: libzmq's HEARTBEAT_IVL/TIMEOUT, the native engine's
+  ``heartbeat_ivl``/``heartbeat_timeout``); two 100-byte exchanges with ``HEARTBEAT_IDLE``
+  seconds of silence between them, and no connection may drop meanwhile (each side's PINGs
+  answered by the other implementation).
 
 Expected outcome (``expected(cell)``) is derived, never listed by hand:
 
@@ -73,7 +78,13 @@ SHAPES: dict[str, int] = {
     "empty": 0,
     "64k": 64 * 1024,
     "oversize": MIB + 1024,
+    "heartbeat": 100,
 }
+#: the shapes that only differ in size (every legal pairing gets them)
+DATA_SHAPES = ("small", "empty", "64k", "oversize")
+#: heartbeat cells: interval and timeout (milliseconds) on every ZMTP socket, idle seconds
+HEARTBEAT = {"ivl_ms": 50, "timeout_ms": 250}
+HEARTBEAT_IDLE = 1.0
 
 
 #: Default maximum *received* message size per implementation, in bytes (None: no limit).
@@ -201,6 +212,8 @@ class Cell:
     def validate(self) -> None:
         if self.shape not in SHAPES:
             raise ValueError(f"unknown shape {self.shape!r}")
+        if self.shape == "heartbeat" and "zmq" not in (self.client_wire, self.server_wire):
+            raise ValueError("a heartbeat cell needs a ZeroMQ side (SP has no heartbeat)")
         for side in ("client", "server"):
             impl, kind = self.impl_of(side), self.type_of(side)
             wire = self.client_wire if side == "client" else self.server_wire
@@ -311,7 +324,7 @@ def _gw(cw: str, sw: str, net: str, fb: str, bb: str, ci: str, ct: str, si: str,
 def _shapes_for(cell: Cell) -> tuple[str, ...]:
     """Every shape for legal pairings where the client asks; one shape for the others."""
     if all(ok for _, ok in hops_legal(cell)) and cell.requester == "client":
-        return tuple(SHAPES)
+        return DATA_SHAPES
     return ("small",)
 
 
@@ -376,7 +389,7 @@ def all_cells() -> list[Cell]:
             cells += [_direct("zmq", "tcp", ci, si, ct, st, s) for s in _shapes_for(base)]
     # direct ZMTP, ipc: the main pairings
     for ci, si in product(ZMTP_IMPLS, repeat=2):
-        cells += [_direct("zmq", "ipc", ci, si, "REQ", "REP", s) for s in SHAPES]
+        cells += [_direct("zmq", "ipc", ci, si, "REQ", "REP", s) for s in DATA_SHAPES]
         cells += [_direct("zmq", "ipc", ci, si, "DEALER", "ROUTER", "small"),
                   _direct("zmq", "ipc", ci, si, "REQ", "REQ", "small")]
     # direct SP, tcp: every impl pair x every ordered type pair
@@ -398,9 +411,25 @@ def all_cells() -> list[Cell]:
     assert len(set(cells)) == len(cells), "duplicate cells"
     # the CI and demo selections are part of the matrix, whatever the loops above chose
 
+    cells += heartbeat_cells()
     cells = list(dict.fromkeys(cells + ci_cells() + small_selection()))
     for c in cells:
         c.validate()
+    return cells
+
+
+def heartbeat_cells() -> list[Cell]:
+    """ZMTP liveness: native and libzmq heartbeats against each other, directly and through
+    the gateway on every route with a ZeroMQ side (both backends)."""
+    cells = [_direct("zmq", "tcp", ci, si, ct, st, "heartbeat")
+             for ci, si in product(ZMTP_IMPLS, repeat=2)
+             for ct, st in (("REQ", "REP"), ("DEALER", "ROUTER"))]
+    for cw, sw in product(WIRES, repeat=2):
+        if "zmq" not in (cw, sw):
+            continue
+        for fb, bb in product(BACKENDS[cw], BACKENDS[sw]):
+            cells.append(_gw(cw, sw, "tcp", fb, bb, *GW_DEFAULT_CLIENT[cw],
+                             *GW_DEFAULT_SERVER[sw], "heartbeat"))
     return cells
 
 
@@ -450,6 +479,10 @@ def ci_cells() -> list[Cell]:
         _gw("sp", "zmq", "tcp", "pynng", "pyzmq", "nng", "REQ", "libzmq", "REQ", "small"),  # bad server
         _gw("zmq", "sp", "tcp", "pyzmq", "pynng", "libzmq", "REQ", "nng", "REP", "oversize"),
         _gw("sp", "zmq", "ipc", "pynng", "pyzmq", "nng", "REQ", "libzmq", "REP", "small"),
+        _direct("zmq", "tcp", "libzmq", "native", "DEALER", "ROUTER", "heartbeat"),
+        _direct("zmq", "tcp", "native", "libzmq", "REQ", "REP", "heartbeat"),
+        _gw("zmq", "sp", "tcp", "native", "native", "libzmq", "REQ", "nng", "REP", "heartbeat"),
+        _gw("sp", "zmq", "tcp", "native", "native", "nng", "REQ", "libzmq", "REP", "heartbeat"),
     ]
     for c in cells:
         c.validate()

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gateway.matrix.cells import HEARTBEAT
 from gateway.testing.procs import child_env, free_port, lib_url
 
 SERVER_ID = b"srv"  # routing id announced by DEALER/ROUTER servers, so ROUTER clients can address them
@@ -99,7 +100,7 @@ def _remaining(deadline: float) -> float:
 # -- libzmq (pyzmq) ----------------------------------------------------------------------------
 class ZmqPeer(Peer):
     def __init__(self, impl: str, kind: str, wire: str, side: str, workdir: str = "",
-                 connect_routing_id: bytes | None = None) -> None:
+                 connect_routing_id: bytes | None = None, heartbeat: bool = False) -> None:
         super().__init__(impl, kind, wire, side, workdir)
         import zmq
 
@@ -107,6 +108,9 @@ class ZmqPeer(Peer):
         self.ctx = zmq.Context(io_threads=1)
         self.sock = self.ctx.socket(getattr(zmq, kind))
         self.sock.linger = 0
+        if heartbeat:
+            self.sock.setsockopt(zmq.HEARTBEAT_IVL, HEARTBEAT["ivl_ms"])
+            self.sock.setsockopt(zmq.HEARTBEAT_TIMEOUT, HEARTBEAT["timeout_ms"])
         if kind in ("DEALER", "ROUTER") and side == "server":
             self.sock.setsockopt(zmq.ROUTING_ID, SERVER_ID)
         if kind == "ROUTER":
@@ -385,8 +389,10 @@ class NngPeer(Peer):
 class NativePeer(Peer):
     """``gateway.Socket`` on its own asyncio loop thread."""
 
-    def __init__(self, impl: str, kind: str, wire: str, side: str, workdir: str = "") -> None:
+    def __init__(self, impl: str, kind: str, wire: str, side: str, workdir: str = "",
+                 heartbeat: bool = False) -> None:
         super().__init__(impl, kind, wire, side, workdir)
+        self.heartbeat = heartbeat
         self.loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self.loop.run_forever, name=f"native-{side}",
                                         daemon=True)
@@ -394,12 +400,16 @@ class NativePeer(Peer):
         self._max_peers = 0
         self._serve_task: Any = None
         identity = SERVER_ID if (kind in ("DEALER", "ROUTER") and side == "server") else b""
-        self.sock = self._call(self._make(kind, identity), 10)
+        self.sock = self._call(self._make(kind, identity, heartbeat), 10)
 
     @staticmethod
-    async def _make(kind: str, identity: bytes) -> Any:
+    async def _make(kind: str, identity: bytes, heartbeat: bool) -> Any:
         import gateway
 
+        if heartbeat:
+            return gateway.Socket(kind, identity=identity,
+                                  heartbeat_ivl=HEARTBEAT["ivl_ms"] / 1000,
+                                  heartbeat_timeout=HEARTBEAT["timeout_ms"] / 1000)
         return gateway.Socket(kind, identity=identity)
 
     def _call(self, coro: Any, timeout: float) -> Any:
@@ -763,13 +773,15 @@ class GatewayProc:
 
 
 def make_peer(impl: str, kind: str, wire: str, side: str, workdir: str,
-              connect_routing_id: bytes | None = None) -> Peer:
+              connect_routing_id: bytes | None = None, heartbeat: bool = False) -> Peer:
+    """``heartbeat``: a ZMTP peer sends heartbeats (``cells.HEARTBEAT``)."""
     if impl == "libzmq":
-        return ZmqPeer(impl, kind, wire, side, workdir, connect_routing_id=connect_routing_id)
+        return ZmqPeer(impl, kind, wire, side, workdir, connect_routing_id=connect_routing_id,
+                       heartbeat=heartbeat)
     if impl in ("nng", "nng-raw"):
         return NngPeer(impl, kind, wire, side, workdir)
     if impl == "native":
-        return NativePeer(impl, kind, wire, side, workdir)
+        return NativePeer(impl, kind, wire, side, workdir, heartbeat=heartbeat and wire == "zmq")
     if impl in CLI:
         return CliPeer(impl, kind, wire, side, workdir)
     raise ValueError(f"unknown impl {impl!r}")

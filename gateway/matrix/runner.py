@@ -25,6 +25,8 @@ from typing import Any
 
 from gateway.matrix.cells import (
     CLI_IMPLS,
+    HEARTBEAT,
+    HEARTBEAT_IDLE,
     SHAPES,
     Cell,
     expected,
@@ -45,7 +47,7 @@ from gateway.matrix.peers import (
 from gateway.patterns.pairing import sp_protocol, zmtp_socket_type
 
 REPLY_TABLE = bytes((b + 1) & 0xFF for b in range(256))
-ROUNDS = {"small": 5, "empty": 5, "64k": 3, "oversize": 2}
+ROUNDS = {"small": 5, "empty": 5, "64k": 3, "oversize": 2, "heartbeat": 2}
 PATTERN = bytes(range(251))
 
 
@@ -128,7 +130,9 @@ def _play(cell: Cell, timeout: float, workdir: str, peers: list[Peer], out: Outc
     # what a CLI responder answers (a fixed file); a CLI requester's request
     cli_reply = reply_of(probe if needs_probe else payload)
 
-    server = make_peer(cell.server_impl, cell.server_type, cell.server_wire, "server", workdir)
+    hb = cell.shape == "heartbeat"
+    server = make_peer(cell.server_impl, cell.server_type, cell.server_wire, "server", workdir,
+                       heartbeat=hb)
     peers.append(server)
     if isinstance(server, CliPeer):
         server.configure(reply=cli_reply, request=payload if req_side == "server" else None)
@@ -141,13 +145,18 @@ def _play(cell: Cell, timeout: float, workdir: str, peers: list[Peer], out: Outc
         scheme = cell.server_wire if cell.server_wire == "zmq" else SP_SERVER_SCHEME[cell.server_impl]
         front = f"@{cell.client_wire}+{_bind_url(cell.net, workdir, 'front')}?backend={fb}"
         back = f">{scheme}+{server_url}?backend={bb}"
+        if hb:  # the gateway's ZeroMQ sides send heartbeats too
+            beat = (f"&heartbeat_ivl={HEARTBEAT['ivl_ms']}"
+                    f"&heartbeat_timeout={HEARTBEAT['timeout_ms']}")
+            front += beat if cell.client_wire == "zmq" else ""
+            back += beat if cell.server_wire == "zmq" else ""
         gw = GatewayProc(front, back, workdir)
         connect_url = gw.start()
         out.note(f"gateway {fb}->{bb} READY front={gw.front_url}")
 
     crid = GATEWAY_ID if (not cell.direct and cell.client_type == "ROUTER") else None
     client = make_peer(cell.client_impl, cell.client_type, cell.client_wire, "client", workdir,
-                       connect_routing_id=crid)
+                       connect_routing_id=crid, heartbeat=hb)
     peers.append(client)
     if isinstance(client, CliPeer):
         client.configure(reply=cli_reply, request=payload if req_side == "client" else None)
@@ -164,7 +173,7 @@ def _play(cell: Cell, timeout: float, workdir: str, peers: list[Peer], out: Outc
         _observe_idle(cell, timeout, client, server, out)
     else:
         _exchange(cell, timeout, by_side[req_side], peers, payload, probe, needs_probe,
-                  cli_reply, out)
+                  cli_reply, out, gw)
     if resp_side is not None:
         _check_responder(cell, by_side[resp_side], payload, probe, out)
     if not (isinstance(server, CliPeer) and server.kind == "REQ"):  # a CLI REQ server may be gone
@@ -230,7 +239,8 @@ def _no_exchange(cell: Cell, peers: list[Peer], out: Outcome, what: str) -> None
 
 
 def _exchange(cell: Cell, timeout: float, requester: Peer, peers: list[Peer], payload: bytes,
-              probe: bytes, needs_probe: bool, cli_reply: bytes, out: Outcome) -> None:
+              probe: bytes, needs_probe: bool, cli_reply: bytes, out: Outcome,
+              gw: GatewayProc | None = None) -> None:
     responder_impl = cell.impl_of(cell.responder) if cell.responder else None
     peer_id = GATEWAY_ID if not cell.direct else SERVER_ID
 
@@ -256,6 +266,9 @@ def _exchange(cell: Cell, timeout: float, requester: Peer, peers: list[Peer], pa
     for i in range(rounds):
         if i and requester.kind == "REQ" and isinstance(requester, CliPeer) and requester.mode == "bind":
             break  # a binding CLI requester asks once
+        if i and cell.shape == "heartbeat" and _lost_while_idle(peers, gw, out):
+            out.observed = "timeout"
+            return
         t = time.perf_counter()
         rep = requester.request(payload, time.monotonic() + timeout, aborted, peer_id)
         dt = time.perf_counter() - t
@@ -279,6 +292,21 @@ def _exchange(cell: Cell, timeout: float, requester: Peer, peers: list[Peer], pa
     out.observed = "exchanged"
     if cli_requester:
         out.note("CLI requester: one process per request, no round-trip time")
+
+
+def _lost_while_idle(peers: list[Peer], gw: GatewayProc | None, out: Outcome) -> bool:
+    """A heartbeat cell: stay silent for ``HEARTBEAT_IDLE`` seconds (many heartbeat timeouts);
+    True (and a note) when a connection dropped meanwhile: someone's PINGs went unanswered."""
+    time.sleep(HEARTBEAT_IDLE)
+    lost = [p.label for p in peers if p.evidence() == "lost"]
+    if gw is not None and "heartbeat-timeout" in gw.stderr_tail(20000):
+        lost.append("the gateway closed a pipe (heartbeat-timeout)")
+    if lost:
+        out.note(f"connection lost while idle with heartbeats: {', '.join(lost)}")
+    else:
+        out.note(f"idle {HEARTBEAT_IDLE}s with heartbeats ({HEARTBEAT['ivl_ms']} ms, timeout "
+                 f"{HEARTBEAT['timeout_ms']} ms): no connection dropped")
+    return bool(lost)
 
 
 def _check_reply(cell: Cell, requester: Peer, rep: Reply, want: bytes, peer_id: bytes,
