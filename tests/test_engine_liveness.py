@@ -177,6 +177,31 @@ def test_busy_pipe_sends_no_ping_without_a_ttl() -> None:
     run(main())
 
 
+def test_no_heartbeat_timeout_while_our_back_pressure_holds_the_peer() -> None:
+    """hwm 1 and nobody reads: the pipe's reading is paused (our doing, the peer's PONGs wait
+    in the kernel), so no heartbeat deadline closes it; once read again, a silent peer is."""
+
+    async def main() -> None:
+        async with gateway.Socket("ROUTER", hwm=1, heartbeat_ivl=0.05,
+                                  heartbeat_timeout=0.15) as router:
+            url = router.bind("zmq+tcp://127.0.0.1:0")
+            before = closed("heartbeat-timeout")
+            peer = await RawPeer.connect(url)
+            peer.writer.write(b"\x00\x01a" * 5)
+            await until(lambda: router.inbox_size == 1)
+            (pipe,) = router._pipes
+            await until(lambda: not pipe.reading)
+            await asyncio.sleep(0.6)  # four timeouts' worth
+            assert router.peers == 1 and closed("heartbeat-timeout") == before
+            for _ in range(5):
+                assert (await asyncio.wait_for(router.recv_msg(), 5)).body == (b"a",)
+            await peer.wait_closed(timeout=5)  # read again: the silent peer is closed
+            assert closed("heartbeat-timeout") == before + 1
+            peer.close()
+
+    run(main())
+
+
 def test_our_ttl_is_in_every_ping() -> None:
     async def main() -> None:
         async with gateway.Socket("ROUTER", heartbeat_ivl=0.05, heartbeat_ttl=2.5) as router:

@@ -184,6 +184,7 @@ class Pipe(asyncio.Protocol):
         self.heartbeat_ttl = min(round(heartbeat_ttl * 10), 0xFFFF)  # deciseconds, on the wire
         self.heartbeat_timeout = heartbeat_ivl if heartbeat_timeout is None else heartbeat_timeout
         self.rx_chunks = 0  # chunks received (any traffic is proof of life)
+        self.pauses = 0  # times reading was paused (our back-pressure hides the peer's traffic)
         self._hb_seen = 0  # rx_chunks at the previous heartbeat tick
         self._hb_tick: asyncio.TimerHandle | None = None
         self._hb_wait: asyncio.TimerHandle | None = None  # after our PING: heartbeat_timeout
@@ -287,6 +288,7 @@ class Pipe(asyncio.Protocol):
         """Stop reading: nothing more reaches the owner until :meth:`resume`."""
         if self.reading and self.transport is not None:
             self.reading = False
+            self.pauses += 1
             self.transport.pause_reading()
 
     def resume(self) -> None:
@@ -389,7 +391,8 @@ class Pipe(asyncio.Protocol):
                 if self._ttl_wait is not None:  # this PING is traffic: libzmq restarts the timer
                     self._ttl_wait.cancel()
                 self._ttl_wait = asyncio.get_running_loop().call_later(
-                    event.ttl / 10, self._ttl_expired, self.rx_chunks, event.ttl / 10)
+                    event.ttl / 10, self._ttl_expired, self.rx_chunks + self.pauses,
+                    event.ttl / 10)
         elif isinstance(event, PeerError):
             self.abort("peer-error", event.reason)
 
@@ -432,23 +435,24 @@ class Pipe(asyncio.Protocol):
         if not heard or self.heartbeat_ttl:
             transport.write(self.codec.ping(self.heartbeat_ttl))
             wait = self._hb_wait
-            if wait is not None and self.rx_chunks != self._hb_wait_mark:
+            if wait is not None and self.rx_chunks + self.pauses != self._hb_wait_mark:
                 wait.cancel()  # traffic since that PING: libzmq would have cancelled it then
                 wait = self._hb_wait = None
             if wait is None and self.heartbeat_timeout > 0:
-                self._hb_wait_mark = self.rx_chunks
+                self._hb_wait_mark = self.rx_chunks + self.pauses
                 self._hb_wait = loop.call_later(self.heartbeat_timeout, self._heartbeat_expired)
         self._hb_tick = loop.call_later(self.heartbeat_ivl, self._heartbeat)
 
     def _heartbeat_expired(self) -> None:
         self._hb_wait = None
-        if self.rx_chunks == self._hb_wait_mark and self.reading:  # paused: our back-pressure
+        # unchanged marks: nothing arrived, and reading was never paused (our back-pressure)
+        if self.rx_chunks + self.pauses == self._hb_wait_mark and self.reading:
             self.abort("heartbeat-timeout",
                        f"nothing received within {self.heartbeat_timeout}s of a PING")
 
     def _ttl_expired(self, mark: int, ttl: float) -> None:
         self._ttl_wait = None
-        if self.rx_chunks == mark and self.reading:
+        if self.rx_chunks + self.pauses == mark and self.reading:
             self.abort("heartbeat-timeout",
                        f"nothing received within the peer's heartbeat TTL ({ttl}s)")
 
