@@ -28,6 +28,8 @@ so that the peer's TTL sees our traffic). After a PING, a pipe that receives not
 that carries a TTL closes the pipe when nothing follows it within the TTL, as libzmq does, even
 when our own heartbeats are off. Any traffic is proof of life: ``data_received`` only counts
 chunks, and a deadline compares the count when it fires (timers are never re-armed per message).
+A deadline whose window saw our reading paused (back-pressure: the peer's PONG may wait in the
+kernel) closes nothing; the next PING starts a new one.
 """
 
 from __future__ import annotations
