@@ -384,7 +384,9 @@ class Pipe(asyncio.Protocol):
                 self.routing_id = routing_id
                 self.ready = True
                 self._watch = bool(self.message_timeout) and hasattr(type(self.codec), "partial")
-                if self.heartbeat_ivl > 0 and self.family == ZMTP and hasattr(self.codec, "ping"):
+                # PING/PONG are ZMTP 3.x commands: an older peer (2.0, 1.0) gets none, as libzmq
+                if (self.heartbeat_ivl > 0 and self.family == ZMTP and event.version >= (3, 0)
+                        and hasattr(self.codec, "ping")):
                     self._hb_seen = self.rx_chunks
                     self._hb_tick = asyncio.get_running_loop().call_later(
                         self.heartbeat_ivl, self._heartbeat)
