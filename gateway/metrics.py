@@ -73,6 +73,9 @@ SPECS: dict[str, MetricSpec] = {
     "gateway_pipes_closed_total": MetricSpec(
         "counter", "Native pipes closed because of bad input, a timeout or a refused peer.",
         ("reason",)),
+    "gateway_auth_failures_total": MetricSpec(
+        "counter", "ZeroMQ peers refused by authentication (PLAIN or CURVE, the hook "
+        "gateway_authenticate); the socket serves the others.", ("socket", "mechanism", "reason")),
     "gateway_socket_dropped_messages_total": MetricSpec(
         "counter", "Messages a native socket dropped (outside any bridge's accounting).",
         ("reason",)),

@@ -662,7 +662,7 @@ async def _good_exchange(router: gateway.Socket, dealer: gateway.Socket, sp: boo
 BAD_INPUT = [
     ("zmq", b"GET / HTTP/1.1\r\nHost: x\r\n\r\n", "RemoteProtocolError"),
     ("zmq", b"\xff" + b"\x00" * 8 + b"\x7f\x02\x00" + b"\x00" * 52, "RemoteProtocolError"),  # ZMTP 2.0
-    ("zmq", ZMTP_GREETING[:12] + b"PLAIN".ljust(20, b"\x00") + b"\x00" * 32, "RemoteProtocolError"),
+    ("zmq", ZMTP_GREETING[:12] + b"PLAIN".ljust(20, b"\x00") + b"\x00" * 32, "mechanism"),  # RFC 23: mechanisms must match
     ("zmq", ZMTP_GREETING + b"\x00\x05hello", "RemoteProtocolError"),  # data before READY
     ("zmq", ZMTP_GREETING + zmtp_ready(b"DEALER") + b"\xf1\x01x", "RemoteProtocolError"),
     ("zmq", ZMTP_GREETING + b"\x04\x09\x05READY\xff\xff\xff", "RemoteProtocolError"),

@@ -12,6 +12,7 @@ from typing import Any
 from gateway.adapter import SideOptions
 from gateway.errors import ConfigError, TransportError
 from gateway.plugins import AdapterSpec, registry
+from gateway.security import security_of
 from gateway.url import Endpoint
 
 NATIVE = "native"
@@ -31,7 +32,8 @@ class NativeRaw:
                              reconnect_ivl_max=options.reconnect_ivl_max,
                              handshake_timeout=options.handshake_timeout,
                              linger=options.linger,
-                             name=name or f"device-x{kind.lower()}")
+                             name=name or f"device-x{kind.lower()}",
+                             security=security_of(options))
         self.send_msg = self.socket.send_msg
         self.recv_msg = self.socket.recv_msg
 

@@ -84,12 +84,16 @@ def sp_role(kind: str) -> SpRole:
 
 
 def make_codec(factory: Any, family: str, kind: str, raw: bool, *, identity: bytes,
-               max_message_size: int, transport: Any) -> Any:
+               max_message_size: int, transport: Any, mechanism: Any = None) -> Any:
     """A codec from a wire registration, given its identity as data (see ``hookspecs``).
 
     SP framing comes from the transport plugin: ``sp_message_prefix`` (nng's ipc: ``b"\\x01"``).
+    ``mechanism``: a ZMTP security mechanism (``gateway.wire.zmtp_mechanism``; None: NULL).
     """
     if family == ZMTP:
+        if mechanism is not None:
+            return factory(zmtp_role(kind, raw), identity=identity,
+                           max_message_size=max_message_size, mechanism=mechanism)
         return factory(zmtp_role(kind, raw), identity=identity, max_message_size=max_message_size)
     if family == SP:
         return factory(sp_role(kind), max_message_size=max_message_size,
@@ -205,7 +209,9 @@ class Pipe(asyncio.Protocol):
                 else:
                     self._on_event(event)
         except ProtocolError as exc:
-            self.abort(exc.reason or type(exc).__name__, str(exc))
+            # a refused peer is told why first (ZMTP ERROR), then the connection closes
+            farewell = codec.data_to_send() if getattr(exc, "farewell", False) else b""
+            self.abort(exc.reason or type(exc).__name__, str(exc), farewell)
         else:
             out = codec.data_to_send()
             if out and self.transport is not None:
@@ -319,8 +325,9 @@ class Pipe(asyncio.Protocol):
         self._drops_suppressed = 0
 
     # -- closing -----------------------------------------------------------------------------
-    def abort(self, reason: str, detail: str = "") -> None:
-        """Close this pipe because of bad input; the socket and its other pipes go on."""
+    def abort(self, reason: str, detail: str = "", farewell: bytes = b"") -> None:
+        """Close this pipe because of bad input; the socket and its other pipes go on.
+        ``farewell``: bytes to send before closing (an ERROR command)."""
         if self.close_reason:
             return
         self.close_reason = reason
@@ -329,7 +336,13 @@ class Pipe(asyncio.Protocol):
                     detail=detail,
                     socket=self.name)
         if self.transport is not None:
-            self.transport.abort()
+            if farewell and not self.transport.is_closing():
+                self.transport.write(farewell)
+                self.transport.close()  # flushes the farewell, then closes
+                loop = asyncio.get_running_loop()
+                loop.call_later(max(self.handshake_timeout, 1.0), self.transport.abort)
+            else:
+                self.transport.abort()
 
     def close(self, linger: float) -> None:
         """The owner is closing: pending writes get ``linger`` seconds (0: drop them)."""

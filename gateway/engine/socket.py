@@ -35,6 +35,7 @@ from gateway.message import Message
 from gateway.metrics import METRICS
 from gateway.patterns.reqrep import SP, Pattern, make_pattern, split_zmtp
 from gateway.plugins import WireSpec, registry
+from gateway.security import Security, hook_authenticator
 from gateway.transport import listen, takes_backlog
 from gateway.url import Endpoint, parse
 from gateway.wire.events import HandshakeComplete
@@ -90,7 +91,8 @@ class Socket:
                  message_timeout: float | None = 10.0, backlog: int | None = None,
                  reconnect_ivl: float = 0.1, reconnect_ivl_max: float = 2.0,
                  resend_interval: float = 60.0, relaxed: bool = False,
-                 router_mandatory: bool = False, name: str = "") -> None:
+                 router_mandatory: bool = False, name: str = "",
+                 security: Security | None = None) -> None:
         self.kind = kind.upper()
         self.raw = raw
         self.pattern: Pattern = make_pattern(self.kind, raw, ttl=ttl, relaxed=relaxed,
@@ -114,6 +116,8 @@ class Socket:
         self.reconnect_ivl_max = reconnect_ivl_max
         self.resend_interval = resend_interval
         self.router_mandatory = router_mandatory
+        #: ZeroMQ PLAIN or CURVE (``gateway.security``; None: NULL); ZMTP endpoints only
+        self.security = security
         self.name = name or f"{'x' if raw and self.kind in ('REQ', 'REP') else ''}{self.kind}"
         self.closed = False
         self._pipes: set[Pipe] = set()
@@ -143,6 +147,9 @@ class Socket:
         ep = parse(url, transports=frozenset(reg.transports))
         if ep.backend not in (None, "native"):
             raise ConfigError(f"{url}: a native Socket cannot use backend={ep.backend}")
+        if self.security is not None and ep.family == SP:
+            raise ConfigError(f"{url}: {self.security.mechanism} is ZeroMQ security; an SP "
+                              "endpoint cannot use it")
         return ep, reg.wire(ep.wire), reg.transport(ep.transport)
 
     def bind(self, url: str) -> str:
@@ -203,12 +210,18 @@ class Socket:
 
     def _new_pipe(self, wire: WireSpec, transport: Any, endpoint: str,
                   lost: asyncio.Future[bool] | None = None) -> Pipe:
+        made: list[Pipe] = []  # the authenticator asks the pipe for the peer's address
+        mechanism = None
+        if self.security is not None and wire.family != SP:
+            mechanism = self.security.mechanism_for(hook_authenticator(
+                self.security, self.name, lambda: made[0].peer if made else ""))
         codec = make_codec(wire.codec_factory, wire.family, self.kind, self.raw,
                            identity=self.identity, max_message_size=self.max_message_size,
-                           transport=transport)
+                           transport=transport, mechanism=mechanism)
         pipe = Pipe(self, codec, wire.family, endpoint, hwm=self.hwm,
                     handshake_timeout=self.handshake_timeout,
                     message_timeout=self.message_timeout, name=self.name, lost=lost)
+        made.append(pipe)
         if self.closed:
             pipe.close(0)  # aborts as soon as it is connected
         else:

@@ -1,4 +1,5 @@
-"""ZMTP 3.x with the NULL mechanism, sans-IO (rfc.zeromq.org specs 23 and 37).
+"""ZMTP 3.x, sans-IO (rfc.zeromq.org specs 23 and 37): NULL here, PLAIN and CURVE through a
+:class:`~gateway.wire.zmtp_mechanism.Mechanism` (``mechanism=``; ``zmtp_plain``, ``zmtp_curve``).
 
 One codec per TCP connection. The greeting goes out whole from ``initiate()``; our READY is
 queued (``data_to_send()``) once the peer's greeting has been read. Received messages come out
@@ -18,6 +19,7 @@ from gateway.errors import (
 )
 from gateway.wire._buffer import COPY_VIA_VIEW, ReceiveBuffer
 from gateway.wire.events import Event, HandshakeComplete, PeerError, Ping, Pong
+from gateway.wire.zmtp_mechanism import AuthenticationFailed, Mechanism, MechanismMismatch
 
 __all__ = [
     "GREETING_SIZE",
@@ -55,13 +57,13 @@ _OPEN = 2
 _CLOSED = 3
 
 
-def _greeting(as_server: bool) -> bytes:
+def _greeting(as_server: bool, mechanism: bytes = _MECHANISM_NULL) -> bytes:
     return (
         b"\xff"
         + b"\x00" * 8
         + b"\x7f"
         + b"\x03\x01"
-        + _MECHANISM_NULL
+        + mechanism.ljust(20, b"\x00")
         + (b"\x01" if as_server else b"\x00")
         + b"\x00" * 31
     )
@@ -127,12 +129,17 @@ class ZmtpCodec:
         identity: bytes = b"",
         max_message_size: int = 1 << 20,
         as_server: bool = False,
+        mechanism: Mechanism | None = None,
     ) -> None:
         self.role = role
         self.socket_type = role.socket_type
         self.identity = bytes(identity)
         self.max_message_size = max_message_size
-        self.as_server = as_server
+        #: the security mechanism (None: NULL); it decides the greeting's as-server flag
+        self.mechanism = mechanism
+        self.as_server = mechanism.as_server if mechanism is not None else as_server
+        self._mech_name = (mechanism.name if mechanism is not None else b"NULL").ljust(20, b"\x00")
+        self._sealed = mechanism is not None and mechanism.encrypts
         self.handshake_done = False
         self.peer_type: str | None = None
         self.peer_identity: bytes = b""
@@ -149,14 +156,19 @@ class ZmtpCodec:
 
     def initiate(self) -> bytes:
         """Our 64-byte greeting, to write as soon as the connection exists."""
-        return _greeting(self.as_server)
+        return _greeting(self.as_server, self._mech_name)
 
-    def ready_command(self) -> bytes:
-        """Our READY command: Socket-Type, then Identity when the role sends one."""
+    def metadata(self) -> bytes:
+        """Our properties (READY, or a mechanism's INITIATE/READY): Socket-Type, then Identity
+        when the role sends one."""
         props = [(b"Socket-Type", self.socket_type.encode("ascii"))]
         if self.role.sends_identity:
             props.append((b"Identity", self.identity))
-        return encode_command(b"READY", encode_properties(props))
+        return encode_properties(props)
+
+    def ready_command(self) -> bytes:
+        """Our READY command (NULL mechanism)."""
+        return encode_command(b"READY", self.metadata())
 
     def data_to_send(self) -> bytes:
         """Bytes the codec itself wants written (READY, PONG); ``b""`` when none."""
@@ -170,6 +182,8 @@ class ZmtpCodec:
         """Encode one message: MORE on every frame but the last."""
         if not self.handshake_done:
             raise LocalProtocolError("ZMTP handshake not complete")
+        if self._sealed:
+            return self._seal_message(parts)
         n = len(parts)
         if n == 1:
             p = parts[0]
@@ -208,7 +222,29 @@ class ZmtpCodec:
             raise LocalProtocolError("PING context longer than 16 bytes")
         if not 0 <= ttl <= 0xFFFF:
             raise LocalProtocolError("PING ttl out of range")
-        return encode_command(b"PING", _U16.pack(ttl) + bytes(context))
+        return self._out_command(b"PING", _U16.pack(ttl) + bytes(context))
+
+    def _out_command(self, name: bytes, data: bytes) -> bytes:
+        """A command after the handshake: sealed in a MESSAGE when the mechanism encrypts."""
+        if self._sealed and self.handshake_done:
+            assert self.mechanism is not None
+            body = self.mechanism.seal(0x02, bytes((len(name),)) + name + data)
+            return _frame_header(0, len(body)) + body
+        return encode_command(name, data)
+
+    def _seal_message(self, parts: tuple[bytes, ...]) -> bytes:
+        if not parts:
+            raise LocalProtocolError("a ZMTP message needs at least one frame")
+        assert self.mechanism is not None
+        seal = self.mechanism.seal
+        out: list[bytes] = []
+        last = len(parts) - 1
+        for i, p in enumerate(parts):
+            # libzmq sends MESSAGE as a plain frame (flags 0), the MORE bit inside the box
+            body = seal(0x01 if i < last else 0x00, p)
+            out.append(_frame_header(0, len(body)))
+            out.append(body)
+        return b"".join(out)
 
     # -- incoming -------------------------------------------------------------------------
 
@@ -241,6 +277,8 @@ class ZmtpCodec:
         except RemoteProtocolError as exc:
             self._state = _CLOSED
             self._error = exc
+            if isinstance(exc, AuthenticationFailed):  # RFC 27: the client learns it was refused
+                self._out += encode_command(b"ERROR", bytes((len(exc.status),)) + exc.status)
             raise
 
     def _read_greeting(self) -> bool:
@@ -258,13 +296,23 @@ class ZmtpCodec:
         if have < GREETING_SIZE:
             return False
         major, minor = buf[p + 10], buf[p + 11]
-        if bytes(buf[p + 12 : p + 32]) != _MECHANISM_NULL:
+        if bytes(buf[p + 12 : p + 32]) != self._mech_name:
             mech = bytes(buf[p + 12 : p + 32]).rstrip(b"\x00")
-            raise RemoteProtocolError(f"unsupported ZMTP mechanism {mech!r} (need NULL)")
+            ours = self._mech_name.rstrip(b"\x00").decode()
+            raise MechanismMismatch(f"peer's ZMTP mechanism {mech!r}, ours {ours}")
+        mechanism = self.mechanism
+        if mechanism is not None and bool(buf[p + 32] & 0x01) == mechanism.as_server:
+            role = "server" if mechanism.as_server else "client"
+            raise MechanismMismatch(f"both sides are {mechanism.name.decode()} {role}s "
+                                    "(as-server flag)")
         rx.pos = p + GREETING_SIZE
         self.peer_version = (major, minor)
         self._state = _AWAIT_READY
-        self._out += self.ready_command()
+        if mechanism is None:
+            self._out += self.ready_command()
+        else:
+            for name, data in mechanism.start(self.metadata()):
+                self._out += encode_command(name, data)
         return True
 
     def _next_frames(self) -> Event | None:
@@ -277,6 +325,8 @@ class ZmtpCodec:
         limit = self.max_message_size
         msg_size = self._msg_size
         is_open = self._state == _OPEN  # only a command (which returns) changes the state
+        if is_open and self._sealed:
+            return self._next_sealed()
         while end - pos >= 2:
             flags = buf[pos]
             if flags & _LONG:
@@ -334,6 +384,11 @@ class ZmtpCodec:
             self._state = _CLOSED  # the peer is done; further bytes are ignored
             return PeerError(reason=reason.decode("utf-8", "replace"))
         if self._state != _OPEN:
+            if self.mechanism is not None:
+                replies, peer_metadata = self.mechanism.receive(name, data)
+                for reply_name, reply_data in replies:
+                    self._out += encode_command(reply_name, reply_data)
+                return None if peer_metadata is None else self._ready(peer_metadata)
             if name == b"READY":
                 return self._ready(data)
             raise RemoteProtocolError(f"unexpected ZMTP command {name!r} before READY")
@@ -342,13 +397,63 @@ class ZmtpCodec:
                 raise RemoteProtocolError("malformed ZMTP PING")
             (ttl,) = _U16.unpack_from(data)
             context = data[2 : 2 + _MAX_PING_CONTEXT]  # libzmq truncates, it does not refuse
-            self._out += encode_command(b"PONG", context)
+            self._out += self._out_command(b"PONG", context)
             return Ping(ttl=ttl, context=context)
         if name == b"PONG":
             return Pong(context=data)
         if name == b"READY":
             raise RemoteProtocolError("second ZMTP READY")
         return None  # SUBSCRIBE, CANCEL, unknown: skipped
+
+    def _next_sealed(self) -> Event | None:
+        """After a CURVE handshake: every frame is a MESSAGE box (RFC 26) holding one frame."""
+        assert self.mechanism is not None
+        open_box = self.mechanism.open
+        rx = self._rx
+        buf = rx.data
+        end = len(buf)
+        pos = rx.pos
+        parts = self._parts
+        limit = self.max_message_size + 64 + 1 + 32  # a frame's box: nonce, MAC and flags
+        while end - pos >= 2:
+            flags = buf[pos]
+            if flags & _LONG:
+                if end - pos < 9:
+                    break
+                (size,) = _U64.unpack_from(buf, pos + 1)
+                start = pos + 9
+            else:
+                size = buf[pos + 1]
+                start = pos + 2
+            if flags & _RESERVED or flags & _MORE:
+                raise RemoteProtocolError(f"bad CURVE MESSAGE frame flags: {flags:#04x}")
+            if size > limit:
+                raise MessageTooLarge(f"CURVE MESSAGE of {size} bytes (limit {limit})")
+            stop = start + size
+            if stop > end:
+                break
+            pos = rx.pos = stop
+            inner_flags, payload = open_box(bytes(buf[start:stop]))
+            if inner_flags & 0x02:  # a command inside the box (PING, PONG, ERROR ...)
+                if inner_flags & 0x01 or parts:
+                    raise RemoteProtocolError("ZMTP command inside a multipart message")
+                ev = self._command(payload)
+                if ev is not None:
+                    return ev
+                continue
+            self._msg_size += len(payload)
+            if self._msg_size > self.max_message_size:
+                raise MessageTooLarge(
+                    f"ZMTP message of {self._msg_size}+ bytes (limit {self.max_message_size})")
+            parts.append(payload)
+            if inner_flags & 0x01:
+                continue
+            self._msg_size = 0
+            msg = tuple(parts)
+            parts.clear()
+            return msg
+        rx.pos = pos
+        return None
 
     def _ready(self, data: bytes) -> HandshakeComplete:
         props = parse_properties(data)
