@@ -301,9 +301,10 @@ class ZmtpCodec:
             ours = self._mech_name.rstrip(b"\x00").decode()
             raise MechanismMismatch(f"peer's ZMTP mechanism {mech!r}, ours {ours}")
         mechanism = self.mechanism
-        if mechanism is not None and bool(buf[p + 32] & 0x01) == mechanism.as_server:
-            role = "server" if mechanism.as_server else "client"
-            raise MechanismMismatch(f"both sides are {mechanism.name.decode()} {role}s "
+        # RFC 23: exactly one side is the server. libzmq (4.3.5 measured) greets with
+        # as-server 0 even as a PLAIN/CURVE server, so only two servers can be told apart.
+        if mechanism is not None and mechanism.as_server and buf[p + 32] & 0x01:
+            raise MechanismMismatch(f"both sides are {mechanism.name.decode()} servers "
                                     "(as-server flag)")
         rx.pos = p + GREETING_SIZE
         self.peer_version = (major, minor)
