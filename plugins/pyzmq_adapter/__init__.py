@@ -44,6 +44,9 @@ from gateway.adapter import SideOptions
 from gateway.errors import Closed, ConfigError, PeerBusy, PeerGone, TransportError
 from gateway.hookspecs import hookimpl
 from gateway.message import Message
+from gateway.security import SECURITY_FIELDS, security_of
+from gateway.wire import z85
+from . import zap
 
 __all__ = ["LibzmqProxy", "PyzmqRawSocket", "ZmqPolled", "gateway_register_adapters"]
 
@@ -160,6 +163,7 @@ class PyzmqRawSocket:
         self._sock.setsockopt(zmq.LINGER, 500)
         self._sock.setsockopt(zmq.SNDHWM, hwm)
         self._sock.setsockopt(zmq.RCVHWM, hwm)
+        _start_zap(self._ctx, options or {})
         for opt, value in (options or {}).items():
             self._sock.setsockopt(opt, value)
         self._split = _split_router if k == "ROUTER" else _split_dealer
@@ -301,7 +305,7 @@ def _ms(seconds: float) -> int:
 
 #: the endpoint settings (``gateway.options``) this adapter hands to libzmq
 HONOURED = frozenset({"hwm", "max_message_size", "reconnect_ivl", "reconnect_ivl_max",
-                      "handshake_timeout", "linger", "backlog"})
+                      "handshake_timeout", "linger", "backlog", *SECURITY_FIELDS})
 
 
 def _options(kind: str, options: SideOptions) -> dict[int, int | bytes]:
@@ -316,7 +320,38 @@ def _options(kind: str, options: SideOptions) -> dict[int, int | bytes]:
         opts[zmq.BACKLOG] = options.backlog
     if kind == "REP" and options.router_mandatory:
         opts[zmq.ROUTER_MANDATORY] = 1  # a reply to a vanished client raises, to be counted
+    opts.update(_security(kind, options))
     return opts
+
+
+def _security(kind: str, options: SideOptions) -> dict[int, int | bytes]:
+    """libzmq's own PLAIN/CURVE options from the same settings as the native engine's; a
+    server gets a ZAP domain its handler (``zap``) maps to the policy and the hook."""
+    sec = security_of(options)
+    if sec is None:
+        return {}
+    opts: dict[int, int | bytes] = {}
+    if sec.mechanism == "CURVE":
+        opts[zmq.CURVE_PUBLICKEY] = z85.encode(sec.public).encode()
+        opts[zmq.CURVE_SECRETKEY] = z85.encode(sec.secret).encode()
+        if sec.as_server:
+            opts[zmq.CURVE_SERVER] = 1
+        else:
+            opts[zmq.CURVE_SERVERKEY] = z85.encode(sec.server_key).encode()
+    elif sec.as_server:
+        opts[zmq.PLAIN_SERVER] = 1
+    else:
+        opts[zmq.PLAIN_USERNAME] = sec.username.encode()
+        opts[zmq.PLAIN_PASSWORD] = sec.password.encode()
+    if sec.as_server:
+        name = "pyzmq-front" if kind == "REP" else "pyzmq-back"
+        opts[zmq.ZAP_DOMAIN] = zap.register_policy(sec, name)
+    return opts
+
+
+def _start_zap(ctx: Any, opts: dict[int, int | bytes]) -> None:
+    if zmq.ZAP_DOMAIN in opts:
+        zap.ensure_handler(ctx)
 
 
 def open_async(kind: str, options: SideOptions) -> PyzmqRawSocket:
@@ -341,7 +376,9 @@ class ZmqPolled:
         sock: Any = ctx.socket(_ZMQ_TYPE[k])
         sock.setsockopt(zmq.SNDHWM, options.hwm)
         sock.setsockopt(zmq.RCVHWM, options.hwm)
-        for opt, value in _options(kind.upper(), options).items():
+        opts = _options(kind.upper(), options)
+        _start_zap(ctx, opts)
+        for opt, value in opts.items():
             sock.setsockopt(opt, value)
         self.sock = sock
         self.pollable: Any = sock
