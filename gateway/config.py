@@ -39,7 +39,7 @@ from gateway.url import parse, split_host_port
 
 @dataclass
 class Limits:
-    """The bridge's limits (DESIGN section 10); every one configurable."""
+    """The bridge's limits (docs/design.md); every one configurable."""
 
     max_message_size: int = 1 << 20
     hop_limit: int = 8

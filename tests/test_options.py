@@ -88,3 +88,11 @@ def test_help_text_lists_every_option() -> None:
             continue
         assert f"  {o.name} " in text
     assert max(len(line) for line in text.splitlines()) <= 79
+
+
+def test_the_design_page_lists_every_setting() -> None:
+    from pathlib import Path
+
+    page = (Path(__file__).resolve().parents[1] / "docs" / "design.md").read_text()
+    for o in options.OPTIONS:
+        assert f"`?{o.name}=`" in page, o.name
