@@ -37,7 +37,7 @@ C_PUB, C_SEC = keypair()
 
 
 def codec(kind: str, mechanism: object = None) -> ZmtpCodec:
-    return ZmtpCodec(zmtp_role(kind, False), mechanism=mechanism)  # type: ignore[arg-type]
+    return ZmtpCodec(zmtp_role(kind, False), security=mechanism)  # type: ignore[arg-type]
 
 
 def frames_of(data: bytes) -> list[tuple[int, bytes]]:
@@ -176,32 +176,32 @@ def test_curve_command_layouts_lengths_and_nonces() -> None:
     # WELCOME: 168 bytes: name, 16-byte long nonce, box[S' + cookie] (144)
     assert len(welcome) == WELCOME_SIZE == 168 and welcome[:8] == b"\x07WELCOME"
     plain = sodium.crypto_box_open(welcome[24:], b"WELCOME-" + welcome[8:24], S_PUB,
-                                   a.mechanism._t_secret)  # type: ignore[union-attr]
+                                   a.security._t_secret)  # type: ignore[union-attr]
     server_t, cookie = plain[:32], plain[32:]
     assert len(cookie) == 96
     # INITIATE: >= 257 bytes: name, cookie, short nonce 2, box[C + vouch + metadata]
     assert len(initiate) >= INITIATE_MIN and initiate[:9] == b"\x08INITIATE"
     assert initiate[9:105] == cookie and initiate[105:113] == struct.pack(">Q", 2)
     inner = sodium.crypto_box_open(initiate[113:], b"CurveZMQINITIATE" + initiate[105:113],
-                                   server_t, a.mechanism._t_secret)  # type: ignore[union-attr]
+                                   server_t, a.security._t_secret)  # type: ignore[union-attr]
     assert inner[:32] == C_PUB
     vouch = sodium.crypto_box_open(inner[48:128], b"VOUCH---" + inner[32:48], C_PUB,
-                                   b.mechanism._t_secret)  # type: ignore[union-attr]
+                                   b.security._t_secret)  # type: ignore[union-attr]
     assert vouch == client_t + S_PUB
     assert inner[128:] == b"\x0bSocket-Type\x00\x00\x00\x03REQ\x08Identity\x00\x00\x00\x00"
     # READY: >= 30 bytes: name, short nonce 1, box[metadata]
     assert len(ready) >= READY_MIN and ready[:6] == b"\x05READY"
     assert ready[6:14] == struct.pack(">Q", 1)
     assert sodium.crypto_box_open(ready[14:], b"CurveZMQREADY---" + ready[6:14], client_t,
-                                  b.mechanism._t_secret) == b"\x0bSocket-Type\x00\x00\x00\x03REP"  # type: ignore[union-attr]
+                                  b.security._t_secret) == b"\x0bSocket-Type\x00\x00\x00\x03REP"  # type: ignore[union-attr]
     # MESSAGE: a plain frame (flags 0, as libzmq sends it), nonce 3, flags+payload in a box
     wire = a.send_message((b"", b"hello"))
     (f0, m0), (f1, m1) = frames_of(wire)
     assert (f0, f1) == (0, 0) and m0[:8] == b"\x07MESSAGE" and m0[8:16] == struct.pack(">Q", 3)
     assert sodium.crypto_box_open(m1[16:], b"CurveZMQMESSAGEC" + m1[8:16], server_t,
-                                  a.mechanism._t_secret) == b"\x00hello"  # type: ignore[union-attr]
+                                  a.security._t_secret) == b"\x00hello"  # type: ignore[union-attr]
     assert sodium.crypto_box_open(m0[16:], b"CurveZMQMESSAGEC" + m0[8:16], server_t,
-                                  a.mechanism._t_secret) == b"\x01"  # type: ignore[union-attr]
+                                  a.security._t_secret) == b"\x01"  # type: ignore[union-attr]
     b.receive_data(wire)
     assert b.next_event() == (b"", b"hello")
     b.receive_data(a.send_message((b"x" * 70000,)))  # long frames
@@ -291,3 +291,13 @@ def test_fuzz_tampered_hello_and_commands(noise: bytes, at: int) -> None:
     with pytest.raises(RemoteProtocolError):
         for _ in range(10):
             b.next_event()
+
+
+@pytest.mark.parametrize("revision", [0, 1])
+def test_secured_endpoint_refuses_a_zmtp_1_or_2_peer(revision: int) -> None:
+    """RFC 37: with a mechanism other than NULL a 1.0/2.0 peer is refused (no downgrade)."""
+    b = codec("REP", CurveServer(S_PUB, S_SEC))
+    assert b.mechanism == "CURVE"  # what the version negotiation's downgrade hook reads
+    b.receive_data(b"\xff" + b"\x00" * 8 + b"\x7f" + bytes((revision,)) + b"\x03")
+    with pytest.raises(RemoteProtocolError):
+        b.next_event()

@@ -93,7 +93,7 @@ def make_codec(factory: Any, family: str, kind: str, raw: bool, *, identity: byt
     if family == ZMTP:
         if mechanism is not None:
             return factory(zmtp_role(kind, raw), identity=identity,
-                           max_message_size=max_message_size, mechanism=mechanism)
+                           max_message_size=max_message_size, security=mechanism)
         return factory(zmtp_role(kind, raw), identity=identity, max_message_size=max_message_size)
     if family == SP:
         return factory(sp_role(kind), max_message_size=max_message_size,

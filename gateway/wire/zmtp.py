@@ -129,17 +129,19 @@ class ZmtpCodec:
         identity: bytes = b"",
         max_message_size: int = 1 << 20,
         as_server: bool = False,
-        mechanism: Mechanism | None = None,
+        security: Mechanism | None = None,
     ) -> None:
         self.role = role
         self.socket_type = role.socket_type
         self.identity = bytes(identity)
         self.max_message_size = max_message_size
-        #: the security mechanism (None: NULL); it decides the greeting's as-server flag
-        self.mechanism = mechanism
-        self.as_server = mechanism.as_server if mechanism is not None else as_server
-        self._mech_name = (mechanism.name if mechanism is not None else b"NULL").ljust(20, b"\x00")
-        self._sealed = mechanism is not None and mechanism.encrypts
+        #: the security mechanism object (None: NULL); it decides the greeting's as-server flag
+        self.security = security
+        #: its name: "NULL", "PLAIN" or "CURVE" (anything but NULL forbids a ZMTP 2.0 downgrade)
+        self.mechanism = security.name.decode("ascii") if security is not None else "NULL"
+        self.as_server = security.as_server if security is not None else as_server
+        self._mech_name = self.mechanism.encode("ascii").ljust(20, b"\x00")
+        self._sealed = security is not None and security.encrypts
         self.handshake_done = False
         self.peer_type: str | None = None
         self.peer_identity: bytes = b""
@@ -227,16 +229,16 @@ class ZmtpCodec:
     def _out_command(self, name: bytes, data: bytes) -> bytes:
         """A command after the handshake: sealed in a MESSAGE when the mechanism encrypts."""
         if self._sealed and self.handshake_done:
-            assert self.mechanism is not None
-            body = self.mechanism.seal(0x02, bytes((len(name),)) + name + data)
+            assert self.security is not None
+            body = self.security.seal(0x02, bytes((len(name),)) + name + data)
             return _frame_header(0, len(body)) + body
         return encode_command(name, data)
 
     def _seal_message(self, parts: tuple[bytes, ...]) -> bytes:
         if not parts:
             raise LocalProtocolError("a ZMTP message needs at least one frame")
-        assert self.mechanism is not None
-        seal = self.mechanism.seal
+        assert self.security is not None
+        seal = self.security.seal
         out: list[bytes] = []
         last = len(parts) - 1
         for i, p in enumerate(parts):
@@ -292,6 +294,8 @@ class ZmtpCodec:
         if have >= 10 and not buf[p + 9] & 0x01:
             raise RemoteProtocolError("bad ZMTP signature (byte 9 bit 0 is clear)")
         if have >= 11 and buf[p + 10] < 3:
+            # with PLAIN or CURVE a 1.0/2.0 peer must be refused anyway (RFC 37; the ZMTP 2.0
+            # branch keeps that through ``downgrade_allowed``: ``self.mechanism != "NULL"``)
             raise RemoteProtocolError(f"unsupported ZMTP version {buf[p + 10]}.x (need >= 3)")
         if have < GREETING_SIZE:
             return False
@@ -300,7 +304,7 @@ class ZmtpCodec:
             mech = bytes(buf[p + 12 : p + 32]).rstrip(b"\x00")
             ours = self._mech_name.rstrip(b"\x00").decode()
             raise MechanismMismatch(f"peer's ZMTP mechanism {mech!r}, ours {ours}")
-        mechanism = self.mechanism
+        mechanism = self.security
         # RFC 23: exactly one side is the server. libzmq (4.3.5 measured) greets with
         # as-server 0 even as a PLAIN/CURVE server, so only two servers can be told apart.
         if mechanism is not None and mechanism.as_server and buf[p + 32] & 0x01:
@@ -385,8 +389,8 @@ class ZmtpCodec:
             self._state = _CLOSED  # the peer is done; further bytes are ignored
             return PeerError(reason=reason.decode("utf-8", "replace"))
         if self._state != _OPEN:
-            if self.mechanism is not None:
-                replies, peer_metadata = self.mechanism.receive(name, data)
+            if self.security is not None:
+                replies, peer_metadata = self.security.receive(name, data)
                 for reply_name, reply_data in replies:
                     self._out += encode_command(reply_name, reply_data)
                 return None if peer_metadata is None else self._ready(peer_metadata)
@@ -408,8 +412,8 @@ class ZmtpCodec:
 
     def _next_sealed(self) -> Event | None:
         """After a CURVE handshake: every frame is a MESSAGE box (RFC 26) holding one frame."""
-        assert self.mechanism is not None
-        open_box = self.mechanism.open
+        assert self.security is not None
+        open_box = self.security.open
         rx = self._rx
         buf = rx.data
         end = len(buf)
