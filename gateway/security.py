@@ -37,7 +37,7 @@ from gateway.logging import get_logger
 from gateway.metrics import METRICS
 from gateway.wire import z85
 from gateway.wire.zmtp_curve import CurveClient, CurveServer, public_of
-from gateway.wire.zmtp_mechanism import AuthResult, Authenticate, Mechanism
+from gateway.wire.zmtp_mechanism import Authenticate, AuthResult, Mechanism
 from gateway.wire.zmtp_plain import PlainClient, PlainServer
 
 log = get_logger("gateway.security")

@@ -22,8 +22,8 @@ import zmq
 import zmq.auth
 
 from interop_tests.gateway_helpers import (
-    LOCAL,
     ANY,
+    LOCAL,
     Gateway,
     NngServer,
     ZmqServer,

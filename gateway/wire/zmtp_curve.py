@@ -22,14 +22,14 @@ from nacl import bindings as sodium
 from nacl.exceptions import CryptoError as _NaclError
 
 from gateway.errors import LocalProtocolError, RemoteProtocolError
+from gateway.wire.z85 import encode as z85_encode
 from gateway.wire.zmtp_mechanism import (
-    AuthenticationFailed,
     Authenticate,
+    AuthenticationFailed,
     Command,
     CryptoError,
     allow_all,
 )
-from gateway.wire.z85 import encode as z85_encode
 
 __all__ = [
     "HELLO_SIZE",

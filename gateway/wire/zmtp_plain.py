@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from gateway.errors import LocalProtocolError, RemoteProtocolError
 from gateway.wire.zmtp_mechanism import (
-    AuthenticationFailed,
     Authenticate,
+    AuthenticationFailed,
     Command,
     allow_all,
     short_string,

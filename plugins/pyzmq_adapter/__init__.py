@@ -46,6 +46,7 @@ from gateway.hookspecs import hookimpl
 from gateway.message import Message
 from gateway.security import SECURITY_FIELDS, security_of
 from gateway.wire import z85
+
 from . import zap
 
 __all__ = ["LibzmqProxy", "PyzmqRawSocket", "ZmqPolled", "gateway_register_adapters"]

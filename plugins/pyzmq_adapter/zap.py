@@ -42,7 +42,7 @@ def ensure_handler(ctx: Any) -> None:
     with _lock:
         if key in _handlers and _handlers[key].is_alive():
             return
-        sync_ctx = zmq.Context.shadow(ctx.underlying)
+        sync_ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context.shadow(ctx.underlying)
         sock = sync_ctx.socket(zmq.REP)
         sock.linger = 0
         sock.bind(ZAP_ENDPOINT)  # before any server socket accepts a connection
