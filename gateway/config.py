@@ -191,7 +191,10 @@ def from_dict(data: dict[str, Any], source: str = "config") -> Config:
                 ok = False
                 continue
             settings[key] = read
-            family = parse(entry[key]).family if ok and isinstance(entry.get(key), str) else None
+            try:
+                family = parse(entry[key]).family if isinstance(entry.get(key), str) else None
+            except ConfigError:  # reported above
+                family = None
             if family is not None:
                 from gateway.security import check_settings
 
