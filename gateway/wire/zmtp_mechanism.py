@@ -61,6 +61,7 @@ class MechanismMismatch(RemoteProtocolError):
     PLAIN and CURVE exactly one side is the server)."""
 
     reason = "mechanism"
+    handshake_reason = "mechanism"  # gateway_handshake_failures_total (ZMTP negotiation work)
 
 
 class AuthenticationFailed(RemoteProtocolError):
@@ -68,6 +69,7 @@ class AuthenticationFailed(RemoteProtocolError):
     (``farewell``: the pipe writes it before closing)."""
 
     reason = "auth"
+    handshake_reason = "auth"
     farewell = True
 
     def __init__(self, mechanism: str, auth_reason: str, status: bytes = b"400") -> None:
@@ -83,6 +85,7 @@ class CryptoError(RemoteProtocolError):
     """A CURVE box that does not open, a replayed nonce, a cookie or vouch that does not match."""
 
     reason = "curve"
+    handshake_reason = "curve"
 
 
 class Mechanism(Protocol):
