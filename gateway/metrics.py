@@ -79,6 +79,10 @@ SPECS: dict[str, MetricSpec] = {
     "gateway_dial_failures_total": MetricSpec(
         "counter", "Failed connection attempts of native sockets, by reason (refused, "
         "unreachable, timeout, error); the socket keeps redialling with backoff.", ("reason",)),
+    "gateway_handshake_failures_total": MetricSpec(
+        "counter", "Connections that ended before their handshake completed, and handshakes a "
+        "library reported failed, by socket and reason (see docs: handshake failure reasons).",
+        ("socket", "reason")),
     "gateway_requests_resent_total": MetricSpec(
         "counter", "Requests a native REQ socket resent (nng's resend timer or pipe loss)."),
     "gateway_build_info": MetricSpec(

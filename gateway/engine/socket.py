@@ -51,6 +51,10 @@ def _next_sp_pipe_id() -> bytes:
 
 #: Seconds between two warnings about failed dials to one endpoint (the counter is exact).
 DIAL_WARN_INTERVAL = 10.0
+#: Seconds between two warnings about the same failed handshake (endpoint, reason and what
+#: the peer announced) on one socket; the counter is exact, the next line says how many
+#: were held back.
+HANDSHAKE_WARN_INTERVAL = 10.0
 
 
 def _dial_reason(exc: OSError) -> str:
@@ -136,6 +140,8 @@ class Socket:
         #: requests it had in flight there as lost, at once).
         self.on_pipe_lost: Callable[[bytes], None] | None = None
         self._last_zmtp_id = random.getrandbits(32)
+        #: (endpoint, reason, variant) -> (loop time of the last warning, lines held back since)
+        self._hs_warned: dict[tuple[str, str, str], tuple[float, int]] = {}
 
     # -- endpoints -------------------------------------------------------------------------
     def _endpoint(self, url: str) -> tuple[Endpoint, WireSpec, Any]:
@@ -237,6 +243,8 @@ class Socket:
     def pipe_lost(self, pipe: Pipe) -> None:
         self._pipes.discard(pipe)
         if not pipe.ready:
+            if not self.closed and not pipe.closing:
+                self._handshake_failed(pipe)
             return
         if self._routes.get(pipe.routing_id) is pipe:
             del self._routes[pipe.routing_id]
@@ -252,6 +260,32 @@ class Socket:
                 if self._timer is not None:
                     self._timer.cancel()
                 self._timer = asyncio.get_running_loop().call_soon(self._on_timer)
+
+    def _handshake_failed(self, pipe: Pipe) -> None:
+        """A connection ended before its handshake completed: count it; one warning per
+        endpoint, reason and peer variant every ``HANDSHAKE_WARN_INTERVAL`` seconds."""
+        reason = pipe.fail_reason or "peer-closed"
+        METRICS.inc("gateway_handshake_failures_total", socket=self.name, reason=reason)
+        fields = dict(pipe.fail_fields)
+        detail = pipe.fail_detail
+        if not pipe.fail_reason:
+            detail = (f"the peer closed the connection after {pipe.received_before_handshake} "
+                      "bytes, before the handshake completed")
+            if pipe.lost_error:
+                detail += f" ({pipe.lost_error})"
+            fields["wire"] = pipe.family
+        variant = "/".join(fields.get(k, "") for k in ("peer_version", "peer_mechanism",
+                                                        "peer_type"))
+        key = (pipe.endpoint, reason, variant)
+        now = asyncio.get_running_loop().time()
+        last, held = self._hs_warned.get(key, (-HANDSHAKE_WARN_INTERVAL, 0))
+        if now - last < HANDSHAKE_WARN_INTERVAL:
+            self._hs_warned[key] = (last, held + 1)
+            return
+        self._hs_warned[key] = (now, 0)
+        log.warning("handshake.failed", endpoint=pipe.endpoint, peer=pipe.peer, reason=reason,
+                    detail=detail, socket=self.name, **fields,
+                    **({"suppressed": held} if held else {}))
 
     def pipe_writable(self, pipe: Pipe) -> None:
         if pipe.writable:
