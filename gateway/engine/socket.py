@@ -236,7 +236,8 @@ class Socket:
         self._routes[rid] = pipe
         self._out.append(pipe)
         log.info("pipe.up", endpoint=pipe.endpoint, peer=pipe.peer, peer_type=event.peer_type,
-                 socket=self.name)
+                 socket=self.name,
+                 **({"zmtp": f"{event.version[0]}.{event.version[1]}"} if pipe.family != SP else {}))
         self._wake_senders()
         return rid
 
