@@ -275,6 +275,11 @@ class Socket:
             if pipe.lost_error:
                 detail += f" ({pipe.lost_error})"
             fields["wire"] = pipe.family
+            if getattr(pipe.codec, "handshake_stage", "") == "ready":  # it read our READY
+                ours = pipe.codec.socket_type
+                detail += (f"; it sent its greeting but no READY: it most likely refused this "
+                           f"socket's type ({ours})")
+                fields["socket_type"] = ours
         variant = "/".join(fields.get(k, "") for k in ("peer_version", "peer_mechanism",
                                                         "peer_type"))
         key = (pipe.endpoint, reason, variant)

@@ -197,6 +197,14 @@ class ZmtpCodec:
         return self.mechanism == "NULL"
 
     @property
+    def handshake_stage(self) -> str:
+        """How far the peer's side of the handshake got: ``greeting`` (its signature and
+        greeting are not complete), ``ready`` (3.x greeting read, waiting for its READY),
+        ``identity`` (ZMTP 2.0: waiting for its socket type and identity), ``done``."""
+        return {_GREETING: "greeting", _AWAIT_READY: "ready", _V2_GREETING: "identity"}.get(
+            self._state, "done")
+
+    @property
     def commands(self) -> bool:
         """True when the peer's wire has commands (ZMTP 3.x: PING/PONG); False on ZMTP 2.0."""
         return self._reserved == _RESERVED
