@@ -7,6 +7,10 @@
 // KIND: REQ or DEALER (clients: send COUNT requests "req-<i>"; a DEALER sends all of them first,
 // with its own empty delimiter frame, then reads the replies), REP or ROUTER (servers: answer
 // COUNT requests with the same frames and the body prefixed "re:"; COUNT 0: until killed).
+// COUNT -1: driven over stdin (the matrix), one command per line:
+//   SEND <hex>,<hex>,...       send these frames, then print the reply (RECV) or TIMEOUT
+//   SERVE                      answer every message from now on: same frames, every byte of the
+//                              body + 1 (the matrix's responder rule), until stdin closes
 // bind with ENDPOINT "tcp://127.0.0.1:0" picks a free port. Output, one line each:
 //   BOUND <endpoint>           after a bind
 //   RECV <hex>,<hex>,...       every message received, its frames in hex
@@ -14,6 +18,8 @@
 //   TIMEOUT                    nothing arrived within TIMEOUT_MS (exit status 3)
 import org.zeromq.ZMQ;
 
+import java.io.BufferedReader;
+import java.io.InputStreamReader;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.List;
@@ -52,7 +58,55 @@ public class JeromqPeer {
         }
     }
 
-    public static void main(String[] args) {
+    static byte[] unhex(String h) {
+        byte[] out = new byte[h.length() / 2];
+        for (int i = 0; i < out.length; i++) {
+            out[i] = (byte) Integer.parseInt(h.substring(2 * i, 2 * i + 2), 16);
+        }
+        return out;
+    }
+
+    static void serveForever(ZMQ.Socket s) {
+        while (true) {
+            List<byte[]> frames = recvMessage(s);
+            if (frames == null) {
+                continue;  // the receive timeout: look again
+            }
+            byte[] body = frames.get(frames.size() - 1);
+            byte[] reply = new byte[body.length];
+            for (int i = 0; i < body.length; i++) {
+                reply[i] = (byte) (body[i] + 1);
+            }
+            frames.set(frames.size() - 1, reply);
+            sendMessage(s, frames);
+        }
+    }
+
+    static void driven(ZMQ.Socket s) throws Exception {
+        BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.US_ASCII));
+        String line;
+        while ((line = in.readLine()) != null) {
+            if (line.equals("SERVE")) {
+                s.setReceiveTimeOut(100);
+                Thread t = new Thread(() -> serveForever(s));
+                t.setDaemon(true);
+                t.start();
+            } else if (line.startsWith("SEND")) {
+                List<byte[]> frames = new ArrayList<>();
+                for (String h : line.substring(4).trim().split(",", -1)) {
+                    frames.add(unhex(h));
+                }
+                sendMessage(s, frames);
+                if (recvMessage(s) == null) {
+                    System.out.println("TIMEOUT");
+                    System.out.flush();
+                }
+            }
+        }
+        System.exit(0);  // stdin closed: the driver is gone
+    }
+
+    public static void main(String[] args) throws Exception {
         if (args.length < 5) {
             System.err.println("usage: JeromqPeer KIND bind|connect ENDPOINT COUNT TIMEOUT_MS [IDENTITY]");
             System.exit(2);
@@ -75,8 +129,11 @@ public class JeromqPeer {
         s.setLinger(100);
         s.setReceiveTimeOut(timeout);
         s.setSendTimeOut(timeout);
-        if (args.length > 5) {
+        if (args.length > 5 && !args[5].equals("-")) {
             s.setIdentity(args[5].getBytes(StandardCharsets.UTF_8));
+        }
+        if (type == ZMQ.ROUTER) {
+            s.setRouterMandatory(true);  // a send to a peer not yet connected fails, not vanishes
         }
         if (bind) {
             if (endpoint.endsWith(":0")) {
@@ -90,6 +147,10 @@ public class JeromqPeer {
             System.out.flush();
         } else {
             s.connect(endpoint);
+        }
+        if (count < 0) {
+            driven(s);
+            return;
         }
         int status = 0;
         boolean client = type == ZMQ.REQ || type == ZMQ.DEALER;

@@ -16,6 +16,7 @@ answering ``count`` requests (0: until stopped) with the body prefixed ``re:``. 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import queue
 import shutil
@@ -50,13 +51,22 @@ def missing() -> str | None:
 
 
 def classpath() -> str:
-    """The classpath with ``JeromqPeer`` compiled (once per process) into a temporary directory."""
+    """The classpath with ``JeromqPeer`` compiled into a temporary directory named after the
+    source's hash (once per machine and source; processes racing to compile it each compile
+    into their own directory and the first rename wins)."""
     with _lock:
         if "cp" not in _compiled:
-            out = tempfile.mkdtemp(prefix="jeromq-peer-")
-            subprocess.run(["javac", "-nowarn", "-cp", jar(), "-d", out, str(SOURCE)],
-                           check=True, capture_output=True, timeout=120)
-            _compiled["cp"] = f"{jar()}{os.pathsep}{out}"
+            digest = hashlib.sha256(SOURCE.read_bytes() + jar().encode()).hexdigest()[:16]
+            final = Path(tempfile.gettempdir()) / f"jeromq-peer-{digest}"
+            if not (final / "JeromqPeer.class").is_file():
+                work = tempfile.mkdtemp(prefix="jeromq-peer-build-")
+                subprocess.run(["javac", "-nowarn", "-cp", jar(), "-d", work, str(SOURCE)],
+                               check=True, capture_output=True, timeout=120)
+                try:
+                    os.rename(work, final)
+                except OSError:  # another process was first
+                    shutil.rmtree(work, ignore_errors=True)
+            _compiled["cp"] = f"{jar()}{os.pathsep}{final}"
         return _compiled["cp"]
 
 
@@ -64,8 +74,7 @@ def argv(kind: str, action: str, endpoint: str, count: int, timeout_ms: int,
          identity: bytes | None = None) -> list[str]:
     args = ["java", "-Xss512k", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-cp",
             classpath(), "JeromqPeer", kind, action, endpoint, str(count), str(timeout_ms)]
-    if identity:
-        args.append(identity.decode())
+    args.append(identity.decode() if identity else "-")
     return args
 
 
@@ -85,11 +94,24 @@ class JeromqProc:
         self._stderr_path = stderr_path
         self.proc: subprocess.Popen[str] | None = None
         self._reader: threading.Thread | None = None
+        self.driven = count < 0
+        self.count = count
+
+    def command(self, line: str) -> None:
+        """A line for a driven peer (``count=-1``): ``SEND <hex>,...`` or ``SERVE``."""
+        assert self.proc is not None and self.proc.stdin is not None
+        self.proc.stdin.write(line + "\n")
+        self.proc.stdin.flush()
+
+    def next_line(self, timeout: float, prefix: str = "") -> str | None:
+        """The next output line starting with ``prefix`` within ``timeout`` (None: none)."""
+        return self._next_line(timeout, prefix)
 
     def start(self, bound_timeout: float = 30.0) -> JeromqProc:
         with open(self._stderr_path or os.devnull, "ab") as err:
-            self.proc = subprocess.Popen(self.args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                         stderr=err, text=True)
+            self.proc = subprocess.Popen(
+                self.args, stdin=subprocess.PIPE if self.driven else subprocess.DEVNULL,
+                stdout=subprocess.PIPE, stderr=err, text=True)
         self._reader = threading.Thread(target=self._read, name="jeromq-out", daemon=True)
         self._reader.start()
         if self.action == "bind":
@@ -103,7 +125,7 @@ class JeromqProc:
     def _read(self) -> None:
         assert self.proc is not None and self.proc.stdout is not None
         for raw in self.proc.stdout:
-            line = raw.strip()
+            line = raw.rstrip("\r\n")  # "RECV " + an empty frame keeps its space
             if line.startswith("RECV "):
                 body = line[5:]
                 self.received.append([bytes.fromhex(f) for f in body.split(",")] if body else [b""])
@@ -144,9 +166,11 @@ class JeromqProc:
                 p.wait(5)
         if self._reader is not None:
             self._reader.join(2)
-        if p is not None and p.stdout is not None:
-            with contextlib.suppress(Exception):
-                p.stdout.close()
+        if p is not None:
+            for stream in (p.stdout, p.stdin):
+                if stream is not None:
+                    with contextlib.suppress(Exception):
+                        stream.close()
 
     def __enter__(self) -> JeromqProc:
         try:
