@@ -21,11 +21,13 @@ import gateway
 from gateway.matrix import jeromq
 from gateway.metrics import METRICS
 from interop_tests.gateway_helpers import (
+    ANY,
+    LOCAL,
+    Gateway,
     NngServer,
+    bridge_args,
     lib_url,
-    local_bridge,
     nng_req,
-    port_of,
     zmq_client,
 )
 
@@ -41,9 +43,10 @@ def _bodies(peer: jeromq.JeromqProc) -> list[bytes]:
     return [frames[-1] for frames in peer.received]
 
 
-def test_jeromq_req_through_native_front_to_nng_rep() -> None:
-    with NngServer() as server, local_bridge("zmq", "sp", server.port, front_be="native",
-                                             back_be="native", metrics=True) as gw:
+def test_jeromq_req_through_default_backends_to_nng_rep() -> None:
+    """``gateway bridge zmq+tcp://... sp+tcp://...`` with no ``?backend=``: the defaults."""
+    with NngServer() as server, Gateway(*bridge_args(f"zmq+tcp://{ANY}",
+                                                     f"sp+tcp://{LOCAL}:{server.port}")) as gw:
         with jeromq.JeromqProc("REQ", "connect", lib_url(gw.front), count=3,
                                timeout_ms=TIMEOUT_MS) as req:
             assert req.wait_done(60), gw.stderr
@@ -56,8 +59,8 @@ def test_jeromq_req_through_native_front_to_nng_rep() -> None:
 def test_jeromq_dealer_pipelined_own_envelopes() -> None:
     """A ZMTP 2.0 DEALER sends five requests before reading: every reply comes back with its
     own (empty) delimiter frame and its own body."""
-    with NngServer() as server, local_bridge("zmq", "sp", server.port, front_be="native",
-                                             back_be="native") as gw:
+    with NngServer() as server, Gateway(*bridge_args(f"zmq+tcp://{ANY}",
+                                                     f"sp+tcp://{LOCAL}:{server.port}")) as gw:
         with jeromq.JeromqProc("DEALER", "connect", lib_url(gw.front), count=5,
                                timeout_ms=TIMEOUT_MS) as dealer:
             assert dealer.wait_done(60), gw.stderr
@@ -67,11 +70,12 @@ def test_jeromq_dealer_pipelined_own_envelopes() -> None:
 
 @pytest.mark.parametrize("kind", ["REP", "ROUTER"])
 def test_nng_req_through_native_back_to_jeromq(kind: str) -> None:
-    """The reverse: the gateway's native ZeroMQ back end dials a JeroMQ REP / ROUTER."""
+    """The reverse, default backends: the gateway's native ZeroMQ back end dials a JeroMQ REP /
+    ROUTER."""
     with jeromq.JeromqProc(kind, "bind", "tcp://127.0.0.1:0", count=0,
                            timeout_ms=200) as server:
-        with local_bridge("sp", "zmq", port_of(server.endpoint), front_be="native",
-                          back_be="native") as gw, nng_req(lib_url(gw.front), 30_000) as req:
+        with Gateway(*bridge_args(f"sp+tcp://{ANY}", f"zmq+{server.endpoint}")) as gw, \
+                nng_req(lib_url(gw.front), 30_000) as req:
             for i in range(3):
                 req.send(b"q%d" % i)
                 assert req.recv() == b"re:q%d" % i
