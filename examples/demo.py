@@ -70,16 +70,17 @@ def bridges() -> None:
 
 
 def matrix() -> int:
-    out = ROOT / "out" / "demo-matrix"
+    out = ROOT / "out" / "demo-matrix"  # the results only: a rerun replaces them
+    page = ROOT / "out" / "demo-matrix.html"
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
     run = [sys.executable, "-m", "gateway", "matrix", "run", "--out", str(out), "--select", "@small"]
     rc = subprocess.call(run, cwd=ROOT, env=env)
     report = [sys.executable, "-m", "gateway", "matrix", "report", str(out), "--format", "markdown"]
     subprocess.call(report, cwd=ROOT, env=env)
     html = [sys.executable, "-m", "gateway", "matrix", "report", str(out), "--format", "html",
-            "--output", str(out / "report.html")]
+            "--output", str(page)]
     subprocess.call(html, cwd=ROOT, env=env)
-    print(f"\n  HTML report: {out / 'report.html'}")
+    print(f"\n  HTML report: {page}")
     return rc
 
 

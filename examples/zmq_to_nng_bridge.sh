@@ -10,7 +10,7 @@
 #   examples/zmq_to_nng_bridge.sh
 #   python examples/zmq_req_client.py --connect tcp://127.0.0.1:5555 --count 3
 # Options pass through, e.g. --log-format json --metrics 127.0.0.1:9100, and
-# append ?backend=native to an endpoint to run that side on the pure-Python engine.
+# append ?backend=pyzmq or ?backend=pynng to an endpoint to run that side on libzmq or nng.
 set -eu
 FRONT_PORT=${1:-5555}
 BACK_PORT=${2:-6000}

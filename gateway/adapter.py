@@ -39,7 +39,13 @@ from gateway.message import Message
 
 @dataclass(frozen=True, slots=True)
 class SideOptions:
-    """The bridge's settings for one side, in the gateway's terms; adapters translate them."""
+    """The bridge's settings for one side, in the gateway's terms; adapters translate them.
+
+    Users set them per endpoint (``?hwm=5000``, TOML ``front_options``): the table of names and
+    units is :mod:`gateway.options`. An adapter names the fields it honours when it registers
+    (``register(..., options=frozenset({"hwm", ...}))``); a bridge refuses a setting its
+    adapter would ignore.
+    """
 
     hwm: int = 1000  # messages per peer (libzmq SNDHWM/RCVHWM; a bounded queue elsewhere)
     max_message_size: int = 1 << 20  # larger messages are refused by the library
@@ -47,6 +53,10 @@ class SideOptions:
     router_mandatory: bool = True  # a reply for an unknown or full peer raises, to be counted
     message_timeout: float = 10.0  # a message started but not complete after it closes its pipe
     backlog: int | None = None  # listen backlog (None: the system maximum)
+    reconnect_ivl: float = 0.1  # seconds before the first redial (libzmq RECONNECT_IVL)
+    reconnect_ivl_max: float = 2.0  # the redial wait doubles up to this (RECONNECT_IVL_MAX)
+    handshake_timeout: float = 10.0  # greeting/header deadline (libzmq HANDSHAKE_IVL)
+    linger: float = 0.5  # on close, seconds queued messages may still be sent (LINGER)
 
 
 class RawSocket(Protocol):

@@ -49,6 +49,12 @@ class _Strict(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
 
 
+def options_help() -> str:
+    from gateway.options import help_text
+
+    return help_text()
+
+
 def build_parser(with_matrix: bool = True) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="gateway", allow_abbrev=False,
@@ -62,7 +68,11 @@ def build_parser(with_matrix: bool = True) -> argparse.ArgumentParser:
 
     p = sub.add_parser("bridge", help="run one bridge in the foreground until SIGINT/SIGTERM",
                        description="Clients connect to FRONT (default: bind); the gateway talks "
-                                   "to servers through BACK (default: connect).")
+                                   "to servers through BACK (default: connect).",
+                       formatter_class=argparse.RawDescriptionHelpFormatter,
+                       epilog="endpoint settings, as ?key=value&key=value on FRONT or BACK "
+                              "(intervals in ms,\nor with a unit: 250ms, 2s; TOML: "
+                              "front_options / back_options):\n" + options_help())
     p.add_argument("front", metavar="FRONT", help="e.g. @zmq+tcp://127.0.0.1:5555")
     p.add_argument("back", metavar="BACK", help="e.g. >sp+tcp://127.0.0.1:6000?backend=native")
     p.add_argument("--name", default="bridge")
@@ -135,7 +145,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from gateway.supervisor import BridgeSpec, Supervisor
 
     def specs(config: Config) -> list[BridgeSpec]:
-        return [BridgeSpec(b.name, b.front, b.back, config.limits, b.forwarder)
+        return [BridgeSpec(b.name, b.front, b.back, config.limits, b.forwarder,
+                           tuple(sorted(b.front_options.items())),
+                           tuple(sorted(b.back_options.items())))
                 for b in config.bridges]
 
     def reload() -> list[BridgeSpec]:  # SIGHUP: the file again, every mistake or nothing
@@ -152,7 +164,8 @@ def _cmd_check(args: argparse.Namespace) -> int:
     errors = []
     for b in cfg.bridges:  # then what only the plugins know: transports, backends, pairings
         try:
-            Bridge(b.front, b.back, name=b.name, limits=cfg.limits, forwarder=b.forwarder).close()
+            Bridge(b.front, b.back, name=b.name, limits=cfg.limits, forwarder=b.forwarder,
+                   front_options=b.front_options, back_options=b.back_options).close()
         except ConfigError as exc:
             errors.append(f"{args.config}: bridge {b.name!r}: {exc}")
     if errors:

@@ -17,6 +17,7 @@
     name = "orders"
     front = "@zmq+tcp://0.0.0.0:5555"
     back = ">sp+tcp://127.0.0.1:6000"
+    back_options = { reconnect_ivl = 100, reconnect_ivl_max = "5s" }   # or ?key=value on a URL
 
     [plugins]                       # free-form: plugins read it in their gateway_configure hook
 
@@ -31,13 +32,14 @@ import tomllib
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
+from gateway import options
 from gateway.errors import ConfigError
 from gateway.url import parse, split_host_port
 
 
 @dataclass
 class Limits:
-    """The bridge's limits (DESIGN section 10); every one configurable."""
+    """The bridge's limits (docs/design.md); every one configurable."""
 
     max_message_size: int = 1 << 20
     hop_limit: int = 8
@@ -54,6 +56,9 @@ class BridgeConfig:
     front: str
     back: str
     forwarder: str = "auto"
+    #: endpoint settings of :mod:`gateway.options`, as ``{SideOptions field: value}``
+    front_options: dict[str, Any] = field(default_factory=dict)
+    back_options: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -109,6 +114,7 @@ def load(path: str) -> Config:
 
 _GATEWAY_KEYS = ("log_format", "log_level", "metrics")
 _BRIDGE_KEYS = ("name", "front", "back", "forwarder")
+_BRIDGE_TABLES = ("front_options", "back_options")
 _LOG_LEVELS = ("debug", "info", "warning", "error")
 
 
@@ -150,23 +156,41 @@ def from_dict(data: dict[str, Any], source: str = "config") -> Config:
             continue
         name = entry.get("name", f"bridge{i + 1}")
         where = f"bridge {name!r}" if isinstance(name, str) else f"bridge #{i + 1}"
-        for key in sorted(set(entry) - set(_BRIDGE_KEYS)):
-            err(f"{where} {key}", f"unknown key (known: {', '.join(_BRIDGE_KEYS)})")
+        for key in sorted(set(entry) - set(_BRIDGE_KEYS) - set(_BRIDGE_TABLES)):
+            err(f"{where} {key}", f"unknown key (known: {', '.join(_BRIDGE_KEYS + _BRIDGE_TABLES)})")
         ok = True
         for key in _BRIDGE_KEYS:
             if key in entry and not isinstance(entry[key], str):
                 err(f"{where} {key}", f"must be a string, not {entry[key]!r}")
                 ok = False
+        settings: dict[str, dict[str, Any]] = {}
         for key in ("front", "back"):
+            url_settings: dict[str, Any] = {}
             if key not in entry:
                 err(f"{where} {key}", "missing")
                 ok = False
             elif isinstance(entry[key], str):
                 try:
-                    parse(entry[key])
+                    url_settings = parse(entry[key]).settings
                 except ConfigError as exc:
-                    err(f"{where} {key}", str(exc))
+                    for line in str(exc).splitlines():
+                        err(f"{where} {key}", line)
                     ok = False
+            table_key = f"{key}_options"
+            value = entry.get(table_key, {})
+            if not isinstance(value, dict):
+                err(f"{where} {table_key}", f"must be a table of settings, not {value!r}")
+                ok = False
+                continue
+            try:
+                read = options.read(value.items(), "")
+                options.merged(url_settings, read)
+            except ConfigError as exc:
+                for line in str(exc).splitlines():
+                    err(f"{where} {table_key}", line)
+                ok = False
+                continue
+            settings[key] = read
         forwarder = entry.get("forwarder", "auto")
         if forwarder not in ("auto", "proxy"):
             err(f"{where} forwarder", f"must be auto or proxy, not {forwarder!r}")
@@ -177,7 +201,8 @@ def from_dict(data: dict[str, Any], source: str = "config") -> Config:
                 ok = False
             seen.setdefault(name, i)
         if ok:
-            parsed.append(BridgeConfig(name, entry["front"], entry["back"], forwarder))
+            parsed.append(BridgeConfig(name, entry["front"], entry["back"], forwarder,
+                                       settings["front"], settings["back"]))
 
     fmt = general.get("log_format", "console")
     if fmt not in ("console", "json"):

@@ -1,4 +1,4 @@
-"""Envelope translation between the ZMTP and SP worlds (DESIGN section 6). Pure: no I/O.
+"""Envelope translation between the ZMTP and SP worlds (docs/design.md, "Translation"). Pure: no I/O.
 
 Four functions and one table, all working on :class:`~gateway.message.Message`:
 

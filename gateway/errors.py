@@ -128,7 +128,7 @@ class Closed(GatewayError):
 
 
 #: Every reason a message can be dropped for, and what it means: the one table that counters,
-#: logs and docs share (DESIGN section 10: nothing is lost without a reason and a counter).
+#: logs and docs share (docs/design.md: nothing is lost without a reason and a counter).
 DROP_REASONS: dict[str, str] = {
     # patterns (engine)
     "ttl": "an SP message with more hops than the hop limit",

@@ -48,7 +48,9 @@ def gateway_register_wires(register: Callable[..., None]) -> None:
 def gateway_register_adapters(register: Callable[..., None]) -> None:
     """Register library-backed bridge sides (backends), selected with ``?backend=NAME``.
 
-    Call ``register(name, family, open_async, *, polled=None, proxy=None)``; ``family`` is
+    Call ``register(name, family, open_async, *, polled=None, proxy=None, options=None)``;
+    ``options`` names the ``SideOptions`` fields the adapter honours (endpoint settings such as
+    ``hwm`` or ``reconnect_ivl``, see ``gateway.options``; None: not said, none refused); ``family`` is
     ``"zmtp"`` or ``"sp"``. ``open_async(kind, options)`` returns a
     ``gateway.adapter.RawSocket`` (``kind`` "REP": the raw ROUTER-like front, "REQ": the raw
     DEALER-like back; ``options`` a ``gateway.adapter.SideOptions``). The optional

@@ -46,6 +46,8 @@ class AdapterSpec:
     open_polled: Callable[..., Any] | None = None  # (kind, SideOptions) -> PolledSocket
     open_proxy: Callable[..., Any] | None = None  # (front, back SideOptions) -> LibraryProxy
     plugin: str = ""
+    #: the SideOptions fields it honours beyond the bridge's own (None: it did not say)
+    options: frozenset[str] | None = None
 
 
 @dataclass
@@ -129,10 +131,12 @@ def collect(pm: pluggy.PluginManager) -> Registry:
 
     def add_adapter(name: str, family: str, factory: Callable[..., Any], *,
                     polled: Callable[..., Any] | None = None,
-                    proxy: Callable[..., Any] | None = None) -> None:
+                    proxy: Callable[..., Any] | None = None,
+                    options: frozenset[str] | None = None) -> None:
         if name == "native":
             raise ConfigError(f"plugin {who()}: the backend name 'native' is the engine's")
-        reg.adapters[name] = AdapterSpec(name, family, factory, polled, proxy, who())
+        reg.adapters[name] = AdapterSpec(name, family, factory, polled, proxy, who(),
+                                         None if options is None else frozenset(options))
         faces = "".join(f", {f}" for f, on in (("polled", polled), ("proxy", proxy)) if on)
         reg.provided_by.setdefault(who(), []).append(f"adapter {name} ({family}{faces})")
 

@@ -18,6 +18,7 @@ import signal
 import socket
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from gateway.config import Limits
 from gateway.device import Bridge
@@ -38,6 +39,8 @@ class BridgeSpec:
     back: str
     limits: Limits
     forwarder: str = "auto"
+    front_options: tuple[tuple[str, Any], ...] = ()  # {SideOptions field: value} as items
+    back_options: tuple[tuple[str, Any], ...] = ()
 
 
 def sd_notify(message: str) -> bool:
@@ -92,7 +95,8 @@ class Supervisor:
         try:
             for spec in specs:
                 bridge = Bridge(spec.front, spec.back, name=spec.name, limits=spec.limits,
-                                forwarder=spec.forwarder)
+                                forwarder=spec.forwarder, front_options=dict(spec.front_options),
+                                back_options=dict(spec.back_options))
                 bridge.open()
                 opened.append(bridge)
         except BaseException:

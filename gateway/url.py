@@ -1,4 +1,4 @@
-"""Endpoint URLs: ``[@|>]wire+transport://address[?backend=...]``.
+"""Endpoint URLs: ``[@|>]wire+transport://address[?backend=...&option=value...]``.
 
 ``zmq+tcp://127.0.0.1:5555``, ``sp+ipc:///tmp/x.sock``, ``inproc://name`` (ZMTP wire);
 ``nng+`` and ``nanomsg+`` are aliases of ``sp+``, ``zmtp+`` of ``zmq+``. CZMQ's convention:
@@ -6,13 +6,16 @@
 
 Users write ``zmq+``; inside the code the wire family is called ``zmtp`` (``Endpoint.wire``
 and ``Endpoint.family`` are ``"zmtp"`` or ``"sp"``), and URLs given back keep the user's scheme.
+Query options other than ``backend`` are the settings of :mod:`gateway.options` (``?hwm=5000``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Any
 from urllib.parse import parse_qsl
 
+from gateway import options as _options
 from gateway.errors import ConfigError
 
 #: URL wire spelling -> the canonical wire family.
@@ -30,6 +33,12 @@ class Endpoint:
     mode: str | None = None  # "bind", "connect" or None (caller's default)
     backend: str | None = None
     scheme: str = ""  # the scheme as the user wrote it, kept in the URLs we give back
+    options: tuple[tuple[str, Any], ...] = ()  # (SideOptions field, value), from the query
+
+    @property
+    def settings(self) -> dict[str, Any]:
+        """The query's settings as ``{SideOptions field: value}`` (see :mod:`gateway.options`)."""
+        return dict(self.options)
 
     @property
     def family(self) -> str:
@@ -95,10 +104,18 @@ def parse(url: str, *, transports: frozenset[str] | None = None) -> Endpoint:
     if transport == "tcp":
         split_host_port(address)
     backend = None
-    for key, value in parse_qsl(query, keep_blank_values=True):
+    pairs: list[tuple[str, str]] = []
+    try:
+        items = parse_qsl(query, keep_blank_values=True, strict_parsing=bool(query))
+    except ValueError:
+        raise ConfigError(f"bad query {query!r} in {url!r}: expected key=value&key=value") from None
+    for key, value in items:
         if key != "backend":
-            raise ConfigError(f"unknown option {key!r} in {url!r}")
-        if not value or not set(value) <= _NAME:
+            pairs.append((key, value))
+        elif not value or not set(value) <= _NAME:
             raise ConfigError(f"bad backend {value!r} in {url!r}: native, or an adapter's name")
-        backend = value  # which adapters exist is the plugin registry's to say
-    return Endpoint(wire, transport, address, mode, backend, scheme.lower())
+        else:
+            backend = value  # which adapters exist is the plugin registry's to say
+    settings = _options.read(pairs, repr(url)) if pairs else {}
+    return Endpoint(wire, transport, address, mode, backend, scheme.lower(),
+                    tuple(sorted(settings.items())))

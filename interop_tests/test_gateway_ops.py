@@ -3,6 +3,7 @@ refuses a broken one, and systemd hears READY, RELOADING, STOPPING and STATUS.""
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import socket
 import time
@@ -144,3 +145,22 @@ def test_connection_lines_name_the_bridge_and_the_peer() -> None:
         assert up["peer"].startswith(f"{LOCAL}:") and up["peer_type"] == "REQ"
         back = gw.wait_event("pipe.up", socket="orders/back")
         assert back["peer"] == f"{LOCAL}:{server.port}"
+
+
+@pytest.mark.parametrize("backend", ["native", "pyzmq"])
+def test_handshake_ivl_setting_closes_a_silent_client_early(backend: str) -> None:
+    """``?handshake_ivl=300`` on the front: a client that connects and never greets is gone
+    after about 0.3 s (the default would keep it 10 s, libzmq's 30 s)."""
+    with NngServer() as server, Gateway(
+            "bridge", f"@zmq+tcp://{LOCAL}:0?backend={backend}&handshake_ivl=300",
+            f">sp+tcp://{LOCAL}:{server.port}") as gw:
+        port = int(lib_url(gw.front).rpartition(":")[2])
+        with socket.create_connection((LOCAL, port), timeout=8) as silent:
+            started = time.monotonic()
+            with contextlib.suppress(ConnectionResetError):
+                while silent.recv(4096):  # the gateway's greeting, then its close
+                    pass
+            assert time.monotonic() - started < 5
+        with zmq_client("REQ", lib_url(gw.front)) as req:  # a greeting client is served
+            req.send(b"x")
+            assert req.recv() == b"re:x"

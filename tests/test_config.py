@@ -175,3 +175,39 @@ def test_limits_from_overrides_a_base() -> None:
 
 def test_limits_from_empty_is_defaults() -> None:
     assert limits_from({}) == Limits()
+
+
+def test_bridge_option_tables_are_read_into_settings() -> None:
+    cfg = from_dict({"bridge": [{
+        "name": "orders", "front": "@zmq+tcp://127.0.0.1:5555?hwm=3000",
+        "back": ">sp+tcp://127.0.0.1:6000",
+        "front_options": {"handshake_ivl": "2s"},
+        "back_options": {"reconnect_ivl": 100, "reconnect_ivl_max": "5s"}}]})
+    (b,) = cfg.bridges
+    assert b.front_options == {"handshake_timeout": 2.0}  # the URL's hwm stays in the URL
+    assert b.back_options == {"reconnect_ivl": 0.1, "reconnect_ivl_max": 5.0}
+
+
+def test_bridge_option_mistakes_name_file_bridge_and_table() -> None:
+    data = {"bridge": [{
+        "name": "orders", "front": "@zmq+tcp://127.0.0.1:5555?hwm=3000&linger=x",
+        "back": ">sp+tcp://127.0.0.1:6000",
+        "front_options": {"hwm": 10, "colour": "red"},
+        "back_options": "fast"}]}
+    with pytest.raises(ConfigError) as info:
+        from_dict(data, source="g.toml")
+    assert str(info.value).splitlines() == [
+        "g.toml: bridge 'orders' front: bad value 'x' for linger in "
+        "'@zmq+tcp://127.0.0.1:5555?hwm=3000&linger=x': expected a duration: milliseconds, "
+        "or 250ms, 2s, 1m",
+        "g.toml: bridge 'orders' front_options: unknown option 'colour' (known: backend, hwm, "
+        "maxmsgsize, reconnect_ivl, reconnect_ivl_max, handshake_ivl, linger, backlog)",
+        "g.toml: bridge 'orders' back_options: must be a table of settings, not 'fast'",
+    ]
+
+
+def test_a_setting_in_the_url_and_the_table_is_refused() -> None:
+    data = {"bridge": [{"name": "b", "front": "@zmq+tcp://127.0.0.1:5555?hwm=3000",
+                        "back": ">sp+tcp://127.0.0.1:6000", "front_options": {"hwm": 10}}]}
+    with pytest.raises(ConfigError, match="bridge 'b' front_options: hwm set both in the URL"):
+        from_dict(data, source="g.toml")

@@ -689,3 +689,39 @@ def test_proxy_forwarder_needs_one_proxy_capable_adapter_on_both_sides() -> None
     with pytest.raises(ConfigError, match="forwarder=proxy"):
         Bridge("zmq+tcp://127.0.0.1:1?backend=pyzmq", "sp+tcp://127.0.0.1:2", name=_name(),
                forwarder="proxy")
+
+
+def test_endpoint_settings_reach_each_side() -> None:
+    """URL settings and the TOML tables' reach the engine's sockets and libzmq's options."""
+
+    async def scenario() -> None:
+        bridge = Bridge("@zmq+tcp://127.0.0.1:0?hwm=7&handshake_ivl=1500&linger=0",
+                        ">zmq+tcp://127.0.0.1:1?backend=pyzmq", name=_name(),
+                        front_options={"reconnect_ivl": 0.05},
+                        back_options={"reconnect_ivl": 0.25, "reconnect_ivl_max": 4.0,
+                                      "handshake_timeout": 3.0})
+        bridge.open()
+        try:
+            sock = bridge._front.socket
+            assert (sock.hwm, sock.handshake_timeout, sock.linger, sock.reconnect_ivl) == (
+                7, 1.5, 0.0, 0.05)
+            lib = bridge._back._sock
+            assert (lib.getsockopt(zmq.RECONNECT_IVL), lib.getsockopt(zmq.RECONNECT_IVL_MAX),
+                    lib.getsockopt(zmq.HANDSHAKE_IVL)) == (250, 4000, 3000)
+        finally:
+            bridge.close()
+
+    asyncio.run(scenario())
+
+
+@pytest.mark.parametrize(("back", "table", "message"), [
+    (">sp+tcp://127.0.0.1:1?backend=pynng&handshake_ivl=100", {},
+     "bridge b back: backend pynng does not support handshake_ivl"),
+    (">sp+tcp://127.0.0.1:1?backend=pynng", {"linger": 0.1, "backlog": 3},
+     "does not support backlog, linger"),
+    (">sp+tcp://127.0.0.1:1?hwm=3", {"hwm": 4}, "bridge b back: hwm set both"),
+])
+def test_settings_an_adapter_would_ignore_are_refused(back: str, table: dict[str, object],
+                                                     message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        Bridge("@zmq+tcp://127.0.0.1:0", back, name="b", back_options=table)

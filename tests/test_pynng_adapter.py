@@ -31,7 +31,8 @@ RID = b"\x80\x00\x00\x01"
 
 def test_registers_through_pluggy() -> None:
     got = registered_adapters(pynng_adapter, "pynng")
-    assert got == [(("pynng", "sp", pynng_adapter.open_async), dict(polled=pynng_adapter.open_polled))]
+    assert got == [(("pynng", "sp", pynng_adapter.open_async),
+                    dict(polled=pynng_adapter.open_polled, options=pynng_adapter.HONOURED))]
 
 
 def test_kinds() -> None:

@@ -29,7 +29,9 @@ def ctx():  # type: ignore[no-untyped-def]
 
 def test_registers_through_pluggy() -> None:
     got = registered_adapters(pyzmq_adapter, "pyzmq")
-    assert got == [(("pyzmq", "zmtp", pyzmq_adapter.open_async), dict(polled=pyzmq_adapter.open_polled, proxy=pyzmq_adapter.open_proxy))]
+    assert got == [(("pyzmq", "zmtp", pyzmq_adapter.open_async),
+                    dict(polled=pyzmq_adapter.open_polled, proxy=pyzmq_adapter.open_proxy,
+                         options=pyzmq_adapter.HONOURED))]
 
 
 def test_kinds(ctx) -> None:  # type: ignore[no-untyped-def]

@@ -105,7 +105,7 @@ def test_host_port(address: str, host: str, port: int) -> None:
         "zmq+tcp://127.0.0.1:5555?backend=",
         "zmq+tcp://127.0.0.1:5555?backend=lib zmq",  # which adapters exist: the registry says
         "zmq+tcp://127.0.0.1:5555?color=blue",
-        "zmq+tcp://127.0.0.1:5555?backend=native&hwm=3",
+        "zmq+tcp://127.0.0.1:5555?backend=native&hwm=0",
         "sp+ipc://",
         "zmq+://127.0.0.1:5555",  # no transport
     ],
@@ -143,3 +143,29 @@ def test_engine_refuses_bad_urls() -> None:
                     s.connect(url)
 
     asyncio.run(asyncio.wait_for(main(), 10))
+
+
+def test_query_settings_are_read_into_side_options_fields() -> None:
+    ep = parse("zmq+tcp://127.0.0.1:5555?backend=pyzmq&hwm=5000&reconnect_ivl=250"
+               "&reconnect_ivl_max=5s&handshake_ivl=2s&linger=0&maxmsgsize=64k&backlog=16")
+    assert ep.backend == "pyzmq"
+    assert ep.settings == {"hwm": 5000, "reconnect_ivl": 0.25, "reconnect_ivl_max": 5.0,
+                           "handshake_timeout": 2.0, "linger": 0.0,
+                           "max_message_size": 65536, "backlog": 16}
+    assert ep.url == "zmq+tcp://127.0.0.1:5555"  # the settings are not part of the address
+    assert parse("sp+tcp://127.0.0.1:1").settings == {}
+
+
+@pytest.mark.parametrize(("url", "lines"), [
+    ("zmq+tcp://h:1?hwm=0", ["bad value '0' for hwm"]),
+    ("zmq+tcp://h:1?hwm=1&hwm=2", ["option hwm given twice"]),
+    ("zmq+tcp://h:1?a=1&linger=soon", ["unknown option 'a'", "bad value 'soon' for linger"]),
+    ("zmq+tcp://h:1?hwm", ["bad query 'hwm'"]),
+])
+def test_query_mistakes_all_at_once(url: str, lines: list[str]) -> None:
+    with pytest.raises(ConfigError) as info:
+        parse(url)
+    got = str(info.value).splitlines()
+    assert len(got) == len(lines)
+    for line, want in zip(got, lines, strict=True):
+        assert line.startswith(want) and repr(url) in line

@@ -1,7 +1,7 @@
 """``gateway bench``: latency and throughput side by side with libzmq, nng and ``zmq.proxy``.
 
 Every peer and every proxy runs in its own process; all routes are measured in one run,
-interleaved in rounds (DESIGN section 11). Routes whose software is missing are reported as
+interleaved in rounds (docs/design.md, "Benchmarks"). Routes whose software is missing are reported as
 unavailable with the reason. Output: a table on stdout, ``--json FILE``, ``--png FILE``.
 
     python -m gateway bench --quick --routes library

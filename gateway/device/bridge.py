@@ -27,6 +27,7 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any, Protocol
 
+from gateway import options
 from gateway.adapter import SideOptions
 from gateway.config import Limits
 from gateway.device import sides
@@ -38,7 +39,7 @@ from gateway.envelope import TokenTable, Translator
 from gateway.errors import ConfigError, Drop
 from gateway.logging import get_logger
 from gateway.metrics import METRICS
-from gateway.plugins import body_codec_hook, registry
+from gateway.plugins import AdapterSpec, body_codec_hook, registry
 from gateway.url import Endpoint, parse
 
 log = get_logger("gateway.device")
@@ -68,15 +69,32 @@ class Bridge:
     forwarder: str = "auto"  # "auto", or "proxy" for the library's own (zmtp->zmtp, pyzmq)
     front_url: str = ""
     back_url: str = ""
+    #: per-side settings beyond the URL's (``{SideOptions field: value}``, from TOML's
+    #: ``front_options``/``back_options`` read by :func:`gateway.options.read`)
+    front_options: dict[str, Any] = field(default_factory=dict)
+    back_options: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         transports = frozenset(registry().transports)
-        front, back = parse(self.front, transports=transports), parse(self.back, transports=transports)
+        parsed, errors = [], []
+        for url in (self.front, self.back):
+            try:
+                parsed.append(parse(url, transports=transports))
+            except ConfigError as exc:
+                errors.append(str(exc))
+        if errors:  # both sides' mistakes at once
+            raise ConfigError("\n".join(errors))
+        front, back = parsed
         front, back = sides.default_backends(front, back)
         self._front_ep = front if front.mode else replace(front, mode="bind")
         self._back_ep = back if back.mode else replace(back, mode="connect")
         self._front_spec = sides.adapter_for(self._front_ep)
         self._back_spec = sides.adapter_for(self._back_ep)
+        self._settings = {
+            side: self._side_settings(side, ep, table, spec)
+            for side, ep, table, spec in (
+                ("front", self._front_ep, self.front_options, self._front_spec),
+                ("back", self._back_ep, self.back_options, self._back_spec))}
         if self.forwarder not in ("auto", "proxy"):
             raise ConfigError(f"bridge {self.name}: forwarder must be auto or proxy, "
                               f"not {self.forwarder!r}")
@@ -102,11 +120,24 @@ class Bridge:
         return (f is not None and b is not None
                 and f.open_polled is not None and b.open_polled is not None)
 
+    def _side_settings(self, side: str, ep: Endpoint, table: dict[str, Any],
+                       spec: AdapterSpec | None) -> dict[str, Any]:
+        where = f"bridge {self.name} {side}"
+        settings = options.merged(ep.settings, table, where)
+        if spec is not None and spec.options is not None:
+            ignored = set(settings) - spec.options
+            if ignored:
+                raise ConfigError(f"{where}: backend {spec.name} does not support "
+                                  f"{options.describe(ignored)} (it supports: "
+                                  f"{options.describe(spec.options) or 'none'})")
+        return settings
+
     def _options(self, front: bool) -> SideOptions:
         lim = self.limits
-        return SideOptions(max_message_size=lim.max_message_size, hop_limit=lim.hop_limit,
+        base = SideOptions(max_message_size=lim.max_message_size, hop_limit=lim.hop_limit,
                            router_mandatory=front, message_timeout=lim.message_timeout,
                            backlog=lim.backlog or None)
+        return replace(base, **self._settings["front" if front else "back"])
 
     @property
     def in_flight(self) -> int:

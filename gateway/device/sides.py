@@ -27,6 +27,10 @@ class NativeRaw:
                              max_message_size=options.max_message_size,
                              router_mandatory=options.router_mandatory,
                              message_timeout=options.message_timeout, backlog=options.backlog,
+                             reconnect_ivl=options.reconnect_ivl,
+                             reconnect_ivl_max=options.reconnect_ivl_max,
+                             handshake_timeout=options.handshake_timeout,
+                             linger=options.linger,
                              name=name or f"device-x{kind.lower()}")
         self.send_msg = self.socket.send_msg
         self.recv_msg = self.socket.recv_msg
@@ -46,7 +50,7 @@ class NativeRaw:
     def connect(self, url: str) -> None:
         self.socket.connect(url)
 
-    def close(self, linger: float = 0.5) -> None:
+    def close(self, linger: float | None = None) -> None:
         self.socket.close(linger)
 
 

@@ -374,7 +374,7 @@ def _check_sp_header(responder: Peer, header: bytes, want: int, out: Outcome, i:
 
 
 def _check_wire(wire: str, kind: str, impl: str, url: str, who: str, out: Outcome) -> None:
-    """The handshake bytes a listening peer sends, decoded from a raw connection (DESIGN §4):
+    """The handshake bytes a listening peer sends, decoded from a raw connection (docs/design.md, "Pairings"):
     ZMTP greeting (signature, version 3.x, NULL) and READY with its Socket-Type (and Identity for
     REQ/DEALER/ROUTER, as libzmq sends it); SP header ``00 53 50 00`` + protocol + ``00 00``."""
     try:

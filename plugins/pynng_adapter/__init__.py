@@ -205,9 +205,11 @@ class PynngRawSocket:
         recv_max_size: int = 1 << 20,
         send_buffer: int = 1000,
         ttl: int | None = None,
+        reconnect: tuple[float, float] = (0.1, 2.0),
     ) -> None:
         self.kind, self._sock = _open(kind, raw, recv_max_size,
-                                      send_buffer_size=min(send_buffer, 8192))
+                                      send_buffer_size=min(send_buffer, 8192),
+                                      **_reconnect(reconnect))
         _set_ttl(self._sock, ttl)
         # replies: nng takes them, then drops one silently when the client's pipe queue is full
         self.confirms_delivery = self.kind == "REQ"
@@ -384,9 +386,20 @@ class PynngRawSocket:
         return f"<PynngRawSocket raw {self.kind}{' closed' if self._closed else ''}>"
 
 
+#: the endpoint settings (``gateway.options``) this adapter hands to nng (nng has no handshake
+#: deadline, no linger and no listen backlog setting)
+HONOURED = frozenset({"hwm", "max_message_size", "reconnect_ivl", "reconnect_ivl_max"})
+
+
+def _reconnect(ivl: tuple[float, float]) -> dict[str, int]:
+    """nng's redial backoff (NNG_OPT_RECONNMINT / RECONNMAXT, milliseconds)."""
+    return {"reconnect_time_min": round(ivl[0] * 1000), "reconnect_time_max": round(ivl[1] * 1000)}
+
+
 def open_async(kind: str, options: SideOptions) -> PynngRawSocket:
     return PynngRawSocket(kind, hwm=options.hwm, recv_max_size=options.max_message_size,
-                          ttl=options.hop_limit if kind.upper() in ("REP", "ROUTER") else None)
+                          ttl=options.hop_limit if kind.upper() in ("REP", "ROUTER") else None,
+                          reconnect=(options.reconnect_ivl, options.reconnect_ivl_max))
 
 
 class NngPolled:
@@ -395,7 +408,9 @@ class NngPolled:
 
     def __init__(self, kind: str, options: SideOptions) -> None:
         self.kind, self._pynng = _open(kind, True, options.max_message_size,
-                                       send_buffer_size=min(options.hwm, 8192))
+                                       send_buffer_size=min(options.hwm, 8192),
+                                       **_reconnect((options.reconnect_ivl,
+                                                     options.reconnect_ivl_max)))
         _set_ttl(self._pynng, options.hop_limit if self.kind == "REP" else None)
         self.sock = self._pynng.socket
         self.confirms_delivery = self.kind == "REQ"  # see PynngRawSocket
@@ -453,4 +468,4 @@ def _strerror(rv: int) -> str:
 
 @hookimpl
 def gateway_register_adapters(register):  # type: ignore[no-untyped-def]
-    register("pynng", "sp", open_async, polled=open_polled)
+    register("pynng", "sp", open_async, polled=open_polled, options=HONOURED)

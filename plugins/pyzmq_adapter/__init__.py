@@ -35,6 +35,7 @@ import asyncio
 import re
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import zmq
@@ -404,8 +405,25 @@ def _send_error(e: zmq.ZMQError) -> TransportError:
     return TransportError(f"pyzmq: {e.strerror}")
 
 
+def _ms(seconds: float) -> int:
+    return round(seconds * 1000)
+
+
+#: the endpoint settings (``gateway.options``) this adapter hands to libzmq
+HONOURED = frozenset({"hwm", "max_message_size", "reconnect_ivl", "reconnect_ivl_max",
+                      "handshake_timeout", "linger", "backlog"})
+
+
 def _options(kind: str, options: SideOptions) -> dict[int, int | bytes]:
-    opts: dict[int, int | bytes] = {zmq.MAXMSGSIZE: options.max_message_size}
+    opts: dict[int, int | bytes] = {
+        zmq.MAXMSGSIZE: options.max_message_size,
+        zmq.RECONNECT_IVL: _ms(options.reconnect_ivl),
+        zmq.RECONNECT_IVL_MAX: _ms(options.reconnect_ivl_max),
+        zmq.HANDSHAKE_IVL: _ms(options.handshake_timeout),
+        zmq.LINGER: _ms(options.linger),
+    }
+    if options.backlog:
+        opts[zmq.BACKLOG] = options.backlog
     if kind == "REP" and options.router_mandatory:
         opts[zmq.ROUTER_MANDATORY] = 1  # a reply to a vanished client raises, to be counted
     return opts
@@ -431,7 +449,6 @@ class ZmqPolled:
         self.router = k == "ROUTER"
         ctx = context if context is not None else zmq.Context.instance()
         sock: Any = ctx.socket(_ZMQ_TYPE[k])
-        sock.setsockopt(zmq.LINGER, 200)
         sock.setsockopt(zmq.SNDHWM, options.hwm)
         sock.setsockopt(zmq.RCVHWM, options.hwm)
         for opt, value in _options(kind.upper(), options).items():
@@ -511,7 +528,7 @@ class LibzmqProxy:
 
     def __init__(self, front: SideOptions, back: SideOptions) -> None:
         self.ctx: Any = zmq.Context()  # its own: terminating it ends only this proxy
-        unbounded = SideOptions(front.hwm, front.max_message_size, front.hop_limit, False)
+        unbounded = replace(front, router_mandatory=False)
         self.front = ZmqPolled("REP", unbounded, context=self.ctx)  # blocking sends (libzmq's
         self.back = ZmqPolled("REQ", back, context=self.ctx)  # own proxy sends, not ours)
         address = f"inproc://gateway-proxy-control-{id(self)}"
@@ -578,4 +595,4 @@ def open_proxy(front: SideOptions, back: SideOptions) -> LibzmqProxy:
 
 @hookimpl
 def gateway_register_adapters(register):  # type: ignore[no-untyped-def]
-    register("pyzmq", "zmtp", open_async, polled=open_polled, proxy=open_proxy)
+    register("pyzmq", "zmtp", open_async, polled=open_polled, proxy=open_proxy, options=HONOURED)

@@ -1,0 +1,197 @@
+"""Endpoint settings: one table, reachable as ``?key=value`` on a URL and per bridge in TOML.
+
+Names are libzmq's socket options without ``ZMQ_``, in lower case, so a ZeroMQ user knows them
+(``hwm``, ``reconnect_ivl``, ``handshake_ivl``, ``maxmsgsize``, ``linger``); intervals are
+milliseconds as in libzmq and nng (``reconnect_ivl=100``), or carry a unit (``2s``, ``250ms``).
+Every row sets one field of :class:`gateway.adapter.SideOptions`; the native engine honours every
+row, an adapter the rows it declares when it registers (``register(..., options=...)``).
+
+    zmq+tcp://127.0.0.1:5555?hwm=5000&reconnect_ivl=250&reconnect_ivl_max=5s
+
+    [[bridge]]
+    name = "orders"
+    front = "@zmq+tcp://0.0.0.0:5555"
+    back = ">sp+tcp://127.0.0.1:6000"
+    back_options = { reconnect_ivl = 100, reconnect_ivl_max = "5s" }
+
+A value that does not parse is a :class:`~gateway.errors.ConfigError` naming the key, the value
+and what would do.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import textwrap
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from gateway.errors import ConfigError
+
+_TRUE = frozenset({"1", "true", "yes", "on"})
+_FALSE = frozenset({"0", "false", "no", "off"})
+_DURATION = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*(ms|s|m)?\s*$")
+_SIZE = re.compile(r"^\s*([0-9]+)\s*(b|k|kb|kib|m|mb|mib)?\s*$", re.IGNORECASE)
+_UNITS = {None: 0.001, "ms": 0.001, "s": 1.0, "m": 60.0}
+_SIZES = {"": 1, "b": 1, "k": 1024, "kb": 1024, "kib": 1024, "m": 1 << 20, "mb": 1 << 20,
+          "mib": 1 << 20}
+
+
+def duration(value: object) -> float:
+    """Milliseconds (a bare number, as libzmq's intervals) or with a unit (``250ms``, ``2s``,
+    ``1m``) -> seconds."""
+    if isinstance(value, bool):
+        raise ValueError("a duration: milliseconds, or 250ms, 2s, 1m")
+    if isinstance(value, int | float):
+        if not math.isfinite(value) or value < 0:
+            raise ValueError("a duration must be a finite number of milliseconds, at least 0")
+        return float(value) / 1000
+    match = _DURATION.match(str(value).lower())
+    if match is None:
+        raise ValueError("a duration: milliseconds, or 250ms, 2s, 1m")
+    return float(match.group(1)) * _UNITS[match.group(2)]
+
+
+def count(value: object) -> int:
+    """A whole number, at least 1."""
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        raise ValueError("a whole number, at least 1")
+    text = str(value).strip()
+    if not text.isdigit() or int(text) < 1:
+        raise ValueError("a whole number, at least 1")
+    return int(text)
+
+
+def whole(value: object) -> int:
+    """A whole number, at least 0."""
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        raise ValueError("a whole number, at least 0")
+    text = str(value).strip()
+    if not text.isdigit():
+        raise ValueError("a whole number, at least 0")
+    return int(text)
+
+
+def size(value: object) -> int:
+    """Bytes: a whole number, or with a unit (``64k``, ``1MiB``), at least 1."""
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        raise ValueError("bytes: a whole number, or 64k, 1MiB")
+    match = _SIZE.match(str(value))
+    if match is None or int(match.group(1)) < 1:
+        raise ValueError("bytes: a whole number, or 64k, 1MiB")
+    return int(match.group(1)) * _SIZES[(match.group(2) or "").lower()]
+
+
+def flag(value: object) -> bool:
+    """``1``/``0``, ``true``/``false``, ``yes``/``no``, ``on``/``off``."""
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in _TRUE:
+        return True
+    if text in _FALSE:
+        return False
+    raise ValueError("true or false (1/0, yes/no, on/off)")
+
+
+@dataclass(frozen=True, slots=True)
+class Option:
+    """One endpoint setting: ``name`` as users write it, the :class:`SideOptions` ``field`` it
+    sets, how its value is read, and the help line ``gateway bridge --help`` shows."""
+
+    name: str
+    field: str
+    convert: Callable[[object], Any]
+    help: str
+    aliases: tuple[str, ...] = ()
+
+
+OPTIONS: tuple[Option, ...] = (
+    Option("hwm", "hwm", count,
+           "high-water mark, messages queued per peer in each direction (libzmq SNDHWM/RCVHWM; "
+           "default 1000)", ("sndhwm", "rcvhwm")),
+    Option("maxmsgsize", "max_message_size", size,
+           "largest message accepted from a peer, bytes (default [limits] max_message_size)",
+           ("max_message_size",)),
+    Option("reconnect_ivl", "reconnect_ivl", duration,
+           "first wait before redialling a lost or refused peer (default 100ms)"),
+    Option("reconnect_ivl_max", "reconnect_ivl_max", duration,
+           "the wait doubles after each failed dial up to this (default 2s)"),
+    Option("handshake_ivl", "handshake_timeout", duration,
+           "a peer that has not finished its greeting/header after this is disconnected "
+           "(default 10s)", ("handshake_timeout",)),
+    Option("linger", "linger", duration,
+           "on close, how long queued messages may still be sent (default 500ms)"),
+    Option("backlog", "backlog", whole,
+           "listen backlog of a bound endpoint (default [limits] backlog; 0: the system maximum)"),
+)
+
+#: every spelling (names and aliases) -> its row
+BY_NAME: dict[str, Option] = {n: o for o in OPTIONS for n in (o.name, *o.aliases)}
+
+
+def known() -> str:
+    return ", ".join(o.name for o in OPTIONS)
+
+
+def lookup(key: str) -> Option:
+    option = BY_NAME.get(key.lower())
+    if option is None:
+        raise ConfigError(f"unknown option {key!r} (known: backend, {known()})")
+    return option
+
+
+def read(items: Iterable[tuple[str, object]], where: str) -> dict[str, Any]:
+    """``(key, value)`` pairs -> ``{SideOptions field: value}``; every mistake at once, each
+    line saying ``where`` (the URL, or the bridge and table)."""
+    out: dict[str, Any] = {}
+    seen: dict[str, str] = {}
+    errors: list[str] = []
+    at = f" in {where}" if where else ""
+    for key, value in items:
+        try:
+            option = lookup(key)
+        except ConfigError as exc:
+            errors.append(f"{exc}{at}")
+            continue
+        if option.field in seen:
+            errors.append(f"option {option.name} given twice ({seen[option.field]!r} and "
+                          f"{key!r}){at}")
+            continue
+        seen[option.field] = key
+        try:
+            out[option.field] = option.convert(value)
+        except ValueError as exc:
+            errors.append(f"bad value {value!r} for {option.name}{at}: expected {exc}")
+    if errors:
+        raise ConfigError("\n".join(errors))
+    return out
+
+
+def merged(url_options: Mapping[str, Any], table: Mapping[str, Any], where: str = "") -> dict[str, Any]:
+    """A URL's options with a TOML table's (already read); a setting in both is an error."""
+    both = sorted(set(url_options) & set(table))
+    if both:
+        names = ", ".join(_name_of(f) for f in both)
+        at = f"{where}: " if where else ""
+        raise ConfigError(f"{at}{names} set both in the URL and in the table; keep one")
+    return {**url_options, **table}
+
+
+def _name_of(field: str) -> str:
+    return next(o.name for o in OPTIONS if o.field == field)
+
+
+def describe(fields: Iterable[str]) -> str:
+    return ", ".join(sorted(_name_of(f) for f in fields))
+
+
+def help_text() -> str:
+    """The options, one per line, for ``--help`` and the docs."""
+    return "\n".join(textwrap.fill(o.help, 79, initial_indent=f"  {o.name:<18} ",
+                                   subsequent_indent=" " * 21) for o in OPTIONS)
+
+
+__all__ = ["BY_NAME", "OPTIONS", "Option", "count", "describe", "duration", "flag", "help_text",
+           "known", "lookup", "merged", "read", "size", "whole"]

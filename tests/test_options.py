@@ -1,0 +1,96 @@
+"""gateway.options: endpoint settings, their spellings and units, as tables."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from gateway import options
+from gateway.adapter import SideOptions
+from gateway.errors import ConfigError
+
+
+@pytest.mark.parametrize(("value", "seconds"), [
+    ("100", 0.1), (250, 0.25), (1.5, 0.0015), ("250ms", 0.25), ("2s", 2.0), ("1.5s", 1.5),
+    ("1m", 60.0), (" 10 ms ", 0.01), ("0", 0.0),
+])
+def test_duration_is_milliseconds_unless_a_unit_says(value: object, seconds: float) -> None:
+    assert options.duration(value) == pytest.approx(seconds)
+
+
+@pytest.mark.parametrize("value", ["", "abc", "-1", "1h", "2 s s", True, float("nan"), -5, "1e3"])
+def test_bad_durations(value: object) -> None:
+    with pytest.raises(ValueError, match="duration"):
+        options.duration(value)
+
+
+@pytest.mark.parametrize(("convert", "value", "expected"), [
+    (options.count, "1", 1), (options.count, 5000, 5000),
+    (options.whole, "0", 0), (options.whole, 128, 128),
+    (options.size, "1024", 1024), (options.size, "64k", 65536), (options.size, "1MiB", 1 << 20),
+    (options.size, 10, 10),
+    (options.flag, "yes", True), (options.flag, "0", False), (options.flag, True, True),
+    (options.flag, "OFF", False),
+])
+def test_converters(convert: Any, value: object, expected: object) -> None:
+    assert convert(value) == expected
+
+
+@pytest.mark.parametrize(("convert", "value"), [
+    (options.count, "0"), (options.count, "-3"), (options.count, True), (options.count, 1.5),
+    (options.whole, "x"), (options.size, "0"), (options.size, "12q"), (options.flag, "maybe"),
+])
+def test_converters_refuse(convert: Any, value: object) -> None:
+    with pytest.raises(ValueError):
+        convert(value)
+
+
+def test_every_row_sets_a_side_options_field_and_names_are_unique() -> None:
+    fields = set(SideOptions.__dataclass_fields__)
+    assert {o.field for o in options.OPTIONS} <= fields
+    spellings = [n for o in options.OPTIONS for n in (o.name, *o.aliases)]
+    assert len(spellings) == len(set(spellings))
+    assert all(o.help for o in options.OPTIONS)
+
+
+def test_read_gives_fields_and_accepts_libzmq_aliases() -> None:
+    got = options.read([("hwm", "5000"), ("handshake_timeout", "2s"), ("MaxMsgSize", "64k")],
+                       "url")
+    assert got == {"hwm": 5000, "handshake_timeout": 2.0, "max_message_size": 65536}
+
+
+def test_read_reports_every_mistake_at_once_with_where() -> None:
+    with pytest.raises(ConfigError) as info:
+        options.read([("hwm", "x"), ("nope", "1"), ("sndhwm", "3"),
+                      ("linger", "later")], "'zmq+tcp://h:1?...'")
+    lines = str(info.value).splitlines()
+    assert lines == [
+        "bad value 'x' for hwm in 'zmq+tcp://h:1?...': expected a whole number, at least 1",
+        "unknown option 'nope' (known: backend, hwm, maxmsgsize, reconnect_ivl, "
+        "reconnect_ivl_max, handshake_ivl, linger, backlog) in 'zmq+tcp://h:1?...'",
+        "option hwm given twice ('hwm' and 'sndhwm') in 'zmq+tcp://h:1?...'",
+        "bad value 'later' for linger in 'zmq+tcp://h:1?...': expected a duration: "
+        "milliseconds, or 250ms, 2s, 1m",
+    ]
+
+
+def test_merged_refuses_a_setting_given_twice() -> None:
+    assert options.merged({"hwm": 1}, {"linger": 0.1}) == {"hwm": 1, "linger": 0.1}
+    with pytest.raises(ConfigError, match="hwm set both in the URL and in the table"):
+        options.merged({"hwm": 1}, {"hwm": 2}, "bridge b front")
+
+
+def test_help_text_lists_every_option() -> None:
+    text = options.help_text()
+    for o in options.OPTIONS:
+        assert f"  {o.name} " in text
+    assert max(len(line) for line in text.splitlines()) <= 79
+
+
+def test_the_design_page_lists_every_setting() -> None:
+    from pathlib import Path
+
+    page = (Path(__file__).resolve().parents[1] / "docs" / "design.md").read_text()
+    for o in options.OPTIONS:
+        assert f"`?{o.name}=`" in page, o.name
