@@ -32,6 +32,8 @@ reply to a peer whose pipe is at the high-water mark, silently (pass
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import itertools
 import re
 import time
 from collections.abc import Callable
@@ -81,6 +83,8 @@ def _split_dealer(frames: list[bytes]) -> Message:
     return _new(Message, ((), tuple(frames)))
 
 
+_MONITOR_IDS = itertools.count(1)
+
 #: Seconds between two warnings about the same failure (endpoint and reason); counters are exact.
 WARN_INTERVAL = 10.0
 
@@ -114,13 +118,19 @@ class _PeerWatch:
     errno), a connection that ends during the handshake without any of those (``pairing``:
     with the NULL mechanism, libzmq closes a refused Socket-Type silently; handshake events
     carry no fd, so this is counted only while one handshake is pending: concurrent ones may go
-    uncounted, none is counted wrongly); a failed connect
-    (CONNECT_DELAYED then CLOSED) is a dial failure (``gateway_dial_failures_total{reason=
-    "retried"}``: libzmq does not say why), logged with CONNECT_RETRIED's retry interval.
+    uncounted, none is counted wrongly); a failed connect (CONNECT_DELAYED, then CONNECT_RETRIED
+    without CONNECTED between) is a dial failure (``gateway_dial_failures_total{reason=
+    "retried"}``: libzmq does not say why), logged with the retry interval.
+
+    Which side of a refused handshake notices first is a race: when the peer closes first,
+    libzmq reports HANDSHAKE_FAILED_NO_DETAIL instead of the mechanism mismatch.
+
+    libzmq sends monitor events blocking, from its I/O thread: :meth:`close` stops the monitor
+    before the reader goes, or an event with nobody reading would stall the whole context.
     """
 
     EVENTS = (zmq.EVENT_CONNECTED | zmq.EVENT_ACCEPTED | zmq.EVENT_DISCONNECTED
-              | zmq.EVENT_CONNECT_DELAYED | zmq.EVENT_CLOSED | zmq.EVENT_CONNECT_RETRIED
+              | zmq.EVENT_CONNECT_DELAYED | zmq.EVENT_CONNECT_RETRIED
               | zmq.EVENT_HANDSHAKE_SUCCEEDED | zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL
               | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL | zmq.EVENT_HANDSHAKE_FAILED_AUTH)
 
@@ -128,14 +138,15 @@ class _PeerWatch:
         import threading
 
         # a plain socket (never an asyncio one: this thread closes it) on the same context
-        address = f"inproc://gateway-monitor-{id(self)}"
+        address = f"inproc://gateway-monitor-{next(_MONITOR_IDS)}"  # never reused (id() is)
         sock.monitor(address, self.EVENTS)
         self._mon: Any = zmq.Context.shadow(sock.context.underlying).socket(zmq.PAIR)
         self._mon.connect(address)
+        self._sock = sock
         self._fds: set[int] = set()
         self.name = name  # the socket's name in log lines and the counter's label
         self._handshaking: set[int] = set()  # fds connected, handshake not yet done or failed
-        self._dial_failed: set[str] = set()  # endpoints whose connect failed (CLOSED)
+        self._dialing: set[str] = set()  # endpoints with a connect in progress (CONNECT_DELAYED)
         self._warned: dict[tuple[str, str], tuple[float, int]] = {}
         self.on_lost: Callable[[], None] | None = None  # called (on this thread) after a peer left
         self._stop = threading.Event()
@@ -171,7 +182,7 @@ class _PeerWatch:
                 elif kind in (zmq.EVENT_CONNECTED, zmq.EVENT_ACCEPTED):
                     self._fds.add(value)
                     self._handshaking.add(value)
-                    self._dial_failed.discard(ep)
+                    self._dialing.discard(ep)
                 else:
                     self._event(kind, value, ep)
         except zmq.ZMQError:  # the socket or its context went away
@@ -199,10 +210,10 @@ class _PeerWatch:
             name = errno_mod.errorcode.get(value, str(value))
             self._failed(ep, "no-detail", f"libzmq gives no detail (errno {name}): a peer that "
                          "is not ZeroMQ, an older ZMTP, or one that closed", errno=name)
-        elif kind == zmq.EVENT_CLOSED:
-            self._dial_failed.add(ep)
-        elif kind == zmq.EVENT_CONNECT_RETRIED and ep in self._dial_failed:
-            self._dial_failed.discard(ep)
+        elif kind == zmq.EVENT_CONNECT_DELAYED:
+            self._dialing.add(ep)
+        elif kind == zmq.EVENT_CONNECT_RETRIED and ep in self._dialing:
+            self._dialing.discard(ep)
             self._dial_failure(ep, value)
 
     def _warn_now(self, key: tuple[str, str]) -> int | None:
@@ -233,7 +244,9 @@ class _PeerWatch:
                         **({"suppressed": held} if held else {}))
 
     def close(self) -> None:
-        """Stop reading and close the monitor socket (before the socket's context ends)."""
+        """Stop the monitor, then the reader (before the socket's context ends)."""
+        with contextlib.suppress(zmq.ZMQError):
+            self._sock.disable_monitor()
         self._stop.set()
         self._thread.join(1)
 
