@@ -168,7 +168,9 @@ HANDSHAKE_REASONS: dict[str, str] = {
     "mechanism": "the peer's greeting asks for a security mechanism (CURVE, PLAIN) this "
                  "endpoint has not configured; the log line names both",
     "pairing": "the peer's socket type may not talk to this one (ZMTP Socket-Type, the ZMTP 2.0 "
-               "socket-type byte, or the SP protocol); the log line names both",
+               "socket-type byte, or the SP protocol); the log line names both (peer_type "
+               "`unknown`: a ZeroMQ peer closed after its greeting without its READY, refusing "
+               "ours, as libzmq does when our READY arrives with our greeting)",
     "sp-protocol": "an SP header this end refuses (reserved bytes set), or the wrong wire: an "
                    "SP peer on a ZeroMQ endpoint or a ZeroMQ peer on an SP endpoint",
     "handshake-timeout": "no complete handshake within the handshake timeout (10 s)",

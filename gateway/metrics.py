@@ -148,6 +148,12 @@ class Registry:
     def total(self, name: str) -> int:
         return sum(v for (n, _), v in list(self.counters.items()) if n == name)
 
+    def total_where(self, name: str, **labels: str) -> int:
+        """The sum of ``name`` over the label sets that include ``labels``."""
+        want = set(labels.items())
+        return sum(v for (n, lab), v in list(self.counters.items())
+                   if n == name and want <= set(lab))
+
     # -- gauges and histograms --------------------------------------------------------------
     def gauge(self, name: str, read: Callable[[], float], **labels: str) -> Key:
         key = _key(name, labels)

@@ -66,13 +66,12 @@ def test_wrong_type_and_wrong_wire_clients_are_named() -> None:
     with NngServer() as server, local_bridge("zmq", "sp", server.port, front_be="native",
                                              back_be="native", metrics=True) as gw:
         with zmq_client("REP", lib_url(gw.front)):
-            ev = gw.wait_event("handshake.failed", timeout=WARN_WITHIN, socket_type="ROUTER")
-        # we read libzmq's READY (pairing, both types), or libzmq read ours first and closed
-        if ev["reason"] == "pairing":
-            assert ev["peer_type"] == "REP"
-        else:
-            assert ev["reason"] == "peer-closed"
-            assert "most likely refused this socket's type (ROUTER)" in ev["detail"]
+            ev = gw.wait_event("handshake.failed", timeout=WARN_WITHIN, reason="pairing")
+        # we read libzmq's READY (both types), or libzmq read ours first and closed silently
+        assert ev["socket_type"] == "ROUTER" and ev["peer_type"] in ("REP", "unknown")
+        if ev["peer_type"] == "unknown":
+            assert "it refused this socket's type (ROUTER)" in ev["detail"]
+        assert gw.metric("gateway_handshake_failures_total", reason="pairing") >= 1
         with nng_req(lib_url(gw.front), 500) as req, pytest.raises(pynng.Timeout):
             req.send(b"x")
             req.recv()
@@ -88,8 +87,13 @@ def test_zeromq_client_on_sp_front() -> None:
     with ZmqServer() as server, local_bridge("sp", "zmq", server.port, front_be="native",
                                              back_be="native", metrics=True) as gw:
         with zmq_client("REQ", lib_url(gw.front)):
-            ev = gw.wait_event("handshake.failed", timeout=WARN_WITHIN, reason="sp-protocol")
-        assert ev["detail"] == "a ZeroMQ (ZMTP) greeting on an SP endpoint"
+            ev = gw.wait_event("handshake.failed", timeout=WARN_WITHIN)
+        # libzmq writes its signature at once, but reads our SP header as ZMTP 1.0 and resets
+        # the connection: when the reset overtakes its bytes we only see it close
+        if ev["reason"] == "sp-protocol":
+            assert ev["detail"] == "a ZeroMQ (ZMTP) greeting on an SP endpoint"
+        else:
+            assert ev["reason"] == "peer-closed" and ev["wire"] == "sp"
         with nng_req(lib_url(gw.front)) as req:
             req.send(b"ok")
             assert req.recv() == b"re:ok"

@@ -843,6 +843,32 @@ def test_handshake_timeout_and_peer_closed_are_logged(
     assert "the peer closed the connection after 5 bytes" in lines["peer-closed"]["detail"]
 
 
+def test_peer_closing_after_its_greeting_is_pairing(capsys: pytest.CaptureFixture[str]) -> None:
+    """A 3.x NULL peer that sends its whole greeting, reads our READY and closes without its
+    own (what libzmq does when our READY refuses it): ``pairing``, our type, theirs unknown."""
+    from gateway.logging import configure
+
+    configure("json", "info")
+
+    async def main() -> None:
+        async with gateway.Socket("REQ", name="q") as req:
+            url = req.bind("zmq+tcp://127.0.0.1:0")
+            before = _failures("pairing", "q")
+            reader, writer = await asyncio.open_connection("127.0.0.1", parse(url).host_port()[1])
+            writer.write(ZMTP_GREETING)
+            got = b""
+            async with asyncio.timeout(5):
+                while zmtp_ready(b"REQ") not in got:  # our greeting, then our READY
+                    got += await reader.read(4096)
+            writer.close()
+            await until(lambda: _failures("pairing", "q") == before + 1)
+
+    run(main())
+    [line] = _warnings(capsys.readouterr().err, "handshake.failed")
+    assert (line["reason"], line["socket_type"], line["peer_type"]) == ("pairing", "REQ", "unknown")
+    assert "it refused this socket's type (REQ)" in line["detail"]
+
+
 def test_closing_our_socket_is_no_handshake_failure() -> None:
     async def main() -> None:
         before = METRICS.total("gateway_handshake_failures_total")

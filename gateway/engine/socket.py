@@ -266,7 +266,6 @@ class Socket:
         """A connection ended before its handshake completed: count it; one warning per
         endpoint, reason and peer variant every ``HANDSHAKE_WARN_INTERVAL`` seconds."""
         reason = pipe.fail_reason or "peer-closed"
-        METRICS.inc("gateway_handshake_failures_total", socket=self.name, reason=reason)
         fields = dict(pipe.fail_fields)
         detail = pipe.fail_detail
         if not pipe.fail_reason:
@@ -275,11 +274,16 @@ class Socket:
             if pipe.lost_error:
                 detail += f" ({pipe.lost_error})"
             fields["wire"] = pipe.family
-            if getattr(pipe.codec, "handshake_stage", "") == "ready":  # it read our READY
+            if getattr(pipe.codec, "handshake_stage", "") == "ready":
+                # A NULL-mechanism 3.x peer that sent its greeting (mechanism matched) and
+                # closed before its READY refused ours: libzmq checks our Socket-Type as soon
+                # as our READY arrives, before it sends its own when both come in one read.
                 ours = pipe.codec.socket_type
-                detail += (f"; it sent its greeting but no READY: it most likely refused this "
-                           f"socket's type ({ours})")
-                fields["socket_type"] = ours
+                reason = "pairing"
+                detail += (f"; it sent its greeting but no READY: it refused this socket's "
+                           f"type ({ours}) without saying its own")
+                fields.update(socket_type=ours, peer_type="unknown")
+        METRICS.inc("gateway_handshake_failures_total", socket=self.name, reason=reason)
         variant = "/".join(fields.get(k, "") for k in ("peer_version", "peer_mechanism",
                                                         "peer_type"))
         key = (pipe.endpoint, reason, variant)
