@@ -13,6 +13,7 @@ import pytest
 import zmq
 
 from interop_tests.gateway_helpers import (
+    Gateway,
     NngServer,
     ZmqServer,
     lib_url,
@@ -97,6 +98,38 @@ def test_zeromq_client_on_sp_front() -> None:
         with nng_req(lib_url(gw.front)) as req:
             req.send(b"ok")
             assert req.recv() == b"re:ok"
+
+
+def test_http_client_on_zeromq_front_is_garbage() -> None:
+    """A real HTTP client (urllib) at the ZeroMQ front: ``garbage``, and the bridge goes on."""
+    import http.client
+    import urllib.request
+
+    with NngServer() as server, local_bridge("zmq", "sp", server.port, front_be="native",
+                                             back_be="native", metrics=True) as gw:
+        host_port = lib_url(gw.front).removeprefix("tcp://")
+        with pytest.raises((http.client.HTTPException, OSError)):
+            urllib.request.urlopen(f"http://{host_port}/", timeout=5)
+        ev = gw.wait_event("handshake.failed", timeout=WARN_WITHIN, reason="garbage")
+        assert "not a ZMTP greeting" in ev["detail"]
+        with zmq_client("REQ", lib_url(gw.front)) as req:
+            req.send(b"ok")
+            assert req.recv() == b"re:ok"
+
+
+def local_bridge_ipc_back(path) -> Gateway:  # type: ignore[no-untyped-def]
+    """A bridge whose native SP back end dials the ipc ``path``."""
+    from interop_tests.gateway_helpers import ANY, bridge_args
+
+    return Gateway(*bridge_args(f"zmq+tcp://{ANY}", f"sp+ipc://{path}"), metrics=True)
+
+
+def test_dial_to_an_unbound_ipc_path_is_unreachable(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The back end dials an ipc path nobody bound: ``unreachable``, warned once."""
+    with local_bridge_ipc_back(tmp_path / "nobody.sock") as gw:
+        ev = gw.wait_event("dial.failed", timeout=WARN_WITHIN, reason="unreachable")
+        assert ev["level"] == "warning" and "nobody.sock" in ev["url"]
+        assert gw.wait_metric("gateway_dial_failures_total", 1, reason="unreachable") >= 1
 
 
 def test_dial_failure_is_warned() -> None:
