@@ -122,11 +122,13 @@ def open_async(ep: Endpoint, kind: str, options: SideOptions, name: str = "") ->
 
 def open_polled(ep: Endpoint, kind: str, options: SideOptions,
                 name: str = "") -> tuple[Any, str]:
-    """The polled face for ``ep`` (both sides have one), bound or connected; and its real URL
-    (``name`` is for the interface's symmetry: library sockets log under their library)."""
+    """The polled face for ``ep`` (both sides have one), bound or connected; and its real URL.
+    ``name`` names the socket in the logs when the adapter's face has a ``name`` to set."""
     spec = adapter_for(ep)
     assert spec is not None and spec.open_polled is not None
     sock = spec.open_polled(kind, options)
+    if name and hasattr(sock, "name"):
+        sock.name = name
     return sock, attach(sock, ep)
 
 

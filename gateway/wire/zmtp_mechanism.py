@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
-from gateway.errors import RemoteProtocolError
+from gateway.errors import MechanismError, RemoteProtocolError
 
 __all__ = [
     "AuthResult",
@@ -56,12 +56,9 @@ def allow_all(mechanism: str, credentials: Mapping[str, str]) -> AuthResult:
     return AuthResult(True, "no-policy")
 
 
-class MechanismMismatch(RemoteProtocolError):
-    """The peer's greeting names another mechanism, or the same as-server role (RFC 23: for
-    PLAIN and CURVE exactly one side is the server)."""
-
-    reason = "mechanism"
-    handshake_reason = "mechanism"  # gateway_handshake_failures_total (ZMTP negotiation work)
+class MechanismMismatch(MechanismError):
+    """The peer's greeting names the same as-server role (RFC 23: for PLAIN and CURVE exactly
+    one side is the server); another mechanism is the codec's :class:`MechanismError`."""
 
 
 class AuthenticationFailed(RemoteProtocolError):
