@@ -32,6 +32,7 @@ def configure(fmt: str = "console", level: str = "info") -> None:
     )
     structlog.configure(
         processors=[
+            structlog.contextvars.merge_contextvars,  # e.g. worker=N under --workers
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso", utc=True),
             renderer,
