@@ -25,7 +25,7 @@ process starts N ordinary gateway processes (the same command without ``--worker
 * **failure**: a worker that exits on its own stops the others; the parent exits 1 (systemd's
   ``Restart=`` restarts the whole set).
 
-Why the default is 1 and not one per core: see docs/operations.md ("Workers").
+Why the default is 1 and not one per core: docs/design.md, "Operating".
 """
 
 from __future__ import annotations
@@ -220,10 +220,11 @@ class Aggregator:
             else:
                 log.warning("workers.scrape_failed", worker=w.index, address=w.metrics,
                             error=f"HTTP {status}")
+        from gateway.metrics import SPECS
+
         families = sum_metrics(texts)
-        gauge = GaugeMetricFamily("gateway_workers", "Worker processes of --workers N: "
-                                  "configured, and answering this scrape (the other series "
-                                  "are summed over those).", labels=("state",))
+        spec = SPECS["gateway_workers"]
+        gauge = GaugeMetricFamily("gateway_workers", spec.help, labels=spec.labels)
         gauge.add_metric(["configured"], len(workers))
         gauge.add_metric(["answering"], len(texts))
         families = [f for f in families if f.name != "gateway_workers"] + [gauge]
