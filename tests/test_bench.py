@@ -198,3 +198,22 @@ def test_echo_servers_answer_every_request_with_the_request() -> None:
     finally:
         zs.stop()
         ss.stop()
+
+
+@pytest.mark.timeout(180)
+def test_workers_check_runs_the_route_with_each_worker_count(tmp_path) -> None:
+    out = tmp_path / "w.json"
+    args = parse("--quick", "--routes", "zmq-echo-direct", "--requests", "20", "--tput-requests",
+                 "20", "--windows", "8", "--rounds", "1", "--sweep", "", "--workers-check",
+                 "1,2", "--workers-clients", "4", "--workers-requests", "40", "--json",
+                 str(out), "--quiet")
+    assert bench.run(args) == 0
+    result = json.loads(out.read_text())
+    wc = result["workers_check"]
+    assert "reason" not in wc, wc
+    assert wc["route"] == "gw-zmq-zmq-native" and set(wc["workers"]) == {"1", "2"}
+    for fig in wc["workers"].values():
+        assert fig["rps"] > 0 and fig["mid_cpu_us_per_req"] >= 0  # 10 ms clock ticks
+        assert all(c is not None for c in fig["client_cores_rounds"])
+    assert wc["ratio_2_vs_1"] > 0
+    assert "sweep" not in result["routes"]["zmq-echo-direct"]  # --sweep '': none

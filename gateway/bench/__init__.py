@@ -93,6 +93,16 @@ def configure_parser(p: argparse.ArgumentParser) -> None:
     g.add_argument("--sweep-requests", type=pint, metavar="N",
                    help="timed round trips per sweep point, at least 5 per client (default "
                         "20000; quick 200)")
+    w = p.add_argument_group("workers check")
+    w.add_argument("--workers-check", type=_sweep, metavar="LIST",
+                   help="also run one route through `gateway bridge --workers N` for each N "
+                        "(e.g. 1,2): throughput, p50/p99 and the gateway's CPU (all workers)")
+    w.add_argument("--workers-route", default="gw-zmq-zmq-native", metavar="NAME",
+                   help="the route of the workers check (default gw-zmq-zmq-native)")
+    w.add_argument("--workers-clients", type=pint, default=64, metavar="N",
+                   help="client connections, one request in flight each (default 64)")
+    w.add_argument("--workers-requests", type=pint, metavar="N",
+                   help="timed round trips per N per round (default 20000; quick 300)")
     m = p.add_argument_group("memory checks")
     m.add_argument("--memory", action="store_true",
                    help="also run the memory checks: idle clients and a reply-less flood")
@@ -162,9 +172,24 @@ def run(args: argparse.Namespace) -> int:
     memory = None
     if memory_only or _get(args, "memory"):
         memory = run_memory(routes if _get(args, "routes") else ROUTES, settings, args, opt)
+    scale = None
+    if _get(args, "workers_check"):
+        from gateway.bench.scale import workers_check
+
+        try:
+            [route] = select(_get(args, "workers_route") or "gw-zmq-zmq-native")
+        except ValueError as exc:
+            print(f"gateway bench: --workers-route: {exc}", file=sys.stderr)
+            return 2
+        scale = workers_check(route, settings, tuple(args.workers_check),
+                              _get(args, "workers_clients") or 64,
+                              _get(args, "workers_requests") or (300 if _get(args, "quick")
+                                                                 else 20000))
     args_record = {k: v for k, v in vars(args).items()
                    if not callable(v) and k not in ("command", "func")}
     result = report.build(runs, settings, args_record, memory, time.monotonic() - t0)
+    if scale is not None:
+        result["workers_check"] = scale
     unwritten = False
     if _get(args, "json"):  # first: the figures survive whatever happens next
         try:
@@ -185,7 +210,8 @@ def run(args: argparse.Namespace) -> int:
             unwritten = True
         else:
             log(settings, f"wrote {args.png}")
-    measured = any("latency" in f for f in result["routes"].values())
+    measured = any("latency" in f for f in result["routes"].values()) or (
+        scale is not None and "reason" not in scale)
     return 0 if (measured or memory_only) and not unwritten else 1
 
 

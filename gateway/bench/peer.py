@@ -602,6 +602,7 @@ def sweep_zmq(url: str, clients: int, n: int, size: int, timeout: float) -> dict
     for s in socks:
         poller.register(s, zmq.POLLIN)
     deadline = time.monotonic() + timeout
+    wall0 = time.perf_counter()
     clock = time.perf_counter_ns
     sent_at: dict[Any, int] = {}
     for s in socks:  # warm-up: one round trip per client
@@ -635,6 +636,7 @@ def sweep_zmq(url: str, clients: int, n: int, size: int, timeout: float) -> dict
             timed_out = True
             break
     out = _sweep_result(samples, time.perf_counter() - t0, timed_out)
+    out["wall"] = time.perf_counter() - wall0
     for s in socks:
         s.close(0)
     return out
@@ -673,6 +675,7 @@ def sweep_native(url: str, clients: int, n: int, size: int, timeout: float) -> d
                 await s.recv()
                 samples.append(clock() - a)
 
+        wall0 = time.perf_counter()
         try:
             async with asyncio.timeout(timeout):
                 await asyncio.gather(*(warm(s) for s in socks))
@@ -686,6 +689,7 @@ def sweep_native(url: str, clients: int, n: int, size: int, timeout: float) -> d
         except TimeoutError:
             timed_out = True
         out = _sweep_result(samples, time.perf_counter() - t0, timed_out)
+        out["wall"] = time.perf_counter() - wall0
         for s in socks:
             s.close()
         return out

@@ -38,12 +38,21 @@ def tcp_address(url: str) -> str:
 
 
 def proc_cpu_seconds(pid: int) -> float | None:
-    """User + system CPU time of a live process (all threads)."""
+    """User + system CPU time of a live process (all threads) and of its live children (the
+    workers of ``gateway bridge --workers N``)."""
     try:
         import psutil
 
-        t = psutil.Process(pid).cpu_times()
-        return float(t.user + t.system)
+        p = psutil.Process(pid)
+        t = p.cpu_times()
+        total = float(t.user + t.system)
+        for child in p.children(recursive=True):
+            try:
+                c = child.cpu_times()
+                total += float(c.user + c.system)
+            except psutil.Error:
+                continue
+        return total
     except ImportError:
         pass
     except Exception:  # noqa: BLE001 - process gone

@@ -365,7 +365,9 @@ def table(result: dict[str, Any]) -> str:
                              f"{_fmt(p.get('p99_us'))} us, p99/p50 "
                              f"{_fmt(_ratio(p.get('p99_us'), p.get('p50_us')), 1)}, "
                              f"{_fmt(p.get('rps'), 0)} req/s, mid CPU "
-                             f"{_fmt(p.get('mid_cpu_us_per_req'))} us/req ({p.get('n')} round "
+                             f"{_fmt(p.get('mid_cpu_us_per_req'))} us/req, cores busy: mid "
+                             f"{_fmt(p.get('mid_cores'), 2)} client {_fmt(p.get('client_cores'), 2)}"
+                             f" ({p.get('n')} round "
                              f"trips, {p.get('client')} clients"
                              f"{', TIMED OUT' if p.get('timed_out') else ''})")
     if notes:
@@ -391,6 +393,26 @@ def table(result: dict[str, Any]) -> str:
                              f"{_fmt(f.get('final_pending'), 0)}; peak RSS "
                              f"{_fmt(f.get('peak_rss_mib'))} MiB; counters "
                              f"{f.get('counters') or {}}")
+    wc = result.get("workers_check")
+    if wc:
+        lines.append(f"workers check: {wc['route']}, {wc['clients']} client connections "
+                     f"(one request in flight each), {wc['requests_per_round']} round trips per "
+                     f"round; gateway CPU = parent + workers (psutil):")
+        if wc.get("reason"):
+            lines.append(f"  unavailable: {wc['reason']}")
+        for n, f in wc.get("workers", {}).items():
+            lines.append(f"  --workers {n}: {_fmt(f.get('rps'), 0)} req/s (rounds "
+                         f"{f.get('rps_rounds')}), p50 {f.get('p50_us_rounds')} us, p99 "
+                         f"{f.get('p99_us_rounds')} us, gateway CPU "
+                         f"{_fmt(f.get('mid_cpu_us_per_req'))} us/req, "
+                         f"{_fmt(f.get('mid_cores'), 2)} cores busy; cores busy per round: "
+                         f"gateway {f.get('mid_cores_rounds')}, client "
+                         f"{f.get('client_cores_rounds')}, server {f.get('server_cores_rounds')}")
+        for k, v in wc.items():
+            if k.startswith("ratio_"):
+                lines.append(f"  throughput {k.removeprefix('ratio_').replace('_', ' ')}: "
+                             f"{_fmt(v, 2)}x (clients, server and workers share "
+                             f"{result['meta']['cpus']} cores)")
     if result.get("goals"):
         lines.append("goals (issue 5):")
         for g in result["goals"]:

@@ -225,9 +225,11 @@ def sweep_point(run: RouteRun, settings: Settings, clients: int) -> dict[str, An
     try:
         proc.wait_ready(settings.ready_timeout)
         cpu0 = _middle_cpu(run)
+        client0 = proc_cpu_seconds(proc.pid)
         res = proc.request(timeout * 2 + 30, op="sweep", clients=clients, n=n,
                            size=settings.size, timeout=timeout)
         cpu1 = _middle_cpu(run)
+        client1 = proc_cpu_seconds(proc.pid)
     except Unavailable as exc:
         return {"clients": clients, "error": str(exc)}
     finally:
@@ -237,8 +239,15 @@ def sweep_point(run: RouteRun, settings: Settings, clients: int) -> dict[str, An
         out["rps"] = round(res["n"] / res["elapsed"])
         if cpu0[0] is not None and cpu1[0] is not None:
             # includes the warm-up round trip of every client (and its connection set-up)
+            out["mid_cpu_s"] = round(cpu1[0] - cpu0[0], 3)
             out["mid_cpu_us_per_req"] = round((cpu1[0] - cpu0[0]) / (res["n"] + clients) * 1e6,
                                               1)
+        # CPU-seconds per second of the whole point (warm-up included) of each process: who
+        # was busy (on a small machine the peers can be the bottleneck, not the middle)
+        for who, a, b in (("mid", cpu0[0], cpu1[0]), ("server", cpu0[1], cpu1[1]),
+                          ("client", client0, client1)):
+            if a is not None and b is not None and res.get("wall"):
+                out[f"{who}_cores"] = round((b - a) / res["wall"], 2)
     return out
 
 
