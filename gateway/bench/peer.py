@@ -236,6 +236,8 @@ def serve_zmq_proxy(cfg: dict[str, Any]) -> None:
     front = ctx.socket(zmq.ROUTER)
     back = ctx.socket(zmq.DEALER)
     front.linger = back.linger = 0
+    for s in (front, back):  # a ROUTER drops replies past its HWM: above any bench window
+        s.sndhwm = s.rcvhwm = ECHO_HWM
     front.bind("tcp://127.0.0.1:*")
     back.connect(cfg["server"])
     emit("READY", {"url": bound_url(zmq_port(front))})

@@ -64,6 +64,30 @@ def proc_cpu_seconds(pid: int) -> float | None:
         return None
 
 
+def proc_syscalls(pid: int) -> tuple[int, int] | None:
+    """(read, write) system calls so far of a process and its children (Linux /proc/PID/io:
+    ``syscr``/``syscw`` count read- and write-type calls, which is what libuv does on a TCP
+    stream); None where /proc has no io file."""
+    pids = [pid]
+    try:
+        import psutil
+
+        pids += [c.pid for c in psutil.Process(pid).children(recursive=True)]
+    except Exception:  # noqa: BLE001 - psutil missing or process gone: the process alone
+        pass
+    r = w = 0
+    for p in pids:
+        try:
+            fields = dict(line.split(":", 1) for line in
+                          Path(f"/proc/{p}/io").read_text().splitlines() if ":" in line)
+            r += int(fields["syscr"])
+            w += int(fields["syscw"])
+        except (OSError, KeyError, ValueError):
+            if p == pid:
+                return None
+    return r, w
+
+
 def proc_memory_mib(pid: int) -> dict[str, float]:
     """Current RSS and peak RSS (VmHWM) in MiB, from /proc (psutil as fallback for RSS)."""
     out: dict[str, float] = {}

@@ -88,6 +88,13 @@ def route_figures(run: RouteRun) -> dict[str, Any]:
                     mid[f"cpu_pct_{window}"] = _r(100 * c / elapsed)
                 if c is not None and n:
                     mid[f"cpu_us_per_req_{window}"] = _r(c / n * 1e6)
+            for phase, (reads, writes) in run.syscalls.items():
+                n_phase = run.reqs.get(phase)
+                if n_phase:
+                    key = "1" if phase == "lat" else phase.removeprefix("tput")
+                    # read/write system calls per request (both sides, both directions)
+                    mid[f"syscalls_per_req_{key}"] = [_r(reads / n_phase, 2),
+                                                      _r(writes / n_phase, 2)]
             lat_cpu, lat_n = run.cpu.get("lat"), run.reqs.get("lat")
             if lat_cpu is not None and lat_n:
                 mid["cpu_us_per_req_1"] = _r(lat_cpu / lat_n * 1e6)
@@ -315,7 +322,8 @@ def table(result: dict[str, Any]) -> str:
     d = result["derived"]
     head = ["route", "p50 us", "p99 us", "rps x1"] + [f"rps x{w}" for w in windows] + \
            ["hop us", "hop/proxy", "(rounds)", f"x{max(windows) if windows else 0}/proxy",
-            "mid CPU us/req", f"mid us/req x{max(windows) if windows else 0}", "mid peak MiB",
+            "mid CPU us/req", f"mid us/req x{max(windows) if windows else 0}",
+            f"mid r+w calls/req x{max(windows) if windows else 0}", "mid peak MiB",
             "srv us/req", "srv ceiling rps"]
     rows: list[list[str]] = []
     notes: list[str] = []
@@ -334,7 +342,10 @@ def table(result: dict[str, Any]) -> str:
                        _fmt(hop.get("hop_vs_zmq_proxy_median_of_rounds"), 2),
                        _fmt(hop.get(f"tput{big}_vs_zmq_proxy"), 2),
                        _fmt(mid.get("cpu_us_per_req")),
-                       _fmt(mid.get(f"cpu_us_per_req_{big}")), _fmt(mid.get("peak_rss_mib")),
+                       _fmt(mid.get(f"cpu_us_per_req_{big}")),
+                       "+".join(_fmt(x, 2) for x in mid.get(f"syscalls_per_req_{big}") or [])
+                       or "-",
+                       _fmt(mid.get("peak_rss_mib")),
                        _fmt(fig.get("server_process", {}).get("cpu_us_per_req")),
                        _fmt(fig.get("server_process", {}).get("ceiling_rps_one_core"), 0)])
         if fig["status"] != "ok":
@@ -367,6 +378,8 @@ def table(result: dict[str, Any]) -> str:
                              f"{_fmt(p.get('rps'), 0)} req/s, mid CPU "
                              f"{_fmt(p.get('mid_cpu_us_per_req'))} us/req, cores busy: mid "
                              f"{_fmt(p.get('mid_cores'), 2)} client {_fmt(p.get('client_cores'), 2)}"
+                             f", mid read+write calls/req {_fmt(p.get('mid_reads_per_req'), 2)}+"
+                             f"{_fmt(p.get('mid_writes_per_req'), 2)}"
                              f" ({p.get('n')} round "
                              f"trips, {p.get('client')} clients"
                              f"{', TIMED OUT' if p.get('timed_out') else ''})")

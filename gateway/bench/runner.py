@@ -18,6 +18,7 @@ from gateway.bench.procs import (
     gateway_cli_problem,
     proc_cpu_seconds,
     proc_memory_mib,
+    proc_syscalls,
     start_bridge,
     tcp_address,
 )
@@ -60,6 +61,7 @@ class RouteRun:
     tput: dict[int, list[float]] = field(default_factory=dict)  # window -> [n, elapsed]
     cpu: dict[str, float] = field(default_factory=dict)  # phase -> middle CPU seconds
     server_cpu: dict[str, float] = field(default_factory=dict)  # phase -> server CPU seconds
+    syscalls: dict[str, list[int]] = field(default_factory=dict)  # phase -> middle [reads, writes]
     sweep: dict[int, dict[str, Any]] = field(default_factory=dict)  # clients -> figures
     reqs: dict[str, int] = field(default_factory=dict)  # phase -> requests
     round_p50_us: list[float] = field(default_factory=list)  # per round: the spread
@@ -137,19 +139,27 @@ def teardown(run: RouteRun) -> None:
     run.procs.clear()
 
 
-def _middle_cpu(run: RouteRun) -> tuple[float | None, float | None]:
-    """CPU seconds so far of the middle process and of the server (None: none or gone)."""
+Usage = tuple[float | None, float | None, tuple[int, int] | None]
+
+
+def _middle_cpu(run: RouteRun) -> Usage:
+    """CPU seconds so far of the middle process and of the server (None: none or gone), and
+    the middle's (read, write) system calls."""
     mid = proc_cpu_seconds(run.middle.pid) if run.middle is not None else None
     srv = proc_cpu_seconds(run.server.pid) if run.server is not None else None
-    return mid, srv
+    calls = proc_syscalls(run.middle.pid) if run.middle is not None else None
+    return mid, srv, calls
 
 
-def _account(run: RouteRun, phase: str, cpu0: tuple[float | None, float | None],
-             n: int) -> None:
+def _account(run: RouteRun, phase: str, cpu0: Usage, n: int) -> None:
     cpu1 = _middle_cpu(run)
     for into, a, b in ((run.cpu, cpu0[0], cpu1[0]), (run.server_cpu, cpu0[1], cpu1[1])):
         if a is not None and b is not None:
             into[phase] = into.get(phase, 0.0) + (b - a)
+    if cpu0[2] is not None and cpu1[2] is not None:
+        acc = run.syscalls.setdefault(phase, [0, 0])
+        acc[0] += cpu1[2][0] - cpu0[2][0]
+        acc[1] += cpu1[2][1] - cpu0[2][1]
     run.reqs[phase] = run.reqs.get(phase, 0) + n
 
 
@@ -242,6 +252,10 @@ def sweep_point(run: RouteRun, settings: Settings, clients: int) -> dict[str, An
             out["mid_cpu_s"] = round(cpu1[0] - cpu0[0], 3)
             out["mid_cpu_us_per_req"] = round((cpu1[0] - cpu0[0]) / (res["n"] + clients) * 1e6,
                                               1)
+        if cpu0[2] is not None and cpu1[2] is not None:
+            done = res["n"] + clients
+            out["mid_reads_per_req"] = round((cpu1[2][0] - cpu0[2][0]) / done, 2)
+            out["mid_writes_per_req"] = round((cpu1[2][1] - cpu0[2][1]) / done, 2)
         # CPU-seconds per second of the whole point (warm-up included) of each process: who
         # was busy (on a small machine the peers can be the bottleneck, not the middle)
         for who, a, b in (("mid", cpu0[0], cpu1[0]), ("server", cpu0[1], cpu1[1]),
