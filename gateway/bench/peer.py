@@ -250,6 +250,8 @@ def serve_nng_device(cfg: dict[str, Any]) -> None:
 
     front = pynng.Rep0(opener=pynng.lib.nng_rep0_open_raw)
     back = pynng.Req0(opener=pynng.lib.nng_req0_open_raw)
+    for s in (front, back):  # nng's maximum: a raw rep0 drops replies past a full queue, and
+        s.send_buffer_size = s.recv_buffer_size = 8192  # the echo answers 1,024 at once
     front.listen("tcp://127.0.0.1:0")
     back.dial(cfg["server"], block=False)
     result: list[int] = []
