@@ -25,7 +25,8 @@ process starts N ordinary gateway processes (the same command without ``--worker
 * **failure**: a worker that exits on its own stops the others; the parent exits 1 (systemd's
   ``Restart=`` restarts the whole set).
 
-Why the default is 1 and not one per core: docs/design.md, "Operating".
+The default is 1, not one per core: a worker adds throughput only on a core nobody else needs
+(on 2 cores shared with the peers, 2 workers gave 0.89x of 1); docs/design.md, "Operating".
 """
 
 from __future__ import annotations

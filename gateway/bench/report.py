@@ -363,7 +363,9 @@ def table(result: dict[str, Any]) -> str:
                  "interleaved rounds; hop = p50 - direct p50, cross family vs the mean of both "
                  "directs; (rounds) = median over rounds of the same ratio from each round's "
                  "p50s; mid/srv us/req = CPU time of the middle / server process per request "
-                 "(psutil), srv ceiling = requests per CPU-second of the server)")
+                 "(psutil), srv ceiling = requests per CPU-second of the server; r+w calls = "
+                 "read/write system calls (/proc/PID/io: libuv's read/write/writev; libzmq's "
+                 "send/recv are not counted, so compare gateway routes only))")
     sweeps = [(n, f["sweep"]) for n, f in result["routes"].items() if f.get("sweep")]
     if sweeps:
         lines.append("clients sweep (each client: its own connection, one request in flight):")
