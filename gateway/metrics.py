@@ -81,7 +81,7 @@ SPECS: dict[str, MetricSpec] = {
         "unreachable, timeout, error); the socket keeps redialling with backoff.", ("reason",)),
     "gateway_requests_resent_total": MetricSpec(
         "counter", "Requests a native REQ socket resent (nng's resend timer or pipe loss)."),
-    "gateway_workers": MetricSpec(
+    "gateway_worker_processes": MetricSpec(
         "gauge", "Worker processes of --workers N (served by the parent only): configured, and "
         "answering this scrape; the other series are summed over those.", ("state",)),
     "gateway_build_info": MetricSpec(

@@ -13,7 +13,7 @@ process starts N ordinary gateway processes (the same command without ``--worker
 * **metrics**: each worker serves its own endpoint on 127.0.0.1:0; the parent serves the one
   the user asked for (``--metrics`` or the config's) and, at each scrape, reads every worker's
   ``/metrics`` and sums the series with equal names and labels (counters, gauges, histogram
-  buckets), plus ``gateway_workers{state=configured|answering}``. Chosen over prometheus_client's
+  buckets), plus ``gateway_worker_processes{state=configured|answering}``. Chosen over prometheus_client's
   multiprocess mode: the hot path keeps its plain dict counters (no mmap file per process and
   metric), the gauges stay callbacks read at scrape time (multiprocess mode has no live gauges),
   and nothing is left behind in a directory when a worker dies. ``/readyz`` is ready when every
@@ -224,11 +224,11 @@ class Aggregator:
         from gateway.metrics import SPECS
 
         families = sum_metrics(texts)
-        spec = SPECS["gateway_workers"]
-        gauge = GaugeMetricFamily("gateway_workers", spec.help, labels=spec.labels)
+        spec = SPECS["gateway_worker_processes"]
+        gauge = GaugeMetricFamily("gateway_worker_processes", spec.help, labels=spec.labels)
         gauge.add_metric(["configured"], len(workers))
         gauge.add_metric(["answering"], len(texts))
-        families = [f for f in families if f.name != "gateway_workers"] + [gauge]
+        families = [f for f in families if f.name != "gateway_worker_processes"] + [gauge]
         reg = CollectorRegistry(auto_describe=False)
         reg.register(_Families(families))  # type: ignore[arg-type]
         return generate_latest(reg).decode()

@@ -65,8 +65,8 @@ def test_two_workers_answer_every_client_and_the_parent_sums_their_metrics() -> 
         assert all(n > 0 for n in own) and sum(own) == CLIENTS * EACH, own
         total = gw.metrics()
         assert _forwarded(gw.metrics_text()) == CLIENTS * EACH
-        assert total[("gateway_workers", frozenset({("state", "configured")}))] == 2
-        assert total[("gateway_workers", frozenset({("state", "answering")}))] == 2
+        assert total[("gateway_worker_processes", frozenset({("state", "configured")}))] == 2
+        assert total[("gateway_worker_processes", frozenset({("state", "answering")}))] == 2
         status, body = _get(f"{LOCAL}:{gw.metrics_port}", "/readyz")
         assert status == 200 and "worker 0: bridge ready" in body and "worker 1: bridge" in body
         assert gw.stop(timeout=30) == 0

@@ -1,6 +1,6 @@
 """``--workers N`` without processes: what can share a port, the workers' arguments and
 environment, and the parent's sum of the workers' metrics (the running parent: the interop test
-``interop_tests/test_gateway_workers.py``)."""
+``interop_tests/test_gateway_worker_processes.py``)."""
 
 from __future__ import annotations
 
