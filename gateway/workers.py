@@ -26,7 +26,8 @@ process starts N ordinary gateway processes (the same command without ``--worker
   ``Restart=`` restarts the whole set).
 
 The default is 1, not one per core: a worker adds throughput only on a core nobody else needs
-(on 2 cores shared with the peers, 2 workers gave 0.89x of 1); docs/design.md, "Operating".
+(on 2 cores shared with the peers, 2 workers gave 0.73x to 1.22x of 1); docs/design.md,
+"Operating".
 """
 
 from __future__ import annotations
