@@ -166,14 +166,14 @@ def from_dict(data: dict[str, Any], source: str = "config") -> Config:
         settings: dict[str, dict[str, Any]] = {}
         for key in ("front", "back"):
             url_settings: dict[str, Any] = {}
-            family = ""
+            wire_family = ""
             if key not in entry:
                 err(f"{where} {key}", "missing")
                 ok = False
             elif isinstance(entry[key], str):
                 try:
                     endpoint = parse(entry[key])
-                    url_settings, family = endpoint.settings, endpoint.family
+                    url_settings, wire_family = endpoint.settings, endpoint.family
                 except ConfigError as exc:
                     for line in str(exc).splitlines():
                         err(f"{where} {key}", line)
@@ -187,14 +187,24 @@ def from_dict(data: dict[str, Any], source: str = "config") -> Config:
             try:
                 read = options.read(value.items(), "")
                 options.merged(url_settings, read)
-                if family:
-                    options.check_family(read, family)
+                if wire_family:
+                    options.check_family(read, wire_family)
             except ConfigError as exc:
                 for line in str(exc).splitlines():
                     err(f"{where} {table_key}", line)
                 ok = False
                 continue
             settings[key] = read
+            try:
+                family = parse(entry[key]).family if isinstance(entry.get(key), str) else None
+            except ConfigError:  # reported above
+                family = None
+            if family is not None:
+                from gateway.security import check_settings
+
+                for line in check_settings({**url_settings, **read}, family):
+                    err(f"{where} {key}", line)
+                    ok = False
         forwarder = entry.get("forwarder", "auto")
         if forwarder not in ("auto", "proxy"):
             err(f"{where} forwarder", f"must be auto or proxy, not {forwarder!r}")

@@ -121,6 +121,84 @@ def flag(value: object) -> bool:
     raise ValueError("true or false (1/0, yes/no, on/off)")
 
 
+def _path(value: object) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError("a file path")
+    return value.strip()
+
+
+def secret_cert(value: object) -> str:
+    """A CURVE certificate with its secret key (``NAME.key_secret``, or ``NAME.key`` beside it),
+    readable by its owner only."""
+    from gateway.security import load_cert
+
+    path = _path(value)
+    load_cert(path, secret=True)
+    return path
+
+
+def public_cert(value: object) -> str:
+    """A CURVE certificate file (its public key is used)."""
+    from gateway.security import load_cert
+
+    path = _path(value)
+    load_cert(path)
+    return path
+
+
+def z85_key(value: object) -> str:
+    """A CURVE public key as 40 Z85 characters."""
+    from gateway.security import read_z85_key
+
+    if not isinstance(value, str):
+        raise ValueError("a CURVE public key, 40 Z85 characters")
+    read_z85_key(value, "a CURVE public key")
+    return value.strip()
+
+
+def directory(value: object) -> str:
+    """A readable directory."""
+    import os
+
+    path = _path(value)
+    if not os.path.isdir(path) or not os.access(path, os.R_OK | os.X_OK):
+        raise ValueError(f"a readable directory ({path!r} is not one)")
+    return path
+
+
+def password_file(value: object) -> str:
+    """A ``user=password`` file."""
+    from gateway.security import read_passwords
+
+    path = _path(value)
+    read_passwords(path)
+    return path
+
+
+def secret_file(value: object) -> str:
+    """A file holding one secret, readable by its owner only."""
+    from gateway.security import read_secret_file
+
+    path = _path(value)
+    read_secret_file(path)
+    return path
+
+
+def text(value: object) -> str:
+    """A string."""
+    if not isinstance(value, str | int) or isinstance(value, bool):
+        raise ValueError("a string")
+    return str(value)
+
+
+def _no_inline(hint: str) -> Callable[[object], Any]:
+    def refuse(value: object) -> Any:
+        raise ValueError(f"a file, not the secret itself: secrets are never written inline "
+                         f"in a URL or TOML ({hint})")
+
+    return refuse
+
+
 @dataclass(frozen=True, slots=True)
 class Option:
     """One endpoint setting: ``name`` as users write it, the :class:`SideOptions` ``field`` it
@@ -133,6 +211,8 @@ class Option:
     aliases: tuple[str, ...] = ()
     #: the wire families it applies to (``None``: every one); set on another one it is refused
     families: frozenset[str] | None = None
+    #: a spelling that is refused with a hint (inline secrets); not listed as known
+    refused: bool = False
 
 
 _ZMTP = frozenset({"zmtp"})
@@ -178,6 +258,31 @@ OPTIONS: tuple[Option, ...] = (
            "seconds between keepalive probes (TCP_KEEPINTVL; default 10)"),
     Option("tcp_keepalive_cnt", "tcp_keepalive_cnt", count,
            "unanswered probes before the connection is dropped (TCP_KEEPCNT; default 6)"),
+    Option("curve_server", "curve_server", flag,
+           "ZeroMQ: be the CURVE server (needs curve_cert; libzmq CURVE_SERVER)"),
+    Option("curve_cert", "curve_cert", secret_cert,
+           "ZeroMQ CURVE: this side's certificate, CZMQ zcert NAME.key_secret (mode 600)",
+           ("curve_secretkey_file",)),
+    Option("curve_serverkey", "curve_serverkey", z85_key,
+           "ZeroMQ CURVE client: the server's public key, 40 Z85 characters"),
+    Option("curve_server_cert", "curve_server_cert", public_cert,
+           "ZeroMQ CURVE client: the server's public certificate (NAME.key)"),
+    Option("curve_allow", "curve_allow", directory,
+           "ZeroMQ CURVE server: only clients whose NAME.key is in this directory (CZMQ zauth)"),
+    Option("plain_server", "plain_server", flag,
+           "ZeroMQ: be the PLAIN server (libzmq PLAIN_SERVER)"),
+    Option("plain_passwords", "plain_passwords", password_file,
+           "ZeroMQ PLAIN server: only these users, a file of user=password lines"),
+    Option("plain_username", "plain_username", text,
+           "ZeroMQ PLAIN client: the user name (libzmq PLAIN_USERNAME)"),
+    Option("plain_password_file", "plain_password_file", secret_file,
+           "ZeroMQ PLAIN client: a file holding the password (mode 600)"),
+    Option("curve_secretkey", "curve_cert", _no_inline("use curve_cert=PATH"),
+           "refused: name a certificate file with curve_cert", ("curve_secret_key",), refused=True),
+    Option("curve_publickey", "curve_cert", _no_inline("use curve_cert=PATH, the pair's file"),
+           "refused: name a certificate file with curve_cert", ("curve_public_key",), refused=True),
+    Option("plain_password", "plain_password_file", _no_inline("use plain_password_file=PATH"),
+           "refused: name a file with plain_password_file", refused=True),
 )
 
 #: every spelling (names and aliases) -> its row
@@ -186,7 +291,7 @@ _BY_FIELD: dict[str, Option] = {o.field: o for o in OPTIONS}
 
 
 def known() -> str:
-    return ", ".join(o.name for o in OPTIONS)
+    return ", ".join(o.name for o in OPTIONS if not o.refused)
 
 
 def lookup(key: str) -> Option:
@@ -217,6 +322,9 @@ def read(items: Iterable[tuple[str, object]], where: str) -> dict[str, Any]:
         try:
             out[option.field] = option.convert(value)
         except ValueError as exc:
+            if option.field.startswith(("curve_", "plain_")):  # a secret is never echoed
+                errors.append(f"bad value for {option.name}{at}: {exc}")
+                continue
             errors.append(f"bad value {value!r} for {option.name}{at}: expected {exc}")
     if errors:
         raise ConfigError("\n".join(errors))
@@ -257,7 +365,8 @@ def describe(fields: Iterable[str]) -> str:
 def help_text() -> str:
     """The options, one per line, for ``--help`` and the docs."""
     return "\n".join(textwrap.fill(o.help, 79, initial_indent=f"  {o.name:<18} ",
-                                   subsequent_indent=" " * 21) for o in OPTIONS)
+                                   subsequent_indent=" " * 21) for o in OPTIONS
+                     if not o.refused)
 
 
 __all__ = ["BY_NAME", "OPTIONS", "Option", "check_family", "count", "describe", "duration", "flag", "help_text",

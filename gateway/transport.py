@@ -68,6 +68,20 @@ def set_keepalive(sock: socket.socket, keepalive: KeepAlive) -> None:
             sock.setsockopt(socket.IPPROTO_TCP, opt, max(1, round(value)))
 
 
+_SHARED_PORTS = [False]
+
+
+def share_ports(on: bool = True) -> None:
+    """Make every tcp listener of this process bind with ``SO_REUSEPORT``: set in each worker
+    of ``--workers N`` (:mod:`gateway.workers`), whose fronts share one port."""
+    _SHARED_PORTS[0] = on
+
+
+def ports_shared() -> bool:
+    """True in a worker of ``--workers N``: tcp listeners bind with ``SO_REUSEPORT``."""
+    return _SHARED_PORTS[0]
+
+
 SOMAXCONN_PATH = "/proc/sys/net/core/somaxconn"
 
 

@@ -224,3 +224,19 @@ def test_a_setting_in_the_url_and_the_table_is_refused() -> None:
                         "back": ">sp+tcp://127.0.0.1:6000", "front_options": {"hwm": 10}}]}
     with pytest.raises(ConfigError, match="bridge 'b' front_options: hwm set both in the URL"):
         from_dict(data, source="g.toml")
+
+
+def test_security_mistakes_are_reported_with_the_others() -> None:
+    data = {"bridge": [{
+        "name": "secure", "front": "@zmq+tcp://127.0.0.1:5555?curve_allow=/tmp",
+        "back": ">sp+tcp://127.0.0.1:6000?plain_server=1",
+        "front_options": {"plain_password": "hunter2"}}]}
+    with pytest.raises(ConfigError) as info:
+        from_dict(data, source="g.toml")
+    lines = str(info.value).splitlines()
+    assert "g.toml: bridge 'secure' front_options: bad value for plain_password: a file, not " \
+           "the secret itself: secrets are never written inline in a URL or TOML (use " \
+           "plain_password_file=PATH)" in lines
+    assert "g.toml: bridge 'secure' back: plain_server: ZeroMQ settings on an SP endpoint " \
+           "(SP security is TLS)" in lines
+    assert not any("hunter2" in line for line in lines)
