@@ -214,7 +214,7 @@ def test_half_open_routing_id_is_taken_over_at_once(handover: bool, query: str) 
             else:
                 assert not req.poll(1500, zmq.POLLIN)
                 gw.wait_metric("gateway_pipes_closed_total", 1, reason="duplicate-identity")
-                gw.wait_event("pipe.closed", reason="duplicate-identity")
+                gw.wait_event("handshake.failed", reason="duplicate-identity")
         finally:
             req.close(0)
             ctx.term()
