@@ -67,6 +67,12 @@ class SideOptions:
     plain_passwords: str | None = None  # server: user=password file
     plain_username: str | None = None  # client: PLAIN_USERNAME
     plain_password_file: str | None = None  # client: file holding PLAIN_PASSWORD
+    # SP over TLS (gateway.tls): paths to PEM files
+    tls_cert: str | None = None  # this side's certificate chain
+    tls_key: str | None = None  # its private key (None: in the tls_cert file)
+    tls_ca: str | None = None  # CAs that verify the peer (None: the system's)
+    tls_verify: str | None = None  # none | optional | required (None: nng's default per side)
+    tls_server_name: str | None = None  # connecting: the expected name (None: the URL's host)
 
 
 class RawSocket(Protocol):

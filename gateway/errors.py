@@ -191,6 +191,9 @@ HANDSHAKE_REASONS: dict[str, str] = {
                 "EVENT_HANDSHAKE_FAILED_PROTOCOL; the log line has libzmq's error code)",
     "auth": "the peer's credentials were refused (a PLAIN password or CURVE key the "
             "gateway_authenticate hook denied, or pyzmq: EVENT_HANDSHAKE_FAILED_AUTH)",
+    "tls": "the TLS handshake of an sp+tls+tcp:// connection failed (a certificate the other "
+           "side does not trust, a wrong server name, not TLS at all); the log line has the "
+           "reason ssl gave",
     "curve": "a CURVE box that does not open (wrong server key, tampered or replayed command)",
     "no-detail": "the library reports a failed handshake without detail (pyzmq: "
                  "EVENT_HANDSHAKE_FAILED_NO_DETAIL)",

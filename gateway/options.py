@@ -101,6 +101,18 @@ def _path(value: object) -> str:
     return value.strip()
 
 
+def _tls(name: str) -> Callable[[object], Any]:
+    """A converter of :mod:`gateway.tls`, imported when used."""
+
+    def convert(value: object) -> Any:
+        from gateway import tls
+
+        return getattr(tls, name)(value)
+
+    convert.__doc__ = f"gateway.tls.{name}"
+    return convert
+
+
 def secret_cert(value: object) -> str:
     """A CURVE certificate with its secret key (``NAME.key_secret``, or ``NAME.key`` beside it),
     readable by its owner only."""
@@ -224,6 +236,18 @@ OPTIONS: tuple[Option, ...] = (
            "ZeroMQ PLAIN client: the user name (libzmq PLAIN_USERNAME)"),
     Option("plain_password_file", "plain_password_file", secret_file,
            "ZeroMQ PLAIN client: a file holding the password (mode 600)"),
+    Option("tls_cert", "tls_cert", _tls("readable_file"),
+           "SP over TLS (sp+tls+tcp://): this side's certificate chain, PEM (needed to bind)"),
+    Option("tls_key", "tls_key", _tls("readable_file"),
+           "SP over TLS: the certificate's private key, PEM (default: in the tls_cert file)"),
+    Option("tls_ca", "tls_ca", _tls("readable_file"),
+           "SP over TLS: CA certificates to verify the peer with, PEM (default: the system's)"),
+    Option("tls_verify", "tls_verify", _tls("verify_mode"),
+           "SP over TLS: none, optional or required (default: none when bound, required when "
+           "connecting, as nng)"),
+    Option("tls_server_name", "tls_server_name", _tls("server_name"),
+           "SP over TLS, connecting: the name the server's certificate must carry (default: "
+           "the URL's host)"),
     Option("curve_secretkey", "curve_cert", _no_inline("use curve_cert=PATH"),
            "refused: name a certificate file with curve_cert", ("curve_secret_key",), refused=True),
     Option("curve_publickey", "curve_cert", _no_inline("use curve_cert=PATH, the pair's file"),

@@ -13,6 +13,7 @@ from gateway.adapter import SideOptions
 from gateway.errors import ConfigError, TransportError
 from gateway.plugins import AdapterSpec, registry
 from gateway.security import security_of
+from gateway.tls import tls_of
 from gateway.url import Endpoint
 
 NATIVE = "native"
@@ -33,7 +34,7 @@ class NativeRaw:
                              handshake_timeout=options.handshake_timeout,
                              linger=options.linger,
                              name=name or f"device-x{kind.lower()}",
-                             security=security_of(options))
+                             security=security_of(options), tls=tls_of(options))
         self.send_msg = self.socket.send_msg
         self.recv_msg = self.socket.recv_msg
 

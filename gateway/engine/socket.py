@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import errno
 import random
+import ssl
 from collections import deque
 from collections.abc import Callable
 from typing import Any
@@ -39,6 +40,7 @@ from gateway.patterns.pubsub import MAX_SUBSCRIPTIONS, Publisher, Subscriber
 from gateway.patterns.reqrep import SP, Pattern, split_zmtp
 from gateway.plugins import WireSpec, registry
 from gateway.security import Security, hook_authenticator
+from gateway.tls import TlsSettings
 from gateway.transport import listen, takes_backlog
 from gateway.url import Endpoint, parse
 from gateway.wire.events import HandshakeComplete, Subscription
@@ -130,6 +132,7 @@ class Socket:
                  resend_interval: float = 60.0, relaxed: bool = False,
                  router_mandatory: bool = False, name: str = "",
                  security: Security | None = None,
+                 tls: TlsSettings | None = None,
                  subscribe: bytes | str | list[bytes] | tuple[bytes, ...] = (),
                  verbose: bool = False, filter: bool | None = None,
                  max_subscriptions: int = MAX_SUBSCRIPTIONS) -> None:
@@ -168,6 +171,9 @@ class Socket:
         self.router_mandatory = router_mandatory
         #: ZeroMQ PLAIN or CURVE (``gateway.security``; None: NULL); ZMTP endpoints only
         self.security = security
+        #: SP over TLS settings (``gateway.tls``) for ``sp+tls+tcp://`` endpoints
+        self.tls = tls
+        self._tls_contexts: dict[bool, ssl.SSLContext] = {}
         self.name = name or (f"x{self.kind}" if raw and self.kind in ("REQ", "REP", "PUB", "SUB")
                              else self.kind)
         self.closed = False
@@ -205,7 +211,24 @@ class Socket:
         if self.security is not None and ep.family == SP:
             raise ConfigError(f"{url}: {self.security.mechanism} is ZeroMQ security; an SP "
                               "endpoint cannot use it")
-        return ep, reg.wire(ep.wire), reg.transport(ep.transport)
+        transport = reg.transport(ep.transport)
+        if getattr(transport, "tls", False):
+            if ep.family != SP:
+                raise ConfigError(f"{url}: tls+tcp is an SP transport (nng's); libzmq has no "
+                                  "TLS transport: use CURVE for ZeroMQ")
+        elif self.tls is not None:
+            raise ConfigError(f"{url}: TLS settings need an sp+tls+tcp:// endpoint")
+        return ep, reg.wire(ep.wire), transport
+
+    def _tls_context(self, server_side: bool) -> ssl.SSLContext:
+        """The ``ssl`` context of this socket's TLS settings for one side (made once)."""
+        ctx = self._tls_contexts.get(server_side)
+        if ctx is None:
+            settings = self.tls or TlsSettings()
+            if server_side and not settings.cert:
+                raise ConfigError("a bound sp+tls+tcp:// endpoint needs tls_cert")
+            ctx = self._tls_contexts[server_side] = settings.context(server_side)
+        return ctx
 
     def bind(self, url: str) -> str:
         """Listen on ``url`` now; return it with the real address (``:0`` -> the real port)."""
@@ -216,8 +239,14 @@ class Socket:
         if self.backlog is not None and not takes_backlog(transport):
             raise ConfigError(f"{url}: transport {ep.transport!r} takes no listen backlog")
         try:
-            listener = listen(transport, ep.address,
-                              lambda: self._new_pipe(wire, transport, shown[0]), backlog=self.backlog)
+            if getattr(transport, "tls", False):
+                listener = transport.listen(
+                    ep.address, lambda: self._new_pipe(wire, transport, shown[0]),
+                    backlog=self.backlog, tls=self._tls_context(True))
+            else:
+                listener = listen(transport, ep.address,
+                                  lambda: self._new_pipe(wire, transport, shown[0]),
+                                  backlog=self.backlog)
         except OSError as exc:
             raise TransportError(f"cannot bind {url}: {exc.strerror or exc}") from exc
         self._listeners.append(listener)
@@ -229,10 +258,16 @@ class Socket:
         """Dial ``url`` in the background, redialling with backoff until closed."""
         self._check_open()
         ep, wire, transport = self._endpoint(url)
-        task = asyncio.get_running_loop().create_task(self._dial_loop(ep, wire, transport))
+        dial_options: dict[str, Any] = {}
+        if getattr(transport, "tls", False):
+            dial_options = {"tls": self._tls_context(False),
+                            "server_hostname": self.tls.server_name if self.tls else None}
+        task = asyncio.get_running_loop().create_task(
+            self._dial_loop(ep, wire, transport, dial_options))
         self._dialers.append(task)
 
-    async def _dial_loop(self, ep: Endpoint, wire: WireSpec, transport: Any) -> None:
+    async def _dial_loop(self, ep: Endpoint, wire: WireSpec, transport: Any,
+                         dial_options: dict[str, Any]) -> None:
         delay = self.reconnect_ivl
         loop = asyncio.get_running_loop()
         warned_at, held = -DIAL_WARN_INTERVAL, 0  # one warning per endpoint and interval
@@ -241,7 +276,8 @@ class Socket:
             pause = delay * (0.5 + random.random())
             try:
                 await transport.dial(ep.address,
-                                     lambda lost=lost: self._new_pipe(wire, transport, ep.url, lost))
+                                     lambda lost=lost: self._new_pipe(wire, transport, ep.url, lost),
+                                     **dial_options)
             except OSError as exc:
                 lost.cancel()
                 reason = _dial_reason(exc)
