@@ -57,6 +57,11 @@ class SideOptions:
     reconnect_ivl_max: float = 2.0  # the redial wait doubles up to this (RECONNECT_IVL_MAX)
     handshake_timeout: float = 10.0  # greeting/header deadline (libzmq HANDSHAKE_IVL)
     linger: float = 0.5  # on close, seconds queued messages may still be sent (LINGER)
+    #: the bridge's pattern (:data:`gateway.options.PATTERNS`): a bridge setting, read
+    #: by the bridge itself and never handed to an adapter
+    pattern: str = ""
+    #: pub/sub: prefixes the subscribing side holds on its own (None: the pattern's default)
+    subscribe: tuple[bytes, ...] | None = None
 
 
 class RawSocket(Protocol):

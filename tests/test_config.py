@@ -201,7 +201,7 @@ def test_bridge_option_mistakes_name_file_bridge_and_table() -> None:
         "'@zmq+tcp://127.0.0.1:5555?hwm=3000&linger=x': expected a duration: milliseconds, "
         "or 250ms, 2s, 1m",
         "g.toml: bridge 'orders' front_options: unknown option 'colour' (known: backend, hwm, "
-        "maxmsgsize, reconnect_ivl, reconnect_ivl_max, handshake_ivl, linger, backlog)",
+        "maxmsgsize, reconnect_ivl, reconnect_ivl_max, handshake_ivl, linger, backlog, pattern, subscribe)",
         "g.toml: bridge 'orders' back_options: must be a table of settings, not 'fast'",
     ]
 

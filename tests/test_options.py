@@ -68,7 +68,7 @@ def test_read_reports_every_mistake_at_once_with_where() -> None:
     assert lines == [
         "bad value 'x' for hwm in 'zmq+tcp://h:1?...': expected a whole number, at least 1",
         "unknown option 'nope' (known: backend, hwm, maxmsgsize, reconnect_ivl, "
-        "reconnect_ivl_max, handshake_ivl, linger, backlog) in 'zmq+tcp://h:1?...'",
+        "reconnect_ivl_max, handshake_ivl, linger, backlog, pattern, subscribe) in 'zmq+tcp://h:1?...'",
         "option hwm given twice ('hwm' and 'sndhwm') in 'zmq+tcp://h:1?...'",
         "bad value 'later' for linger in 'zmq+tcp://h:1?...': expected a duration: "
         "milliseconds, or 250ms, 2s, 1m",
