@@ -263,7 +263,6 @@ class Bridge:
                 self._forwarder = AsyncForwarder(self._front, self._back, self.translator, ledger)
                 self.implementation = "asyncio"
         ledger.replies_confirmed = getattr(self._front, "confirms_delivery", True)
-        ledger.pairs_replies = self.translator.pairs_replies
         for sock, direction in ((self._front, REQUEST), (self._back, REPLY)):
             if isinstance(sock, sides.NativeRaw):  # its pattern's drops are this bridge's
                 sock.socket.on_drop = partial(self._pattern_drop, direction)

@@ -41,6 +41,7 @@ class AsyncForwarder:
     def __init__(self, front: Any, back: Any, translator: Translator, ledger: Ledger) -> None:
         self.front, self.back = front, back
         self.translator, self.ledger = translator, ledger
+        ledger.pairs_replies = translator.pairs_replies  # in flight: request-reply only
         self.draining = False
         self._detour = False  # the request loop holds requests: the callback path waits
         self._tasks: list[asyncio.Task[None]] = []

@@ -41,6 +41,7 @@ class PollForwarder:
                  hwm: int = 1000) -> None:
         self.front, self.back = front, back
         self.translator, self.ledger = translator, ledger
+        ledger.pairs_replies = translator.pairs_replies  # in flight: request-reply only
         self.hwm = hwm
         self._halt = threading.Event()
         self._draining = threading.Event()
