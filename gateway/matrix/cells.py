@@ -172,6 +172,8 @@ class Cell:
     @property
     def requester(self) -> str | None:
         """Which side sends the first message: ``client``, ``server`` or None (nobody can)."""
+        if self.family != "reqrep":
+            return pattern_sender(self)
         ct, st = self.client_type, self.server_type
         if not self.direct:  # the gateway only forwards requests from its front
             return "client" if ct in ("REQ", "DEALER", "ROUTER") else None

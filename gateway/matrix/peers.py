@@ -1001,7 +1001,9 @@ class CliPatternPeer(PatternPeer):
     def _argv(self, mode: str, url: str) -> list[str]:
         # line-buffered: nngcat's stdio buffers a pipe until it exits
         argv = ["stdbuf", "-oL", self.tool["exe"], _CLI_FLAG[(self.impl, self.kind)],
-                self.tool[mode], url, "--hex"]
+                self.tool[mode], url]
+        if self.kind not in ("PUB", "PUSH"):  # the CLIs refuse an output format on these
+            argv.append("--hex")
         for t in self.topics:
             if t:
                 argv += ["--subscribe", t.decode()]
