@@ -141,3 +141,31 @@ def test_bench_exits_1_when_an_output_cannot_be_written(tmp_path, capsys):
                  "50", "--windows", "8", "--json", str(blocker / "b.json"), "--quiet")
     assert bench.run(args) == 1
     assert "cannot write" in capsys.readouterr().err
+
+
+def test_pattern_bench_code_path_on_a_tiny_run(tmp_path, capsys):  # type: ignore[no-untyped-def]
+    """Fan-out and pipeline run end to end (zmq.proxy, the nng device and the gateway), with
+    ratios against zmq.proxy. Only the code path: no figure is asserted."""
+    from gateway.bench import patterns
+
+    settings = patterns.PatternSettings(n=200, subscribers=(2,), timeout=20, verbose=False)
+    result = patterns.run(settings, routes=("zmq-proxy", "nng-device", "gw-zmq-sp"))
+    assert [r["route"] for r in result["fanout"]] == ["zmq-proxy", "nng-device", "gw-zmq-sp"]
+    for row in result["fanout"] + result["pipeline"]:
+        assert "error" not in row, row
+        assert row["ratio_vs_zmq_proxy"] is not None and row["ratio_vs_zmq_proxy"] > 0
+    assert result["fanout"][0]["ratio_vs_zmq_proxy"] == 1.0
+    assert all(r["lost"] == 0 for r in result["pipeline"])  # blocking sends: nothing dropped
+    text = patterns.table(result)
+    assert "vs zmq.proxy" in text and "gw-zmq-sp" in text
+
+
+def test_pattern_bench_options_parse() -> None:
+    import argparse
+
+    from gateway.bench import configure_parser
+
+    p = argparse.ArgumentParser()
+    configure_parser(p)
+    a = p.parse_args(["--patterns-only", "--subscribers", "1,10,100", "--messages", "500"])
+    assert a.patterns_only and a.subscribers == (1, 10, 100) and a.messages == 500

@@ -190,6 +190,8 @@ def _open(kind: str, raw: bool, recv_max_size: int, **kwargs: Any) -> tuple[str,
         raise ConfigError(f"pynng adapter: no raw socket of kind {kind!r} (raw={raw})")
     if k not in _SENDS:
         kwargs.pop("send_buffer_size", None)
+    if k in _OPENERS or k not in _RECEIVES:
+        kwargs.pop("recv_buffer_size", None)
     if k in _OPENERS:
         cls, opener = _OPENERS[k]
         return k, cls(opener=opener, recv_max_size=recv_max_size, **kwargs)
@@ -261,6 +263,7 @@ class PynngRawSocket:
     ) -> None:
         self.kind, self._sock = _open(kind, raw, recv_max_size,
                                       send_buffer_size=min(send_buffer, 8192),
+                                      recv_buffer_size=min(hwm, 8192),  # sub0/pull0/pair
                                       **_reconnect(reconnect))
         _set_ttl(self._sock, ttl)
         # replies: nng takes them, then drops one silently when the client's pipe queue is full
@@ -459,7 +462,8 @@ def _reconnect(ivl: tuple[float, float]) -> dict[str, int]:
 
 def open_async(kind: str, options: SideOptions) -> PynngRawSocket:
     # the other patterns' faces: see _PLAIN
-    return PynngRawSocket(kind, hwm=options.hwm, recv_max_size=options.max_message_size,
+    return PynngRawSocket(kind, hwm=options.hwm, send_buffer=options.hwm,
+                          recv_max_size=options.max_message_size,
                           ttl=options.hop_limit if kind.upper() in ("REP", "ROUTER") else None,
                           reconnect=(options.reconnect_ivl, options.reconnect_ivl_max))
 
@@ -471,6 +475,7 @@ class NngPolled:
     def __init__(self, kind: str, options: SideOptions) -> None:
         self.kind, self._pynng = _open(kind, True, options.max_message_size,
                                        send_buffer_size=min(options.hwm, 8192),
+                                       recv_buffer_size=min(options.hwm, 8192),
                                        **_reconnect((options.reconnect_ivl,
                                                      options.reconnect_ivl_max)))
         _set_ttl(self._pynng, options.hop_limit if self.kind == "REP" else None)
