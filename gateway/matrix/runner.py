@@ -442,8 +442,8 @@ def _play_pattern(cell: Cell, timeout: float, workdir: str, peers: list[Any],
     client.connect(connect_url)
     by_side = {"client": client, "server": server}
     directions = [(sender, receiver)]
-    if family == "pair" and cell.client_type != "PULL" and cell.server_type != "PULL":
-        directions.append((receiver, sender))
+    if cell.client_type.startswith("PAIR") and cell.server_type.startswith("PAIR"):
+        directions.append((receiver, sender))  # pair: the other way too
     results = []
     for src, dst in directions:
         results.append(_deliver(cell, by_side[src], by_side[dst], timeout, out))
