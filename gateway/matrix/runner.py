@@ -42,8 +42,8 @@ from gateway.matrix.peers import (
     Peer,
     Reply,
     Seen,
-    make_peer,
     make_pattern_peer,
+    make_peer,
     wire_probe,
 )
 from gateway.patterns.pairing import sp_protocol, zmtp_socket_type
