@@ -88,7 +88,14 @@ DROP_REASONS: dict[str, str] = {
     "wrong-pipe": "a reply from a pipe the request did not go to",
     "no-delimiter": "a ZeroMQ message without the empty delimiter frame where one is required",
     "unroutable": "a routed send for a peer that is not connected",
-    "hwm": "a routed send to a peer whose pipe is at the high-water mark",
+    "hwm": "a routed send to a peer whose pipe is at the high-water mark, or a published "
+           "message for a subscriber whose pipe is (PUB/XPUB never block)",
+    "unexpected-message": "a message from a peer whose socket type never sends one (a PULL or "
+                          "sub0 to PUSH/pub0, data from a SUB to a PUB, a subscription to a "
+                          "socket that is no publisher)",
+    "unknown-cancel": "a cancel (or unsubscribe) for a prefix that was not subscribed",
+    "too-many-subscriptions": "a subscription past the prefixes one subscriber may hold "
+                              "(max_subscriptions)",
     # envelope translation (gateway.envelope)
     "no-request-id": "no hop at all, or the last SP hop lacks its top bit",
     "not-4-bytes": "an SP hop or ZeroMQ reply envelope frame that is not exactly 4 bytes",

@@ -926,7 +926,7 @@ def test_bad_options() -> None:
         with pytest.raises(gateway.ConfigError):
             gateway.Socket("REP", backlog=-1)
         with pytest.raises(gateway.GatewayError):
-            gateway.Socket("PAIR")
+            gateway.Socket("STREAM")
 
     run(main())
 

@@ -524,7 +524,7 @@ def test_make_pattern_kinds() -> None:
         assert (p.routed, p.cooked) == (routed, cooked), (kind, raw)
         assert p.kind == kind
     with pytest.raises(LocalProtocolError):
-        make_pattern("PUB")
+        make_pattern("STREAM")  # PUB, SUB, ... are tests/test_patterns_pubsub.py's
 
 
 # -- pairing tables ------------------------------------------------------------------------------
@@ -548,7 +548,7 @@ def test_sp_pairing_table() -> None:
     assert sp_legal(SP_REQ0, SP_REP0) and sp_legal(SP_REP0, SP_REQ0)
     assert not sp_legal(SP_REQ0, SP_REQ0) and not sp_legal(SP_REP0, SP_REP0)
     assert not sp_legal(SP_REQ0, 0x10)
-    assert set(SP_PEERS) == {SP_REQ0, SP_REP0}
+    assert set(SP_PEERS) == {SP_REQ0, SP_REP0, 0x10, 0x11, 0x20, 0x21, 0x50, 0x51}
     assert [sp_protocol(k) for k in SOCKET_TYPES] == [SP_REQ0, SP_REP0, SP_REQ0, SP_REP0]
     assert zmtp_socket_type("REQ", raw=True) == "DEALER"
     assert zmtp_socket_type("REP", raw=True) == "ROUTER"

@@ -19,7 +19,7 @@ from gateway.errors import (
 )
 from gateway.patterns import pairing
 from gateway.testing.codec_checks import chunked, feed_garbage
-from gateway.wire.events import HandshakeComplete, PeerError, Ping, Pong
+from gateway.wire.events import HandshakeComplete, PeerError, Ping, Pong, Subscription
 from gateway.wire.zmtp import ZmtpCodec, ZmtpRole
 
 GREETING = (
@@ -422,10 +422,61 @@ def test_error_command(ready_first: bool) -> None:
     assert codec.next_event() is None  # the connection is dead
 
 
-def test_unknown_and_subscribe_commands_skipped() -> None:
-    codec = opened()
-    codec.receive_data(b"\x04\x06\x05HELLO" + b"\x04\x0b\x09SUBSCRIBEx" + b"\x00\x02ok")
-    assert codec.next_event() == (b"ok",)
+def test_unknown_commands_skipped_subscribe_and_cancel_are_events() -> None:
+    """RFC 37 section "The SUBSCRIBE Command" / "The CANCEL Command": name + topic, the topic
+    is the rest of the command body (may be empty)."""
+    codec = opened("PUB", b"SUB")
+    codec.receive_data(b"\x04\x06\x05HELLO" + b"\x04\x0b\x09SUBSCRIBEx" + b"\x00\x02ok"
+                       + b"\x04\x0a\x09SUBSCRIBE" + b"\x04\x09\x06CANCELab")
+    assert drain(codec) == [Subscription(subscribe=True, topic=b"x"), (b"ok",),
+                            Subscription(subscribe=True, topic=b""),
+                            Subscription(subscribe=False, topic=b"ab")]
+
+
+def _opened_with_version(minor: int, kind: str = "SUB", peer: bytes = b"PUB") -> ZmtpCodec:
+    codec = zmtp_codec(kind)
+    codec.initiate()
+    codec.receive_data(GREETING[:11] + bytes((minor,)) + GREETING[12:] + ready(peer))
+    [hs] = drain(codec)
+    assert isinstance(hs, HandshakeComplete) and hs.version == (3, minor)
+    return codec
+
+
+@pytest.mark.parametrize(
+    ("minor", "subscribe", "topic", "wire"),
+    [
+        # RFC 37 (ZMTP 3.1): SUBSCRIBE / CANCEL commands (flags 0x04, size, name-len, name, topic)
+        (1, True, b"a.", b"\x04\x0c\x09SUBSCRIBEa."),
+        (1, False, b"a.", b"\x04\x09\x06CANCELa."),
+        (1, True, b"", b"\x04\x0a\x09SUBSCRIBE"),
+        # RFC 23 (ZMTP 3.0) section "The Publish-Subscribe Pattern": a one-frame message 01|00+topic
+        (0, True, b"a.", b"\x00\x03\x01a."),
+        (0, False, b"a.", b"\x00\x03\x00a."),
+        (0, True, b"", b"\x00\x01\x01"),
+    ],
+)
+def test_subscription_form_follows_the_peers_version(minor: int, subscribe: bool, topic: bytes,
+                                                     wire: bytes) -> None:
+    codec = _opened_with_version(minor)
+    assert codec.subscription_commands == (minor >= 1)
+    assert codec.subscription_frame(subscribe, topic) == wire
+
+
+def test_subscription_before_handshake_refused() -> None:
+    with pytest.raises(LocalProtocolError):
+        zmtp_codec("SUB").subscription_frame(True, b"a")
+
+
+@pytest.mark.parametrize(
+    ("kind", "raw", "announced"),
+    [("PUB", False, b"PUB"), ("PUB", True, b"XPUB"), ("XPUB", False, b"XPUB"),
+     ("SUB", False, b"SUB"), ("SUB", True, b"XSUB"), ("PUSH", False, b"PUSH"),
+     ("PULL", False, b"PULL"), ("PAIR", False, b"PAIR")],
+)
+def test_ready_of_the_new_socket_types(kind: str, raw: bool, announced: bytes) -> None:
+    """READY carries the Socket-Type (RFC 37 "The READY Command"), no Identity for these."""
+    codec = zmtp_codec(kind, raw)
+    assert codec.ready_command() == ready(announced)
 
 
 def test_command_inside_multipart_refused() -> None:
@@ -491,7 +542,9 @@ def test_send_errors() -> None:
 
 def test_unknown_kind() -> None:
     with pytest.raises(ValueError):
-        zmtp_role("PUB", False)
+        zmtp_role("STREAM", False)
+    with pytest.raises(ValueError):
+        zmtp_role("PAIR1", False)  # SP's pair1 has no ZMTP socket type
 
 
 def test_identity_is_data() -> None:

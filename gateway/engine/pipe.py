@@ -34,7 +34,7 @@ from gateway.message import Message
 from gateway.metrics import METRICS
 from gateway.patterns import pairing
 from gateway.patterns.reqrep import SP, ZMTP
-from gateway.wire.events import HandshakeComplete, PeerError
+from gateway.wire.events import HandshakeComplete, PeerError, Subscription
 from gateway.wire.sp import SpRole
 from gateway.wire.zmtp import ZmtpRole
 
@@ -65,10 +65,13 @@ class PipeOwner(Protocol):
     def pipe_writable(self, pipe: Pipe) -> None:
         """``pipe.writable`` changed."""
 
+    def pipe_subscription(self, pipe: Pipe, event: Subscription) -> None:
+        """A ZMTP SUBSCRIBE/CANCEL command (RFC 37) arrived."""
+
 
 def zmtp_role(kind: str, raw: bool) -> ZmtpRole:
     """What a native socket announces and accepts on ZMTP, from the pairing tables."""
-    if kind not in pairing.ZMTP_PEERS:
+    if pairing.zmtp_socket_type(kind, raw) not in pairing.ZMTP_PEERS:
         raise ValueError(f"unknown socket kind {kind!r}")
     socket_type = pairing.zmtp_socket_type(kind, raw)
     return ZmtpRole(socket_type, pairing.ZMTP_PEERS[socket_type],
@@ -281,7 +284,14 @@ class Pipe(asyncio.Protocol):
         body = msg.body
         if self.family == SP and len(body) != 1:
             raise LocalProtocolError(f"SP carries exactly one body frame, not {len(body)}")
-        data = self.codec.send_message(msg.hops + body)
+        self.write_bytes(self.codec.send_message(msg.hops + body))
+
+    def write_subscription(self, sub: Subscription) -> None:
+        """Send a subscription or cancel to a ZMTP publisher, in the form its version takes."""
+        self.write_bytes(self.codec.subscription_frame(sub.subscribe, sub.topic))
+
+    def write_bytes(self, data: bytes) -> None:
+        """Write encoded bytes: coalesced while a batch is open, else at once."""
         batch = _batch
         if batch.depth:
             if not self.wbuf:
@@ -358,6 +368,9 @@ class Pipe(asyncio.Protocol):
                 self.routing_id = routing_id
                 self.ready = True
                 self._watch = bool(self.message_timeout) and hasattr(type(self.codec), "partial")
+        elif isinstance(event, Subscription):
+            if self.ready:
+                self.owner.pipe_subscription(self, event)
         elif isinstance(event, PeerError):
             self.abort("peer-error", event.reason)
 

@@ -33,11 +33,14 @@ from gateway.errors import (
 from gateway.logging import get_logger
 from gateway.message import Message
 from gateway.metrics import METRICS
-from gateway.patterns.reqrep import SP, Pattern, make_pattern, split_zmtp
+from gateway.patterns.kinds import make_pattern
+from gateway.patterns.pairing import SP_ONLY_KINDS, canonical_kind
+from gateway.patterns.pubsub import MAX_SUBSCRIPTIONS, Publisher, Subscriber
+from gateway.patterns.reqrep import SP, Pattern, split_zmtp
 from gateway.plugins import WireSpec, registry
 from gateway.transport import listen, takes_backlog
 from gateway.url import Endpoint, parse
-from gateway.wire.events import HandshakeComplete
+from gateway.wire.events import HandshakeComplete, Subscription
 
 log = get_logger("gateway.engine")
 
@@ -66,8 +69,29 @@ def _dial_reason(exc: OSError) -> str:
     return "error"
 
 
+class _Gone:
+    """Stands for a pipe that went away in the inbox (an XPUB's cancels when a subscriber
+    leaves): its messages hold back no reading."""
+
+    def enqueued(self) -> None:
+        pass
+
+    def dequeued(self) -> None:
+        pass
+
+
+_GONE: Any = _Gone()
+
+
+def _topic(topic: bytes | str) -> bytes:
+    return topic.encode() if isinstance(topic, str) else bytes(topic)
+
+
 class Socket:
-    """A native socket: REQ, REP, DEALER or ROUTER (``raw=True``: xreq/xrep) over any wires.
+    """A native socket over any wires: REQ, REP, DEALER, ROUTER (``raw=True``: xreq/xrep);
+    PUB, SUB, XPUB, XSUB; PUSH, PULL; PAIR; PAIR1 (SP only). nng's names work too (``pub0``,
+    ``sub0``, ``push0``, ``pull0``, ``pair0``, ``pair1``); on SP a PUB speaks pub0, a SUB sub0,
+    a PAIR pair0, and XPUB/XSUB are raw pub0/sub0.
 
     Use inside a running asyncio loop::
 
@@ -82,6 +106,15 @@ class Socket:
     that breaks one is disconnected (``gateway_pipes_closed_total{reason}``); the socket and its
     other pipes go on. ``backlog``: the listen queue of ``bind`` (``None``: the system maximum,
     ``net.core.somaxconn`` on Linux).
+
+    Publish-subscribe (``gateway.patterns.pubsub``): ``subscribe`` (a prefix or a list of them)
+    subscribes a SUB/XSUB from the start, :meth:`subscribe`/:meth:`unsubscribe` later (counted);
+    an XSUB also sends ``01|00 + prefix`` messages. An XPUB receives ``01|00 + prefix`` when a
+    prefix gets its first subscriber or loses its last (``verbose=True``: every subscribe).
+    ``filter``: a SUB/XSUB filters what it receives by its prefixes (default: SUB yes, XSUB no).
+    ``max_subscriptions``: prefixes one subscriber may hold at a publisher, or a SUB may hold.
+    PUB never blocks (a subscriber past ``hwm`` loses the message, counted ``hwm``); PUSH and
+    PAIR wait for a writable peer; PAIR takes one peer and refuses others (``pair-busy``).
     """
 
     def __init__(self, kind: str, raw: bool = False, *, hwm: int = 1000, ttl: int = 8,
@@ -90,11 +123,24 @@ class Socket:
                  message_timeout: float | None = 10.0, backlog: int | None = None,
                  reconnect_ivl: float = 0.1, reconnect_ivl_max: float = 2.0,
                  resend_interval: float = 60.0, relaxed: bool = False,
-                 router_mandatory: bool = False, name: str = "") -> None:
-        self.kind = kind.upper()
+                 router_mandatory: bool = False, name: str = "",
+                 subscribe: bytes | str | list[bytes] | tuple[bytes, ...] = (),
+                 verbose: bool = False, filter: bool | None = None,
+                 max_subscriptions: int = MAX_SUBSCRIPTIONS) -> None:
+        given = kind.upper()
+        self.kind, raw = canonical_kind(kind, raw)
         self.raw = raw
         self.pattern: Pattern = make_pattern(self.kind, raw, ttl=ttl, relaxed=relaxed,
-                                             resend_interval=resend_interval)
+                                             resend_interval=resend_interval, verbose=verbose,
+                                             filter=filter, max_subscriptions=max_subscriptions)
+        if max_subscriptions < 1:
+            raise ConfigError("max_subscriptions must be at least 1")
+        topics = [subscribe] if isinstance(subscribe, bytes | str) else list(subscribe)
+        if topics:
+            if not isinstance(self.pattern, Subscriber):
+                raise ConfigError(f"subscribe is a SUB/XSUB setting, not {given}'s")
+            for t in topics:
+                self.pattern.subscribe(_topic(t))
         if hwm < 1:
             raise ConfigError("hwm must be at least 1")
         self.hwm = hwm
@@ -114,7 +160,8 @@ class Socket:
         self.reconnect_ivl_max = reconnect_ivl_max
         self.resend_interval = resend_interval
         self.router_mandatory = router_mandatory
-        self.name = name or f"{'x' if raw and self.kind in ('REQ', 'REP') else ''}{self.kind}"
+        self.name = name or (f"x{self.kind}" if raw and self.kind in ("REQ", "REP", "PUB", "SUB")
+                             else self.kind)
         self.closed = False
         self._pipes: set[Pipe] = set()
         self._routes: dict[bytes, Pipe] = {}  # routing id -> ready pipe
@@ -143,6 +190,8 @@ class Socket:
         ep = parse(url, transports=frozenset(reg.transports))
         if ep.backend not in (None, "native"):
             raise ConfigError(f"{url}: a native Socket cannot use backend={ep.backend}")
+        if self.kind in SP_ONLY_KINDS and ep.family != SP:
+            raise ConfigError(f"{url}: {self.kind} is an SP socket type (ZeroMQ has PAIR)")
         return ep, reg.wire(ep.wire), reg.transport(ep.transport)
 
     def bind(self, url: str) -> str:
@@ -217,6 +266,10 @@ class Socket:
 
     # -- pipe events (gateway.engine.pipe.PipeOwner) -----------------------------------------
     def pipe_ready(self, pipe: Pipe, event: HandshakeComplete) -> bytes | None:
+        pattern = self.pattern
+        if pattern.exclusive and self._routes:  # PAIR: one peer (libzmq, nng pair0/pair1)
+            pipe.abort("pair-busy", f"{self.kind} already has its peer")
+            return None
         if pipe.family == SP:
             rid = _next_sp_pipe_id()
         elif event.identity and self.pattern.routed:
@@ -231,6 +284,8 @@ class Socket:
         self._out.append(pipe)
         log.info("pipe.up", endpoint=pipe.endpoint, peer=pipe.peer, peer_type=event.peer_type,
                  socket=self.name)
+        for sub in pattern.attach(rid, pipe.family):  # a SUB's subscriptions to a new publisher
+            pipe.write_subscription(sub)
         self._wake_senders()
         return rid
 
@@ -248,6 +303,8 @@ class Socket:
                      socket=self.name)
             if self.on_pipe_lost is not None:
                 self.on_pipe_lost(pipe.routing_id)
+            for note in self.pattern.detach(pipe.routing_id, pipe.family):
+                self._deliver(_GONE, note)  # an XPUB's cancels of what the peer held
             if self.pattern.on_pipe_lost(pipe.routing_id, pipe.family):
                 if self._timer is not None:
                     self._timer.cancel()
@@ -267,12 +324,28 @@ class Socket:
         try:
             msg = self.pattern.receive(pipe.routing_id, pipe.family, parts)
         except Drop as drop:
-            if self.on_drop is not None:  # a device accounts for its own sockets
-                self.on_drop(drop, pipe.endpoint)
-                return
-            METRICS.inc("gateway_socket_dropped_messages_total", reason=drop.reason)
-            log.info("drop", reason=drop.reason, endpoint=pipe.endpoint, socket=self.name)
+            self._dropped(drop, pipe.endpoint)
             return
+        if msg is not None:
+            self._deliver(pipe, msg)
+
+    def pipe_subscription(self, pipe: Pipe, event: Subscription) -> None:
+        try:
+            msg = self.pattern.subscription(pipe.routing_id, event)
+        except Drop as drop:
+            self._dropped(drop, pipe.endpoint)
+            return
+        if msg is not None:
+            self._deliver(pipe, msg)
+
+    def _dropped(self, drop: Drop, endpoint: str) -> None:
+        if self.on_drop is not None:  # a device accounts for its own sockets
+            self.on_drop(drop, endpoint)
+            return
+        METRICS.inc("gateway_socket_dropped_messages_total", reason=drop.reason)
+        log.info("drop", reason=drop.reason, endpoint=endpoint, socket=self.name)
+
+    def _deliver(self, pipe: Pipe, msg: Message) -> None:
         sink = self.sink
         if sink is not None and not self._inbox and sink(msg):
             return
@@ -313,8 +386,10 @@ class Socket:
                 return delivered
 
     def can_send(self) -> bool:
-        """True when ``try_send`` would send now (routed sockets always route, drop or raise)."""
-        return self.pattern.routed or any(pipe.writable for pipe in self._out)
+        """True when ``try_send`` would send now (routed sockets always route, drop or raise;
+        PUB/XPUB/XSUB always send, dropping for a subscriber past its mark)."""
+        pattern = self.pattern
+        return pattern.routed or pattern.fanout or any(pipe.writable for pipe in self._out)
 
     def try_send(self, msg: Message) -> bytes | None:
         """Send without waiting; return the routing id of the pipe it went to, or None when a
@@ -327,6 +402,9 @@ class Socket:
         """
         self._check_open()
         pattern = self.pattern
+        if pattern.fanout:
+            self._fanout(msg)
+            return b""
         if pattern.routed:
             target = pattern.peek_target(msg)
             pipe = self._routes.get(target) if target is not None else None
@@ -364,6 +442,77 @@ class Socket:
             self._send_on(pipe, msg)
             return pipe.routing_id
         return sent
+
+    # -- publish-subscribe ---------------------------------------------------------------------
+    def _fanout(self, msg: Message) -> None:
+        """PUB/XPUB: to every pipe whose prefixes match the first frame (SP pipes: all), never
+        waiting; XSUB: a subscription to every ZMTP pipe, or an upstream message."""
+        pattern = self.pattern
+        if isinstance(pattern, Publisher):
+            first, zmsg, smsg = pattern.prepare_fanout(msg)
+        else:
+            assert isinstance(pattern, Subscriber)
+            try:
+                plan = pattern.prepare_fanout(msg)
+            except Drop as drop:
+                self._dropped(drop, "")
+                return
+            if plan is None:
+                return
+            if isinstance(plan, Subscription):
+                self._send_subscription(plan)
+                return
+            first, zmsg, smsg = plan.body[0], plan, plan
+        filters = pattern.filters
+        for pipe in self._out:
+            if first.startswith(filters.get(pipe.routing_id, ())):
+                if pipe.writable:
+                    pipe.write(smsg if pipe.family == SP else zmsg)
+                else:  # never block, never buffer past the mark: this subscriber loses it
+                    pipe.dropped("hwm")
+
+    def _send_subscription(self, sub: Subscription) -> None:
+        for pipe in self._out:
+            if pipe.family != SP:  # SP pub/sub has no subscription traffic
+                pipe.write_subscription(sub)
+
+    def _subscriber(self) -> Subscriber:
+        pattern = self.pattern
+        if not isinstance(pattern, Subscriber):
+            raise ConfigError(f"{self.name} has no subscriptions (SUB and XSUB have)")
+        return pattern
+
+    def subscribe(self, topic: bytes | str) -> None:
+        """Receive messages starting with ``topic`` (``b""``: all), once more (counted)."""
+        self._check_open()
+        self._send_subscription(self._subscriber().subscribe(_topic(topic)))
+
+    def unsubscribe(self, topic: bytes | str) -> None:
+        """Take one subscription to ``topic`` back; the publishers hear of it with the last.
+        A prefix not held is counted and logged (``unknown-cancel``), as nothing to do."""
+        self._check_open()
+        try:
+            sub = self._subscriber().unsubscribe(_topic(topic))
+        except Drop as drop:
+            self._dropped(drop, "")
+            return
+        if sub is not None:
+            self._send_subscription(sub)
+
+    @property
+    def subscriptions(self) -> tuple[bytes, ...]:
+        """The prefixes a SUB/XSUB holds (each once), sorted."""
+        return self._subscriber().topics
+
+    def setsockopt(self, option: str, value: bytes | str) -> None:
+        """pyzmq's ``setsockopt`` for ``"subscribe"`` / ``"unsubscribe"`` (names, any case)."""
+        name = option.lower()
+        if name == "subscribe":
+            self.subscribe(value)
+        elif name == "unsubscribe":
+            self.unsubscribe(value)
+        else:
+            raise ConfigError(f"setsockopt: unknown option {option!r} (subscribe, unsubscribe)")
 
     def _send_on(self, pipe: Pipe, msg: Message) -> None:
         pattern = self.pattern
@@ -438,7 +587,7 @@ class Socket:
 
     async def send_multipart(self, frames: list[bytes] | tuple[bytes, ...]) -> None:
         frames = tuple(frames)
-        if self.pattern.cooked:
+        if self.pattern.cooked or not self.pattern.enveloped:
             await self.send_msg(Message((), frames))
         elif self.pattern.routed:
             hops, body = split_zmtp(frames[1:])
@@ -448,7 +597,8 @@ class Socket:
 
     async def recv_multipart(self) -> list[bytes]:
         msg = await self.recv_msg()
-        return list(msg.body if self.pattern.cooked else msg.hops + msg.body)
+        pattern = self.pattern
+        return list(msg.body if pattern.cooked or not pattern.enveloped else msg.hops + msg.body)
 
     # -- lifecycle ---------------------------------------------------------------------------
     @property

@@ -41,6 +41,7 @@ from typing import Final
 
 from gateway.errors import Drop, LocalProtocolError, RemoteProtocolError, StateError
 from gateway.message import DELIMITER, Message
+from gateway.wire.events import Subscription
 
 ZMTP: Final = "zmtp"
 SP: Final = "sp"
@@ -86,6 +87,13 @@ class Pattern:
 
     routed = False
     cooked = False
+    #: ZMTP frames up to an empty delimiter are hops (request-reply); False: no envelope at all
+    #: (pub/sub, pipeline, pair: ``send_multipart`` frames are all body)
+    enveloped = True
+    #: a send goes to every matching pipe (PUB, XPUB, and XSUB's subscriptions), never waits
+    fanout = False
+    #: at most one peer at a time (PAIR): the engine refuses a second one
+    exclusive = False
 
     def __init__(self, kind: str, raw: bool, *, ttl: int = 8) -> None:
         if not 1 <= ttl <= 15:
@@ -95,8 +103,9 @@ class Pattern:
         self.ttl = ttl
 
     # -- receive ---------------------------------------------------------------------------
-    def receive(self, routing_id: bytes, family: str, parts: tuple[bytes, ...]) -> Message:
-        """A message arrived from the pipe ``routing_id``: the Message to queue for the app."""
+    def receive(self, routing_id: bytes, family: str, parts: tuple[bytes, ...]) -> Message | None:
+        """A message arrived from the pipe ``routing_id``: the Message to queue for the app
+        (``None``: the pattern consumed it, e.g. a subscription or a filtered topic)."""
         if family == SP:
             if self.routed:  # xrep/ROUTER/REP count hops (nng's TTL); xreq moves the whole stack
                 hops, body = split_sp(parts[0], self.ttl)
@@ -151,6 +160,20 @@ class Pattern:
     def on_pipe_lost(self, routing_id: bytes, family: str) -> bool:
         """The pipe ``routing_id`` is gone; ``True`` when :meth:`handle_timer` is due at once."""
         return False
+
+    # -- peers and subscriptions (pub/sub, pair; request-reply has none) ------------------------
+    def attach(self, routing_id: bytes, family: str) -> tuple[Subscription, ...]:
+        """A pipe is ready: the subscriptions to send it (a SUB/XSUB's, to a new ZMTP publisher)."""
+        return ()
+
+    def detach(self, routing_id: bytes, family: str) -> tuple[Message, ...]:
+        """A ready pipe is gone: messages for the app (an XPUB's cancels of what it held)."""
+        return ()
+
+    def subscription(self, routing_id: bytes, sub: Subscription) -> Message | None:
+        """A ZMTP SUBSCRIBE/CANCEL command arrived: what to deliver to the app (XPUB), if anything.
+        Only publishers take subscriptions; anything else drops it."""
+        raise Drop("unexpected-message")
 
 
 class Req(Pattern):
@@ -252,6 +275,7 @@ class Rep(Pattern):
 
     def receive(self, routing_id: bytes, family: str, parts: tuple[bytes, ...]) -> Message:
         msg = super().receive(routing_id, family, parts)
+        assert msg is not None  # the base pattern always splits
         if family == ZMTP and (len(msg.hops) < 2 or msg.hops[-1] != DELIMITER or not msg.body):
             raise Drop("no-delimiter")  # libzmq's REP rolls back such a message
         return msg

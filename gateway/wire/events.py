@@ -48,4 +48,14 @@ class Pong:
     context: bytes
 
 
-Event = HandshakeComplete | PeerError | Ping | Pong | tuple
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Subscription:
+    """A ZMTP 3.1 ``SUBSCRIBE`` (``subscribe=True``) or ``CANCEL`` command from the peer (RFC 37),
+    with its topic prefix. The ZMTP 3.0 form (a one-frame message ``0x01``/``0x00`` + topic,
+    RFC 23) arrives as an ordinary message: the publishing pattern reads it."""
+
+    subscribe: bool
+    topic: bytes
+
+
+Event = HandshakeComplete | PeerError | Ping | Pong | Subscription | tuple

@@ -17,7 +17,7 @@ from gateway.errors import (
     RemoteProtocolError,
 )
 from gateway.wire._buffer import COPY_VIA_VIEW, ReceiveBuffer
-from gateway.wire.events import Event, HandshakeComplete, PeerError, Ping, Pong
+from gateway.wire.events import Event, HandshakeComplete, PeerError, Ping, Pong, Subscription
 
 __all__ = [
     "GREETING_SIZE",
@@ -202,6 +202,22 @@ class ZmtpCodec:
             append(p)
         return b"".join(out)
 
+    @property
+    def subscription_commands(self) -> bool:
+        """True when subscriptions go to this peer as RFC 37 ``SUBSCRIBE``/``CANCEL`` commands:
+        it announced ZMTP 3.1 or later. A 3.0 peer (libzmq <= 4.3.2, JeroMQ 0.6) gets the RFC 23
+        message form; libzmq chooses the same way (``v3_1_encoder`` for minor >= 1 only)."""
+        return (self.peer_version or (3, 1)) >= (3, 1)
+
+    def subscription_frame(self, subscribe: bool, topic: bytes) -> bytes:
+        """One subscription (``subscribe``) or cancel of ``topic`` in the form the peer's
+        announced version takes: RFC 37 command for 3.1, RFC 23 message ``01|00 + topic`` for 3.0."""
+        if not self.handshake_done:
+            raise LocalProtocolError("ZMTP handshake not complete")
+        if self.subscription_commands:
+            return encode_command(b"SUBSCRIBE" if subscribe else b"CANCEL", bytes(topic))
+        return self.send_message(((b"\x01" if subscribe else b"\x00") + topic,))
+
     def ping(self, ttl: int = 0, context: bytes = b"") -> bytes:
         """A PING command (heartbeat); ``ttl`` in deciseconds, context up to 16 bytes."""
         if len(context) > _MAX_PING_CONTEXT:
@@ -346,9 +362,13 @@ class ZmtpCodec:
             return Ping(ttl=ttl, context=context)
         if name == b"PONG":
             return Pong(context=data)
+        if name == b"SUBSCRIBE":
+            return Subscription(subscribe=True, topic=data)
+        if name == b"CANCEL":
+            return Subscription(subscribe=False, topic=data)
         if name == b"READY":
             raise RemoteProtocolError("second ZMTP READY")
-        return None  # SUBSCRIBE, CANCEL, unknown: skipped
+        return None  # unknown: skipped
 
     def _ready(self, data: bytes) -> HandshakeComplete:
         props = parse_properties(data)
