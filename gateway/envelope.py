@@ -543,8 +543,8 @@ def _passer(src: str, dst: str, pattern: str, codec: BodyCodec,
         def shape(m: Message) -> Message:
             return m if not m[0] else _new(Message, ((), m[1]))
 
-    if strip and add:
-        return lambda m, now: pair1_add(pair1_strip(m))
+    if strip and add:  # pair1 -> pair1: the hop count goes on (nng adds one as it sends)
+        return lambda m, now: m if m[0] else pair1_add(m)
     if strip:
         return lambda m, now: shape(pair1_strip(m))
     if add:

@@ -27,8 +27,27 @@ pytestmark = pytest.mark.timeout(120)
 L = "127.0.0.1"
 
 
+#: the backend every bridge of this module uses on both sides (``GATEWAY_PATTERN_BACKEND``:
+#: ``native`` or ``lib``, the pyzmq/pynng adapters); the ``backend`` fixture runs both
+BACKEND = {"value": "lib"}
+
+
+def _with_backend(url: str) -> str:
+    if BACKEND["value"] != "native" or "backend=" in url:
+        return url
+    return url + ("&" if "?" in url else "?") + "backend=native"
+
+
+@pytest.fixture(params=["lib", "native"], autouse=True)
+def backend(request: pytest.FixtureRequest) -> Iterator[str]:
+    BACKEND["value"] = request.param
+    yield request.param
+    BACKEND["value"] = "lib"
+
+
 @contextmanager
 def bridge(front: str, back: str, *extra: str) -> Iterator[Gateway]:
+    front, back = _with_backend(front), _with_backend(back)
     with Gateway(*bridge_args(front, back, *extra)) as gw:
         yield gw
 

@@ -149,15 +149,16 @@ def test_pattern_bench_code_path_on_a_tiny_run(tmp_path, capsys):  # type: ignor
     from gateway.bench import patterns
 
     settings = patterns.PatternSettings(n=200, subscribers=(2,), timeout=20, verbose=False)
-    result = patterns.run(settings, routes=("zmq-proxy", "nng-device", "gw-zmq-sp"))
-    assert [r["route"] for r in result["fanout"]] == ["zmq-proxy", "nng-device", "gw-zmq-sp"]
+    chosen = ("zmq-proxy", "nng-device", "gw-zmq-sp-native", "gw-sp-zmq-lib")
+    result = patterns.run(settings, routes=chosen)
+    assert [r["route"] for r in result["fanout"]] == list(chosen)
     for row in result["fanout"] + result["pipeline"]:
         assert "error" not in row, row
         assert row["ratio_vs_zmq_proxy"] is not None and row["ratio_vs_zmq_proxy"] > 0
     assert result["fanout"][0]["ratio_vs_zmq_proxy"] == 1.0
     assert all(r["lost"] == 0 for r in result["pipeline"])  # blocking sends: nothing dropped
     text = patterns.table(result)
-    assert "vs zmq.proxy" in text and "gw-zmq-sp" in text
+    assert "vs zmq.proxy" in text and "gw-zmq-sp-native" in text
 
 
 def test_pattern_bench_options_parse() -> None:

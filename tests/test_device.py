@@ -747,8 +747,7 @@ def test_pattern_from_either_endpoint(front: str, back: str, pattern: str,
     b = Bridge(front, back, name=_name())
     assert (b.pattern, b.kinds) == (pattern, kinds)
     assert b.translator.pairs_replies == (pattern == "reqrep")
-    if pattern != "reqrep":  # the library adapters unless ?backend=native says otherwise
-        assert b._front_spec is not None and b._back_spec is not None
+    assert b._front_spec is None and b._back_spec is None  # native unless ?backend= says
 
 
 def test_pattern_from_the_toml_tables() -> None:
@@ -762,7 +761,6 @@ def test_pattern_from_the_toml_tables() -> None:
     ("zmq+tcp://127.0.0.1:1?pattern=pubsub", "sp+tcp://127.0.0.1:2?pattern=pipeline", {},
      "say one"),
     ("zmq+tcp://127.0.0.1:1?pattern=pair1", "sp+tcp://127.0.0.1:2", {}, "SP's pair1"),
-    ("sp+tcp://127.0.0.1:1?pattern=pair1", "sp+tcp://127.0.0.1:2", {}, "both sides are sp"),
     ("zmq+tcp://127.0.0.1:1?subscribe=a.", "sp+tcp://127.0.0.1:2", {}, "pubsub setting"),
     ("zmq+tcp://127.0.0.1:1?pattern=pipeline", "sp+tcp://127.0.0.1:2",
      {"subscribe": (b"a",)}, "pubsub setting"),

@@ -511,5 +511,9 @@ def test_pattern_translator_directions() -> None:
     t = PatternTranslator("pair", "zmtp", "sp", sp_pair1=True)
     assert t.request(Message((), (b"x",)), 0.0) == Message((b"\x00\x00\x00\x00",), (b"x",))
     assert t.reply(Message((b"\x00\x00\x00\x01",), (b"y",)), 0.0) == Message((), (b"y",))
+    t = PatternTranslator("pair", "sp", "sp", sp_pair1=True)  # pair1 -> pair1: count goes on
+    assert t.request(Message((b"\x00\x00\x00\x02",), (b"x",)), 0.0) == Message(
+        (b"\x00\x00\x00\x02",), (b"x",))
+    assert t.reply(Message((), (b"y",)), 0.0) == Message((b"\x00\x00\x00\x00",), (b"y",))
     with pytest.raises(ValueError):
         PatternTranslator("bus", "sp", "sp")

@@ -22,14 +22,18 @@ from typing import Any
 
 from gateway.bench.procs import Proc, Unavailable, start_bridge, tcp_address
 
-#: (name, publisher/puller wire, subscriber/pusher wire, middle)
+#: (name, publisher/puller wire, subscriber/pusher wire, middle); a gateway route's name ends
+#: in its backends: ``native`` (the engine, the default) or ``lib`` (pyzmq/pynng adapters)
 FANOUT_ROUTES = (
     ("zmq-proxy", "zmq", "zmq", "proxy"),
     ("nng-device", "sp", "sp", "device"),
-    ("gw-zmq-zmq", "zmq", "zmq", "gateway"),
-    ("gw-zmq-sp", "zmq", "sp", "gateway"),
-    ("gw-sp-zmq", "sp", "zmq", "gateway"),
+    ("gw-zmq-zmq-native", "zmq", "zmq", "gateway"),
+    ("gw-zmq-sp-native", "zmq", "sp", "gateway"),
+    ("gw-sp-zmq-native", "sp", "zmq", "gateway"),
+    ("gw-zmq-sp-lib", "zmq", "sp", "gateway"),
+    ("gw-sp-zmq-lib", "sp", "zmq", "gateway"),
 )
+_LIB = {"zmq": "pyzmq", "sp": "pynng"}
 PIPELINE_ROUTES = FANOUT_ROUTES  # (name, PULL server wire, PUSH client wire, middle)
 
 
@@ -57,8 +61,10 @@ def _middle(name: str, pattern: str, middle: str, upstream: str, up_wire: str, d
             settings: PatternSettings, procs: list[Proc], hwm: int) -> str:
     """Start the middle dialling ``upstream``; return the URL the other side dials."""
     if middle == "gateway":
-        front = f"@{down_wire}+tcp://127.0.0.1:0?pattern={pattern}&hwm={hwm}"
-        back = f">{up_wire}+{upstream}?hwm={hwm}"
+        lib = name.endswith("-lib")
+        fb, bb = (_LIB[down_wire], _LIB[up_wire]) if lib else ("native", "native")
+        front = f"@{down_wire}+tcp://127.0.0.1:0?pattern={pattern}&hwm={hwm}&backend={fb}"
+        back = f">{up_wire}+{upstream}?hwm={hwm}&backend={bb}"
         proc = start_bridge(f"{name}/bridge", front, back, ["--log-format", "json"],
                             settings.ready_timeout)
         procs.append(proc)
@@ -158,20 +164,20 @@ def table(result: dict[str, Any]) -> str:
 
     lines = [f"pub/sub fan-out ({result['n']} messages of {result['size']} B published; "
              f"delivered msgs/s over all subscribers)",
-             f"{'route':<12} {'subs':>5} {'msgs/s':>10} {'delivered':>9} {'vs zmq.proxy':>12}"]
+             f"{'route':<18} {'subs':>5} {'msgs/s':>10} {'delivered':>9} {'vs zmq.proxy':>12}"]
     for r in result["fanout"]:
         if "error" in r:
-            lines.append(f"{r['route']:<12} {r['subscribers']:>5} unavailable: {r['error'][:60]}")
+            lines.append(f"{r['route']:<18} {r['subscribers']:>5} unavailable: {r['error'][:60]}")
             continue
-        lines.append(f"{r['route']:<12} {r['subscribers']:>5} {r['msgs_per_s']:>10.0f} "
+        lines.append(f"{r['route']:<18} {r['subscribers']:>5} {r['msgs_per_s']:>10.0f} "
                      f"{r['fraction']:>8.1%} {ratio(r):>12}")
     lines += ["", f"pipeline PUSH -> middle -> PULL ({result['n']} messages, blocking sends)",
-              f"{'route':<12} {'msgs/s':>10} {'lost':>6} {'vs zmq.proxy':>12}"]
+              f"{'route':<18} {'msgs/s':>10} {'lost':>6} {'vs zmq.proxy':>12}"]
     for r in result["pipeline"]:
         if "error" in r:
-            lines.append(f"{r['route']:<12} unavailable: {r['error'][:60]}")
+            lines.append(f"{r['route']:<18} unavailable: {r['error'][:60]}")
             continue
-        lines.append(f"{r['route']:<12} {r['msgs_per_s']:>10.0f} {r['lost']:>6} {ratio(r):>12}")
+        lines.append(f"{r['route']:<18} {r['msgs_per_s']:>10.0f} {r['lost']:>6} {ratio(r):>12}")
     return "\n".join(lines)
 
 

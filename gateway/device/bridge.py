@@ -61,8 +61,6 @@ FRONT_KIND, BACK_KIND = "REP", "REQ"  # raw: ROUTER-like front, DEALER-like back
 #: pattern -> (front kind, back kind) handed to the side's implementation
 KINDS = {"reqrep": (FRONT_KIND, BACK_KIND), "pubsub": ("XPUB", "XSUB"),
          "pipeline": ("PULL", "PUSH"), "pair": ("PAIR", "PAIR")}
-#: the library serving a family's side of a pattern other than reqrep when the URL names none
-LIBRARY_DEFAULT = {"zmtp": "pyzmq", "sp": "pynng"}
 
 
 def pattern_of(name: str, front: Endpoint, back: Endpoint) -> tuple[str, bool]:
@@ -82,9 +80,8 @@ def pattern_of(name: str, front: Endpoint, back: Endpoint) -> tuple[str, bool]:
         raise ConfigError(f"bridge {name}: the front says pattern={said['front']}, the back "
                           f"pattern={said['back']}; say one")
     pattern = given.pop() if given else "reqrep"
-    if pair1 and front.family == back.family:
-        raise ConfigError(f"bridge {name}: pattern=pair1 bridges a ZeroMQ PAIR to SP pair1; "
-                          f"both sides are {front.family}")
+    if pair1 and front.family == back.family == "zmtp":  # unreachable: refused above
+        raise ConfigError(f"bridge {name}: pattern=pair1 needs an SP side")
     return pattern, pair1
 
 
@@ -133,9 +130,6 @@ class Bridge:
         self.pattern, self.sp_pair1 = pattern_of(
             self.name, replace(front, options=tuple(self._front_table.items())),
             replace(back, options=tuple(self._back_table.items())))
-        if self.pattern != "reqrep":  # the native engine's patterns are opt-in (?backend=native)
-            front, back = (ep if ep.backend else replace(ep, backend=LIBRARY_DEFAULT[ep.family])
-                           for ep in (front, back))
         front, back = sides.default_backends(front, back)
         self._front_ep = front if front.mode else replace(front, mode="bind")
         self._back_ep = back if back.mode else replace(back, mode="connect")
@@ -166,7 +160,7 @@ class Bridge:
             self.translator = PatternTranslator(self.pattern, front.family, back.family,
                                                 body_codec_hook(), subscribe=subscribe,
                                                 sp_pair1=self.sp_pair1)
-        self.kinds = KINDS[self.pattern]
+        self.kinds = KINDS[self.pattern]  # sp -> sp pair1: both sides pair1
         if self.sp_pair1:
             self.kinds = tuple("PAIR1" if ep.family == "sp" else "PAIR"  # type: ignore[assignment]
                                for ep in (front, back))

@@ -31,6 +31,9 @@ class NativeRaw:
                              reconnect_ivl_max=options.reconnect_ivl_max,
                              handshake_timeout=options.handshake_timeout,
                              linger=options.linger,
+                             # toward an SP publisher the gateway's sub0 filters by what it
+                             # holds (a raw XSUB would take everything)
+                             **({"filter": True} if kind == "XSUB" else {}),
                              name=name or f"device-x{kind.lower()}")
         self.send_msg = self.socket.send_msg
         self.recv_msg = self.socket.recv_msg

@@ -648,7 +648,7 @@ GATEWAY_PATTERN_KINDS = {
     "pair": {"zmq": ("PAIR", "PAIR"), "sp": ("PAIR0", "PAIR0")},
     "pair1": {"zmq": ("PAIR", "PAIR"), "sp": ("PAIR1", "PAIR1")},
 }
-PATTERN_BACKENDS = {"zmq": ("pyzmq",), "sp": ("pynng",)}  # + native once the engine has them
+PATTERN_BACKENDS = {"zmq": ("pyzmq", "native"), "sp": ("pynng", "native")}
 PATTERN_IMPLS = ("libzmq", "nng", "nanomsg", "nng-1.5")
 #: what the CLIs speak: nanocat's --pair is nanomsg's pair (pair0); nngcat's --pair0/--pair1
 CLI_PATTERN_TYPES = {"nanomsg": frozenset({"PUB", "SUB", "PUSH", "PULL", "PAIR0"}),
@@ -784,6 +784,17 @@ def pattern_cells() -> list[Cell]:
         if cw == "zmq" and sw == "zmq":
             cells.append(_pc("libzmq", "XSUB", "libzmq", "XPUB", t, f"gateway-pubsub:{route}",
                              "topic"))
+    # the native engine on both sides of the gateway: each pattern, both directions
+    for cw, sw in (("zmq", "sp"), ("sp", "zmq")):
+        t = f"{cw}+tcp->{sw}+tcp"
+        cells += [
+            _pc(_LIB[cw], "SUB", _LIB[sw], "PUB", t, "gateway-pubsub:native->native", "multi"),
+            _pc(_LIB[cw], "SUB", _LIB[sw], "PUB", t, "gateway-pubsub:native->native", "all"),
+            _pc(_LIB[cw], "PUSH", _LIB[sw], "PULL", t, "gateway-pipeline:native->native", "stream"),
+            _pc(_LIB[cw], "PAIR" if cw == "zmq" else "PAIR1", _LIB[sw],
+                "PAIR" if sw == "zmq" else "PAIR1", t, "gateway-pair1:native->native", "stream"),
+            _pc(_LIB[cw], "PULL", _LIB[sw], "PUB", t, "gateway-pubsub:native->native", "topic"),
+        ]
     # the CLIs through the gateway
     for cli in ("nanomsg", "nng-1.5"):
         cells += [
@@ -825,6 +836,10 @@ def pattern_ci_cells() -> list[Cell]:
         _pc("libzmq", "PUSH", "nng-1.5", "PULL", g_zs, "gateway-pipeline:pyzmq->pynng", "stream"),
         _pc("libzmq", "PULL", "nng", "PUB", g_zs, "gateway-pubsub:pyzmq->pynng", "topic"),  # bad client
         _pc("nng", "PUSH", "libzmq", "SUB", g_sz, "gateway-pipeline:pynng->pyzmq", "stream"),  # bad server
+        _pc("libzmq", "SUB", "nng", "PUB", g_zs, "gateway-pubsub:native->native", "multi"),
+        _pc("nng", "SUB", "libzmq", "PUB", g_sz, "gateway-pubsub:native->native", "all"),
+        _pc("nng", "PUSH", "libzmq", "PULL", g_sz, "gateway-pipeline:native->native", "stream"),
+        _pc("libzmq", "PAIR", "nng", "PAIR1", g_zs, "gateway-pair1:native->native", "stream"),
     ]
     for c in cells:
         c.validate()

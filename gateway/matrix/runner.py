@@ -431,9 +431,11 @@ def _play_pattern(cell: Cell, timeout: float, workdir: str, peers: list[Any],
     if not cell.direct:
         fb, bb = cell.backends
         scheme = cell.server_wire if cell.server_wire == "zmq" else SP_SERVER_SCHEME[cell.server_impl]
-        front = (f"@{cell.client_wire}+{_bind_url(cell.net, workdir, 'front')}"
-                 f"?backend={fb}&pattern={cell.gateway_pattern}")
-        back = f">{scheme}+{server_url}?backend={bb}"
+        pattern = cell.gateway_pattern  # pair1 is said on the SP side
+        on_back = pattern == "pair1" and cell.client_wire == "zmq"
+        front = (f"@{cell.client_wire}+{_bind_url(cell.net, workdir, 'front')}?backend={fb}"
+                 + ("" if on_back else f"&pattern={pattern}"))
+        back = f">{scheme}+{server_url}?backend={bb}" + (f"&pattern={pattern}" if on_back else "")
         gw = GatewayProc(front, back, workdir)
         connect_url = gw.start()
         out.note(f"gateway {cell.gateway_pattern} {fb}->{bb} READY front={gw.front_url}")
