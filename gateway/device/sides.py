@@ -33,7 +33,7 @@ class NativeRaw:
                              linger=options.linger,
                              # toward an SP publisher the gateway's sub0 filters by what it
                              # holds (a raw XSUB would take everything)
-                             **({"filter": True} if kind == "XSUB" else {}),
+                             filter=True if kind == "XSUB" else None,
                              name=name or f"device-x{kind.lower()}")
         self.send_msg = self.socket.send_msg
         self.recv_msg = self.socket.recv_msg
