@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# Debian packages the interop tests and the matrix need: nanomsg's and nng 1.5's CLIs, and a
-# Java runtime for Spark. Installs only what is missing; needs root (CI and dev machines are).
+# Debian packages the interop tests and the matrix need: nanomsg's and nng 1.5's CLIs, JeroMQ 0.3
+# (a ZMTP 2.0 peer) and a JDK (Spark's Java runtime, and javac for the JeroMQ peer program,
+# compiled at test time). Installs only what is missing; needs root (CI and dev machines are).
 set -euo pipefail
 need=()
 command -v nanocat >/dev/null 2>&1 || need+=(nanomsg-utils)
 command -v nngcat >/dev/null 2>&1 || need+=(nng-utils)
-command -v java >/dev/null 2>&1 || need+=(default-jre-headless)
+command -v javac >/dev/null 2>&1 || need+=(default-jdk-headless)
+[ -f /usr/share/java/jeromq.jar ] || need+=(libjeromq-java)
 [ ${#need[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" != 0 ]; then
   echo "system-deps: missing ${need[*]}; run as root or: sudo apt-get install ${need[*]}" >&2

@@ -62,6 +62,16 @@ class SideOptions:
     pattern: str = ""
     #: pub/sub: prefixes the subscribing side holds on its own (None: the pattern's default)
     subscribe: tuple[bytes, ...] | None = None
+    # ZeroMQ security (gateway.security): paths to files, never secrets themselves
+    curve_server: bool = False  # this side is the CURVE server (CURVE_SERVER)
+    curve_cert: str | None = None  # this side's certificate, the .key_secret file
+    curve_serverkey: str | None = None  # client: the server's public key, Z85 (CURVE_SERVERKEY)
+    curve_server_cert: str | None = None  # client: the server's public certificate file
+    curve_allow: str | None = None  # server: directory of allowed client certificates
+    plain_server: bool = False  # this side is the PLAIN server (PLAIN_SERVER)
+    plain_passwords: str | None = None  # server: user=password file
+    plain_username: str | None = None  # client: PLAIN_USERNAME
+    plain_password_file: str | None = None  # client: file holding PLAIN_PASSWORD
 
 
 class RawSocket(Protocol):

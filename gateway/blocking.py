@@ -86,6 +86,13 @@ class Socket:
     def wait_peers(self, n: int = 1, timeout: float = 10.0) -> None:
         self._call(self._sock.wait_peers(n, timeout))
 
+    def subscribe(self, topic: bytes | str) -> None:
+        """SUB/XSUB: receive messages starting with ``topic`` (counted, as pyzmq's)."""
+        self._sync(self._sock.subscribe, topic)
+
+    def unsubscribe(self, topic: bytes | str) -> None:
+        self._sync(self._sock.unsubscribe, topic)
+
     @property
     def peers(self) -> int:
         return self._sock.peers

@@ -191,6 +191,16 @@ def from_dict(data: dict[str, Any], source: str = "config") -> Config:
                 ok = False
                 continue
             settings[key] = read
+            try:
+                family = parse(entry[key]).family if isinstance(entry.get(key), str) else None
+            except ConfigError:  # reported above
+                family = None
+            if family is not None:
+                from gateway.security import check_settings
+
+                for line in check_settings({**url_settings, **read}, family):
+                    err(f"{where} {key}", line)
+                    ok = False
         forwarder = entry.get("forwarder", "auto")
         if forwarder not in ("auto", "proxy"):
             err(f"{where} forwarder", f"must be auto or proxy, not {forwarder!r}")

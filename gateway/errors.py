@@ -22,11 +22,59 @@ class LocalProtocolError(ProtocolError):
 
 
 class RemoteProtocolError(ProtocolError):
-    """The peer sent something the protocol forbids (its fault): the pipe is closed."""
+    """The peer sent something the protocol forbids (its fault): the pipe is closed.
+
+    ``handshake_reason``: the ``gateway_handshake_failures_total`` reason when this ends a
+    connection before its handshake completed (one of :data:`HANDSHAKE_REASONS`).
+    """
+
+    handshake_reason: str = "garbage"
 
 
 class PairingError(RemoteProtocolError):
-    """The peer announced a socket type this socket may not talk to."""
+    """The peer announced a socket type this socket may not talk to (``ours``, ``theirs``:
+    both types, for the log line)."""
+
+    handshake_reason = "pairing"
+
+    def __init__(self, message: str, ours: str = "", theirs: str = "") -> None:
+        super().__init__(message)
+        self.ours = ours
+        self.theirs = theirs
+
+
+class VersionError(RemoteProtocolError):
+    """The peer speaks a ZMTP version this end does not (1.0), or a downgrade to ZMTP 2.0 was
+    refused because this endpoint has a security mechanism (RFC 37). ``peer_version`` is what
+    the peer's greeting said, as text (``"1.0"``, ``"2.0"``)."""
+
+    reason = "zmtp-version"
+    handshake_reason = "zmtp-version"
+
+    def __init__(self, message: str, peer_version: str = "") -> None:
+        super().__init__(message)
+        self.peer_version = peer_version
+
+
+class MechanismError(RemoteProtocolError):
+    """The peer's ZMTP greeting asks for a security mechanism (CURVE, PLAIN) this endpoint does
+    not have configured. ``peer_mechanism`` and ``mechanism`` name both."""
+
+    reason = "mechanism"
+    handshake_reason = "mechanism"
+
+    def __init__(self, message: str, peer_mechanism: str = "", mechanism: str = "") -> None:
+        super().__init__(message)
+        self.peer_mechanism = peer_mechanism
+        self.mechanism = mechanism
+
+
+class WrongWireError(RemoteProtocolError):
+    """The peer speaks the other wire: an SP header on a ZeroMQ endpoint, or a ZMTP greeting
+    on an SP endpoint."""
+
+    reason = "wrong-wire"
+    handshake_reason = "sp-protocol"
 
 
 class MessageTooLarge(RemoteProtocolError):
@@ -38,6 +86,7 @@ class SpHeaderError(RemoteProtocolError):
     pipe (``NNG_EPROTO``), and so do we, with the reason ``sp-header``."""
 
     reason = "sp-header"
+    handshake_reason = "sp-protocol"
 
 
 class StateError(GatewayError):
@@ -117,4 +166,41 @@ DROP_REASONS: dict[str, str] = {
     "backend-unavailable": "no backend peer took the request in time",
     "backend-lost": "a request in flight on a back-end connection that closed before it answered",
     "shutdown": "a request that arrived after the stop and was never forwarded",
+}
+
+
+#: Every reason a connection can fail before its handshake completes, or a dial can fail
+#: (``gateway_handshake_failures_total`` / ``gateway_dial_failures_total``): the one table the
+#: engine, the pyzmq adapter and docs/observability.md share.
+HANDSHAKE_REASONS: dict[str, str] = {
+    "zmtp-version": "the peer speaks a ZMTP version this end does not (1.0), or a downgrade to "
+                    "ZMTP 2.0 was refused because the endpoint has security configured; the "
+                    "log line has the peer's version",
+    "mechanism": "the peer's greeting asks for a security mechanism (CURVE, PLAIN) this "
+                 "endpoint has not configured; the log line names both",
+    "pairing": "the peer's socket type may not talk to this one (ZMTP Socket-Type, the ZMTP 2.0 "
+               "socket-type byte, or the SP protocol); the log line names both (peer_type "
+               "`unknown`: a ZeroMQ peer closed after its greeting without its READY, refusing "
+               "ours, as libzmq does when our READY arrives with our greeting)",
+    "sp-protocol": "an SP header this end refuses (reserved bytes set), or the wrong wire: an "
+                   "SP peer on a ZeroMQ endpoint or a ZeroMQ peer on an SP endpoint",
+    "handshake-timeout": "no complete handshake within the handshake timeout (10 s)",
+    "garbage": "bytes that are neither a ZMTP greeting nor an SP header, or a malformed "
+               "handshake (a bad READY, data before READY)",
+    "peer-closed": "the peer closed the connection before the handshake completed (it refused "
+                   "us, or it was a port probe)",
+    "peer-error": "the ZeroMQ peer sent an ERROR command during the handshake",
+    "duplicate-identity": "a ZeroMQ peer announced a routing id another connected peer has",
+    "protocol": "the library reports a failed handshake with a protocol error (pyzmq: "
+                "EVENT_HANDSHAKE_FAILED_PROTOCOL; the log line has libzmq's error code)",
+    "auth": "the peer's credentials were refused (a PLAIN password or CURVE key the "
+            "gateway_authenticate hook denied, or pyzmq: EVENT_HANDSHAKE_FAILED_AUTH)",
+    "curve": "a CURVE box that does not open (wrong server key, tampered or replayed command)",
+    "no-detail": "the library reports a failed handshake without detail (pyzmq: "
+                 "EVENT_HANDSHAKE_FAILED_NO_DETAIL)",
+    # dials (gateway_dial_failures_total)
+    "refused": "a dial found nobody listening (connection refused)",
+    "unreachable": "a dial found no route to the host, or no such ipc path",
+    "timeout": "a dial timed out",
+    "error": "a dial failed for another reason (the log line has the error)",
 }

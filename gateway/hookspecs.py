@@ -71,6 +71,25 @@ def gateway_body_codec(frames: tuple[bytes, ...], direction: str) -> tuple[bytes
     """
 
 
+@hookspec(firstresult=True)
+def gateway_authenticate(mechanism: str, address: str, socket: str,
+                         credentials: dict[str, str], policy: Any) -> Any:
+    """Decide whether a ZeroMQ peer may connect (ZeroMQ's ZAP, RFC 27, as a hook).
+
+    Called on the server side of a PLAIN or CURVE handshake (native engine and the pyzmq
+    adapter alike): ``mechanism`` "PLAIN" or "CURVE", ``address`` the peer's ``host:port``,
+    ``socket`` the socket's name (bridge and side), ``credentials`` PLAIN ``{"username",
+    "password"}`` or CURVE ``{"client_key"}`` (Z85 of the client's long-term public key, proven
+    by its vouch), ``policy`` the side's ``gateway.security.Security`` (``curve_allow``,
+    ``plain_passwords``). Return ``gateway.wire.zmtp_mechanism.AuthResult(allowed, reason,
+    user_id)``, or ``None`` to leave the decision to the next implementation. The first answer
+    wins; the built-in one (CZMQ zauth's certificate directory and password file) is asked
+    last; with no answer at all the peer is accepted (libzmq without a ZAP handler). A refused
+    peer gets an ERROR command ("400"), a warning line and ``gateway_auth_failures_total``.
+    Never log or return the password.
+    """
+
+
 @hookspec(historic=True)
 def gateway_configure(config: dict[str, Any]) -> None:
     """Called once at start-up with the parsed configuration (a dict); plugins read their

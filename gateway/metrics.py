@@ -76,12 +76,19 @@ SPECS: dict[str, MetricSpec] = {
     "gateway_pipes_closed_total": MetricSpec(
         "counter", "Native pipes closed because of bad input, a timeout or a refused peer.",
         ("reason",)),
+    "gateway_auth_failures_total": MetricSpec(
+        "counter", "ZeroMQ peers refused by authentication (PLAIN or CURVE, the hook "
+        "gateway_authenticate); the socket serves the others.", ("socket", "mechanism", "reason")),
     "gateway_socket_dropped_messages_total": MetricSpec(
         "counter", "Messages a native socket dropped (outside any bridge's accounting).",
         ("reason",)),
     "gateway_dial_failures_total": MetricSpec(
         "counter", "Failed connection attempts of native sockets, by reason (refused, "
         "unreachable, timeout, error); the socket keeps redialling with backoff.", ("reason",)),
+    "gateway_handshake_failures_total": MetricSpec(
+        "counter", "Connections that ended before their handshake completed, and handshakes a "
+        "library reported failed, by socket and reason (see docs: handshake failure reasons).",
+        ("socket", "reason")),
     "gateway_requests_resent_total": MetricSpec(
         "counter", "Requests a native REQ socket resent (nng's resend timer or pipe loss)."),
     "gateway_build_info": MetricSpec(
@@ -146,6 +153,12 @@ class Registry:
 
     def total(self, name: str) -> int:
         return sum(v for (n, _), v in list(self.counters.items()) if n == name)
+
+    def total_where(self, name: str, **labels: str) -> int:
+        """The sum of ``name`` over the label sets that include ``labels``."""
+        want = set(labels.items())
+        return sum(v for (n, lab), v in list(self.counters.items())
+                   if n == name and want <= set(lab))
 
     # -- gauges and histograms --------------------------------------------------------------
     def gauge(self, name: str, read: Callable[[], float], **labels: str) -> Key:

@@ -126,6 +126,84 @@ def topics(value: object) -> tuple[bytes, ...]:
     return tuple(out)
 
 
+def _path(value: object) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError("a file path")
+    return value.strip()
+
+
+def secret_cert(value: object) -> str:
+    """A CURVE certificate with its secret key (``NAME.key_secret``, or ``NAME.key`` beside it),
+    readable by its owner only."""
+    from gateway.security import load_cert
+
+    path = _path(value)
+    load_cert(path, secret=True)
+    return path
+
+
+def public_cert(value: object) -> str:
+    """A CURVE certificate file (its public key is used)."""
+    from gateway.security import load_cert
+
+    path = _path(value)
+    load_cert(path)
+    return path
+
+
+def z85_key(value: object) -> str:
+    """A CURVE public key as 40 Z85 characters."""
+    from gateway.security import read_z85_key
+
+    if not isinstance(value, str):
+        raise ValueError("a CURVE public key, 40 Z85 characters")
+    read_z85_key(value, "a CURVE public key")
+    return value.strip()
+
+
+def directory(value: object) -> str:
+    """A readable directory."""
+    import os
+
+    path = _path(value)
+    if not os.path.isdir(path) or not os.access(path, os.R_OK | os.X_OK):
+        raise ValueError(f"a readable directory ({path!r} is not one)")
+    return path
+
+
+def password_file(value: object) -> str:
+    """A ``user=password`` file."""
+    from gateway.security import read_passwords
+
+    path = _path(value)
+    read_passwords(path)
+    return path
+
+
+def secret_file(value: object) -> str:
+    """A file holding one secret, readable by its owner only."""
+    from gateway.security import read_secret_file
+
+    path = _path(value)
+    read_secret_file(path)
+    return path
+
+
+def text(value: object) -> str:
+    """A string."""
+    if not isinstance(value, str | int) or isinstance(value, bool):
+        raise ValueError("a string")
+    return str(value)
+
+
+def _no_inline(hint: str) -> Callable[[object], Any]:
+    def refuse(value: object) -> Any:
+        raise ValueError(f"a file, not the secret itself: secrets are never written inline "
+                         f"in a URL or TOML ({hint})")
+
+    return refuse
+
+
 @dataclass(frozen=True, slots=True)
 class Option:
     """One endpoint setting: ``name`` as users write it, the :class:`SideOptions` ``field`` it
@@ -136,6 +214,8 @@ class Option:
     convert: Callable[[object], Any]
     help: str
     aliases: tuple[str, ...] = ()
+    #: a spelling that is refused with a hint (inline secrets); not listed as known
+    refused: bool = False
 
 
 OPTIONS: tuple[Option, ...] = (
@@ -163,6 +243,31 @@ OPTIONS: tuple[Option, ...] = (
            "pub/sub: prefixes the gateway subscribes to at the publisher (a.,b.; empty: "
            "everything; default everything behind an SP front, only its clients' behind a "
            "ZeroMQ front)"),
+    Option("curve_server", "curve_server", flag,
+           "ZeroMQ: be the CURVE server (needs curve_cert; libzmq CURVE_SERVER)"),
+    Option("curve_cert", "curve_cert", secret_cert,
+           "ZeroMQ CURVE: this side's certificate, CZMQ zcert NAME.key_secret (mode 600)",
+           ("curve_secretkey_file",)),
+    Option("curve_serverkey", "curve_serverkey", z85_key,
+           "ZeroMQ CURVE client: the server's public key, 40 Z85 characters"),
+    Option("curve_server_cert", "curve_server_cert", public_cert,
+           "ZeroMQ CURVE client: the server's public certificate (NAME.key)"),
+    Option("curve_allow", "curve_allow", directory,
+           "ZeroMQ CURVE server: only clients whose NAME.key is in this directory (CZMQ zauth)"),
+    Option("plain_server", "plain_server", flag,
+           "ZeroMQ: be the PLAIN server (libzmq PLAIN_SERVER)"),
+    Option("plain_passwords", "plain_passwords", password_file,
+           "ZeroMQ PLAIN server: only these users, a file of user=password lines"),
+    Option("plain_username", "plain_username", text,
+           "ZeroMQ PLAIN client: the user name (libzmq PLAIN_USERNAME)"),
+    Option("plain_password_file", "plain_password_file", secret_file,
+           "ZeroMQ PLAIN client: a file holding the password (mode 600)"),
+    Option("curve_secretkey", "curve_cert", _no_inline("use curve_cert=PATH"),
+           "refused: name a certificate file with curve_cert", ("curve_secret_key",), refused=True),
+    Option("curve_publickey", "curve_cert", _no_inline("use curve_cert=PATH, the pair's file"),
+           "refused: name a certificate file with curve_cert", ("curve_public_key",), refused=True),
+    Option("plain_password", "plain_password_file", _no_inline("use plain_password_file=PATH"),
+           "refused: name a file with plain_password_file", refused=True),
 )
 
 #: settings the bridge reads itself; no adapter is asked to honour them
@@ -173,7 +278,7 @@ BY_NAME: dict[str, Option] = {n: o for o in OPTIONS for n in (o.name, *o.aliases
 
 
 def known() -> str:
-    return ", ".join(o.name for o in OPTIONS)
+    return ", ".join(o.name for o in OPTIONS if not o.refused)
 
 
 def lookup(key: str) -> Option:
@@ -204,6 +309,9 @@ def read(items: Iterable[tuple[str, object]], where: str) -> dict[str, Any]:
         try:
             out[option.field] = option.convert(value)
         except ValueError as exc:
+            if option.field.startswith(("curve_", "plain_")):  # a secret is never echoed
+                errors.append(f"bad value for {option.name}{at}: {exc}")
+                continue
             errors.append(f"bad value {value!r} for {option.name}{at}: expected {exc}")
     if errors:
         raise ConfigError("\n".join(errors))
@@ -231,8 +339,10 @@ def describe(fields: Iterable[str]) -> str:
 def help_text() -> str:
     """The options, one per line, for ``--help`` and the docs."""
     return "\n".join(textwrap.fill(o.help, 79, initial_indent=f"  {o.name:<18} ",
-                                   subsequent_indent=" " * 21) for o in OPTIONS)
+                                   subsequent_indent=" " * 21) for o in OPTIONS
+                     if not o.refused)
 
 
-__all__ = ["BRIDGE_FIELDS", "BY_NAME", "OPTIONS", "PATTERNS", "pattern", "topics", "Option", "count", "describe", "duration", "flag", "help_text",
-           "known", "lookup", "merged", "read", "size", "whole"]
+__all__ = ["BRIDGE_FIELDS", "BY_NAME", "OPTIONS", "PATTERNS", "Option", "count", "describe",
+           "duration", "flag", "help_text", "known", "lookup", "merged", "pattern", "read",
+           "size", "topics", "whole"]

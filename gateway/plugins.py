@@ -19,6 +19,7 @@ from gateway import hookspecs
 from gateway.errors import ConfigError
 
 BUILTIN_PLUGINS = {  # installed from the repository's plugins/ folder as gateway_plugins.*
+    "auth": "gateway_plugins.auth",  # first registered, so asked last (firstresult hooks)
     "tcp": "gateway_plugins.tcp",
     "ipc": "gateway_plugins.ipc",
     "inproc": "gateway_plugins.inproc",

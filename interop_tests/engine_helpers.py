@@ -23,5 +23,8 @@ def run(coro: Awaitable[Any], timeout: float = TIMEOUT) -> Any:
 
 
 def pairing_errors() -> int:
-    """How many pipes the engine closed for a ``PairingError`` so far (process-wide)."""
-    return METRICS.get("gateway_pipes_closed_total", reason="PairingError")
+    """How many connections the engine refused for their socket type so far (process-wide):
+    the peer's type was refused (``PairingError``), or the peer refused ours first (libzmq
+    closes without its READY when ours arrives together with our greeting); both count as the
+    handshake failure ``pairing``."""
+    return METRICS.total_where("gateway_handshake_failures_total", reason="pairing")

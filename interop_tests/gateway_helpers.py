@@ -323,8 +323,12 @@ class ZmqServer(_Server):
     """
 
     def __init__(self, kind: str = "REP", handler: Callable[[list[bytes]], Any] | None = None,
-                 address: str | None = None) -> None:
+                 address: str | None = None, options: dict[str, Any] | None = None,
+                 plain_passwords: dict[str, str] | None = None) -> None:
         super().__init__()
+        self.options = options or {}  # socket options by name (curve_server=1 ...)
+        #: a PLAIN server needs a ZAP handler in libzmq: pyzmq's, with these users
+        self.plain_passwords = plain_passwords
         self.kind = kind
         self.handler = handler or (echo_rep if kind == "REP" else echo_router)
         self.address = address
@@ -337,8 +341,17 @@ class ZmqServer(_Server):
 
     def _serve(self) -> None:
         ctx = zmq.Context()
+        auth = None
+        if self.plain_passwords is not None:
+            from zmq.auth.thread import ThreadAuthenticator
+
+            auth = ThreadAuthenticator(ctx)
+            auth.start()
+            auth.configure_plain(domain="*", passwords=self.plain_passwords)
         s = ctx.socket(zmq.REP if self.kind == "REP" else zmq.ROUTER)
         s.linger = 0
+        for name, value in self.options.items():
+            s.setsockopt(getattr(zmq, name.upper()), value)
         try:
             if self.address:
                 s.bind(self.address)
@@ -361,6 +374,8 @@ class ZmqServer(_Server):
                     raise RuntimeError("a REP handler returned None")
         finally:
             s.close(0)
+            if auth is not None:
+                auth.stop()
             ctx.term()
 
 

@@ -373,3 +373,41 @@ def test_illegal_pairings_refused(ctx: Any, native: str, lib: int) -> None:
             peer.close()
 
     run(main())
+
+
+def test_curve_libzmq_sub_and_native_xpub(ctx: Any) -> None:
+    """Under CURVE a libzmq 4.3.5 SUB's SUBSCRIBE/CANCEL travel sealed in MESSAGE boxes (RFC 26);
+    the native XPUB opens them, and its published messages are sealed toward the SUB."""
+    from zmq.utils import z85
+
+    from gateway.security import Security
+
+    server_pub, server_sec = zmq.curve_keypair()
+    client_pub, client_sec = zmq.curve_keypair()
+
+    async def main() -> None:
+        sec = Security("CURVE", True, z85.decode(server_pub), z85.decode(server_sec))
+        async with gateway.Socket("XPUB", security=sec) as xpub:
+            url = gateway.url.parse(xpub.bind("zmq+tcp://127.0.0.1:0")).lib_url
+            sub = zsock(ctx, zmq.SUB)
+            sub.curve_serverkey, sub.curve_publickey, sub.curve_secretkey = (
+                server_pub, client_pub, client_sec)
+            sub.connect(url)
+            sub.subscribe(b"s.")
+            async with asyncio.timeout(5):
+                while True:  # libzmq sends its subscription once the pipe is attached
+                    await sub.poll(10)
+                    if xpub.inbox_size:
+                        break
+                assert await xpub.recv() == b"\x01s."
+            await xpub.send(b"x.no")
+            await xpub.send(b"s.yes")
+            assert await zrecv(sub) == b"s.yes"
+            sub.unsubscribe(b"s.")
+            async with asyncio.timeout(5):
+                while not xpub.inbox_size:
+                    await sub.poll(10)
+                assert await xpub.recv() == b"\x00s."
+            sub.close()
+
+    run(main())

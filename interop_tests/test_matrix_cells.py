@@ -16,12 +16,14 @@ import pytest
 from gateway.matrix.cells import (
     CLI_IMPLS,
     IMPLS,
+    JEROMQ,
     PATTERN_SHAPES,
     SHAPES,
     Cell,
     all_cells,
     ci_cells,
     expected,
+    jeromq_cells,
     select,
 )
 from gateway.matrix.host import run_cell
@@ -39,6 +41,11 @@ def _skip_missing_cli(cell: Cell) -> None:
 
 def _check(cell: Cell, timeout: float) -> None:
     _skip_missing_cli(cell)
+    if JEROMQ in (cell.client_impl, cell.server_impl):
+        from gateway.matrix import jeromq
+
+        if jeromq.missing():
+            pytest.skip(str(jeromq.missing()))
     row = run_cell(cell, timeout=timeout)
     assert row["expected"] == expected(cell)
     assert row["observed"] == row["expected"], f"{cell.cell_id}: {row['detail']}"
@@ -69,7 +76,8 @@ def test_matrix_cell(cell: Cell) -> None:
 def test_ci_selection_covers_every_impl_pair_and_illegal_pairing() -> None:
     ci = ci_cells()
     direct = [c for c in ci if c.direct]
-    for wire, impls in (("zmq", ("native", "libzmq")), ("sp", [i for i in IMPLS if i != "libzmq"])):
+    for wire, impls in (("zmq", ("native", "libzmq")),
+                        ("sp", [i for i in IMPLS if i not in ("libzmq", JEROMQ)])):
         for a, b in product(impls, repeat=2):
             assert any(c.client_wire == wire and (c.client_impl, c.server_impl) == (a, b)
                        for c in direct), (wire, a, b)
@@ -91,6 +99,21 @@ def test_ci_selection_covers_every_impl_pair_and_illegal_pairing() -> None:
     assert sum(expected(c) == "refused-handshake" for c in pat if c.direct) >= 2
     assert sum(expected(c) == "refused-handshake" for c in pat if not c.direct) >= 2
     assert {i for c in pat for i in (c.client_impl, c.server_impl)} >= {"nanomsg", "nng-1.5"}
+
+
+def test_jeromq_cells_cover_legal_and_illegal_pairings() -> None:
+    """JeroMQ 0.3 (ZMTP 2.0) meets the native engine in every pairing it can play, libzmq, and
+    the gateway both ways; legal and illegal ones (the 2.0 socket-type byte is checked)."""
+    cells = jeromq_cells()
+    direct = [c for c in cells if c.direct and "native" in (c.client_impl, c.server_impl)]
+    for a, b in product(("REQ", "REP", "DEALER", "ROUTER"), repeat=2):
+        assert any((c.client_type, c.server_type) == (a, b) for c in direct), (a, b)
+    assert {expected(c) for c in cells} == {"exchanged", "refused-handshake", "refused-limit"}
+    assert {c.wire for c in cells} >= {"zmq", "zmq->sp", "sp->zmq"}
+    assert set(cells) <= set(all_cells())
+    ci = [c for c in ci_cells() if JEROMQ in (c.client_impl, c.server_impl)]
+    assert 0 < len(ci) <= 5  # a JVM per peer: the rest is slow
+    assert {expected(c) for c in ci} == {"exchanged", "refused-handshake"}
 
 
 def test_full_matrix_is_big_and_unique() -> None:

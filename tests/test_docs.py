@@ -1,4 +1,5 @@
-"""docs/observability.md names every metric and every drop reason the code has."""
+"""docs/observability.md names every metric, drop reason and handshake failure reason the code
+has."""
 
 from __future__ import annotations
 
@@ -18,3 +19,10 @@ def test_every_metric_is_documented() -> None:
 def test_every_drop_reason_is_documented() -> None:
     missing = [reason for reason in DROP_REASONS if f"`{reason}`" not in DOC]
     assert not missing
+
+
+def test_every_handshake_reason_is_documented() -> None:
+    from gateway.errors import HANDSHAKE_REASONS
+
+    missing = [reason for reason in HANDSHAKE_REASONS if f"| `{reason}` |" not in DOC]
+    assert not missing, f"docs/observability.md lacks handshake reasons {missing}"

@@ -661,8 +661,9 @@ async def _good_exchange(router: gateway.Socket, dealer: gateway.Socket, sp: boo
 
 BAD_INPUT = [
     ("zmq", b"GET / HTTP/1.1\r\nHost: x\r\n\r\n", "RemoteProtocolError"),
-    ("zmq", b"\xff" + b"\x00" * 8 + b"\x7f\x02\x00" + b"\x00" * 52, "RemoteProtocolError"),  # ZMTP 2.0
-    ("zmq", ZMTP_GREETING[:12] + b"PLAIN".ljust(20, b"\x00") + b"\x00" * 32, "RemoteProtocolError"),
+    ("zmq", b"\xff" + b"\x00" * 8 + b"\x7f\x00\x00" + b"\x00" * 52, "zmtp-version"),  # ZMTP 1.0
+    ("zmq", b"\xff" + b"\x00" * 8 + b"\x7f\x01\x00" + b"\x00\x00", "PairingError"),  # 2.0 PAIR
+    ("zmq", ZMTP_GREETING[:12] + b"PLAIN".ljust(20, b"\x00") + b"\x00" * 32, "mechanism"),
     ("zmq", ZMTP_GREETING + b"\x00\x05hello", "RemoteProtocolError"),  # data before READY
     ("zmq", ZMTP_GREETING + zmtp_ready(b"DEALER") + b"\xf1\x01x", "RemoteProtocolError"),
     ("zmq", ZMTP_GREETING + b"\x04\x09\x05READY\xff\xff\xff", "RemoteProtocolError"),
@@ -706,6 +707,180 @@ def test_handshake_timeout_closes_a_silent_peer() -> None:
             got = await _raw_client(parse(url).host_port()[1], b"")
             assert got[:1] == b"\xff" and time.monotonic() - t0 < 2
             assert closed("handshake-timeout") == before + 1
+
+    run(main())
+
+
+# -- handshake diagnostics: one warning line (rate-limited) and a counter per reason -----------
+
+V1_SIGNATURE = b"\xff" + b"\x00" * 7 + b"\x01\x7f"  # signature with an empty identity (RFC 37)
+
+#: (wire, the peer's exact bytes, reason, fields the warning line must carry)
+HANDSHAKE_FAILURES = [
+    ("zmq", V1_SIGNATURE + b"\x00\x05", "zmtp-version", {"peer_version": "1.0"}),  # revision 0
+    ("zmq", b"\x01\x00", "zmtp-version", {"peer_version": "1.0"}),  # unversioned (RFC 13)
+    ("zmq", ZMTP_GREETING[:12] + b"CURVE".ljust(20, b"\x00") + b"\x00" * 32, "mechanism",
+     {"peer_mechanism": "CURVE", "mechanism": "NULL",
+      "detail": "the peer wants CURVE security; this endpoint has no security configured (NULL)"}),
+    ("zmq", ZMTP_GREETING[:12] + b"PLAIN".ljust(20, b"\x00") + b"\x00" * 32, "mechanism",
+     {"peer_mechanism": "PLAIN"}),
+    ("zmq", ZMTP_GREETING + zmtp_ready(b"PUB"), "pairing",
+     {"socket_type": "ROUTER", "peer_type": "PUB"}),
+    ("zmq", V1_SIGNATURE + b"\x01\x04" + b"\x00\x00", "pairing",  # ZMTP 2.0 REP
+     {"socket_type": "ROUTER", "peer_type": "REP"}),
+    ("sp", sp_header(0x31), "pairing", {"socket_type": "rep0", "peer_type": "rep0"}),
+    ("zmq", sp_header(0x30), "sp-protocol", {"detail": "an SP (nanomsg/nng) header on a ZeroMQ "
+                                                       "endpoint"}),
+    ("sp", ZMTP_GREETING, "sp-protocol", {"detail": "a ZeroMQ (ZMTP) greeting on an SP endpoint"}),
+    ("sp", b"\x00SP\x00\x00\x30\x00\x01", "sp-protocol", {}),  # reserved bytes (nng: EPROTO)
+    ("zmq", b"GET / HTTP/1.1\r\nHost: x\r\n\r\n", "garbage", {}),
+    ("zmq", ZMTP_GREETING + b"\x00\x05hello", "garbage", {}),  # data before READY
+    ("sp", b"GET / HTTP/1.1\r\n\r\n", "garbage", {}),
+    ("zmq", ZMTP_GREETING + b"\x04\x0b\x05ERROR\x04deny", "peer-error", {"detail": "deny"}),
+]
+
+
+def _warnings(err: str, event: str) -> list[dict[str, Any]]:
+    import json
+
+    out = []
+    for line in err.splitlines():
+        if f'"{event}"' in line:
+            out.append(json.loads(line))
+    return out
+
+
+def _failures(reason: str, socket: str = "ROUTER") -> int:
+    return METRICS.get("gateway_handshake_failures_total", socket=socket, reason=reason)
+
+
+@pytest.mark.parametrize(("wire", "data", "reason", "fields"), HANDSHAKE_FAILURES,
+                         ids=[f"{r}-{i}" for i, (_, _, r, _) in enumerate(HANDSHAKE_FAILURES)])
+def test_handshake_failure_is_logged_and_counted(
+        wire: str, data: bytes, reason: str, fields: dict[str, str],
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The peer sends exactly these bytes: one ``handshake.failed`` warning with the reason
+    and what the peer announced, ``gateway_handshake_failures_total{socket,reason}`` + 1, and
+    a connected client keeps working."""
+    from gateway.logging import configure
+
+    configure("json", "info")
+
+    async def main() -> str:
+        async with gateway.Socket("ROUTER", name="front") as router, \
+                gateway.Socket("DEALER") as dealer:
+            url = router.bind(f"{wire}+tcp://127.0.0.1:0")
+            dealer.connect(url)
+            await router.wait_peers(1)
+            before = _failures(reason, "front")
+            await _raw_client(parse(url).host_port()[1], data)
+            await until(lambda: _failures(reason, "front") == before + 1)
+            assert router.peers == 1
+            await _good_exchange(router, dealer, wire == "sp")
+            return url
+
+    url = run(main())
+    [line] = _warnings(capsys.readouterr().err, "handshake.failed")
+    assert line["level"] == "warning" and line["reason"] == reason and line["socket"] == "front"
+    assert line["endpoint"] == url and line["peer"].startswith("127.0.0.1:")
+    for key, value in fields.items():
+        assert line[key] == value, (key, line)
+
+
+def test_handshake_failures_rate_limited_per_endpoint(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Five equal failures: five counted, one line; a different failure gets its own line."""
+    from gateway.logging import configure
+
+    configure("json", "info")
+    curve = ZMTP_GREETING[:12] + b"CURVE".ljust(20, b"\x00") + b"\x00" * 32
+    plain = ZMTP_GREETING[:12] + b"PLAIN".ljust(20, b"\x00") + b"\x00" * 32
+
+    async def main() -> None:
+        async with gateway.Socket("ROUTER") as router:
+            url = router.bind("zmq+tcp://127.0.0.1:0")
+            port = parse(url).host_port()[1]
+            before = _failures("mechanism")
+            for _ in range(5):
+                await _raw_client(port, curve)
+            await _raw_client(port, plain)
+            await until(lambda: _failures("mechanism") == before + 6)
+
+    run(main())
+    lines = _warnings(capsys.readouterr().err, "handshake.failed")
+    assert [line["peer_mechanism"] for line in lines] == ["CURVE", "PLAIN"]
+
+
+def test_handshake_timeout_and_peer_closed_are_logged(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from gateway.logging import configure
+
+    configure("json", "info")
+
+    async def main() -> None:
+        async with gateway.Socket("REP", handshake_timeout=0.3) as rep, \
+                gateway.Socket("REQ") as req:
+            url = rep.bind("zmq+tcp://127.0.0.1:0")
+            req.connect(url)
+            await rep.wait_peers(1)
+            port = parse(url).host_port()[1]
+            t0, timeouts = _failures("handshake-timeout", "REP"), _failures("peer-closed", "REP")
+            await _raw_client(port, V1_SIGNATURE, read_timeout=3)  # then silence: timeout
+            await until(lambda: _failures("handshake-timeout", "REP") == t0 + 1)
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.write(V1_SIGNATURE[:5])
+            await writer.drain()
+            writer.close()  # a port probe: closes before any greeting
+            await until(lambda: _failures("peer-closed", "REP") == timeouts + 1)
+            await req.send(b"still")
+            assert await rep.recv() == b"still"
+            await rep.send(b"here")
+            assert await req.recv() == b"here"
+
+    run(main())
+    lines = {line["reason"]: line for line in _warnings(capsys.readouterr().err, "handshake.failed")}
+    assert "no handshake within 0.3s" in lines["handshake-timeout"]["detail"]
+    assert "the peer closed the connection after 5 bytes" in lines["peer-closed"]["detail"]
+
+
+def test_peer_closing_after_its_greeting_is_pairing(capsys: pytest.CaptureFixture[str]) -> None:
+    """A 3.x NULL peer that sends its whole greeting, reads our READY and closes without its
+    own (what libzmq does when our READY refuses it): ``pairing``, our type, theirs unknown."""
+    from gateway.logging import configure
+
+    configure("json", "info")
+
+    async def main() -> None:
+        async with gateway.Socket("REQ", name="q") as req:
+            url = req.bind("zmq+tcp://127.0.0.1:0")
+            before = _failures("pairing", "q")
+            reader, writer = await asyncio.open_connection("127.0.0.1", parse(url).host_port()[1])
+            writer.write(ZMTP_GREETING)
+            got = b""
+            async with asyncio.timeout(5):
+                while zmtp_ready(b"REQ") not in got:  # our greeting, then our READY
+                    got += await reader.read(4096)
+            writer.close()
+            await until(lambda: _failures("pairing", "q") == before + 1)
+
+    run(main())
+    [line] = _warnings(capsys.readouterr().err, "handshake.failed")
+    assert (line["reason"], line["socket_type"], line["peer_type"]) == ("pairing", "REQ", "unknown")
+    assert "it refused this socket's type (REQ)" in line["detail"]
+
+
+def test_closing_our_socket_is_no_handshake_failure() -> None:
+    async def main() -> None:
+        before = METRICS.total("gateway_handshake_failures_total")
+        async with gateway.Socket("ROUTER") as router:
+            url = router.bind("zmq+tcp://127.0.0.1:0")
+            reader, writer = await asyncio.open_connection("127.0.0.1", parse(url).host_port()[1])
+            await reader.readexactly(11)
+            router.close()
+            await reader.read()  # our close, not the peer's failure
+            writer.close()
+        await asyncio.sleep(0.05)
+        assert METRICS.total("gateway_handshake_failures_total") == before
 
     run(main())
 

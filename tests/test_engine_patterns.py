@@ -301,3 +301,17 @@ def test_sub_on_both_wires_at_once() -> None:
             assert sub.pattern.filtered == 1  # type: ignore[attr-defined]  # SP's, locally
 
     run(main())
+
+
+def test_blocking_sub_subscribes_and_unsubscribes() -> None:
+    from gateway import blocking
+
+    with blocking.Socket("XPUB") as xpub, blocking.Socket("SUB") as sub:
+        sub.connect(xpub.bind("zmq+tcp://127.0.0.1:0"))
+        sub.wait_peers(1)
+        sub.subscribe("news")
+        assert xpub.recv(timeout=5) == b"\x01news"
+        xpub.send(b"news!")
+        assert sub.recv(timeout=5) == b"news!"
+        sub.unsubscribe(b"news")
+        assert xpub.recv(timeout=5) == b"\x00news"

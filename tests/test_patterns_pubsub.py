@@ -279,3 +279,24 @@ def test_subscription_message_helpers() -> None:
     assert parse_subscription((b"",)) is None
     assert parse_subscription((b"\x02t",)) is None
     assert parse_subscription((b"\x01t", b"more")) is None  # one frame only
+
+
+def test_a_zmtp20_publisher_gets_the_message_form() -> None:
+    """RFC 15 (ZMTP 2.0, JeroMQ 0.3, libzmq 3.x) has no commands: subscriptions go as the
+    message ``01 + topic`` in 2.0 framing (flags, 1-byte size); an XPUB announces byte 9
+    (libzmq's ZMQ_XPUB) and an XSUB byte 10 in the 2.0 greeting."""
+    codec = ZmtpCodec(zmtp_role("SUB", False))
+    codec.initiate()
+    codec.receive_data(b"\xff" + b"\x00" * 8 + b"\x7f\x01\x01" + b"\x00\x00")  # a 2.0 PUB
+    assert isinstance(codec.next_event(), HandshakeComplete)
+    assert not codec.subscription_commands
+    assert codec.subscription_frame(True, b"ab") == b"\x00\x03\x01ab"
+    assert codec.subscription_frame(False, b"ab") == b"\x00\x03\x00ab"
+    for kind, byte in (("PUB", 1), ("SUB", 2)):
+        peer = 2 if kind == "PUB" else 1
+        for raw, expect in ((False, byte), (True, byte + 8)):
+            c = ZmtpCodec(zmtp_role(kind, raw))
+            c.initiate()
+            c.receive_data(b"\xff" + b"\x00" * 8 + b"\x7f\x01" + bytes((peer,)) + b"\x00\x00")
+            assert isinstance(c.next_event(), HandshakeComplete)
+            assert c.data_to_send()[:1] == bytes((expect,))

@@ -196,3 +196,119 @@ def test_device_preview_sp_clients_to_zmq_rep(ctx) -> None:  # type: ignore[no-u
         rep.close(0)
 
     run(main())
+
+
+# -- the polled face's monitor: failed handshakes and dials, logged and counted ----------------
+
+
+def _wait(pred, timeout: float = 5.0) -> None:  # type: ignore[no-untyped-def]
+    import time
+
+    deadline = time.monotonic() + timeout
+    while not pred():
+        assert time.monotonic() < deadline, f"condition not met in time: line {pred.__code__.co_firstlineno} {pred.__defaults__}"
+        time.sleep(0.02)
+
+
+def _failures(name: str, reason: str) -> int:
+    from gateway.metrics import METRICS
+
+    return METRICS.get("gateway_handshake_failures_total", socket=name, reason=reason)
+
+
+def _lines(err: str, event: str) -> list[dict]:  # type: ignore[type-arg]
+    import json
+
+    return [json.loads(line) for line in err.splitlines() if f'"{event}"' in line]
+
+
+def test_polled_front_reports_failed_handshakes(capsys: pytest.CaptureFixture[str]) -> None:
+    """CURVE and PLAIN clients (mechanism), a REP client (pairing: libzmq closes silently), a
+    raw CURVE greeting (mechanism, every time), raw garbage (no-detail): each counted under the
+    socket's name and warned once per reason; a REQ client still gets through."""
+    import socket as stdsocket
+
+    from gateway.adapter import SideOptions
+    from gateway.logging import configure
+
+    configure("json", "info")
+    front = pyzmq_adapter.ZmqPolled("REP", SideOptions())
+    front.name = "orders/front"
+    url = front.bind("tcp://127.0.0.1:0")
+    port = int(url.rsplit(":", 1)[1])
+    ctx = zmq.Context()
+    try:
+        pub, sec = zmq.curve_keypair()
+        curve = ctx.socket(zmq.DEALER)
+        curve.curve_serverkey, curve.curve_publickey, curve.curve_secretkey = pub, pub, sec
+        plain = ctx.socket(zmq.DEALER)
+        plain.plain_username, plain.plain_password = b"u", b"p"
+        rep = ctx.socket(zmq.REP)
+        # one at a time: libzmq's events do not say which connection a handshake event is for.
+        # A CURVE, PLAIN or REP client may see the mismatch first and close (libzmq then
+        # reports no detail, EPIPE/ECONNRESET): either counts.
+        for s, reasons in ((curve, ("mechanism", "no-detail")), (plain, ("mechanism", "no-detail")),
+                           (rep, ("pairing", "no-detail"))):
+            # the last client's connections are settled (its handshake events seen)
+            _wait(lambda: not front._watch._handshaking)
+            start = sum(_failures("orders/front", r) for r in reasons)
+            s.linger = 0
+            s.connect(url)
+            _wait(lambda reasons=reasons, start=start:
+                  sum(_failures("orders/front", r) for r in reasons) > start)
+            s.close(0)
+        # a raw peer that asks for CURVE and stays: libzmq names the mismatch every time
+        _wait(lambda: not front._watch._handshaking)
+        mech = _failures("orders/front", "mechanism")
+        with stdsocket.create_connection(("127.0.0.1", port), timeout=5) as raw:
+            raw.sendall(b"\xff" + b"\x00" * 7 + b"\x01\x7f\x03")  # signature + major (RFC 37)
+            got = b""
+            while len(got) < 11:
+                got += raw.recv(11 - len(got))
+            raw.sendall(b"\x01" + b"CURVE".ljust(20, b"\x00") + b"\x00" * 32)
+            _wait(lambda: _failures("orders/front", "mechanism") > mech)
+        with stdsocket.create_connection(("127.0.0.1", port), timeout=5) as raw:
+            nodetail = _failures("orders/front", "no-detail")
+            raw.sendall(b"GET / HTTP/1.1\r\n\r\n")  # libzmq takes it for ZMTP 1.0 and waits
+        _wait(lambda: _failures("orders/front", "no-detail") > nodetail)
+        req = ctx.socket(zmq.REQ)
+        req.linger = 0
+        req.connect(url)
+        req.send(b"still")
+        _wait(lambda: front.sock.poll(0) != 0)
+        msg = front.recv_nowait()
+        assert msg is not None and msg.body == (b"still",)
+        assert front.send_nowait(msg._replace(body=(b"here",)))
+        assert req.poll(5000) and req.recv() == b"here"
+        req.close(0)
+    finally:
+        front.close()
+        ctx.destroy(linger=0)
+    lines = _lines(capsys.readouterr().err, "handshake.failed")
+    reasons = [line["reason"] for line in lines]
+    assert reasons.count("mechanism") == 1  # one line per endpoint and reason and interval
+    assert reasons.count("no-detail") == 1 and reasons.count("pairing") <= 1
+    for line in lines:
+        assert line["socket"] == "orders/front" and line["level"] == "warning"
+        assert line["endpoint"] == url and line["backend"] == "pyzmq"
+    [mech] = [line for line in lines if line["reason"] == "mechanism"]
+    assert "has not configured" in mech["detail"]
+
+
+def test_polled_back_reports_failed_dials(capsys: pytest.CaptureFixture[str]) -> None:
+    from gateway.adapter import SideOptions
+    from gateway.logging import configure
+    from gateway.metrics import METRICS
+    from gateway.testing.procs import free_port
+
+    configure("json", "info")
+    back = pyzmq_adapter.ZmqPolled("REQ", SideOptions())
+    before = METRICS.get("gateway_dial_failures_total", reason="retried")
+    url = f"tcp://127.0.0.1:{free_port()}"
+    try:
+        back.connect(url)
+        _wait(lambda: METRICS.get("gateway_dial_failures_total", reason="retried") >= before + 2)
+    finally:
+        back.close()
+    [line] = _lines(capsys.readouterr().err, "dial.failed")  # one per interval
+    assert line["url"] == url and line["reason"] == "retried" and line["retry_in"] > 0

@@ -423,3 +423,25 @@ def test_partial_header() -> None:
     assert codec.next_event() is None and codec.partial
     codec.receive_data(REP0[5:])
     assert isinstance(codec.next_event(), HandshakeComplete) and not codec.partial
+
+
+@pytest.mark.parametrize("first", [b"\xff", b"\xff\x00\x00\x00\x00\x00\x00\x00\x01\x7f\x03"])
+def test_zmtp_greeting_on_sp_is_the_wrong_wire(first: bytes) -> None:
+    """A ZMTP signature starts with 0xFF, an SP header never does (sp-tcp-mapping-01): one
+    byte tells a ZeroMQ peer on an SP endpoint (handshake reason ``sp-protocol``)."""
+    from gateway.errors import WrongWireError
+
+    codec = sp_codec("REP")
+    codec.receive_data(first)
+    with pytest.raises(WrongWireError, match="ZeroMQ") as info:
+        codec.next_event()
+    assert info.value.handshake_reason == "sp-protocol" and info.value.reason == "wrong-wire"
+
+
+def test_pairing_error_names_both_protocols() -> None:
+    codec = sp_codec("REP")
+    codec.receive_data(REP0)
+    with pytest.raises(PairingError) as info:
+        codec.next_event()
+    assert (info.value.ours, info.value.theirs) == ("rep0", "rep0")
+    assert info.value.handshake_reason == "pairing"

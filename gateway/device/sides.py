@@ -12,6 +12,7 @@ from typing import Any
 from gateway.adapter import SideOptions
 from gateway.errors import ConfigError, TransportError
 from gateway.plugins import AdapterSpec, registry
+from gateway.security import security_of
 from gateway.url import Endpoint
 
 NATIVE = "native"
@@ -34,7 +35,8 @@ class NativeRaw:
                              # toward an SP publisher the gateway's sub0 filters by what it
                              # holds (a raw XSUB would take everything)
                              filter=True if kind == "XSUB" else None,
-                             name=name or f"device-x{kind.lower()}")
+                             name=name or f"device-x{kind.lower()}",
+                             security=security_of(options))
         self.send_msg = self.socket.send_msg
         self.recv_msg = self.socket.recv_msg
 
@@ -123,11 +125,13 @@ def open_async(ep: Endpoint, kind: str, options: SideOptions, name: str = "") ->
 
 def open_polled(ep: Endpoint, kind: str, options: SideOptions,
                 name: str = "") -> tuple[Any, str]:
-    """The polled face for ``ep`` (both sides have one), bound or connected; and its real URL
-    (``name`` is for the interface's symmetry: library sockets log under their library)."""
+    """The polled face for ``ep`` (both sides have one), bound or connected; and its real URL.
+    ``name`` names the socket in the logs when the adapter's face has a ``name`` to set."""
     spec = adapter_for(ep)
     assert spec is not None and spec.open_polled is not None
     sock = spec.open_polled(kind, options)
+    if name and hasattr(sock, "name"):
+        sock.name = name
     return sock, attach(sock, ep)
 
 

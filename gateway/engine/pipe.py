@@ -28,7 +28,14 @@ import threading
 import time
 from typing import Any, Protocol, cast
 
-from gateway.errors import LocalProtocolError, ProtocolError
+from gateway.errors import (
+    HANDSHAKE_REASONS,
+    LocalProtocolError,
+    MechanismError,
+    PairingError,
+    ProtocolError,
+    VersionError,
+)
 from gateway.logging import get_logger
 from gateway.message import Message
 from gateway.metrics import METRICS
@@ -87,12 +94,16 @@ def sp_role(kind: str) -> SpRole:
 
 
 def make_codec(factory: Any, family: str, kind: str, raw: bool, *, identity: bytes,
-               max_message_size: int, transport: Any) -> Any:
+               max_message_size: int, transport: Any, mechanism: Any = None) -> Any:
     """A codec from a wire registration, given its identity as data (see ``hookspecs``).
 
     SP framing comes from the transport plugin: ``sp_message_prefix`` (nng's ipc: ``b"\\x01"``).
+    ``mechanism``: a ZMTP security mechanism (``gateway.wire.zmtp_mechanism``; None: NULL).
     """
     if family == ZMTP:
+        if mechanism is not None:
+            return factory(zmtp_role(kind, raw), identity=identity,
+                           max_message_size=max_message_size, security=mechanism)
         return factory(zmtp_role(kind, raw), identity=identity, max_message_size=max_message_size)
     if family == SP:
         return factory(sp_role(kind), max_message_size=max_message_size,
@@ -172,6 +183,13 @@ class Pipe(asyncio.Protocol):
         self._timer: asyncio.TimerHandle | None = None
         self._drop_logged = -_DROP_LOG_INTERVAL
         self._drops_suppressed = 0
+        #: why the handshake failed (a ``HANDSHAKE_REASONS`` key; empty: it did not, or the
+        #: peer closed), with the detail and the fields of the owner's log line
+        self.fail_reason = ""
+        self.fail_detail = ""
+        self.fail_fields: dict[str, str] = {}
+        self.received_before_handshake = 0  # bytes, for the "peer-closed" line
+        self.lost_error = ""
 
     # -- asyncio.Protocol ------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -187,6 +205,8 @@ class Pipe(asyncio.Protocol):
             self.handshake_timeout, self._handshake_timeout)
 
     def data_received(self, data: bytes) -> None:
+        if not self.ready:
+            self.received_before_handshake += len(data)
         self.codec.receive_data(data)
         self.process()
 
@@ -208,7 +228,11 @@ class Pipe(asyncio.Protocol):
                 else:
                     self._on_event(event)
         except ProtocolError as exc:
-            self.abort(exc.reason or type(exc).__name__, str(exc))
+            if not self.ready:
+                self._handshake_error(exc)
+            # a refused peer is told why first (ZMTP ERROR), then the connection closes
+            farewell = codec.data_to_send() if getattr(exc, "farewell", False) else b""
+            self.abort(exc.reason or type(exc).__name__, str(exc), farewell)
         else:
             out = codec.data_to_send()
             if out and self.transport is not None:
@@ -221,6 +245,8 @@ class Pipe(asyncio.Protocol):
                 _flush(batch)
 
     def connection_lost(self, exc: Exception | None) -> None:
+        if exc is not None:
+            self.lost_error = str(exc) or type(exc).__name__
         if self._timer is not None:
             self._timer.cancel()
         if self._msg_timer is not None:
@@ -329,17 +355,51 @@ class Pipe(asyncio.Protocol):
         self._drops_suppressed = 0
 
     # -- closing -----------------------------------------------------------------------------
-    def abort(self, reason: str, detail: str = "") -> None:
-        """Close this pipe because of bad input; the socket and its other pipes go on."""
+    def abort(self, reason: str, detail: str = "", farewell: bytes = b"") -> None:
+        """Close this pipe because of bad input; the socket and its other pipes go on.
+        ``farewell``: bytes to send before closing (an ERROR command).
+
+        Before the handshake completed, the owner logs the failure (``pipe_lost``: one line per
+        endpoint and reason, rate-limited, and ``gateway_handshake_failures_total``)."""
         if self.close_reason:
             return
         self.close_reason = reason
         METRICS.inc("gateway_pipes_closed_total", reason=reason)
-        log.warning("pipe.closed", endpoint=self.endpoint, peer=self.peer, reason=reason,
-                    detail=detail,
-                    socket=self.name)
+        if self.ready:
+            log.warning("pipe.closed", endpoint=self.endpoint, peer=self.peer, reason=reason,
+                        detail=detail, socket=self.name)
+        else:
+            if not self.fail_reason:
+                self.fail_reason = reason if reason in HANDSHAKE_REASONS else "garbage"
+            self.fail_detail = self.fail_detail or detail
         if self.transport is not None:
-            self.transport.abort()
+            if farewell and not self.transport.is_closing():
+                self.transport.write(farewell)
+                self.transport.close()  # flushes the farewell, then closes
+                loop = asyncio.get_running_loop()
+                loop.call_later(max(self.handshake_timeout, 1.0), self.transport.abort)
+            else:
+                self.transport.abort()
+
+    def _handshake_error(self, exc: ProtocolError) -> None:
+        """Classify a protocol error before the handshake completed, with what the peer said."""
+        self.fail_reason = getattr(exc, "handshake_reason", "garbage")
+        self.fail_detail = str(exc)
+        fields: dict[str, str] = {"wire": self.family}
+        if isinstance(exc, VersionError):
+            fields["peer_version"] = exc.peer_version
+        elif isinstance(exc, MechanismError):
+            fields["peer_mechanism"] = exc.peer_mechanism
+            fields["mechanism"] = exc.mechanism
+        elif isinstance(exc, PairingError):
+            fields["socket_type"] = exc.ours
+            fields["peer_type"] = exc.theirs
+        self.fail_fields = fields
+
+    @property
+    def closing(self) -> bool:
+        """True once the owner closed this pipe (its end is no failure of the peer's)."""
+        return self._closed
 
     def close(self, linger: float) -> None:
         """The owner is closing: pending writes get ``linger`` seconds (0: drop them)."""

@@ -38,6 +38,7 @@ from gateway.patterns.pairing import SP_ONLY_KINDS, canonical_kind
 from gateway.patterns.pubsub import MAX_SUBSCRIPTIONS, Publisher, Subscriber
 from gateway.patterns.reqrep import SP, Pattern, split_zmtp
 from gateway.plugins import WireSpec, registry
+from gateway.security import Security, hook_authenticator
 from gateway.transport import listen, takes_backlog
 from gateway.url import Endpoint, parse
 from gateway.wire.events import HandshakeComplete, Subscription
@@ -54,6 +55,10 @@ def _next_sp_pipe_id() -> bytes:
 
 #: Seconds between two warnings about failed dials to one endpoint (the counter is exact).
 DIAL_WARN_INTERVAL = 10.0
+#: Seconds between two warnings about the same failed handshake (endpoint, reason and what
+#: the peer announced) on one socket; the counter is exact, the next line says how many
+#: were held back.
+HANDSHAKE_WARN_INTERVAL = 10.0
 
 
 def _dial_reason(exc: OSError) -> str:
@@ -124,6 +129,7 @@ class Socket:
                  reconnect_ivl: float = 0.1, reconnect_ivl_max: float = 2.0,
                  resend_interval: float = 60.0, relaxed: bool = False,
                  router_mandatory: bool = False, name: str = "",
+                 security: Security | None = None,
                  subscribe: bytes | str | list[bytes] | tuple[bytes, ...] = (),
                  verbose: bool = False, filter: bool | None = None,
                  max_subscriptions: int = MAX_SUBSCRIPTIONS) -> None:
@@ -160,6 +166,8 @@ class Socket:
         self.reconnect_ivl_max = reconnect_ivl_max
         self.resend_interval = resend_interval
         self.router_mandatory = router_mandatory
+        #: ZeroMQ PLAIN or CURVE (``gateway.security``; None: NULL); ZMTP endpoints only
+        self.security = security
         self.name = name or (f"x{self.kind}" if raw and self.kind in ("REQ", "REP", "PUB", "SUB")
                              else self.kind)
         self.closed = False
@@ -183,6 +191,8 @@ class Socket:
         #: requests it had in flight there as lost, at once).
         self.on_pipe_lost: Callable[[bytes], None] | None = None
         self._last_zmtp_id = random.getrandbits(32)
+        #: (endpoint, reason, variant) -> (loop time of the last warning, lines held back since)
+        self._hs_warned: dict[tuple[str, str, str], tuple[float, int]] = {}
 
     # -- endpoints -------------------------------------------------------------------------
     def _endpoint(self, url: str) -> tuple[Endpoint, WireSpec, Any]:
@@ -192,6 +202,9 @@ class Socket:
             raise ConfigError(f"{url}: a native Socket cannot use backend={ep.backend}")
         if self.kind in SP_ONLY_KINDS and ep.family != SP:
             raise ConfigError(f"{url}: {self.kind} is an SP socket type (ZeroMQ has PAIR)")
+        if self.security is not None and ep.family == SP:
+            raise ConfigError(f"{url}: {self.security.mechanism} is ZeroMQ security; an SP "
+                              "endpoint cannot use it")
         return ep, reg.wire(ep.wire), reg.transport(ep.transport)
 
     def bind(self, url: str) -> str:
@@ -252,12 +265,18 @@ class Socket:
 
     def _new_pipe(self, wire: WireSpec, transport: Any, endpoint: str,
                   lost: asyncio.Future[bool] | None = None) -> Pipe:
+        made: list[Pipe] = []  # the authenticator asks the pipe for the peer's address
+        mechanism = None
+        if self.security is not None and wire.family != SP:
+            mechanism = self.security.mechanism_for(hook_authenticator(
+                self.security, self.name, lambda: made[0].peer if made else ""))
         codec = make_codec(wire.codec_factory, wire.family, self.kind, self.raw,
                            identity=self.identity, max_message_size=self.max_message_size,
-                           transport=transport)
+                           transport=transport, mechanism=mechanism)
         pipe = Pipe(self, codec, wire.family, endpoint, hwm=self.hwm,
                     handshake_timeout=self.handshake_timeout,
                     message_timeout=self.message_timeout, name=self.name, lost=lost)
+        made.append(pipe)
         if self.closed:
             pipe.close(0)  # aborts as soon as it is connected
         else:
@@ -283,7 +302,8 @@ class Socket:
         self._routes[rid] = pipe
         self._out.append(pipe)
         log.info("pipe.up", endpoint=pipe.endpoint, peer=pipe.peer, peer_type=event.peer_type,
-                 socket=self.name)
+                 socket=self.name,
+                 **({"zmtp": f"{event.version[0]}.{event.version[1]}"} if pipe.family != SP else {}))
         for sub in pattern.attach(rid, pipe.family):  # a SUB's subscriptions to a new publisher
             pipe.write_subscription(sub)
         self._wake_senders()
@@ -292,6 +312,8 @@ class Socket:
     def pipe_lost(self, pipe: Pipe) -> None:
         self._pipes.discard(pipe)
         if not pipe.ready:
+            if not self.closed and not pipe.closing:
+                self._handshake_failed(pipe)
             return
         if self._routes.get(pipe.routing_id) is pipe:
             del self._routes[pipe.routing_id]
@@ -309,6 +331,41 @@ class Socket:
                 if self._timer is not None:
                     self._timer.cancel()
                 self._timer = asyncio.get_running_loop().call_soon(self._on_timer)
+
+    def _handshake_failed(self, pipe: Pipe) -> None:
+        """A connection ended before its handshake completed: count it; one warning per
+        endpoint, reason and peer variant every ``HANDSHAKE_WARN_INTERVAL`` seconds."""
+        reason = pipe.fail_reason or "peer-closed"
+        fields = dict(pipe.fail_fields)
+        detail = pipe.fail_detail
+        if not pipe.fail_reason:
+            detail = (f"the peer closed the connection after {pipe.received_before_handshake} "
+                      "bytes, before the handshake completed")
+            if pipe.lost_error:
+                detail += f" ({pipe.lost_error})"
+            fields["wire"] = pipe.family
+            if getattr(pipe.codec, "handshake_stage", "") == "ready":
+                # A NULL-mechanism 3.x peer that sent its greeting (mechanism matched) and
+                # closed before its READY refused ours: libzmq checks our Socket-Type as soon
+                # as our READY arrives, before it sends its own when both come in one read.
+                ours = pipe.codec.socket_type
+                reason = "pairing"
+                detail += (f"; it sent its greeting but no READY: it refused this socket's "
+                           f"type ({ours}) without saying its own")
+                fields.update(socket_type=ours, peer_type="unknown")
+        METRICS.inc("gateway_handshake_failures_total", socket=self.name, reason=reason)
+        variant = "/".join(fields.get(k, "") for k in ("peer_version", "peer_mechanism",
+                                                        "peer_type"))
+        key = (pipe.endpoint, reason, variant)
+        now = asyncio.get_running_loop().time()
+        last, held = self._hs_warned.get(key, (-HANDSHAKE_WARN_INTERVAL, 0))
+        if now - last < HANDSHAKE_WARN_INTERVAL:
+            self._hs_warned[key] = (last, held + 1)
+            return
+        self._hs_warned[key] = (now, 0)
+        log.warning("handshake.failed", endpoint=pipe.endpoint, peer=pipe.peer, reason=reason,
+                    detail=detail, socket=self.name, **fields,
+                    **({"suppressed": held} if held else {}))
 
     def pipe_writable(self, pipe: Pipe) -> None:
         if pipe.writable:

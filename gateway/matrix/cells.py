@@ -6,8 +6,9 @@ A cell = (client impl, client type, server impl, server type, wire/transport, ro
   gateway's front, the gateway's back connects to the server).
 * impls: ``native`` (this project's engine, both wires), ``libzmq`` (pyzmq), ``nng`` (pynng,
   cooked), ``nng-raw`` (pynng raw: ``nng_req0_open_raw`` / ``nng_rep0_open_raw``, headers read
-  and written by hand), ``nanomsg`` (Debian's ``nanocat``, nanomsg 1.1.5) and ``nng-1.5``
-  (Debian's ``nngcat``, nng 1.5.2).
+  and written by hand), ``nanomsg`` (Debian's ``nanocat``, nanomsg 1.1.5), ``nng-1.5``
+  (Debian's ``nngcat``, nng 1.5.2) and ``jeromq-0.3`` (Debian's JeroMQ 0.3.6, a ZMTP 2.0 peer:
+  ``gateway.matrix.jeromq``; tcp only; its cells are :func:`jeromq_cells`).
 * ``transport`` is the wire/transport column, spelled like the URL scheme: ``zmq+tcp``,
   ``sp+ipc`` for a direct cell; ``<front>-><back>`` (``zmq+tcp->sp+tcp``) through the gateway.
   Direct cells never cross wires: a libzmq peer and an nng peer cannot talk (different
@@ -57,7 +58,9 @@ MIB = 1 << 20
 
 ZMTP_IMPLS = ("native", "libzmq")
 SP_IMPLS = ("native", "nng", "nng-raw", "nanomsg", "nng-1.5")
-IMPLS = ("native", "libzmq", "nng", "nng-raw", "nanomsg", "nng-1.5")
+#: a ZMTP 2.0 implementation (RFC 15): it meets peers that negotiate versions, RFC 37
+JEROMQ = "jeromq-0.3"
+IMPLS = ("native", "libzmq", "nng", "nng-raw", "nanomsg", "nng-1.5", JEROMQ)
 CLI_IMPLS = frozenset({"nanomsg", "nng-1.5"})
 #: impls whose peers can tell a completed handshake from a refused one (libzmq's socket monitor,
 #: nng's pipe callbacks, the native engine's ``peers``); a pairing where nobody can send needs one.
@@ -92,6 +95,7 @@ RECV_LIMITS: dict[str, int | None] = {
     "nng-raw": None,
     "nanomsg": MIB,
     "nng-1.5": None,
+    JEROMQ: None,  # JeroMQ 0.3.6: maxMsgSize -1 (as libzmq)
 }
 GATEWAY_LIMIT = Limits().max_message_size
 
@@ -106,7 +110,7 @@ RESULT_COLUMNS = (
 
 
 def wire_of_impl(impl: str) -> tuple[str, ...]:
-    return {"native": WIRES, "libzmq": ("zmq",)}.get(impl, ("sp",))
+    return {"native": WIRES, "libzmq": ("zmq",), JEROMQ: ("zmq",)}.get(impl, ("sp",))
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -232,6 +236,8 @@ class Cell:
                 raise ValueError(f"{kind} is not a socket type on the {wire} wire")
         if self.net not in NETS:
             raise ValueError(f"unknown transport {self.net!r}")
+        if JEROMQ in (self.client_impl, self.server_impl) and self.net != "tcp":
+            raise ValueError(f"{JEROMQ} runs on tcp only")
         if not self.direct:
             front, back = self.backends
             if front not in BACKENDS[self.client_wire] or back not in BACKENDS[self.server_wire]:
@@ -421,7 +427,8 @@ def all_cells() -> list[Cell]:
     assert len(set(cells)) == len(cells), "duplicate cells"
     # the CI and demo selections are part of the matrix, whatever the loops above chose
 
-    cells = list(dict.fromkeys(cells + ci_cells() + small_selection() + pattern_cells()))
+    cells = list(dict.fromkeys(cells + jeromq_cells() + ci_cells() + small_selection()
+                               + pattern_cells()))
     for c in cells:
         c.validate()
     return cells
@@ -475,9 +482,52 @@ def ci_cells() -> list[Cell]:
         _gw("sp", "zmq", "ipc", "pynng", "pyzmq", "nng", "REQ", "libzmq", "REP", "small"),
     ]
     cells += pattern_ci_cells()
+    cells += JEROMQ_CI
     for c in cells:
         c.validate()
     return list(dict.fromkeys(cells))
+
+
+def jeromq_cells() -> list[Cell]:
+    """JeroMQ 0.3 (ZMTP 2.0) against the peers that negotiate: the native engine (every ordered
+    type pairing, legal and illegal, as client and as server), libzmq, and through the gateway
+    both ways with the native and the library backends. Its CI share is in :func:`ci_cells`;
+    the rest is ``slow`` (one JVM per peer)."""
+    cells: list[Cell] = []
+    for ct, st in product(ZMTP_TYPES, repeat=2):
+        for ci, si in (("native", JEROMQ), (JEROMQ, "native")):
+            if ci == JEROMQ and ct == "ROUTER":
+                continue  # a ROUTER requester needs the server's id first; not played by JeroMQ
+            base = _direct("zmq", "tcp", ci, si, ct, st, "small")
+            if _observable(base):
+                cells += [_direct("zmq", "tcp", ci, si, ct, st, s) for s in _shapes_for(base)]
+    cells += [
+        _direct("zmq", "tcp", JEROMQ, "libzmq", "REQ", "REP", "small"),
+        _direct("zmq", "tcp", JEROMQ, "libzmq", "DEALER", "ROUTER", "small"),
+        _direct("zmq", "tcp", "libzmq", JEROMQ, "REQ", "REP", "small"),
+        _direct("zmq", "tcp", "libzmq", JEROMQ, "DEALER", "ROUTER", "64k"),
+    ]
+    for fb, bb in (("native", "native"), ("pyzmq", "pynng")):
+        for ct in ("REQ", "DEALER", "REP"):  # REP: illegal at the gateway's front
+            cells.append(_gw("zmq", "sp", "tcp", fb, bb, JEROMQ, ct, "nng", "REP", "small"))
+    for fb, bb in (("native", "native"), ("pynng", "pyzmq")):
+        for st in ("REP", "ROUTER", "DEALER", "REQ"):  # REQ: illegal at the gateway's back
+            cells.append(_gw("sp", "zmq", "tcp", fb, bb, "nng", "REQ", JEROMQ, st, "small"))
+    cells.append(_gw("zmq", "zmq", "tcp", "native", "native", JEROMQ, "DEALER", JEROMQ, "ROUTER",
+                     "small"))
+    for c in cells:
+        c.validate()
+    return list(dict.fromkeys(cells))
+
+
+#: the JeroMQ cells CI runs (a JVM per peer: a handful, each a different path)
+JEROMQ_CI = (
+    Cell(JEROMQ, "REQ", "native", "REP", "zmq+tcp", "direct", "small"),
+    Cell("native", "DEALER", JEROMQ, "ROUTER", "zmq+tcp", "direct", "small"),
+    Cell(JEROMQ, "REP", "native", "REP", "zmq+tcp", "direct", "small"),  # illegal: 2.0 type byte
+    Cell(JEROMQ, "DEALER", "nng", "REP", "zmq+tcp->sp+tcp", "gateway:native->native", "small"),
+    Cell("nng", "REQ", JEROMQ, "ROUTER", "sp+tcp->zmq+tcp", "gateway:native->native", "small"),
+)
 
 
 # -- selection -------------------------------------------------------------------------------

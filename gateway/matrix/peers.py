@@ -695,6 +695,80 @@ class CliPeer(Peer):
                 self.proc.stdout.close()
 
 
+# -- JeroMQ 0.3 (ZMTP 2.0), a Java process driven over stdin ------------------------------------------
+class JeromqPeer(Peer):
+    """Debian's JeroMQ 0.3.6 (``gateway.matrix.jeromq``): one Java process per socket, driven
+    line by line (``SEND`` a request and print the reply, or ``SERVE``). It greets with ZMTP
+    2.0, so it talks to peers that negotiate versions (libzmq 4, the native engine); it cannot
+    tell a completed handshake from a refused one (``evidence()`` is None)."""
+
+    def __init__(self, impl: str, kind: str, wire: str, side: str, workdir: str = "") -> None:
+        super().__init__(impl, kind, wire, side, workdir)
+        self.proc: Any = None
+        self.stderr_path = os.path.join(workdir, f"{side}-jeromq.err") if workdir else None
+
+    def _start(self, action: str, url: str) -> str:
+        from gateway.matrix.jeromq import JeromqProc
+
+        identity = SERVER_ID if (self.kind in ("DEALER", "ROUTER") and self.side == "server") else None
+        self.proc = JeromqProc(self.kind, action, url, count=-1, timeout_ms=10_000,
+                               identity=identity, stderr_path=self.stderr_path).start()
+        return str(self.proc.endpoint)
+
+    def bind(self, url: str) -> str:
+        if not url.startswith("tcp://"):
+            raise RuntimeError(f"the JeroMQ peer binds tcp only, not {url}")
+        return self._start("bind", url)
+
+    def connect(self, url: str) -> None:
+        self._start("connect", url)
+
+    def request(self, payload: bytes, deadline: float, abort: Callable[[], bool],
+                peer_id: bytes = SERVER_ID) -> Reply | None:
+        if self.kind == "REQ":
+            frames = [payload]
+        elif self.kind == "DEALER":
+            frames = [b"", payload]
+        elif self.kind == "ROUTER":
+            frames = [peer_id, b"", payload]
+        else:
+            raise RuntimeError(f"{self.kind} cannot send a request")
+        self.proc.command("SEND " + ",".join(f.hex() for f in frames))
+        while not abort():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None
+            line = self.proc.next_line(min(left, 0.2))
+            if line is None:
+                if self.proc.proc.poll() is not None:
+                    return None
+                continue
+            if line.startswith("RECV "):
+                got = tuple(bytes.fromhex(f) for f in line[5:].split(","))
+                return Reply(body=got[-1], frames=got)
+            if line == "TIMEOUT":  # the Java side's receive timeout (longer than any cell's)
+                return None
+        return None
+
+    def serve(self, reply_fn: Callable[[bytes], bytes]) -> None:
+        """The Java side answers by itself, with the matrix's rule (every body byte + 1);
+        ``seen`` fills from its RECV lines."""
+        self.proc.command("SERVE")
+
+        def read() -> None:
+            while self.proc is not None and self.proc.proc.poll() is None:
+                line = self.proc.next_line(0.2, "RECV ")
+                if line is not None:
+                    got = tuple(bytes.fromhex(f) for f in line[5:].split(","))
+                    self.seen.append(Seen(body=got[-1], frames=got[:-1]))
+
+        threading.Thread(target=read, name="jeromq-seen", daemon=True).start()
+
+    def close(self) -> None:
+        if self.proc is not None:
+            self.proc.close()
+
+
 # -- the gateway process -----------------------------------------------------------------------------
 class GatewayProc:
     """``python -m gateway bridge FRONT BACK``: waits for its ``READY front=... back=...`` line."""
@@ -772,6 +846,8 @@ def make_peer(impl: str, kind: str, wire: str, side: str, workdir: str,
         return NativePeer(impl, kind, wire, side, workdir)
     if impl in CLI:
         return CliPeer(impl, kind, wire, side, workdir)
+    if impl == "jeromq-0.3":
+        return JeromqPeer(impl, kind, wire, side, workdir)
     raise ValueError(f"unknown impl {impl!r}")
 
 
@@ -808,8 +884,10 @@ def _read_exact(s: socket.socket, n: int) -> bytes:
 def wire_probe(url: str, wire: str, timeout: float = 1.0) -> dict[str, Any]:
     """Connect to a listening peer with a raw socket and decode what *it* sends first.
 
-    ZMTP: we send a NULL-mechanism 3.1 greeting, read the peer's 64-byte greeting and its READY
-    command (parsed here, independently of ``gateway.wire``); SP: read the 8-byte header the
+    ZMTP: we send a NULL-mechanism 3.1 greeting (its first 11 bytes, then the rest once the
+    peer's major version says 3.x), read the peer's 64-byte greeting and its READY command
+    (parsed here, independently of ``gateway.wire``), or a ZMTP 2.0 peer's socket-type byte
+    (``zmtp2_type``); SP: read the 8-byte header the
     peer sends at once. Nothing is ever sent past the handshake, and the connection is closed.
     """
     with _open_stream(url, timeout) as s:
@@ -817,8 +895,14 @@ def wire_probe(url: str, wire: str, timeout: float = 1.0) -> dict[str, Any]:
             hdr = _read_exact(s, 8)
             return {"raw": hdr.hex(), "ok_magic": hdr[:4] == b"\x00SP\x00" and hdr[6:] == b"\x00\x00",
                     "protocol": int.from_bytes(hdr[4:6], "big")}
-        s.sendall(ZMTP_GREETING)
-        g = _read_exact(s, 64)
+        s.sendall(ZMTP_GREETING[:11])  # signature + major first (RFC 37 version negotiation)
+        g = _read_exact(s, 11)
+        if g[0] == 0xFF and g[9] & 0x01 and g[10] < 3:  # a ZMTP 2.0 peer (RFC 15): no more
+            t = _read_exact(s, 1)[0]
+            return {"raw": (g + bytes((t,))).hex(), "ok_magic": True, "version": (2, 0),
+                    "zmtp2_type": t}
+        s.sendall(ZMTP_GREETING[11:])
+        g += _read_exact(s, 53)
         out: dict[str, Any] = {
             "raw": g[:12].hex(),
             "ok_magic": g[0] == 0xFF and g[9] == 0x7F,

@@ -25,6 +25,7 @@ from typing import Any
 
 from gateway.matrix.cells import (
     CLI_IMPLS,
+    JEROMQ,
     SHAPE_TOPICS,
     SHAPES,
     Cell,
@@ -392,6 +393,14 @@ def _check_wire(wire: str, kind: str, impl: str, url: str, who: str, out: Outcom
     if wire == "sp":
         if w["protocol"] != sp_protocol(kind):
             out.bad(f"{who}: SP header announces protocol {w['protocol']:#x}, want {sp_protocol(kind):#x}")
+        return
+    if "zmtp2_type" in w:  # RFC 15: the socket-type byte instead of READY
+        from gateway.wire.zmtp import ZMTP2_SOCKET_TYPES
+
+        got = ZMTP2_SOCKET_TYPES.get(w["zmtp2_type"], hex(w["zmtp2_type"]))
+        if impl != JEROMQ or got != kind:
+            out.bad(f"{who}: a ZMTP 2.0 greeting with socket type {got} ({impl}, want {kind} "
+                    "on ZMTP 3.x)")
         return
     props = w["properties"]
     if w["version"][0] != 3 or w["mechanism"] != "NULL" or w["command"] != "READY":

@@ -18,6 +18,7 @@ from gateway.errors import (
     PairingError,
     RemoteProtocolError,
     SpHeaderError,
+    WrongWireError,
 )
 from gateway.wire._buffer import COPY_VIA_VIEW, ReceiveBuffer
 from gateway.wire.events import Event, HandshakeComplete
@@ -152,6 +153,8 @@ class SpCodec:
         have = len(buf) - pos
         n = min(have, 4)
         if buf[pos : pos + n] != _MAGIC[:n]:
+            if buf[pos] == 0xFF:  # a ZMTP signature starts with 0xFF, an SP header never does
+                raise WrongWireError("a ZeroMQ (ZMTP) greeting on an SP endpoint")
             raise RemoteProtocolError(f"bad SP header {bytes(buf[pos : pos + n]).hex()}")
         if have < HEADER_SIZE:
             return None
@@ -161,7 +164,8 @@ class SpCodec:
         name = self.role.name(proto)
         if proto not in self._accepted:
             ours = self.role.name(self.protocol)
-            raise PairingError(f"SP peer mismatch: {ours} cannot talk to {name}")
+            raise PairingError(f"SP peer mismatch: {ours} cannot talk to {name}", ours=ours,
+                               theirs=name)
         rx.pos = pos + HEADER_SIZE
         self.peer_protocol = proto
         self.peer_type = name

@@ -1,0 +1,153 @@
+"""ZeroMQ CURVE and PLAIN through the real ``gateway bridge`` with real peers (issue 11).
+
+libzmq CURVE/PLAIN client -> gateway (CURVE/PLAIN front) -> nng REP, and nng REQ -> gateway
+-> libzmq CURVE/PLAIN REP server, with the native engine and with ``?backend=pyzmq`` on the
+ZeroMQ side. Certificates are made by the test with pyzmq's ``zmq.auth.create_certificates``
+(libzmq's own format); the gateway reads them through ``curve_cert=PATH`` and friends. On the
+front, a client with an unknown key or a wrong password is refused (log line with the reason,
+``gateway_auth_failures_total``) while a good client keeps working. SP stays plain TCP here
+(SP over TLS is the other helper's; the lead combines them).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import pytest
+import zmq
+import zmq.auth
+
+from interop_tests.gateway_helpers import (
+    ANY,
+    LOCAL,
+    Gateway,
+    NngServer,
+    ZmqServer,
+    bridge_args,
+    lib_url,
+    nng_req,
+    zmq_client,
+)
+
+pytestmark = pytest.mark.timeout(60)
+BACKENDS = ["native", "pyzmq"]
+
+
+@pytest.fixture
+def pki(tmp_path: Path) -> dict[str, Any]:
+    certs = {}
+    for name in ("server", "client", "stranger"):
+        pub, sec = zmq.auth.create_certificates(str(tmp_path), name)
+        os.chmod(sec, 0o600)
+        certs[name] = {"pub": pub, "sec": sec, "keys": zmq.auth.load_certificate(sec)}
+    allow = tmp_path / "allowed"
+    allow.mkdir()
+    (allow / "client.key").write_text(Path(certs["client"]["pub"]).read_text())
+    passwords = tmp_path / "passwords"
+    passwords.write_text("alice=wonderland\n")
+    alice = tmp_path / "alice.pw"
+    alice.write_text("wonderland\n")
+    os.chmod(alice, 0o600)
+    return {"certs": certs, "allow": str(allow), "passwords": str(passwords),
+            "alice_pw": str(alice)}
+
+
+def _q(**settings: str) -> str:
+    return "&".join(f"{k}={quote(v, safe='/')}" for k, v in settings.items())
+
+
+def _front_security(mechanism: str, pki: dict[str, Any]) -> str:
+    if mechanism == "CURVE":
+        return _q(curve_server="1", curve_cert=pki["certs"]["server"]["sec"],
+                  curve_allow=pki["allow"])
+    return _q(plain_server="1", plain_passwords=pki["passwords"])
+
+
+def _client_options(mechanism: str, pki: dict[str, Any], good: bool) -> dict[str, Any]:
+    if mechanism == "CURVE":
+        public, secret = pki["certs"]["client" if good else "stranger"]["keys"]
+        return {"curve_publickey": public, "curve_secretkey": secret,
+                "curve_serverkey": pki["certs"]["server"]["keys"][0]}
+    return {"plain_username": b"alice",
+            "plain_password": b"wonderland" if good else b"looking-glass"}
+
+
+def _auth_failures(gw: Gateway, mechanism: str, reason: str) -> float:
+    return sum(v for (name, labels), v in gw.metrics().items()
+               if name == "gateway_auth_failures_total"
+               and ("mechanism", mechanism) in labels and ("reason", reason) in labels)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("mechanism", ["CURVE", "PLAIN"])
+def test_secure_zmq_client_to_nng_rep_and_refusals(pki: dict[str, Any], mechanism: str,
+                                                   backend: str) -> None:
+    front = f"@zmq+tcp://{ANY}?backend={backend}&{_front_security(mechanism, pki)}"
+    reason = "unknown-key" if mechanism == "CURVE" else "bad-password"
+    with NngServer() as server, Gateway(
+            *bridge_args(front, f"sp+tcp://{LOCAL}:{server.port}?backend=native"),
+            metrics=True) as gw:
+        url = lib_url(gw.front)
+        with zmq_client("REQ", url, 1000, **_client_options(mechanism, pki, False)) as bad, \
+                zmq_client("REQ", url, **_client_options(mechanism, pki, True)) as good:
+            bad.send(b"let me in")
+            for i in range(3):
+                good.send(b"hello %d" % i)
+                assert good.recv() == b"re:hello %d" % i
+            with pytest.raises(zmq.Again):  # the refused client is never served
+                bad.recv()
+        event = gw.wait_event("auth.denied", timeout=10, reason=reason)
+        assert event["mechanism"] == mechanism
+        assert "wonderland" not in gw.stderr and "looking-glass" not in gw.stderr
+        assert _auth_failures(gw, mechanism, reason) >= 1
+        assert server.received == [b"hello 0", b"hello 1", b"hello 2"]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("mechanism", ["CURVE", "PLAIN"])
+def test_nng_req_to_secure_zmq_rep_server(pki: dict[str, Any], mechanism: str,
+                                          backend: str) -> None:
+    if mechanism == "CURVE":
+        public, secret = pki["certs"]["server"]["keys"]
+        server_opts: dict[str, Any] = {"curve_server": 1, "curve_publickey": public,
+                                       "curve_secretkey": secret}
+        passwords = None
+        client = _q(curve_cert=pki["certs"]["client"]["sec"],
+                    curve_server_cert=pki["certs"]["server"]["pub"])
+    else:
+        server_opts = {"plain_server": 1}  # libzmq's PLAIN server needs a ZAP handler
+        passwords = {"alice": "wonderland"}
+        client = _q(plain_username="alice", plain_password_file=pki["alice_pw"])
+    with ZmqServer("REP", options=server_opts, plain_passwords=passwords) as server, Gateway(
+            *bridge_args(f"@sp+tcp://{ANY}?backend=native",
+                         f"zmq+tcp://{LOCAL}:{server.port}?backend={backend}&{client}")) as gw:
+        with nng_req(lib_url(gw.front)) as req:
+            for i in range(3):
+                req.send(b"ask %d" % i)
+                assert req.recv() == b"re:ask %d" % i
+        assert [f[-1] for f in server.received] == [b"ask 0", b"ask 1", b"ask 2"]
+
+
+def test_inline_secret_and_bad_cert_are_config_errors(pki: dict[str, Any], tmp_path: Path) -> None:
+    """Every mistake at once, naming the file; an inline secret is refused, never echoed."""
+    from interop_tests.gateway_helpers import run_cli
+
+    loose = tmp_path / "loose.key_secret"
+    loose.write_text(Path(pki["certs"]["server"]["sec"]).read_text())
+    os.chmod(loose, 0o644)
+    secret_z85 = pki["certs"]["server"]["keys"][1].decode()
+    config = tmp_path / "gw.toml"
+    config.write_text(
+        '[[bridge]]\nname = "secure"\nfront = "@zmq+tcp://127.0.0.1:0"\n'
+        'back = ">sp+tcp://127.0.0.1:1"\n'
+        f'front_options = {{ curve_server = true, curve_cert = "{loose}", '
+        f'curve_secretkey = {json.dumps(secret_z85)} }}\n')
+    done = run_cli("check", str(config))
+    assert done.returncode == 2
+    assert "too open" in done.stderr and str(loose) in done.stderr
+    assert "curve_secretkey" in done.stderr and "secure" in done.stderr
+    assert secret_z85 not in done.stderr + done.stdout
