@@ -484,7 +484,8 @@ def test_pair_is_exclusive_on_the_front(ctx) -> None:  # type: ignore[no-untyped
         with contextlib.suppress(pynng.Timeout):  # never paired: nng may queue it, no more
             second.s.send(b"intruder")
         assert srv.recv() is None  # nothing of the intruder crossed
-        assert len(second.s.pipes) == 0  # nng refused the second pipe (NNG-PAIR-BUSY)
+        # (nng's front refuses the second pipe outright; the native front completes the SP
+        # header exchange, then closes it as pair-busy, so nng may hold a pipe for a moment)
         _exchange(first.send, first.recv, srv.send, srv.recv, "still-first")
         first.s.close()
         second.s.close()
