@@ -33,6 +33,13 @@ def _add_limits(p: argparse.ArgumentParser) -> None:
                    help="listen backlog of native fronts, default the system maximum")
 
 
+def _add_workers(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--workers", type=int, default=1, metavar="N",
+                   help="run N gateway processes sharing each front's port (SO_REUSEPORT; "
+                        "native tcp fronts, connecting backs), metrics summed on one endpoint, "
+                        "signals passed to all (default 1; see docs/operations.md)")
+
+
 def _add_logging(p: argparse.ArgumentParser) -> None:
     p.add_argument("--log-format", choices=("console", "json"), default=None)
     p.add_argument("--log-level", choices=("debug", "info", "warning", "error"), default=None)
@@ -79,11 +86,13 @@ def build_parser(with_matrix: bool = True) -> argparse.ArgumentParser:
     p.add_argument("--forwarder", choices=("auto", "proxy"), default="auto",
                    help="proxy: libzmq's own zmq_proxy for a zmq->zmq bridge on pyzmq "
                         "(fastest; counts frames, not messages, and no hop latency)")
+    _add_workers(p)
     _add_logging(p)
     _add_limits(p)
 
     p = sub.add_parser("run", help="run the bridges of a TOML config file (SIGHUP reloads it)")
     p.add_argument("config", metavar="CONFIG.toml")
+    _add_workers(p)
     _add_logging(p)
 
     p = sub.add_parser("check", help="validate a TOML config file without starting anything",
@@ -123,13 +132,48 @@ def _limits(args: argparse.Namespace, base=None):  # type: ignore[no-untyped-def
     return limits_from({k: v for k, v in given.items() if v is not None}, base)
 
 
+MAX_WORKERS = 64
+
+
+def _workers(args: argparse.Namespace, shapes: list, metrics: str | None,  # type: ignore[type-arg]
+             grace: float, fixed_ports: bool) -> int | None:
+    """``--workers N`` (N > 1): run the parent of N workers and return its exit status; None
+    when this process is to run the bridges itself (N = 1, or it is a worker)."""
+    from gateway import workers
+
+    n = args.workers
+    if not 1 <= n <= MAX_WORKERS:
+        raise ConfigError(f"--workers must be 1..{MAX_WORKERS}, not {n}")
+    if workers.worker_index() is not None:
+        from gateway.transport import share_ports
+
+        share_ports()
+        import structlog
+
+        structlog.contextvars.bind_contextvars(worker=workers.worker_index())
+        return None
+    if n == 1:
+        return None
+    errors = workers.check_shareable(shapes, fixed_ports=fixed_ports)
+    if errors:
+        raise ConfigError("\n".join(errors))
+    return workers.Parent(args.argv, n, shapes, metrics, grace).run()
+
+
 def _cmd_bridge(args: argparse.Namespace) -> int:
     from gateway.logging import configure
 
     configure(args.log_format or "console", args.log_level or "info")
     from gateway.supervisor import BridgeSpec, Supervisor
+    from gateway.workers import Shape, front_overrides
 
-    spec = BridgeSpec(args.name, args.front, args.back, _limits(args), args.forwarder)
+    limits = _limits(args)
+    rc = _workers(args, [Shape(args.name, args.front, args.back, args.forwarder)],
+                  args.metrics, limits.grace, fixed_ports=False)
+    if rc is not None:
+        return rc
+    front = front_overrides().get(args.name, args.front)  # worker 0's real port, for the others
+    spec = BridgeSpec(args.name, front, args.back, limits, args.forwarder)
     return run_loop(Supervisor([spec], args.metrics).run())
 
 
@@ -143,6 +187,12 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
     manager().hook.gateway_configure.call_historic(kwargs={"config": cfg.raw})
     from gateway.supervisor import BridgeSpec, Supervisor
+    from gateway.workers import Shape
+
+    rc = _workers(args, [Shape(b.name, b.front, b.back, b.forwarder) for b in cfg.bridges],
+                  args.metrics or cfg.metrics, cfg.limits.grace, fixed_ports=True)
+    if rc is not None:
+        return rc
 
     def specs(config: Config) -> list[BridgeSpec]:
         return [BridgeSpec(b.name, b.front, b.back, config.limits, b.forwarder,
@@ -192,6 +242,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser(with_matrix=argv[:1] == ["matrix"])
     args = parser.parse_args(argv)
+    args.argv = argv  # --workers starts its workers with the same arguments
     try:
         if args.command == "bridge":
             return _cmd_bridge(args)

@@ -14,7 +14,11 @@ class _Stderr:
     the moment ``configure`` ran: test runners and daemons swap it)."""
 
     def msg(self, message: str) -> None:
-        print(message, file=sys.stderr, flush=True)
+        # one write per line: the workers of --workers N share one stderr, and a pipe keeps a
+        # write of up to PIPE_BUF bytes whole (print writes the newline separately)
+        stream = sys.stderr
+        stream.write(message + "\n")
+        stream.flush()
 
     log = debug = info = warn = warning = err = error = critical = exception = fatal = msg
 
@@ -32,6 +36,7 @@ def configure(fmt: str = "console", level: str = "info") -> None:
     )
     structlog.configure(
         processors=[
+            structlog.contextvars.merge_contextvars,  # e.g. worker=N under --workers
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso", utc=True),
             renderer,

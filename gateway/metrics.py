@@ -91,6 +91,9 @@ SPECS: dict[str, MetricSpec] = {
         ("socket", "reason")),
     "gateway_requests_resent_total": MetricSpec(
         "counter", "Requests a native REQ socket resent (nng's resend timer or pipe loss)."),
+    "gateway_worker_processes": MetricSpec(
+        "gauge", "Worker processes of --workers N (served by the parent only): configured, and "
+        "answering this scrape; the other series are summed over those.", ("state",)),
     "gateway_build_info": MetricSpec(
         "gauge", "Versions of the gateway and the libraries it runs on (value 1).",
         ("version", "python", "pyzmq", "libzmq", "pynng")),

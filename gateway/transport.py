@@ -42,6 +42,20 @@ class Transport(Protocol):
     async def dial(self, address: str, protocol_factory: ProtocolFactory) -> None: ...
 
 
+_SHARED_PORTS = [False]
+
+
+def share_ports(on: bool = True) -> None:
+    """Make every tcp listener of this process bind with ``SO_REUSEPORT``: set in each worker
+    of ``--workers N`` (:mod:`gateway.workers`), whose fronts share one port."""
+    _SHARED_PORTS[0] = on
+
+
+def ports_shared() -> bool:
+    """True in a worker of ``--workers N``: tcp listeners bind with ``SO_REUSEPORT``."""
+    return _SHARED_PORTS[0]
+
+
 SOMAXCONN_PATH = "/proc/sys/net/core/somaxconn"
 
 

@@ -71,7 +71,8 @@ def run_cli(*args: str, timeout: float = 20, **kw: Any) -> subprocess.CompletedP
 # ---------------------------------------------------------------------------------------------
 # the gateway process
 
-_READY = re.compile(r"^READY front=(\S+) back=(\S+)(?: name=(\S+))?(?: metrics=(\S+))?$")
+_READY = re.compile(r"^READY front=(\S+) back=(\S+)(?: name=(\S+))?(?: metrics=(\S+))?"
+                    r"(?: workers=(\d+))?$")
 _SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)$")
 _LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
 

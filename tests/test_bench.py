@@ -14,7 +14,8 @@ from gateway.bench import report
 from gateway.bench.routes import ROUTES, Route, select
 from gateway.bench.runner import Settings, run_routes
 
-LIBRARY = ["zmq-direct", "nng-direct", "zmq-proxy", "nng-device"]
+LIBRARY = ["zmq-direct", "nng-direct", "zmq-echo-direct", "sp-echo-direct", "zmq-proxy",
+           "nng-device"]
 
 
 def parse(*argv: str) -> argparse.Namespace:
@@ -23,7 +24,7 @@ def parse(*argv: str) -> argparse.Namespace:
     return p.parse_args(list(argv))
 
 
-@pytest.mark.timeout(120)
+@pytest.mark.timeout(240)
 def test_quick_library_routes_write_json_table_and_png(tmp_path, capsys):
     out, png = tmp_path / "bench.json", tmp_path / "sub" / "bench.png"
     args = parse("--quick", "--routes", "library", "--requests", "200", "--tput-requests",
@@ -47,8 +48,20 @@ def test_quick_library_routes_write_json_table_and_png(tmp_path, capsys):
     for name in ("zmq-proxy", "nng-device"):
         mid = result["routes"][name]["middle_process"]
         assert mid["peak_rss_mib"] > 0 and mid["cpu_s"] >= 0
+        assert {"cpu_us_per_req_1", "cpu_us_per_req_8", "cpu_us_per_req_64"} <= set(mid)
+        assert result["routes"][name]["server_process"]["role"] in ("zmq-echo", "sp-echo")
+    # the quick clients sweep ran on zmq.proxy (the only sweep route selected): 1, 10, 50
+    sweep = result["routes"]["zmq-proxy"]["sweep"]
+    assert list(sweep) == ["1", "10", "50"]
+    for k, point in sweep.items():
+        assert "error" not in point, point
+        assert point["n"] >= max(200, 5 * int(k)) and not point["timed_out"]
+        assert 0 < point["p50_us"] <= point["p99_us"] <= point["max_us"]
+        assert point["rps"] > 0 and point["mid_cpu_us_per_req"] >= 0
+    assert "sweep" not in result["routes"]["nng-device"]
     d = result["derived"]
     assert d["zmq_direct_p50_us"] > 0 and d["nng_direct_p50_us"] > 0
+    assert d["hop_baselines"] == ["zmq-echo-direct", "sp-echo-direct"]
     assert set(d["hops"]) == {"zmq-proxy", "nng-device"}
     assert "hop_vs_zmq_proxy" in d["hops"]["nng-device"] or d["zmq_proxy_hop_us"] <= 0
     goals = {g["goal"]: g for g in result["goals"]}
@@ -56,6 +69,7 @@ def test_quick_library_routes_write_json_table_and_png(tmp_path, capsys):
     table = capsys.readouterr().out
     for name in LIBRARY:
         assert name in table
+    assert "clients sweep" in table and "srv ceiling rps" in table
     assert png.stat().st_size > 1000
 
 
@@ -170,3 +184,65 @@ def test_pattern_bench_options_parse() -> None:
     configure_parser(p)
     a = p.parse_args(["--patterns-only", "--subscribers", "1,10,100", "--messages", "500"])
     assert a.patterns_only and a.subscribers == (1, 10, 100) and a.messages == 500
+
+
+@pytest.mark.timeout(120)
+def test_echo_servers_answer_every_request_with_the_request() -> None:
+    """The bench's servers: libzmq REQ and nng Req0 (cooked and raw, several requests in flight)
+    against the zmq echo and the SP byte-stream echo."""
+    import struct
+
+    import pynng
+    import zmq
+
+    from gateway.bench.procs import Proc
+
+    zs = Proc.peer("zmq-echo", "zmq-echo", lifetime=100)
+    ss = Proc.peer("sp-echo", "sp-echo", lifetime=100)
+    try:
+        zurl, surl = zs.wait_ready(60)["url"], ss.wait_ready(60)["url"]
+        ctx = zmq.Context()
+        req = ctx.socket(zmq.REQ)
+        req.rcvtimeo = 10000
+        req.connect(zurl)
+        for i in range(3):
+            req.send(b"zmq %d" % i)
+            assert req.recv() == b"zmq %d" % i
+        req.close(0)
+        ctx.term()
+        with pynng.Req0(recv_timeout=10000, send_timeout=10000) as cooked:
+            cooked.dial(surl, block=True)
+            for i in range(3):
+                cooked.send(b"sp %d" % i)
+                assert cooked.recv() == b"sp %d" % i
+        with pynng.Req0(opener=pynng.lib.nng_req0_open_raw, recv_timeout=10000,
+                        send_timeout=10000) as raw:
+            raw.dial(surl, block=True)
+            sent = [struct.pack(">I", 0x80000000 | i) + b"body %d" % i for i in range(50)]
+            for m in sent:
+                raw.send(m)
+            got = [raw.recv() for _ in sent]
+            # pynng's raw Req0 takes the header (the request id) off: the bodies, in order
+            assert got == [b"body %d" % i for i in range(50)]
+    finally:
+        zs.stop()
+        ss.stop()
+
+
+@pytest.mark.timeout(180)
+def test_workers_check_runs_the_route_with_each_worker_count(tmp_path) -> None:
+    out = tmp_path / "w.json"
+    args = parse("--quick", "--routes", "zmq-echo-direct", "--requests", "20", "--tput-requests",
+                 "20", "--windows", "8", "--rounds", "1", "--sweep", "", "--workers-check",
+                 "1,2", "--workers-clients", "4", "--workers-requests", "40", "--json",
+                 str(out), "--quiet")
+    assert bench.run(args) == 0
+    result = json.loads(out.read_text())
+    wc = result["workers_check"]
+    assert "reason" not in wc, wc
+    assert wc["route"] == "gw-zmq-zmq-native" and set(wc["workers"]) == {"1", "2"}
+    for fig in wc["workers"].values():
+        assert fig["rps"] > 0 and fig["mid_cpu_us_per_req"] >= 0  # 10 ms clock ticks
+        assert all(c is not None for c in fig["client_cores_rounds"])
+    assert wc["ratio_2_vs_1"] > 0
+    assert "sweep" not in result["routes"]["zmq-echo-direct"]  # --sweep '': none

@@ -15,10 +15,14 @@ import sys
 import time
 from typing import Any
 
+from gateway.bench.runner import SWEEP_ROUTES
+
 QUICK = {"requests": 300, "tput_requests": 600, "rounds": 2, "warmup": 30, "clients": 100,
-         "flood": 3000, "flood_time": 5.0, "flood_ttl": 2.0}
+         "flood": 3000, "flood_time": 5.0, "flood_ttl": 2.0, "sweep": (1, 10, 50),
+         "sweep_requests": 200}
 FULL = {"requests": 10000, "tput_requests": 20000, "rounds": 10, "warmup": 200, "clients": 1000,
-        "flood": 50000, "flood_time": 20.0, "flood_ttl": 5.0}
+        "flood": 50000, "flood_time": 20.0, "flood_ttl": 5.0, "sweep": (1, 100, 1000),
+        "sweep_requests": 20000}
 MEMORY_TARGETS = ("zmq-proxy", "gw-zmq-zmq-lib", "gw-zmq-sp-lib", "gw-zmq-zmq-native",
                   "gw-zmq-sp-native")
 FLOOD_TARGETS = ("gw-zmq-sp-lib", "gw-zmq-sp-native")
@@ -31,6 +35,16 @@ def _windows(text: str) -> tuple[int, ...]:
         raise argparse.ArgumentTypeError(f"not a comma list of integers: {text!r}") from None
     if not vals or any(v < 1 or v > 1024 for v in vals):
         raise argparse.ArgumentTypeError("windows must be 1..1024")
+    return vals
+
+
+def _sweep(text: str) -> tuple[int, ...]:
+    try:
+        vals = tuple(int(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a comma list of integers: {text!r}") from None
+    if any(v < 1 or v > 5000 for v in vals):
+        raise argparse.ArgumentTypeError("clients must be 1..5000")
     return vals
 
 
@@ -71,6 +85,24 @@ def configure_parser(p: argparse.ArgumentParser) -> None:
                    help="request body size (default 100)")
     g.add_argument("--warmup", type=int, metavar="N",
                    help="unrecorded round trips before each latency slice (default 200)")
+    g.add_argument("--sweep", type=_sweep, metavar="LIST",
+                   help="clients sweep, after the rounds: concurrent clients per point, each "
+                        "with its own connection and one request in flight; p50/p99 round "
+                        "trip and the middle's CPU per request (default 1,100,1000; quick "
+                        "1,10,50; '' for none). Routes: " + ", ".join(SWEEP_ROUTES))
+    g.add_argument("--sweep-requests", type=pint, metavar="N",
+                   help="timed round trips per sweep point, at least 5 per client (default "
+                        "20000; quick 200)")
+    w = p.add_argument_group("workers check")
+    w.add_argument("--workers-check", type=_sweep, metavar="LIST",
+                   help="also run one route through `gateway bridge --workers N` for each N "
+                        "(e.g. 1,2): throughput, p50/p99 and the gateway's CPU (all workers)")
+    w.add_argument("--workers-route", default="gw-zmq-zmq-native", metavar="NAME",
+                   help="the route of the workers check (default gw-zmq-zmq-native)")
+    w.add_argument("--workers-clients", type=pint, default=64, metavar="N",
+                   help="client connections, one request in flight each (default 64)")
+    w.add_argument("--workers-requests", type=pint, metavar="N",
+                   help="timed round trips per N per round (default 20000; quick 300)")
     pg = p.add_argument_group("pub/sub fan-out and pipeline (gateway.bench.patterns)")
     pg.add_argument("--patterns", action="store_true",
                     help="also run pub/sub fan-out and pipeline throughput against zmq.proxy "
@@ -143,7 +175,8 @@ def run(args: argparse.Namespace) -> int:
         slice_timeout=_get(args, "slice_timeout") or 60.0,
         ready_timeout=_get(args, "ready_timeout") or 30.0,
         max_time=_get(args, "max_time") or 1800.0,
-        bridge_args=tuple(_get(args, "bridge_arg") or ()), verbose=not _get(args, "quiet"))
+        bridge_args=tuple(_get(args, "bridge_arg") or ()), verbose=not _get(args, "quiet"),
+        sweep=tuple(opt("sweep")), sweep_requests=opt("sweep_requests"))
     t0 = time.monotonic()
     if _get(args, "patterns_only"):
         return run_patterns(args, settings.verbose)
@@ -152,9 +185,24 @@ def run(args: argparse.Namespace) -> int:
     memory = None
     if memory_only or _get(args, "memory"):
         memory = run_memory(routes if _get(args, "routes") else ROUTES, settings, args, opt)
+    scale = None
+    if _get(args, "workers_check"):
+        from gateway.bench.scale import workers_check
+
+        try:
+            [route] = select(_get(args, "workers_route") or "gw-zmq-zmq-native")
+        except ValueError as exc:
+            print(f"gateway bench: --workers-route: {exc}", file=sys.stderr)
+            return 2
+        scale = workers_check(route, settings, tuple(args.workers_check),
+                              _get(args, "workers_clients") or 64,
+                              _get(args, "workers_requests") or (300 if _get(args, "quick")
+                                                                 else 20000))
     args_record = {k: v for k, v in vars(args).items()
                    if not callable(v) and k not in ("command", "func")}
     result = report.build(runs, settings, args_record, memory, time.monotonic() - t0)
+    if scale is not None:
+        result["workers_check"] = scale
     unwritten = False
     if _get(args, "json"):  # first: the figures survive whatever happens next
         try:
@@ -175,7 +223,8 @@ def run(args: argparse.Namespace) -> int:
             unwritten = True
         else:
             log(settings, f"wrote {args.png}")
-    measured = any("latency" in f for f in result["routes"].values())
+    measured = any("latency" in f for f in result["routes"].values()) or (
+        scale is not None and "reason" not in scale)
     if _get(args, "patterns") and run_patterns(args, settings.verbose):
         return 1
     return 0 if (measured or memory_only) and not unwritten else 1

@@ -159,6 +159,75 @@ def serve_native_rep(cfg: dict[str, Any]) -> None:
     run(main())
 
 
+#: every echo server's queue bound (messages per peer): above any window the bench uses
+ECHO_HWM = 100_000
+
+
+def serve_zmq_echo(cfg: dict[str, Any]) -> None:
+    """A libzmq echo that runs in C: ``zmq_proxy(ROUTER, ROUTER)`` with one socket on both sides
+    sends every request (routing id, empty delimiter, body) back to the peer it came from, which
+    is a REP's reply. No Python per message, so it out-runs a REP and the gateway."""
+    import zmq
+
+    ctx: Any = zmq.Context.instance()
+    s = ctx.socket(zmq.ROUTER)
+    s.linger = 0
+    s.sndhwm = s.rcvhwm = ECHO_HWM
+    s.bind("tcp://127.0.0.1:*")
+    emit("READY", {"url": bound_url(zmq_port(s))})
+    zmq.proxy(s, s)
+
+
+SP_REP0_HEADER = b"\x00SP\x00\x00\x31\x00\x00"  # sp-tcp-mapping: magic, protocol rep0 (49), 0
+SP_REQ0 = 0x30  # the only peer a rep0 accepts: req0 (48)
+
+
+def serve_sp_echo(cfg: dict[str, Any]) -> None:
+    """An SP rep0 echo that works on the byte stream: after the 8-byte SP header exchange, every
+    byte a peer sends goes straight back to it. A REP's reply is the request's header words (the
+    backtrace) followed by the body, i.e. the request frame itself, so echoing the stream answers
+    every request correctly and in order, in as many frames per write as the kernel delivered.
+    Replaces the pynng Rep0 (capped near 25k req/s by Python per message) as the bench's SP
+    server."""
+    import asyncio
+
+    class Echo(asyncio.Protocol):
+        def __init__(self) -> None:
+            self.head = b""
+            self.transport: Any = None
+
+        def connection_made(self, transport: Any) -> None:
+            self.transport = transport
+            transport.write(SP_REP0_HEADER)
+
+        def data_received(self, data: bytes) -> None:
+            if len(self.head) < 8:
+                need = 8 - len(self.head)
+                self.head += data[:need]
+                data = data[need:]
+                if len(self.head) == 8 and (self.head[:4] != b"\x00SP\x00"
+                                            or int.from_bytes(self.head[4:6]) != SP_REQ0):
+                    sys.stderr.write(f"sp-echo: refused header {self.head!r}\n")
+                    self.transport.close()
+                    return
+            if data:
+                self.transport.write(data)
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        server = await loop.create_server(Echo, "127.0.0.1", 0, backlog=4096)
+        port = server.sockets[0].getsockname()[1]
+        emit("READY", {"url": bound_url(port)})
+        await asyncio.Event().wait()
+
+    try:
+        import uvloop
+
+        uvloop.run(main())
+    except ImportError:
+        asyncio.run(main())
+
+
 def serve_zmq_proxy(cfg: dict[str, Any]) -> None:
     """zmq.proxy(ROUTER, DEALER): clients connect to the ROUTER, the DEALER dials the server."""
     import zmq
@@ -167,6 +236,8 @@ def serve_zmq_proxy(cfg: dict[str, Any]) -> None:
     front = ctx.socket(zmq.ROUTER)
     back = ctx.socket(zmq.DEALER)
     front.linger = back.linger = 0
+    for s in (front, back):  # a ROUTER drops replies past its HWM: above any bench window
+        s.sndhwm = s.rcvhwm = ECHO_HWM
     front.bind("tcp://127.0.0.1:*")
     back.connect(cfg["server"])
     emit("READY", {"url": bound_url(zmq_port(front))})
@@ -179,6 +250,11 @@ def serve_nng_device(cfg: dict[str, Any]) -> None:
 
     front = pynng.Rep0(opener=pynng.lib.nng_rep0_open_raw)
     back = pynng.Req0(opener=pynng.lib.nng_req0_open_raw)
+    # nng's largest queues; even so nng_device's raw rep0 drops replies to a client whose pipe
+    # queue is full (measured: about 1 in 6 at 1,024 in flight against the echo), which the
+    # bench reports as an error of that window
+    for s in (front, back):
+        s.send_buffer_size = s.recv_buffer_size = 8192
     front.listen("tcp://127.0.0.1:0")
     back.dial(cfg["server"], block=False)
     result: list[int] = []
@@ -493,6 +569,158 @@ def run_idle_clients(cfg: dict[str, Any]) -> None:
     os._exit(0)
 
 
+def _raise_nofile(n: int) -> None:
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    want = 4 * n + 256
+    if soft < want:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(want, hard), hard))
+
+
+def _sweep_result(samples: list[int], elapsed: float, timed_out: bool) -> dict[str, Any]:
+    s = sorted(samples)
+
+    def pct(q: int) -> float | None:
+        if not s:
+            return None
+        return round(s[max(0, min(len(s) - 1, -(-len(s) * q // 100) - 1))] / 1e3, 1)
+
+    return {"n": len(s), "elapsed": elapsed, "timed_out": timed_out, "p50_us": pct(50),
+            "p90_us": pct(90), "p99_us": pct(99), "max_us": round(s[-1] / 1e3, 1) if s else None}
+
+
+def sweep_zmq(url: str, clients: int, n: int, size: int, timeout: float) -> dict[str, Any]:
+    """``clients`` DEALER sockets (one connection each), each with one request in flight; one
+    untimed round trip each first (every connection handshaken), then ``n`` timed ones."""
+    wall0 = time.perf_counter()  # "wall": the whole point, for CPU per second of the processes
+    import zmq
+
+    _raise_nofile(clients)
+    ctx: Any = zmq.Context()
+    ctx.set(zmq.MAX_SOCKETS, clients + 64)
+    frames = [b"", b"x" * size]
+    socks = []
+    for _ in range(clients):
+        s = ctx.socket(zmq.DEALER)
+        s.linger = 0
+        s.connect(url)
+        socks.append(s)
+    poller = zmq.Poller()
+    for s in socks:
+        poller.register(s, zmq.POLLIN)
+    deadline = time.monotonic() + timeout
+    clock = time.perf_counter_ns
+    sent_at: dict[Any, int] = {}
+    for s in socks:  # warm-up: one round trip per client
+        s.send_multipart(frames)
+    waiting = set(socks)
+    while waiting and time.monotonic() < deadline:
+        for s, _ in poller.poll(200):
+            s.recv_multipart()
+            waiting.discard(s)
+    if waiting:
+        return {"error": f"{len(waiting)} of {clients} clients got no warm-up reply"}
+    samples: list[int] = []
+    left = n
+    t0 = time.perf_counter()
+    for s in socks[:n]:
+        sent_at[s] = clock()
+        s.send_multipart(frames)
+        left -= 1
+    timed_out = False
+    while len(samples) < n:
+        ready = poller.poll(200)
+        now = clock()
+        for s, _ in ready:
+            s.recv_multipart()
+            samples.append(now - sent_at[s])
+            if left > 0:
+                left -= 1
+                sent_at[s] = clock()
+                s.send_multipart(frames)
+        if time.monotonic() > deadline:
+            timed_out = True
+            break
+    out = _sweep_result(samples, time.perf_counter() - t0, timed_out)
+    out["wall"] = time.perf_counter() - wall0
+    for s in socks:
+        s.close(0)
+    return out
+
+
+def sweep_native(url: str, clients: int, n: int, size: int, timeout: float) -> dict[str, Any]:
+    """``clients`` native REQ sockets (one connection each) in one event loop, each with one
+    request in flight (for SP fronts: the native engine speaks both wires)."""
+    wall0 = time.perf_counter()  # "wall": the whole point, imports included
+    import asyncio
+
+    import gateway
+    from gateway.engine.loop import new_event_loop
+
+    _raise_nofile(clients)
+    payload = b"x" * size
+    clock = time.perf_counter_ns
+
+    async def go() -> dict[str, Any]:
+        socks = []
+        for _ in range(clients):
+            s = gateway.Socket("REQ")
+            s.connect(url)
+            socks.append(s)
+        samples: list[int] = []
+        left = [n]
+
+        async def warm(s: Any) -> None:
+            await s.send(payload)
+            await s.recv()
+
+        async def one(s: Any) -> None:
+            while left[0] > 0:
+                left[0] -= 1
+                a = clock()
+                await s.send(payload)
+                await s.recv()
+                samples.append(clock() - a)
+
+        try:
+            async with asyncio.timeout(timeout):
+                await asyncio.gather(*(warm(s) for s in socks))
+        except TimeoutError:
+            return {"error": f"warm-up round trips of {clients} clients over {timeout:.0f}s"}
+        t0 = time.perf_counter()
+        timed_out = False
+        try:
+            async with asyncio.timeout(timeout):
+                await asyncio.gather(*(one(s) for s in socks))
+        except TimeoutError:
+            timed_out = True
+        out = _sweep_result(samples, time.perf_counter() - t0, timed_out)
+        out["wall"] = time.perf_counter() - wall0
+        for s in socks:
+            s.close()
+        return out
+
+    return new_event_loop().run_until_complete(go())
+
+
+def run_sweep_client(cfg: dict[str, Any]) -> None:
+    """One point of the clients sweep: READY, then one ``{"op": "sweep", ...}`` command."""
+    emit("READY", {"url": cfg["url"]})
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        cmd = json.loads(line)
+        if cmd.pop("op") != "sweep":
+            break
+        fn = sweep_zmq if cfg["client"] == "zmq" else sweep_native
+        try:
+            emit("RESULT", fn(cfg["url"], **cmd))
+        except Exception as exc:  # noqa: BLE001 - reported to the harness
+            emit("RESULT", {"error": f"{type(exc).__name__}: {exc}"})
+    os._exit(0)
+
+
 # --------------------------------------------------------------------------------------------
 # pub/sub fan-out and pipeline (gateway.bench.patterns)
 # --------------------------------------------------------------------------------------------
@@ -755,12 +983,15 @@ def serve_pattern_device(cfg: dict[str, Any]) -> None:
 ROLES = {
     "zmq-rep": serve_zmq_rep,
     "nng-rep": serve_nng_rep,
+    "zmq-echo": serve_zmq_echo,
+    "sp-echo": serve_sp_echo,
     "native-rep": serve_native_rep,
     "nng-blackhole": serve_nng_blackhole,
     "zmq-proxy": serve_zmq_proxy,
     "nng-device": serve_nng_device,
     "client": run_client,
     "idle-clients": run_idle_clients,
+    "sweep-client": run_sweep_client,
     "pattern-pub": serve_pattern_pub,
     "pattern-subs": run_pattern_subs,
     "pattern-pull": serve_pattern_pull,
@@ -772,8 +1003,8 @@ ROLES = {
 
 def main(argv: list[str]) -> None:
     role, cfg = argv[0], json.loads(argv[1]) if len(argv) > 1 else {}
-    client = role in ("client", "idle-clients", "pattern-pub", "pattern-subs", "pattern-pull",
-                      "pattern-push")
+    client = role in ("client", "idle-clients", "sweep-client", "pattern-pub", "pattern-subs",
+                      "pattern-pull", "pattern-push")
     die_with_parent()
     # clients read stdin themselves: EOF ends their command loop
     watchdog(float(cfg.get("lifetime", DEFAULT_LIFETIME)), watch_stdin=not client)

@@ -38,12 +38,21 @@ def tcp_address(url: str) -> str:
 
 
 def proc_cpu_seconds(pid: int) -> float | None:
-    """User + system CPU time of a live process (all threads)."""
+    """User + system CPU time of a live process (all threads) and of its live children (the
+    workers of ``gateway bridge --workers N``)."""
     try:
         import psutil
 
-        t = psutil.Process(pid).cpu_times()
-        return float(t.user + t.system)
+        p = psutil.Process(pid)
+        t = p.cpu_times()
+        total = float(t.user + t.system)
+        for child in p.children(recursive=True):
+            try:
+                c = child.cpu_times()
+                total += float(c.user + c.system)
+            except psutil.Error:
+                continue
+        return total
     except ImportError:
         pass
     except Exception:  # noqa: BLE001 - process gone
@@ -53,6 +62,30 @@ def proc_cpu_seconds(pid: int) -> float | None:
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
     except (OSError, IndexError, ValueError):
         return None
+
+
+def proc_syscalls(pid: int) -> tuple[int, int] | None:
+    """(read, write) system calls so far of a process and its children (Linux /proc/PID/io:
+    ``syscr``/``syscw`` count read- and write-type calls, which is what libuv does on a TCP
+    stream); None where /proc has no io file."""
+    pids = [pid]
+    try:
+        import psutil
+
+        pids += [c.pid for c in psutil.Process(pid).children(recursive=True)]
+    except Exception:  # noqa: BLE001 - psutil missing or process gone: the process alone
+        pass
+    r = w = 0
+    for p in pids:
+        try:
+            fields = dict(line.split(":", 1) for line in
+                          Path(f"/proc/{p}/io").read_text().splitlines() if ":" in line)
+            r += int(fields["syscr"])
+            w += int(fields["syscw"])
+        except (OSError, KeyError, ValueError):
+            if p == pid:
+                return None
+    return r, w
 
 
 def proc_memory_mib(pid: int) -> dict[str, float]:

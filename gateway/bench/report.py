@@ -1,9 +1,11 @@
 """Figures, derived ratios, goals (issue 5), and the three outputs: table, JSON, PNG.
 
-Hop definitions (the cost one middle process adds to a round trip, at p50):
-- same family: ``hop = route p50 - direct p50 of that family`` (libzmq direct for zmq->zmq,
-  ``zmq.proxy``; nng direct for sp->sp, ``nng_device``);
-- cross family (zmq->sp, sp->zmq): ``hop = route p50 - (libzmq direct p50 + nng direct p50) / 2``.
+Hop definitions (the cost one middle process adds to a round trip, at p50; "direct" = the library
+client straight to the same echo server the middle forwards to: ``zmq-echo-direct``,
+``sp-echo-direct``; ``zmq-direct`` / ``nng-direct`` when those were not measured):
+- same family: ``hop = route p50 - direct p50 of that family`` (zmq direct for zmq->zmq,
+  ``zmq.proxy``; SP direct for sp->sp, ``nng_device``);
+- cross family (zmq->sp, sp->zmq): ``hop = route p50 - (zmq direct p50 + SP direct p50) / 2``.
   A cross round trip has one zmq leg (client <-> gateway) and one SP leg (gateway <-> server);
   a direct round trip of either family has two legs of that family, so the mean of the two direct
   round trips is the cost of one leg of each: what the route would cost with a free middle.
@@ -80,12 +82,34 @@ def route_figures(run: RouteRun) -> dict[str, Any]:
         if run.cpu:
             mid["cpu_s"] = _r(cpu_total, 3)
             mid["cpu_us_per_req"] = _r(cpu_total / reqs_total * 1e6 if reqs_total else None)
-            for window, (_, elapsed) in run.tput.items():
+            for window, (n, elapsed) in run.tput.items():
                 c = run.cpu.get(f"tput{window}")
                 if c is not None and elapsed:
                     mid[f"cpu_pct_{window}"] = _r(100 * c / elapsed)
+                if c is not None and n:
+                    mid[f"cpu_us_per_req_{window}"] = _r(c / n * 1e6)
+            for phase, (reads, writes) in run.syscalls.items():
+                n_phase = run.reqs.get(phase)
+                if n_phase:
+                    key = "1" if phase == "lat" else phase.removeprefix("tput")
+                    # read/write system calls per request (both sides, both directions)
+                    mid[f"syscalls_per_req_{key}"] = [_r(reads / n_phase, 2),
+                                                      _r(writes / n_phase, 2)]
+            lat_cpu, lat_n = run.cpu.get("lat"), run.reqs.get("lat")
+            if lat_cpu is not None and lat_n:
+                mid["cpu_us_per_req_1"] = _r(lat_cpu / lat_n * 1e6)
         mid.update({k: _r(v) for k, v in run.memory.items()})
         out["middle_process"] = mid
+    if run.server_cpu:
+        srv_cpu, srv_n = sum(run.server_cpu.values()), sum(run.reqs.values())
+        srv: dict[str, Any] = {"role": route.server, "cpu_s": _r(srv_cpu, 3)}
+        if srv_n and srv_cpu > 0:
+            # one request costs the server this much CPU: its ceiling on one core
+            srv["cpu_us_per_req"] = _r(srv_cpu / srv_n * 1e6)
+            srv["ceiling_rps_one_core"] = _r(srv_n / srv_cpu, 0)
+        out["server_process"] = srv
+    if run.sweep:
+        out["sweep"] = {str(k): v for k, v in sorted(run.sweep.items())}
     return out
 
 
@@ -107,6 +131,14 @@ def _round_p50s(figs: dict[str, dict[str, Any]], name: str) -> list[float]:
     return list((figs.get(name) or {}).get("per_round", {}).get("p50_us", []))
 
 
+def baselines(figs: dict[str, dict[str, Any]]) -> tuple[str, str]:
+    """The (zmq, SP) direct routes hops are measured against: the echo servers' own direct
+    routes when measured (the servers behind every middle), else the library REQ/REP ones."""
+    z = "zmq-echo-direct" if _p50(figs.get("zmq-echo-direct")) is not None else "zmq-direct"
+    n = "sp-echo-direct" if _p50(figs.get("sp-echo-direct")) is not None else "nng-direct"
+    return z, n
+
+
 def _paired_ratios(figs: dict[str, dict[str, Any]], name: str) -> list[float]:
     """Per round, (route hop / zmq.proxy hop) from the same round's p50s.
 
@@ -114,7 +146,7 @@ def _paired_ratios(figs: dict[str, dict[str, Any]], name: str) -> list[float]:
     median is a robustness check next to the pooled ratio, the spread says whether the rounds
     agree enough for a verdict."""
     fig = figs[name]
-    z, n, p, r = (_round_p50s(figs, k) for k in ("zmq-direct", "nng-direct", "zmq-proxy", name))
+    z, n, p, r = (_round_p50s(figs, k) for k in (*baselines(figs), "zmq-proxy", name))
     k = len(r)
     if k == 0 or any(len(x) != k for x in (z, n, p)):
         return []
@@ -138,7 +170,8 @@ def _median(xs: list[float]) -> float | None:
 
 
 def derive(figs: dict[str, dict[str, Any]], windows: tuple[int, ...]) -> dict[str, Any]:
-    z, n = _p50(figs.get("zmq-direct")), _p50(figs.get("nng-direct"))
+    zname, nname = baselines(figs)
+    z, n = _p50(figs.get(zname)), _p50(figs.get(nname))
     base = {"zmq": z, "sp": n}
     proxy = figs.get("zmq-proxy")
     proxy_p50 = _p50(proxy)
@@ -169,13 +202,15 @@ def derive(figs: dict[str, dict[str, Any]], windows: tuple[int, ...]) -> dict[st
             entry[f"tput{big}_vs_zmq_proxy"] = _r(rps / proxy_rps, 2)
         hops[name] = entry
     native: dict[str, Any] = {}
+    lib = {"zmq": _p50(figs.get("zmq-direct")), "sp": _p50(figs.get("nng-direct"))}
     for name, fam in (("native-zmq", "zmq"), ("native-sp", "sp")):
-        p, b = _p50(figs.get(name)), base[fam]
+        p, b = _p50(figs.get(name)), lib[fam]
         if p is not None and b:
             native[name] = {"p50_us": _r(p), "direct_p50_us": _r(b),
                             "vs_library_direct": _r(p / b, 2),
                             "library": "zmq-direct" if fam == "zmq" else "nng-direct"}
-    return {"zmq_direct_p50_us": _r(z), "nng_direct_p50_us": _r(n),
+    return {"zmq_direct_p50_us": _r(lib["zmq"]), "nng_direct_p50_us": _r(lib["sp"]),
+            "hop_baselines": [zname, nname], "hop_baseline_p50_us": [_r(z), _r(n)],
             "zmq_proxy_hop_us": _r(proxy_hop), f"zmq_proxy_tput{big}_rps": _r(proxy_rps, 0),
             "hops": hops, "native": native}
 
@@ -287,7 +322,9 @@ def table(result: dict[str, Any]) -> str:
     d = result["derived"]
     head = ["route", "p50 us", "p99 us", "rps x1"] + [f"rps x{w}" for w in windows] + \
            ["hop us", "hop/proxy", "(rounds)", f"x{max(windows) if windows else 0}/proxy",
-            "mid CPU us/req", "mid peak MiB"]
+            "mid CPU us/req", f"mid us/req x{max(windows) if windows else 0}",
+            f"mid r+w calls/req x{max(windows) if windows else 0}", "mid peak MiB",
+            "srv us/req", "srv ceiling rps"]
     rows: list[list[str]] = []
     notes: list[str] = []
     for name, fig in result["routes"].items():
@@ -304,7 +341,13 @@ def table(result: dict[str, Any]) -> str:
                     + [_fmt(hop.get("hop_us")), _fmt(hop.get("hop_vs_zmq_proxy"), 2),
                        _fmt(hop.get("hop_vs_zmq_proxy_median_of_rounds"), 2),
                        _fmt(hop.get(f"tput{big}_vs_zmq_proxy"), 2),
-                       _fmt(mid.get("cpu_us_per_req")), _fmt(mid.get("peak_rss_mib"))])
+                       _fmt(mid.get("cpu_us_per_req")),
+                       _fmt(mid.get(f"cpu_us_per_req_{big}")),
+                       "+".join(_fmt(x, 2) for x in mid.get(f"syscalls_per_req_{big}") or [])
+                       or "-",
+                       _fmt(mid.get("peak_rss_mib")),
+                       _fmt(fig.get("server_process", {}).get("cpu_us_per_req")),
+                       _fmt(fig.get("server_process", {}).get("ceiling_rps_one_core"), 0)])
         if fig["status"] != "ok":
             notes.append(f"  {name}: {fig['status']}: {fig.get('reason')}")
     widths = [max(len(str(r[i])) for r in [head, *rows]) for i in range(len(head))]
@@ -319,7 +362,29 @@ def table(result: dict[str, Any]) -> str:
                  f"throughput: {s['tput_requests']} requests/route/window; {s['rounds']} "
                  "interleaved rounds; hop = p50 - direct p50, cross family vs the mean of both "
                  "directs; (rounds) = median over rounds of the same ratio from each round's "
-                 "p50s)")
+                 "p50s; mid/srv us/req = CPU time of the middle / server process per request "
+                 "(psutil), srv ceiling = requests per CPU-second of the server; r+w calls = "
+                 "read/write system calls (/proc/PID/io: libuv's read/write/writev; libzmq's "
+                 "send/recv are not counted, so compare gateway routes only))")
+    sweeps = [(n, f["sweep"]) for n, f in result["routes"].items() if f.get("sweep")]
+    if sweeps:
+        lines.append("clients sweep (each client: its own connection, one request in flight):")
+        for name, sw in sweeps:
+            for k, p in sw.items():
+                if p.get("error"):
+                    lines.append(f"  {name:<20} x{k:>5}: error: {p['error']}")
+                    continue
+                lines.append(f"  {name:<20} x{k:>5}: p50 {_fmt(p.get('p50_us'))} us, p99 "
+                             f"{_fmt(p.get('p99_us'))} us, p99/p50 "
+                             f"{_fmt(_ratio(p.get('p99_us'), p.get('p50_us')), 1)}, "
+                             f"{_fmt(p.get('rps'), 0)} req/s, mid CPU "
+                             f"{_fmt(p.get('mid_cpu_us_per_req'))} us/req, cores busy: mid "
+                             f"{_fmt(p.get('mid_cores'), 2)} client {_fmt(p.get('client_cores'), 2)}"
+                             f", mid read+write calls/req {_fmt(p.get('mid_reads_per_req'), 2)}+"
+                             f"{_fmt(p.get('mid_writes_per_req'), 2)}"
+                             f" ({p.get('n')} round "
+                             f"trips, {p.get('client')} clients"
+                             f"{', TIMED OUT' if p.get('timed_out') else ''})")
     if notes:
         lines.append("not measured:")
         lines.extend(notes)
@@ -343,6 +408,26 @@ def table(result: dict[str, Any]) -> str:
                              f"{_fmt(f.get('final_pending'), 0)}; peak RSS "
                              f"{_fmt(f.get('peak_rss_mib'))} MiB; counters "
                              f"{f.get('counters') or {}}")
+    wc = result.get("workers_check")
+    if wc:
+        lines.append(f"workers check: {wc['route']}, {wc['clients']} client connections "
+                     f"(one request in flight each), {wc['requests_per_round']} round trips per "
+                     f"round; gateway CPU = parent + workers (psutil):")
+        if wc.get("reason"):
+            lines.append(f"  unavailable: {wc['reason']}")
+        for n, f in wc.get("workers", {}).items():
+            lines.append(f"  --workers {n}: {_fmt(f.get('rps'), 0)} req/s (rounds "
+                         f"{f.get('rps_rounds')}), p50 {f.get('p50_us_rounds')} us, p99 "
+                         f"{f.get('p99_us_rounds')} us, gateway CPU "
+                         f"{_fmt(f.get('mid_cpu_us_per_req'))} us/req, "
+                         f"{_fmt(f.get('mid_cores'), 2)} cores busy; cores busy per round: "
+                         f"gateway {f.get('mid_cores_rounds')}, client "
+                         f"{f.get('client_cores_rounds')}, server {f.get('server_cores_rounds')}")
+        for k, v in wc.items():
+            if k.startswith("ratio_"):
+                lines.append(f"  throughput {k.removeprefix('ratio_').replace('_', ' ')}: "
+                             f"{_fmt(v, 2)}x (clients, server and workers share "
+                             f"{result['meta']['cpus']} cores)")
     if result.get("goals"):
         lines.append("goals (issue 5):")
         for g in result["goals"]:
@@ -353,6 +438,10 @@ def table(result: dict[str, Any]) -> str:
             lines.append(f"  [{mark}] {g['goal']}: {val}{rounds} {g['op']} "
                          f"{_fmt(g['limit'], 2)}{why}")
     return "\n".join(lines)
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return a / b if a is not None and b else None
 
 
 def write_json(result: dict[str, Any], path: str) -> None:

@@ -12,7 +12,11 @@ from dataclasses import dataclass
 
 #: client family on the wire -> which library client speaks it
 LIB_CLIENT = {"zmq": "zmq", "sp": "nng"}
-LIB_SERVER = {"zmq": "zmq-rep", "sp": "nng-rep"}
+#: the server behind every middle (proxy, device, gateway): echoes that out-run any middle, so a
+#: route's figure is the middle's own (``zmq-echo-direct`` / ``sp-echo-direct`` show them direct)
+LIB_SERVER = {"zmq": "zmq-echo", "sp": "sp-echo"}
+#: the direct route of each echo server: the hop baseline of the routes with a middle
+ECHO_DIRECT = {"zmq": "zmq-echo-direct", "sp": "sp-echo-direct"}
 LIB_BACKEND = {"zmq": "pyzmq", "sp": "pynng"}
 
 
@@ -32,9 +36,11 @@ class Route:
     @property
     def baseline(self) -> str:
         """What 'direct' means for this route's hop (see ``report.hop_us``)."""
+        if self.middle is None:
+            return self.name
         if self.front == self.back:
-            return "zmq-direct" if self.front == "zmq" else "nng-direct"
-        return "mean(zmq-direct, nng-direct)"
+            return ECHO_DIRECT[self.front]
+        return f"mean({ECHO_DIRECT['zmq']}, {ECHO_DIRECT['sp']})"
 
 
 def _gateway_routes() -> list[Route]:
@@ -44,7 +50,7 @@ def _gateway_routes() -> list[Route]:
             for back in ("zmq", "sp"):
                 what = ("pyzmq/pynng adapters" if backend == "lib" else "native engine")
                 client = "libzmq REQ/DEALER" if front == "zmq" else "nng Req0/raw Req0"
-                server = "libzmq REP" if back == "zmq" else "nng Rep0"
+                server = "zmq echo" if back == "zmq" else "SP echo"
                 out.append(Route(
                     name=f"gw-{front}-{back}-{backend}", group="gateway",
                     description=f"{client} -> gateway bridge {front}->{back} ({what}) -> {server}",
@@ -58,12 +64,20 @@ ROUTES: list[Route] = [
           client="zmq", server="zmq-rep"),
     Route(name="nng-direct", group="library", description="nng Req0 <-> Rep0 (pynng)",
           client="nng", server="nng-rep", front="sp", back="sp"),
+    Route(name="zmq-echo-direct", group="library",
+          description="libzmq REQ/DEALER <-> zmq echo (zmq_proxy(ROUTER, ROUTER), in C): "
+                      "the server of every zmq route with a middle",
+          client="zmq", server="zmq-echo"),
+    Route(name="sp-echo-direct", group="library",
+          description="nng Req0 <-> SP echo (rep0 handshake, then the byte stream back): "
+                      "the server of every SP route with a middle",
+          client="nng", server="sp-echo", front="sp", back="sp"),
     Route(name="zmq-proxy", group="library",
-          description="libzmq REQ -> zmq.proxy(ROUTER/DEALER) -> REP",
-          client="zmq", server="zmq-rep", middle="zmq-proxy"),
+          description="libzmq REQ -> zmq.proxy(ROUTER/DEALER) -> zmq echo",
+          client="zmq", server=LIB_SERVER["zmq"], middle="zmq-proxy"),
     Route(name="nng-device", group="library",
-          description="nng Req0 -> nng_device(raw Rep0/raw Req0) -> Rep0",
-          client="nng", server="nng-rep", middle="nng-device", front="sp", back="sp"),
+          description="nng Req0 -> nng_device(raw Rep0/raw Req0) -> SP echo",
+          client="nng", server=LIB_SERVER["sp"], middle="nng-device", front="sp", back="sp"),
     Route(name="native-zmq", group="native", description="native REQ <-> native REP, zmq+tcp",
           client="native", server="native-rep", front="zmq", back="zmq"),
     Route(name="native-sp", group="native", description="native REQ <-> native REP, sp+tcp",
@@ -71,7 +85,7 @@ ROUTES: list[Route] = [
     *_gateway_routes(),
     Route(name="gw-zmq-zmq-proxy", group="gateway",
           description="libzmq REQ/DEALER -> gateway bridge zmq->zmq (--forwarder proxy: "
-                      "libzmq's zmq_proxy) -> libzmq REP",
+                      "libzmq's zmq_proxy) -> zmq echo",
           client=LIB_CLIENT["zmq"], server=LIB_SERVER["zmq"], middle="bridge", front="zmq",
           back="zmq", backend="lib", bridge_args=("--forwarder", "proxy")),
 ]

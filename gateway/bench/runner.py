@@ -18,10 +18,15 @@ from gateway.bench.procs import (
     gateway_cli_problem,
     proc_cpu_seconds,
     proc_memory_mib,
+    proc_syscalls,
     start_bridge,
     tcp_address,
 )
 from gateway.bench.routes import LIB_BACKEND, Route
+
+#: the routes of the clients sweep (when selected): the proxy and the native gateway routes
+SWEEP_ROUTES = ("zmq-proxy", "gw-zmq-zmq-native", "gw-zmq-sp-native", "gw-sp-zmq-native",
+                "gw-sp-sp-native")
 
 
 @dataclass
@@ -37,6 +42,9 @@ class Settings:
     max_time: float
     bridge_args: tuple[str, ...] = ()
     verbose: bool = True
+    sweep: tuple[int, ...] = ()  # clients sweep: concurrent clients per point
+    sweep_requests: int = 0  # timed round trips per point (at least 5 per client)
+    sweep_routes: tuple[str, ...] = SWEEP_ROUTES
 
 
 @dataclass
@@ -47,10 +55,14 @@ class RouteRun:
     procs: list[Proc] = field(default_factory=list)
     client: Proc | None = None
     middle: Proc | None = None
+    server: Proc | None = None
     samples_ns: list[int] = field(default_factory=list)
     lat_elapsed: float = 0.0
     tput: dict[int, list[float]] = field(default_factory=dict)  # window -> [n, elapsed]
     cpu: dict[str, float] = field(default_factory=dict)  # phase -> middle CPU seconds
+    server_cpu: dict[str, float] = field(default_factory=dict)  # phase -> server CPU seconds
+    syscalls: dict[str, list[int]] = field(default_factory=dict)  # phase -> middle [reads, writes]
+    sweep: dict[int, dict[str, Any]] = field(default_factory=dict)  # clients -> figures
     reqs: dict[str, int] = field(default_factory=dict)  # phase -> requests
     round_p50_us: list[float] = field(default_factory=list)  # per round: the spread
     round_rps: dict[int, list[float]] = field(default_factory=dict)
@@ -84,6 +96,7 @@ def start_server_and_middle(route: Route, settings: Settings, run: RouteRun,
     cfg: dict[str, Any] = {"wire": route.back} if role == "native-rep" else {}
     server = Proc.peer(f"{route.name}/server", role, **cfg)
     run.procs.append(server)
+    run.server = server
     url = str(server.wait_ready(settings.ready_timeout)["url"])
     if route.middle is None:
         return url
@@ -126,14 +139,27 @@ def teardown(run: RouteRun) -> None:
     run.procs.clear()
 
 
-def _middle_cpu(run: RouteRun) -> float | None:
-    return proc_cpu_seconds(run.middle.pid) if run.middle is not None else None
+Usage = tuple[float | None, float | None, tuple[int, int] | None]
 
 
-def _account(run: RouteRun, phase: str, cpu0: float | None, n: int) -> None:
+def _middle_cpu(run: RouteRun) -> Usage:
+    """CPU seconds so far of the middle process and of the server (None: none or gone), and
+    the middle's (read, write) system calls."""
+    mid = proc_cpu_seconds(run.middle.pid) if run.middle is not None else None
+    srv = proc_cpu_seconds(run.server.pid) if run.server is not None else None
+    calls = proc_syscalls(run.middle.pid) if run.middle is not None else None
+    return mid, srv, calls
+
+
+def _account(run: RouteRun, phase: str, cpu0: Usage, n: int) -> None:
     cpu1 = _middle_cpu(run)
-    if cpu0 is not None and cpu1 is not None:
-        run.cpu[phase] = run.cpu.get(phase, 0.0) + (cpu1 - cpu0)
+    for into, a, b in ((run.cpu, cpu0[0], cpu1[0]), (run.server_cpu, cpu0[1], cpu1[1])):
+        if a is not None and b is not None:
+            into[phase] = into.get(phase, 0.0) + (b - a)
+    if cpu0[2] is not None and cpu1[2] is not None:
+        acc = run.syscalls.setdefault(phase, [0, 0])
+        acc[0] += cpu1[2][0] - cpu0[2][0]
+        acc[1] += cpu1[2][1] - cpu0[2][1]
     run.reqs[phase] = run.reqs.get(phase, 0) + n
 
 
@@ -195,6 +221,62 @@ def measure_round(run: RouteRun, settings: Settings, n_lat: int, n_tput: int) ->
     run.rounds_done += 1
 
 
+def sweep_point(run: RouteRun, settings: Settings, clients: int) -> dict[str, Any]:
+    """``clients`` concurrent clients (one connection and one request in flight each) in a
+    fresh client process; p50/p99 round trip and the middle's CPU per request."""
+    route = run.route
+    if route.front == "zmq":
+        kind, url = "zmq", tcp_address(run.front_url)
+    else:
+        kind, url = "native", "sp+" + tcp_address(run.front_url)
+    n = max(settings.sweep_requests, 5 * clients)
+    timeout = max(settings.slice_timeout, 60.0)
+    proc = Proc.peer(f"{route.name}/sweep{clients}", "sweep-client", client=kind, url=url)
+    try:
+        proc.wait_ready(settings.ready_timeout)
+        cpu0 = _middle_cpu(run)
+        client0 = proc_cpu_seconds(proc.pid)
+        res = proc.request(timeout * 2 + 30, op="sweep", clients=clients, n=n,
+                           size=settings.size, timeout=timeout)
+        cpu1 = _middle_cpu(run)
+        client1 = proc_cpu_seconds(proc.pid)
+    except Unavailable as exc:
+        return {"clients": clients, "error": str(exc)}
+    finally:
+        proc.stop()
+    out: dict[str, Any] = {"clients": clients, "client": kind, **res}
+    if res.get("n") and res.get("elapsed"):
+        out["rps"] = round(res["n"] / res["elapsed"])
+        if cpu0[0] is not None and cpu1[0] is not None:
+            # includes the warm-up round trip of every client (and its connection set-up)
+            out["mid_cpu_s"] = round(cpu1[0] - cpu0[0], 3)
+            out["mid_cpu_us_per_req"] = round((cpu1[0] - cpu0[0]) / (res["n"] + clients) * 1e6,
+                                              1)
+        if cpu0[2] is not None and cpu1[2] is not None:
+            done = res["n"] + clients
+            out["mid_reads_per_req"] = round((cpu1[2][0] - cpu0[2][0]) / done, 2)
+            out["mid_writes_per_req"] = round((cpu1[2][1] - cpu0[2][1]) / done, 2)
+        # CPU-seconds per second of the whole point (warm-up included) of each process: who
+        # was busy (on a small machine the peers can be the bottleneck, not the middle)
+        for who, a, b in (("mid", cpu0[0], cpu1[0]), ("server", cpu0[1], cpu1[1]),
+                          ("client", client0, client1)):
+            if a is not None and b is not None and res.get("wall"):
+                out[f"{who}_cores"] = round((b - a) / res["wall"], 2)
+    return out
+
+
+def run_sweep(runs: list[RouteRun], settings: Settings) -> None:
+    for run in runs:
+        if run.status != "ok" or run.route.name not in settings.sweep_routes:
+            continue
+        for clients in settings.sweep:
+            log(settings, f"sweep {run.route.name}: {clients} clients")
+            fig = sweep_point(run, settings, clients)
+            run.sweep[clients] = fig
+            if "error" in fig:
+                log(settings, f"sweep {run.route.name} x{clients}: {fig['error']}")
+
+
 def split(total: int, parts: int, index: int) -> int:
     """The ``index``-th of ``parts`` near-equal shares of ``total``."""
     return total // parts + (1 if index < total % parts else 0)
@@ -236,6 +318,8 @@ def run_routes(routes: list[Route], settings: Settings) -> list[RouteRun]:
                                  f"{run.rounds_done} rounds"
                     continue
                 measure_round(run, settings, n_lat, n_tput)
+        if settings.sweep:
+            run_sweep(runs, settings)
     finally:
         for run in runs:
             teardown(run)

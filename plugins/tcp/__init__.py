@@ -6,7 +6,7 @@ import asyncio
 import socket
 
 from gateway.hookspecs import hookimpl
-from gateway.transport import ProtocolFactory, ServerListener, default_backlog
+from gateway.transport import ProtocolFactory, ServerListener, default_backlog, ports_shared
 from gateway.url import split_host_port
 
 
@@ -22,6 +22,8 @@ class TcpTransport:
         sock = socket.socket(family, socket.SOCK_STREAM)
         try:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if ports_shared():  # a worker of --workers N: the kernel spreads the connections
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
             sock.bind((host, port))
             sock.listen(default_backlog() if backlog is None else backlog)
             sock.setblocking(False)
