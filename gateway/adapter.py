@@ -57,6 +57,11 @@ class SideOptions:
     reconnect_ivl_max: float = 2.0  # the redial wait doubles up to this (RECONNECT_IVL_MAX)
     handshake_timeout: float = 10.0  # greeting/header deadline (libzmq HANDSHAKE_IVL)
     linger: float = 0.5  # on close, seconds queued messages may still be sent (LINGER)
+    #: the bridge's pattern (:data:`gateway.options.PATTERNS`): a bridge setting, read
+    #: by the bridge itself and never handed to an adapter
+    pattern: str = ""
+    #: pub/sub: prefixes the subscribing side holds on its own (None: the pattern's default)
+    subscribe: tuple[bytes, ...] | None = None
     # ZeroMQ security (gateway.security): paths to files, never secrets themselves
     curve_server: bool = False  # this side is the CURVE server (CURVE_SERVER)
     curve_cert: str | None = None  # this side's certificate, the .key_secret file

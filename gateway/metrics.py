@@ -61,6 +61,9 @@ SPECS: dict[str, MetricSpec] = {
     "gateway_pending_tokens": MetricSpec(
         "gauge", "ZeroMQ envelopes parked in the token table, waiting for an SP reply.",
         ("bridge",)),
+    "gateway_subscribed_prefixes": MetricSpec(
+        "gauge", "Pub/sub bridges: prefixes the gateway holds at the publisher (the union of its "
+        "subscribers' and the configured ones).", ("bridge",)),
     "gateway_peers": MetricSpec(
         "gauge", "Connected peers of a bridge side (-1: the backend cannot tell).",
         ("bridge", "side")),

@@ -95,6 +95,37 @@ def flag(value: object) -> bool:
     raise ValueError("true or false (1/0, yes/no, on/off)")
 
 
+#: what ``?pattern=`` accepts (``pair1``: SP pair1, with its hop-count header; SP side only)
+PATTERNS = ("reqrep", "pubsub", "pipeline", "pair", "pair1")
+
+
+def pattern(value: object) -> str:
+    """One of :data:`PATTERNS`."""
+    text = str(value).strip().lower()
+    if isinstance(value, bool) or text not in PATTERNS:
+        raise ValueError(" | ".join(PATTERNS))
+    return text
+
+
+def topics(value: object) -> tuple[bytes, ...]:
+    """Subscription prefixes: a comma-separated string (``a.,b.``; empty: everything) or, in
+    TOML, a list of strings (which may hold commas). UTF-8 bytes, duplicates kept once."""
+    if isinstance(value, str):
+        items: list[object] = list(value.split(",")) if value else [""]
+    elif isinstance(value, list | tuple):
+        items = list(value)
+    else:
+        raise ValueError('prefixes: "a.,b." or a list of strings ("" subscribes to everything)')
+    out: list[bytes] = []
+    for item in items:
+        if not isinstance(item, str):
+            raise ValueError('prefixes: "a.,b." or a list of strings ("" subscribes to everything)')
+        topic = item.encode()
+        if topic not in out:
+            out.append(topic)
+    return tuple(out)
+
+
 def _path(value: object) -> str:
     if not isinstance(value, str) or not value.strip():
         raise ValueError("a file path")
@@ -217,6 +248,13 @@ OPTIONS: tuple[Option, ...] = (
            "on close, how long queued messages may still be sent (default 500ms)"),
     Option("backlog", "backlog", whole,
            "listen backlog of a bound endpoint (default [limits] backlog; 0: the system maximum)"),
+    Option("pattern", "pattern", pattern,
+           "the bridge's pattern: reqrep (default), pubsub, pipeline, pair, or pair1 (SP pair1); "
+           "set on either side, the other side follows"),
+    Option("subscribe", "subscribe", topics,
+           "pub/sub: prefixes the gateway subscribes to at the publisher (a.,b.; empty: "
+           "everything; default everything behind an SP front, only its clients' behind a "
+           "ZeroMQ front)"),
     Option("curve_server", "curve_server", flag,
            "ZeroMQ: be the CURVE server (needs curve_cert; libzmq CURVE_SERVER)"),
     Option("curve_cert", "curve_cert", secret_cert,
@@ -255,6 +293,9 @@ OPTIONS: tuple[Option, ...] = (
     Option("plain_password", "plain_password_file", _no_inline("use plain_password_file=PATH"),
            "refused: name a file with plain_password_file", refused=True),
 )
+
+#: settings the bridge reads itself; no adapter is asked to honour them
+BRIDGE_FIELDS = frozenset({"pattern", "subscribe"})
 
 #: every spelling (names and aliases) -> its row
 BY_NAME: dict[str, Option] = {n: o for o in OPTIONS for n in (o.name, *o.aliases)}
@@ -326,5 +367,6 @@ def help_text() -> str:
                      if not o.refused)
 
 
-__all__ = ["BY_NAME", "OPTIONS", "Option", "count", "describe", "duration", "flag", "help_text",
-           "known", "lookup", "merged", "read", "size", "whole"]
+__all__ = ["BRIDGE_FIELDS", "BY_NAME", "OPTIONS", "PATTERNS", "Option", "count", "describe",
+           "duration", "flag", "help_text", "known", "lookup", "merged", "pattern", "read",
+           "size", "topics", "whole"]

@@ -96,3 +96,33 @@ def test_the_design_page_lists_every_setting() -> None:
     page = (Path(__file__).resolve().parents[1] / "docs" / "design.md").read_text()
     for o in options.OPTIONS:
         assert f"`?{o.name}=`" in page, o.name
+
+
+@pytest.mark.parametrize(("value", "expect"), [
+    ("pubsub", "pubsub"), ("PIPELINE", "pipeline"), ("pair", "pair"), ("pair1", "pair1"),
+    ("reqrep", "reqrep")])
+def test_pattern_values(value: str, expect: str) -> None:
+    assert options.pattern(value) == expect
+
+
+@pytest.mark.parametrize("value", ["bus", "", True, "pub"])
+def test_bad_pattern_values(value: object) -> None:
+    with pytest.raises(ValueError):
+        options.pattern(value)
+
+
+@pytest.mark.parametrize(("value", "expect"), [
+    ("a.,b.", (b"a.", b"b.")),
+    ("", (b"",)),  # the empty prefix: everything
+    ("a.,a.", (b"a.",)),
+    (["a,b", ""], (b"a,b", b"")),  # TOML lists may hold commas
+    ("é.", ("é.".encode(),)),
+])
+def test_subscribe_topics(value: object, expect: tuple[bytes, ...]) -> None:
+    assert options.topics(value) == expect
+
+
+@pytest.mark.parametrize("value", [3, [1], None])
+def test_bad_subscribe_topics(value: object) -> None:
+    with pytest.raises(ValueError):
+        options.topics(value)

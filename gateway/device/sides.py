@@ -33,6 +33,9 @@ class NativeRaw:
                              reconnect_ivl_max=options.reconnect_ivl_max,
                              handshake_timeout=options.handshake_timeout,
                              linger=options.linger,
+                             # toward an SP publisher the gateway's sub0 filters by what it
+                             # holds (a raw XSUB would take everything)
+                             filter=True if kind == "XSUB" else None,
                              name=name or f"device-x{kind.lower()}",
                              security=security_of(options), tls=tls_of(options))
         self.send_msg = self.socket.send_msg
