@@ -22,6 +22,7 @@ BUILTIN_PLUGINS = {  # installed from the repository's plugins/ folder as gatewa
     "auth": "gateway_plugins.auth",  # first registered, so asked last (firstresult hooks)
     "tcp": "gateway_plugins.tcp",
     "tls": "gateway_plugins.tls",
+    "ws": "gateway_plugins.ws",
     "ipc": "gateway_plugins.ipc",
     "inproc": "gateway_plugins.inproc",
     "wires": "gateway_plugins.wires",

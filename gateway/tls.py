@@ -27,6 +27,8 @@ from gateway.errors import ConfigError
 
 VERIFY_MODES = {"none": ssl.CERT_NONE, "optional": ssl.CERT_OPTIONAL,
                 "required": ssl.CERT_REQUIRED}
+#: the transports that run inside TLS
+TLS_TRANSPORTS = ("tls+tcp", "wss")
 #: the SideOptions fields of this module
 TLS_FIELDS = ("tls_cert", "tls_key", "tls_ca", "tls_verify", "tls_server_name")
 
@@ -90,16 +92,20 @@ def check_settings(settings: Mapping[str, Any], family: str, transport: str,
     """Mistakes in combining TLS settings with an endpoint (every one, one line each)."""
     given = [f for f in TLS_FIELDS if settings.get(f) is not None]
     errors: list[str] = []
-    if transport != "tls+tcp":
+    if transport in ("ws",) and family != "sp":
+        errors.append("ws is an SP transport (nng's WebSocket mapping); ZeroMQ's own (ZWS) is "
+                      "not supported: use zmq+tcp")
+    if transport not in TLS_TRANSPORTS:
         if given:
-            errors.append(f"{', '.join(given)}: TLS settings need an sp+tls+tcp:// endpoint")
+            errors.append(f"{', '.join(given)}: TLS settings need an sp+tls+tcp:// or sp+wss:// "
+                          "endpoint")
         return errors
     if family != "sp":
-        errors.append("tls+tcp is an SP transport (nng's); libzmq has no TLS transport: use "
-                      "CURVE (curve_server, curve_cert) for ZeroMQ")
+        errors.append(f"{transport} is an SP transport (nng's); libzmq has no TLS transport: "
+                      "use CURVE (curve_server, curve_cert) for ZeroMQ")
     if bound and not settings.get("tls_cert"):
-        errors.append("a bound sp+tls+tcp:// endpoint needs tls_cert (and tls_key unless the "
-                      "key is in the same file)")
+        errors.append(f"a bound sp+{transport}:// endpoint needs tls_cert (and tls_key unless "
+                      "the key is in the same file)")
     if settings.get("tls_key") and not settings.get("tls_cert"):
         errors.append("tls_key without tls_cert")
     if bound and settings.get("tls_verify") in ("optional", "required") \

@@ -212,12 +212,11 @@ class Socket:
             raise ConfigError(f"{url}: {self.security.mechanism} is ZeroMQ security; an SP "
                               "endpoint cannot use it")
         transport = reg.transport(ep.transport)
-        if getattr(transport, "tls", False):
-            if ep.family != SP:
-                raise ConfigError(f"{url}: tls+tcp is an SP transport (nng's); libzmq has no "
-                                  "TLS transport: use CURVE for ZeroMQ")
-        elif self.tls is not None:
-            raise ConfigError(f"{url}: TLS settings need an sp+tls+tcp:// endpoint")
+        if getattr(transport, "sp_only", False) and ep.family != SP:
+            raise ConfigError(f"{url}: {ep.transport} is an SP transport (nng's); for ZeroMQ "
+                              "use tcp (with CURVE for security)")
+        if self.tls is not None and not getattr(transport, "tls", False):
+            raise ConfigError(f"{url}: TLS settings need an sp+tls+tcp:// or sp+wss:// endpoint")
         return ep, reg.wire(ep.wire), transport
 
     def _tls_context(self, server_side: bool) -> ssl.SSLContext:
@@ -226,7 +225,7 @@ class Socket:
         if ctx is None:
             settings = self.tls or TlsSettings()
             if server_side and not settings.cert:
-                raise ConfigError("a bound sp+tls+tcp:// endpoint needs tls_cert")
+                raise ConfigError("a bound sp+tls+tcp:// or sp+wss:// endpoint needs tls_cert")
             ctx = self._tls_contexts[server_side] = settings.context(server_side)
         return ctx
 

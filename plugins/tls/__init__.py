@@ -67,7 +67,7 @@ class TlsShim(asyncio.Protocol):
         self._early.append(data)
 
     def _failed(self, raw: asyncio.BaseTransport, exc: BaseException) -> None:
-        pipe = self.pipe
+        pipe = getattr(self.pipe, "pipe", self.pipe)  # the engine's pipe, under a WsShim too
         peer = raw.get_extra_info("peername")
         if peer and hasattr(pipe, "peer"):
             pipe.peer = f"{peer[0]}:{peer[1]}"
@@ -76,7 +76,7 @@ class TlsShim(asyncio.Protocol):
             pipe.fail_reason = "tls"
             pipe.fail_detail = f"TLS handshake failed: {detail}"
             pipe.fail_fields = {"wire": "sp", "tls": str(detail)}
-        pipe.connection_lost(exc if isinstance(exc, Exception) else None)
+        self.pipe.connection_lost(exc if isinstance(exc, Exception) else None)
 
     def connection_lost(self, exc: Exception | None) -> None:
         if self._task is not None and not self._task.done():
@@ -88,6 +88,8 @@ class TlsTcpTransport:
     scheme = "tls+tcp"
     #: the engine passes ``tls=`` (an ``ssl.SSLContext``) to listen and dial
     tls = True
+    #: nng's transport: the engine refuses it for a ZeroMQ endpoint
+    sp_only = True
 
     def listen(self, address: str, protocol_factory: ProtocolFactory, *,
                backlog: int | None = None, tls: ssl.SSLContext) -> ServerListener:
