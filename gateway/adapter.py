@@ -72,6 +72,9 @@ class SideOptions:
     plain_passwords: str | None = None  # server: user=password file
     plain_username: str | None = None  # client: PLAIN_USERNAME
     plain_password_file: str | None = None  # client: file holding PLAIN_PASSWORD
+    # listener limits (native bound endpoints)
+    allow: tuple[str, ...] | None = None  # CIDR networks whose clients are accepted
+    max_connections: int | None = None  # connections accepted at once
     # SP over TLS (gateway.tls): paths to PEM files
     tls_cert: str | None = None  # this side's certificate chain
     tls_key: str | None = None  # its private key (None: in the tls_cert file)

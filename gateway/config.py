@@ -201,8 +201,12 @@ def from_dict(data: dict[str, Any], source: str = "config") -> Config:
 
                 both = {**url_settings, **read}
                 bound = (ep.mode or ("bind" if key == "front" else "connect")) == "bind"
+                misplaced = [f"{name}: applies to a bound endpoint (@), not a connecting one"
+                          for name in ("allow", "max_connections")
+                          if not bound and both.get(name) is not None]
                 for line in [*check_settings(both, ep.family),
-                             *tls.check_settings(both, ep.family, ep.transport, bound)]:
+                             *tls.check_settings(both, ep.family, ep.transport, bound),
+                             *misplaced]:
                     err(f"{where} {key}", line)
                     ok = False
         forwarder = entry.get("forwarder", "auto")

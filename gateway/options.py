@@ -132,6 +132,27 @@ def _path(value: object) -> str:
     return value.strip()
 
 
+def cidrs(value: object) -> tuple[str, ...]:
+    """Networks in CIDR notation, comma-separated (or a TOML list); a bare address is a /32
+    (/128)."""
+    import ipaddress
+
+    items = value if isinstance(value, list | tuple) else str(value).split(",")
+    out = []
+    for item in items:
+        text = str(item).strip()
+        if not text:
+            continue
+        try:
+            out.append(str(ipaddress.ip_network(text, strict=False)))
+        except ValueError:
+            raise ValueError(f"networks in CIDR notation, like 10.0.0.0/8 ({text!r} is not "
+                             "one)") from None
+    if not out:
+        raise ValueError("at least one network in CIDR notation, like 127.0.0.1/32")
+    return tuple(out)
+
+
 def _tls(name: str) -> Callable[[object], Any]:
     """A converter of :mod:`gateway.tls`, imported when used."""
 
@@ -274,6 +295,11 @@ OPTIONS: tuple[Option, ...] = (
            "ZeroMQ PLAIN client: the user name (libzmq PLAIN_USERNAME)"),
     Option("plain_password_file", "plain_password_file", secret_file,
            "ZeroMQ PLAIN client: a file holding the password (mode 600)"),
+    Option("allow", "allow", cidrs,
+           "a bound endpoint accepts only clients from these networks: CIDR list, "
+           "e.g. 127.0.0.1/32,10.0.0.0/8,::1/128 (default: anyone)"),
+    Option("max_connections", "max_connections", count,
+           "a bound endpoint refuses connections beyond this many at once (default: no limit)"),
     Option("tls_cert", "tls_cert", _tls("readable_file"),
            "SP over TLS (sp+tls+tcp://): this side's certificate chain, PEM (needed to bind)"),
     Option("tls_key", "tls_key", _tls("readable_file"),

@@ -126,3 +126,18 @@ def test_subscribe_topics(value: object, expect: tuple[bytes, ...]) -> None:
 def test_bad_subscribe_topics(value: object) -> None:
     with pytest.raises(ValueError):
         options.topics(value)
+
+
+@pytest.mark.parametrize(("value", "networks"), [
+    ("127.0.0.1/32", ("127.0.0.1/32",)),
+    ("127.0.0.1, 10.1.2.3/8,::1", ("127.0.0.1/32", "10.0.0.0/8", "::1/128")),
+    (["192.168.0.0/16"], ("192.168.0.0/16",)),
+])
+def test_cidrs(value: object, networks: tuple[str, ...]) -> None:
+    assert options.cidrs(value) == networks
+
+
+@pytest.mark.parametrize("value", ["", "10.0.0.300/8", "localhost", ","])
+def test_cidrs_refused(value: object) -> None:
+    with pytest.raises(ValueError, match="CIDR"):
+        options.cidrs(value)

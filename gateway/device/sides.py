@@ -37,7 +37,8 @@ class NativeRaw:
                              # holds (a raw XSUB would take everything)
                              filter=True if kind == "XSUB" else None,
                              name=name or f"device-x{kind.lower()}",
-                             security=security_of(options), tls=tls_of(options))
+                             security=security_of(options), tls=tls_of(options),
+                             allow=options.allow, max_connections=options.max_connections)
         self.send_msg = self.socket.send_msg
         self.recv_msg = self.socket.recv_msg
 

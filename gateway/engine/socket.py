@@ -16,6 +16,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
+import ipaddress
+import os
 import random
 import ssl
 from collections import deque
@@ -54,6 +56,22 @@ def _next_sp_pipe_id() -> bytes:
     _RUNNING_PIPE_IDS[0] = (_RUNNING_PIPE_IDS[0] + 1) & 0x7FFFFFFF or 1
     return _RUNNING_PIPE_IDS[0].to_bytes(4, "big")
 
+
+def open_files_ratio() -> float | None:
+    """Open file descriptors over the soft RLIMIT_NOFILE (None where that cannot be read)."""
+    try:
+        import resource
+
+        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+        used = len(os.listdir("/proc/self/fd"))
+    except (ImportError, OSError):
+        return None
+    if soft <= 0 or soft == getattr(resource, "RLIM_INFINITY", -1):
+        return None
+    return used / soft
+
+
+METRICS.gauge("gateway_open_files_ratio", lambda: open_files_ratio() or 0.0)
 
 #: Seconds between two warnings about failed dials to one endpoint (the counter is exact).
 DIAL_WARN_INTERVAL = 10.0
@@ -133,6 +151,8 @@ class Socket:
                  router_mandatory: bool = False, name: str = "",
                  security: Security | None = None,
                  tls: TlsSettings | None = None,
+                 allow: tuple[str, ...] | None = None,
+                 max_connections: int | None = None,
                  subscribe: bytes | str | list[bytes] | tuple[bytes, ...] = (),
                  verbose: bool = False, filter: bool | None = None,
                  max_subscriptions: int = MAX_SUBSCRIPTIONS) -> None:
@@ -173,6 +193,12 @@ class Socket:
         self.security = security
         #: SP over TLS settings (``gateway.tls``) for ``sp+tls+tcp://`` endpoints
         self.tls = tls
+        #: listener limits: accepted clients' networks, and how many may be connected at once
+        self.allow = tuple(ipaddress.ip_network(n, strict=False) for n in allow or ())
+        self.max_connections = max_connections
+        self._accepted = 0  # connections accepted by this socket's listeners, still open
+        self._refusal_warned: dict[str, float] = {}
+        self._fd_warned = False
         self._tls_contexts: dict[bool, ssl.SSLContext] = {}
         self.name = name or (f"x{self.kind}" if raw and self.kind in ("REQ", "REP", "PUB", "SUB")
                              else self.kind)
@@ -240,11 +266,12 @@ class Socket:
         try:
             if getattr(transport, "tls", False):
                 listener = transport.listen(
-                    ep.address, lambda: self._new_pipe(wire, transport, shown[0]),
+                    ep.address, lambda: self._new_pipe(wire, transport, shown[0], accepted=True),
                     backlog=self.backlog, tls=self._tls_context(True))
             else:
                 listener = listen(transport, ep.address,
-                                  lambda: self._new_pipe(wire, transport, shown[0]),
+                                  lambda: self._new_pipe(wire, transport, shown[0],
+                                                         accepted=True),
                                   backlog=self.backlog)
         except OSError as exc:
             raise TransportError(f"cannot bind {url}: {exc.strerror or exc}") from exc
@@ -299,7 +326,7 @@ class Socket:
             delay = min(delay * 2, self.reconnect_ivl_max)
 
     def _new_pipe(self, wire: WireSpec, transport: Any, endpoint: str,
-                  lost: asyncio.Future[bool] | None = None) -> Pipe:
+                  lost: asyncio.Future[bool] | None = None, accepted: bool = False) -> Pipe:
         made: list[Pipe] = []  # the authenticator asks the pipe for the peer's address
         mechanism = None
         if self.security is not None and wire.family != SP:
@@ -312,11 +339,56 @@ class Socket:
                     handshake_timeout=self.handshake_timeout,
                     message_timeout=self.message_timeout, name=self.name, lost=lost)
         made.append(pipe)
+        if accepted:
+            pipe.admit = self._admit
         if self.closed:
             pipe.close(0)  # aborts as soon as it is connected
         else:
             self._pipes.add(pipe)
         return pipe
+
+    def _admit(self, pipe: Pipe) -> bool:
+        """A listener's limits on a fresh connection: ``allow`` networks, ``max_connections``;
+        a refusal is counted (``gateway_refused_connections_total``) and logged (one warning
+        per reason every ``HANDSHAKE_WARN_INTERVAL`` seconds). Also watches the process's
+        file descriptors (a warning once above 90 % of RLIMIT_NOFILE)."""
+        self._watch_fds()
+        reason = ""
+        if self.allow:
+            host = pipe.peer.rpartition(":")[0].strip("[]")
+            try:
+                address = ipaddress.ip_address(host)
+            except ValueError:  # ipc, inproc: no network address to check
+                address = None
+            if address is not None and not any(address in net for net in self.allow):
+                reason = "not-allowed"
+        if not reason and self.max_connections is not None \
+                and self._accepted >= self.max_connections:
+            reason = "max-connections"
+        if reason:
+            METRICS.inc("gateway_refused_connections_total", socket=self.name, reason=reason)
+            now = asyncio.get_running_loop().time()
+            if now - self._refusal_warned.get(reason, -HANDSHAKE_WARN_INTERVAL) \
+                    >= HANDSHAKE_WARN_INTERVAL:
+                self._refusal_warned[reason] = now
+                log.warning("connection.refused", socket=self.name, endpoint=pipe.endpoint,
+                            peer=pipe.peer, reason=reason,
+                            limit=(self.max_connections if reason == "max-connections"
+                                   else ",".join(map(str, self.allow))))
+            return False
+        self._accepted += 1
+        pipe.accepted = True
+        return True
+
+    def _watch_fds(self) -> None:
+        ratio = open_files_ratio()
+        if ratio is None:
+            return
+        if ratio > 0.9 and not self._fd_warned:
+            self._fd_warned = True
+            log.warning("fd.limit", socket=self.name, used=f"{ratio:.0%}",
+                        advice="raise the open files limit (ulimit -n, LimitNOFILE=) or set "
+                               "max_connections")
 
     # -- pipe events (gateway.engine.pipe.PipeOwner) -----------------------------------------
     def pipe_ready(self, pipe: Pipe, event: HandshakeComplete) -> bytes | None:
@@ -346,6 +418,9 @@ class Socket:
 
     def pipe_lost(self, pipe: Pipe) -> None:
         self._pipes.discard(pipe)
+        if getattr(pipe, "accepted", False):
+            pipe.accepted = False
+            self._accepted -= 1
         if not pipe.ready:
             if not self.closed and not pipe.closing:
                 self._handshake_failed(pipe)
