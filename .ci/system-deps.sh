@@ -8,6 +8,8 @@ command -v nanocat >/dev/null 2>&1 || need+=(nanomsg-utils)
 command -v nngcat >/dev/null 2>&1 || need+=(nng-utils)
 command -v javac >/dev/null 2>&1 || need+=(default-jdk-headless)
 [ -f /usr/share/java/jeromq.jar ] || need+=(libjeromq-java)
+command -v openssl >/dev/null 2>&1 || need+=(openssl)  # test certificates (SP over TLS)
+command -v curl >/dev/null 2>&1 || need+=(curl)  # the README's metrics example
 [ ${#need[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" != 0 ]; then
   echo "system-deps: missing ${need[*]}; run as root or: sudo apt-get install ${need[*]}" >&2

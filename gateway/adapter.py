@@ -69,6 +69,11 @@ class SideOptions:
     tcp_keepalive_idle: float = 60.0  # seconds
     tcp_keepalive_intvl: float = 10.0  # seconds
     tcp_keepalive_cnt: int = 6
+    #: the bridge's pattern (:data:`gateway.options.PATTERNS`): a bridge setting, read
+    #: by the bridge itself and never handed to an adapter
+    pattern: str = ""
+    #: pub/sub: prefixes the subscribing side holds on its own (None: the pattern's default)
+    subscribe: tuple[bytes, ...] | None = None
     # ZeroMQ security (gateway.security): paths to files, never secrets themselves
     curve_server: bool = False  # this side is the CURVE server (CURVE_SERVER)
     curve_cert: str | None = None  # this side's certificate, the .key_secret file
@@ -79,6 +84,15 @@ class SideOptions:
     plain_passwords: str | None = None  # server: user=password file
     plain_username: str | None = None  # client: PLAIN_USERNAME
     plain_password_file: str | None = None  # client: file holding PLAIN_PASSWORD
+    # listener limits (native bound endpoints)
+    allow: tuple[str, ...] | None = None  # CIDR networks whose clients are accepted
+    max_connections: int | None = None  # connections accepted at once
+    # SP over TLS (gateway.tls): paths to PEM files
+    tls_cert: str | None = None  # this side's certificate chain
+    tls_key: str | None = None  # its private key (None: in the tls_cert file)
+    tls_ca: str | None = None  # CAs that verify the peer (None: the system's)
+    tls_verify: str | None = None  # none | optional | required (None: nng's default per side)
+    tls_server_name: str | None = None  # connecting: the expected name (None: the URL's host)
 
 
 class RawSocket(Protocol):

@@ -196,13 +196,21 @@ def from_dict(data: dict[str, Any], source: str = "config") -> Config:
                 continue
             settings[key] = read
             try:
-                family = parse(entry[key]).family if isinstance(entry.get(key), str) else None
+                ep = parse(entry[key]) if isinstance(entry.get(key), str) else None
             except ConfigError:  # reported above
-                family = None
-            if family is not None:
+                ep = None
+            if ep is not None:
+                from gateway import tls
                 from gateway.security import check_settings
 
-                for line in check_settings({**url_settings, **read}, family):
+                both = {**url_settings, **read}
+                bound = (ep.mode or ("bind" if key == "front" else "connect")) == "bind"
+                misplaced = [f"{name}: applies to a bound endpoint (@), not a connecting one"
+                          for name in ("allow", "max_connections")
+                          if not bound and both.get(name) is not None]
+                for line in [*check_settings(both, ep.family),
+                             *tls.check_settings(both, ep.family, ep.transport, bound),
+                             *misplaced]:
                     err(f"{where} {key}", line)
                     ok = False
         forwarder = entry.get("forwarder", "auto")

@@ -283,6 +283,11 @@ class Translator:
     def __init__(self, front: str, back: str, table: TokenTable | None = None,
                  body_codec: BodyCodec | None = None) -> None:
         self.mode = f"{front}->{back}"
+        self.pattern = "reqrep"
+        #: which directions carry messages (front -> back, back -> front); whether a message
+        #: back answers one sent forth (the ledger's requests in flight)
+        self.up = self.down = self.pairs_replies = True
+        self.subscriptions: Subscriptions | None = None
         self.table = table if table is not None else TokenTable()
         self.body_codec = body_codec
         self._expired_seen = self.table.expired_total
@@ -294,8 +299,12 @@ class Translator:
         }.get(self.mode)
         if plan is None:
             raise ValueError(f"no translation for {self.mode}")
-        self.request: Callable[[Message, float], Message] = plan[0]
+        self.request: Callable[[Message, float], Message | None] = plan[0]
         self.reply: Callable[[Message, float], Message] = plan[1]
+
+    def initial(self) -> list[Message]:
+        """Messages the back end gets once it is open (none for request-reply)."""
+        return []
 
     def _to_sp_body(self, msg: Message) -> Message:
         if len(msg[1]) > 1:  # none at all: no-body, from the functions above
@@ -346,3 +355,202 @@ def _same_reply(msg: Message, now: float) -> Message:
     if not msg[0]:  # same family: the front routes by the first hop
         raise EnvelopeError("no-envelope", "reply without a routing hop")
     return msg
+
+
+# ---------------------------------------------------------------------------------------------
+# beyond request-reply: pub/sub, pipeline, pair (docs/patterns.md)
+
+#: ZMTP 3.0 (RFC 29 / RFC 23) subscription messages: one frame, 0x01 + prefix subscribes,
+#: 0x00 + prefix cancels. ZMTP 3.1 SUBSCRIBE/CANCEL commands reach the bridge in the same form
+#: (libzmq's XPUB and the native engine hand both to the application as these messages).
+SUBSCRIBE, CANCEL = b"\x01", b"\x00"
+#: the hop-count word a message entering SP pair1 carries (nng adds one as it sends; the
+#: gateway originates the message on the SP side: hop count 0, as nng's cooked pair1 does)
+PAIR1_HEADER = b"\x00\x00\x00\x00"
+
+
+def subscription(topic: bytes) -> Message:
+    """The message that subscribes to ``topic`` (sent to an XSUB-like face)."""
+    return _new(Message, ((), (SUBSCRIBE + topic,)))
+
+
+def cancel(topic: bytes) -> Message:
+    return _new(Message, ((), (CANCEL + topic,)))
+
+
+class Subscriptions:
+    """The union of a bridge's subscribers' prefixes, counted (RFC 29: subscriptions are
+    additive and not idempotent: subscribing ``a.`` twice takes two cancels).
+
+    ``standing`` prefixes are held by the bridge itself (``?subscribe=``) and never cancelled.
+    :meth:`apply` takes one subscription or cancel message and returns the message to send
+    upstream when the union changed (the first subscriber of a prefix, the last to leave), or
+    None when it did not.
+    """
+
+    __slots__ = ("counts", "standing")
+
+    def __init__(self, standing: tuple[bytes, ...] = ()) -> None:
+        self.standing = tuple(dict.fromkeys(standing))
+        self.counts: dict[bytes, int] = {t: 1 for t in self.standing}
+
+    def __len__(self) -> int:
+        return len(self.counts)
+
+    def union(self) -> list[bytes]:
+        return sorted(self.counts)
+
+    def initial(self) -> list[Message]:
+        """What the subscribing side sends once it is open: the standing prefixes."""
+        return [subscription(t) for t in self.standing]
+
+    def apply(self, msg: Message) -> Message | None:
+        body = msg[1]
+        if len(body) != 1 or not body[0] or body[0][:1] not in (SUBSCRIBE, CANCEL):
+            shown = body[0][:16] if len(body) == 1 else f"{len(body)} frames"
+            raise EnvelopeError("not-a-subscription", f"{shown!r}")
+        frame = body[0]
+        topic = frame[1:]
+        counts = self.counts
+        if frame[:1] == SUBSCRIBE:
+            n = counts.get(topic, 0)
+            counts[topic] = n + 1
+            return subscription(topic) if n == 0 else None
+        n = counts.get(topic, 0)
+        if n == 0 or (n == 1 and topic in self.standing):
+            raise EnvelopeError("unknown-subscription", f"cancel {topic[:32]!r}")
+        if n == 1:
+            del counts[topic]
+            return cancel(topic)
+        counts[topic] = n - 1
+        return None
+
+
+def flatten(msg: Message, body_codec: BodyCodec | None = None) -> Message:
+    """Pub/sub toward SP: a ZeroMQ message of several frames (topic frame + body frames) as the
+    one SP body, the frames concatenated (so ``topic`` stays the prefix an SP subscriber
+    matches), unless the ``gateway_body_codec`` hook packs them its own way. No hops."""
+    body = msg[1]
+    if len(body) == 1:
+        return _new(Message, ((), body))
+    if not body:
+        raise EnvelopeError("no-body")
+    packed = body_codec(body, "to_sp") if body_codec is not None else None
+    return _new(Message, ((), packed if packed is not None else (b"".join(body),)))
+
+
+def relay_to_sp(msg: Message, body_codec: BodyCodec | None = None) -> Message:
+    """Pipeline and pair toward SP: the one body frame, no hops; several frames go through the
+    body codec or are refused (``multi-frame-body``): a straight relay never merges frames."""
+    body = msg[1]
+    if len(body) != 1:
+        packed = body_codec(body, "to_sp") if body_codec is not None and body else None
+        if packed is None:
+            if not body:
+                raise EnvelopeError("no-body")
+            raise EnvelopeError("multi-frame-body", f"{len(body)} frames")
+        body = packed
+    return _new(Message, ((), body))
+
+
+def pair1_strip(msg: Message) -> Message:
+    """SP pair1 -> elsewhere: drop the hop-count word (nng checked it against its TTL)."""
+    hops = msg[0]
+    if len(hops) > 1 or (hops and len(hops[0]) != 4):
+        raise EnvelopeError("bad-hop-header", f"{len(hops)} hop word(s) {hops!r}")
+    return _new(Message, ((), msg[1]))
+
+
+def pair1_add(msg: Message) -> Message:
+    """Elsewhere -> SP pair1: the gateway originates the message, hop count 0."""
+    return _new(Message, ((PAIR1_HEADER,), msg[1]))
+
+
+class PatternTranslator(Translator):
+    """The translation of a pub/sub, pipeline or pair bridge (``front -> back`` families).
+
+    ``request`` is front -> back and ``reply`` back -> front, as for request-reply; which of
+    them runs follows from the pattern (:attr:`up`, :attr:`down`):
+
+    ========  ==============================  ===========================================
+    pattern   front -> back (``request``)     back -> front (``reply``)
+    ========  ==============================  ===========================================
+    pubsub    a ZeroMQ front's subscriptions  the publisher's messages; toward SP frames
+              counted (:class:`Subscriptions`) are concatenated (:func:`flatten`)
+              -> the union's changes
+    pipeline  the messages, straight          (nothing: PUSH never receives)
+    pair      the messages, straight          the messages, straight
+    ========  ==============================  ===========================================
+
+    ``sp_pair1``: the SP side speaks pair1 (its hop-count word is stripped and added).
+    ``request`` returns None when a subscription changed nothing upstream.
+    """
+
+    def __init__(self, pattern: str, front: str, back: str,
+                 body_codec: BodyCodec | None = None, *, subscribe: tuple[bytes, ...] | None = None,
+                 sp_pair1: bool = False) -> None:
+        self.mode = f"{front}->{back}"
+        self.pattern = pattern
+        self.table = TokenTable(1)
+        self.body_codec = body_codec
+        self._expired_seen = 0
+        self.pairs_replies = False
+        codec = self._codec
+        to_back = _passer(front, back, pattern, codec, sp_pair1)
+        to_front = _passer(back, front, pattern, codec, sp_pair1)
+        if pattern == "pubsub":
+            standing = subscribe if subscribe is not None else ((b"",) if front == "sp" else ())
+            self.subscriptions = Subscriptions(standing)
+            self.up = front == "zmtp"  # an SP front (pub0) tells nothing
+            self.down = True
+            apply = self.subscriptions.apply
+            self.request = lambda msg, now: apply(msg)
+            self.reply = to_front
+        elif pattern in ("pipeline", "pair"):
+            self.subscriptions = None
+            self.up, self.down = True, pattern == "pair"
+            self.request, self.reply = to_back, to_front
+        else:
+            raise ValueError(f"no pattern translation for {pattern!r}")
+
+    def _codec(self, frames: tuple[bytes, ...], direction: str) -> tuple[bytes, ...] | None:
+        return self.body_codec(frames, direction) if self.body_codec is not None else None
+
+    def initial(self) -> list[Message]:
+        """Messages for the back end once it is open (the standing subscriptions)."""
+        return self.subscriptions.initial() if self.subscriptions is not None else []
+
+    def forget(self, sent: list[tuple[bytes, ...]]) -> None:
+        return None
+
+    def expire(self, now: float) -> int:
+        return 0
+
+
+def _passer(src: str, dst: str, pattern: str, codec: BodyCodec,
+            sp_pair1: bool) -> Callable[[Message, float], Message]:
+    """One direction of a straight relay (or of pub/sub data) from family ``src`` to ``dst``."""
+    strip = sp_pair1 and src == "sp"
+    add = sp_pair1 and dst == "sp"
+    if dst == "sp" and src == "zmtp":
+        shape: Callable[[Message], Message] = (
+            (lambda m: flatten(m, codec)) if pattern == "pubsub" else (lambda m: relay_to_sp(m, codec)))
+    elif dst == "zmtp" and src == "sp":
+        def shape(m: Message) -> Message:
+            unpacked = codec(m[1], "to_zmtp")
+            return _new(Message, ((), unpacked if unpacked is not None else m[1]))
+    else:
+        def shape(m: Message) -> Message:
+            return m if not m[0] else _new(Message, ((), m[1]))
+
+    if strip and add:  # pair1 -> pair1: the hop count goes on (nng adds one as it sends)
+        return lambda m, now: m if m[0] else pair1_add(m)
+    if strip:
+        return lambda m, now: shape(pair1_strip(m))
+    if add:
+        return lambda m, now: pair1_add(shape(m))
+    return lambda m, now: shape(m)
+
+
+__all__ += ["CANCEL", "PAIR1_HEADER", "SUBSCRIBE", "PatternTranslator", "Subscriptions",
+            "cancel", "flatten", "pair1_add", "pair1_strip", "relay_to_sp", "subscription"]

@@ -157,6 +157,10 @@ DROP_REASONS: dict[str, str] = {
     "expired-token": "a reply whose token had expired",
     "token-expired": "a request whose reply did not come within the token TTL (token_ttl)",
     "bad-envelope": "a message the sending socket refused (e.g. several frames toward SP)",
+    "not-a-subscription": "pub/sub: a message from a ZeroMQ subscriber that is neither a "
+                          "subscription (0x01 + prefix) nor a cancel (0x00 + prefix)",
+    "unknown-subscription": "pub/sub: a cancel for a prefix no subscriber of the bridge holds",
+    "bad-hop-header": "pair1: an SP pair1 message without its one 4-byte hop-count word",
     # the device
     "client-gone": "a reply to a client that is no longer connected",
     "backend-unavailable": "no backend peer took the request in time",
@@ -191,6 +195,9 @@ HANDSHAKE_REASONS: dict[str, str] = {
                 "EVENT_HANDSHAKE_FAILED_PROTOCOL; the log line has libzmq's error code)",
     "auth": "the peer's credentials were refused (a PLAIN password or CURVE key the "
             "gateway_authenticate hook denied, or pyzmq: EVENT_HANDSHAKE_FAILED_AUTH)",
+    "tls": "the TLS handshake of an sp+tls+tcp:// connection failed (a certificate the other "
+           "side does not trust, a wrong server name, not TLS at all); the log line has the "
+           "reason ssl gave",
     "curve": "a CURVE box that does not open (wrong server key, tampered or replayed command)",
     "no-detail": "the library reports a failed handshake without detail (pyzmq: "
                  "EVENT_HANDSHAKE_FAILED_NO_DETAIL)",

@@ -61,6 +61,9 @@ SPECS: dict[str, MetricSpec] = {
     "gateway_pending_tokens": MetricSpec(
         "gauge", "ZeroMQ envelopes parked in the token table, waiting for an SP reply.",
         ("bridge",)),
+    "gateway_subscribed_prefixes": MetricSpec(
+        "gauge", "Pub/sub bridges: prefixes the gateway holds at the publisher (the union of its "
+        "subscribers' and the configured ones).", ("bridge",)),
     "gateway_peers": MetricSpec(
         "gauge", "Connected peers of a bridge side (-1: the backend cannot tell).",
         ("bridge", "side")),
@@ -82,6 +85,13 @@ SPECS: dict[str, MetricSpec] = {
     "gateway_dial_failures_total": MetricSpec(
         "counter", "Failed connection attempts of native sockets, by reason (refused, "
         "unreachable, timeout, error); the socket keeps redialling with backoff.", ("reason",)),
+    "gateway_refused_connections_total": MetricSpec(
+        "counter", "Connections a native listener refused before any handshake, by socket and "
+        "reason (not-allowed: outside the endpoint's allow list; max-connections: the "
+        "endpoint's limit was reached).", ("socket", "reason")),
+    "gateway_open_files_ratio": MetricSpec(
+        "gauge", "Open file descriptors of the process over its limit (RLIMIT_NOFILE); a "
+        "listener logs a warning (fd.limit) once above 0.9."),
     "gateway_handshake_failures_total": MetricSpec(
         "counter", "Connections that ended before their handshake completed, and handshakes a "
         "library reported failed, by socket and reason (see docs: handshake failure reasons).",

@@ -121,10 +121,74 @@ def flag(value: object) -> bool:
     raise ValueError("true or false (1/0, yes/no, on/off)")
 
 
+#: what ``?pattern=`` accepts (``pair1``: SP pair1, with its hop-count header; SP side only)
+PATTERNS = ("reqrep", "pubsub", "pipeline", "pair", "pair1")
+
+
+def pattern(value: object) -> str:
+    """One of :data:`PATTERNS`."""
+    text = str(value).strip().lower()
+    if isinstance(value, bool) or text not in PATTERNS:
+        raise ValueError(" | ".join(PATTERNS))
+    return text
+
+
+def topics(value: object) -> tuple[bytes, ...]:
+    """Subscription prefixes: a comma-separated string (``a.,b.``; empty: everything) or, in
+    TOML, a list of strings (which may hold commas). UTF-8 bytes, duplicates kept once."""
+    if isinstance(value, str):
+        items: list[object] = list(value.split(",")) if value else [""]
+    elif isinstance(value, list | tuple):
+        items = list(value)
+    else:
+        raise ValueError('prefixes: "a.,b." or a list of strings ("" subscribes to everything)')
+    out: list[bytes] = []
+    for item in items:
+        if not isinstance(item, str):
+            raise ValueError('prefixes: "a.,b." or a list of strings ("" subscribes to everything)')
+        topic = item.encode()
+        if topic not in out:
+            out.append(topic)
+    return tuple(out)
+
+
 def _path(value: object) -> str:
     if not isinstance(value, str) or not value.strip():
         raise ValueError("a file path")
     return value.strip()
+
+
+def cidrs(value: object) -> tuple[str, ...]:
+    """Networks in CIDR notation, comma-separated (or a TOML list); a bare address is a /32
+    (/128)."""
+    import ipaddress
+
+    items = value if isinstance(value, list | tuple) else str(value).split(",")
+    out = []
+    for item in items:
+        text = str(item).strip()
+        if not text:
+            continue
+        try:
+            out.append(str(ipaddress.ip_network(text, strict=False)))
+        except ValueError:
+            raise ValueError(f"networks in CIDR notation, like 10.0.0.0/8 ({text!r} is not "
+                             "one)") from None
+    if not out:
+        raise ValueError("at least one network in CIDR notation, like 127.0.0.1/32")
+    return tuple(out)
+
+
+def _tls(name: str) -> Callable[[object], Any]:
+    """A converter of :mod:`gateway.tls`, imported when used."""
+
+    def convert(value: object) -> Any:
+        from gateway import tls
+
+        return getattr(tls, name)(value)
+
+    convert.__doc__ = f"gateway.tls.{name}"
+    return convert
 
 
 def secret_cert(value: object) -> str:
@@ -258,6 +322,13 @@ OPTIONS: tuple[Option, ...] = (
            "seconds between keepalive probes (TCP_KEEPINTVL; default 10)"),
     Option("tcp_keepalive_cnt", "tcp_keepalive_cnt", count,
            "unanswered probes before the connection is dropped (TCP_KEEPCNT; default 6)"),
+    Option("pattern", "pattern", pattern,
+           "the bridge's pattern: reqrep (default), pubsub, pipeline, pair, or pair1 (SP pair1); "
+           "set on either side, the other side follows"),
+    Option("subscribe", "subscribe", topics,
+           "pub/sub: prefixes the gateway subscribes to at the publisher (a.,b.; empty: "
+           "everything; default everything behind an SP front, only its clients' behind a "
+           "ZeroMQ front)"),
     Option("curve_server", "curve_server", flag,
            "ZeroMQ: be the CURVE server (needs curve_cert; libzmq CURVE_SERVER)"),
     Option("curve_cert", "curve_cert", secret_cert,
@@ -277,6 +348,23 @@ OPTIONS: tuple[Option, ...] = (
            "ZeroMQ PLAIN client: the user name (libzmq PLAIN_USERNAME)"),
     Option("plain_password_file", "plain_password_file", secret_file,
            "ZeroMQ PLAIN client: a file holding the password (mode 600)"),
+    Option("allow", "allow", cidrs,
+           "a bound endpoint accepts only clients from these networks: CIDR list, "
+           "e.g. 127.0.0.1/32,10.0.0.0/8,::1/128 (default: anyone)"),
+    Option("max_connections", "max_connections", count,
+           "a bound endpoint refuses connections beyond this many at once (default: no limit)"),
+    Option("tls_cert", "tls_cert", _tls("readable_file"),
+           "SP over TLS (sp+tls+tcp://): this side's certificate chain, PEM (needed to bind)"),
+    Option("tls_key", "tls_key", _tls("readable_file"),
+           "SP over TLS: the certificate's private key, PEM (default: in the tls_cert file)"),
+    Option("tls_ca", "tls_ca", _tls("readable_file"),
+           "SP over TLS: CA certificates to verify the peer with, PEM (default: the system's)"),
+    Option("tls_verify", "tls_verify", _tls("verify_mode"),
+           "SP over TLS: none, optional or required (default: none when bound, required when "
+           "connecting, as nng)"),
+    Option("tls_server_name", "tls_server_name", _tls("server_name"),
+           "SP over TLS, connecting: the name the server's certificate must carry (default: "
+           "the URL's host)"),
     Option("curve_secretkey", "curve_cert", _no_inline("use curve_cert=PATH"),
            "refused: name a certificate file with curve_cert", ("curve_secret_key",), refused=True),
     Option("curve_publickey", "curve_cert", _no_inline("use curve_cert=PATH, the pair's file"),
@@ -284,6 +372,9 @@ OPTIONS: tuple[Option, ...] = (
     Option("plain_password", "plain_password_file", _no_inline("use plain_password_file=PATH"),
            "refused: name a file with plain_password_file", refused=True),
 )
+
+#: settings the bridge reads itself; no adapter is asked to honour them
+BRIDGE_FIELDS = frozenset({"pattern", "subscribe"})
 
 #: every spelling (names and aliases) -> its row
 BY_NAME: dict[str, Option] = {n: o for o in OPTIONS for n in (o.name, *o.aliases)}
@@ -369,5 +460,6 @@ def help_text() -> str:
                      if not o.refused)
 
 
-__all__ = ["BY_NAME", "OPTIONS", "Option", "check_family", "count", "describe", "duration", "flag", "help_text",
-           "known", "lookup", "merged", "read", "seconds", "size", "ttl", "whole"]
+__all__ = ["BRIDGE_FIELDS", "BY_NAME", "OPTIONS", "PATTERNS", "Option", "check_family", "count",
+           "describe", "duration", "flag", "help_text", "known", "lookup", "merged", "pattern",
+           "read", "seconds", "size", "topics", "ttl", "whole"]

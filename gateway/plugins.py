@@ -21,6 +21,8 @@ from gateway.errors import ConfigError
 BUILTIN_PLUGINS = {  # installed from the repository's plugins/ folder as gateway_plugins.*
     "auth": "gateway_plugins.auth",  # first registered, so asked last (firstresult hooks)
     "tcp": "gateway_plugins.tcp",
+    "tls": "gateway_plugins.tls",
+    "ws": "gateway_plugins.ws",
     "ipc": "gateway_plugins.ipc",
     "inproc": "gateway_plugins.inproc",
     "wires": "gateway_plugins.wires",

@@ -127,12 +127,12 @@ def listen(transport: Any, address: str, protocol_factory: ProtocolFactory, *,
 
 
 async def dial(transport: Any, address: str, protocol_factory: ProtocolFactory, *,
-               keepalive: KeepAlive | None = None) -> None:
-    """``transport.dial``, with ``keepalive`` when the transport takes it (see :func:`listen`)."""
+               keepalive: KeepAlive | None = None, **extra: Any) -> None:
+    """``transport.dial``, with ``keepalive`` when the transport takes it (see :func:`listen`);
+    ``extra`` keywords (a TLS transport's ``tls=``) are passed as they are."""
     if keepalive is not None and takes_keyword(transport.dial, "keepalive"):
-        await transport.dial(address, protocol_factory, keepalive=keepalive)
-    else:
-        await transport.dial(address, protocol_factory)
+        extra["keepalive"] = keepalive
+    await transport.dial(address, protocol_factory, **extra)
 
 
 class ServerListener:

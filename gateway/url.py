@@ -101,7 +101,7 @@ def parse(url: str, *, transports: frozenset[str] | None = None) -> Endpoint:
         raise ConfigError(f"unknown transport {transport!r} in {url!r} (loaded: {known})")
     if not address:
         raise ConfigError(f"bad endpoint {url!r}: missing address")
-    if transport == "tcp":
+    if transport in ("tcp", "tls+tcp"):
         split_host_port(address)
     backend = None
     pairs: list[tuple[str, str]] = []

@@ -17,6 +17,7 @@ from gateway.matrix.cells import (
     CLI_IMPLS,
     IMPLS,
     JEROMQ,
+    PATTERN_SHAPES,
     SHAPES,
     Cell,
     all_cells,
@@ -86,10 +87,18 @@ def test_ci_selection_covers_every_impl_pair_and_illegal_pairing() -> None:
     for a, b in (("REQ", "REQ"), ("REP", "REP")):
         assert any(c.client_wire == "sp" and (c.client_type, c.server_type) == (a, b) for c in direct)
     assert {c.wire for c in ci} >= {"zmq", "sp", "zmq->sp", "sp->zmq", "zmq->zmq", "sp->sp"}
-    assert {c.shape for c in ci} == set(SHAPES)
+    assert {c.shape for c in ci} == set(SHAPES) | set(PATTERN_SHAPES)
     assert {c.net for c in ci} == {"tcp", "ipc"}
     assert {expected(c) for c in ci} == {"exchanged", "refused-handshake", "refused-limit"}
-    assert len(ci) <= 100
+    assert len(ci) <= 120
+    # every pattern family direct and through the gateway both ways, with illegal peers
+    pat = [c for c in ci if c.family != "reqrep"]
+    for fam in ("pubsub", "pipeline", "pair"):
+        assert {c.wire for c in pat if c.family == fam} >= {"zmq->sp", "sp->zmq"}, fam
+    assert {c.client_wire for c in pat if c.direct} == {"zmq", "sp"}
+    assert sum(expected(c) == "refused-handshake" for c in pat if c.direct) >= 2
+    assert sum(expected(c) == "refused-handshake" for c in pat if not c.direct) >= 2
+    assert {i for c in pat for i in (c.client_impl, c.server_impl)} >= {"nanomsg", "nng-1.5"}
 
 
 def test_jeromq_cells_cover_legal_and_illegal_pairings() -> None:
@@ -111,7 +120,7 @@ def test_full_matrix_is_big_and_unique() -> None:
     cells = all_cells()
     assert len(cells) >= 200
     assert len({c.cell_id for c in cells}) == len(cells)
-    routes = {c.route for c in cells if not c.direct}
+    routes = {c.route for c in cells if not c.direct and c.family == "reqrep"}
     assert len(routes) == 9  # pyzmq/native x pynng/native, plus same-family pairs
 
 
@@ -220,3 +229,16 @@ def test_hard_timeout_kills_the_whole_cell(monkeypatch: pytest.MonkeyPatch, tmp_
     while not _dead(pid) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert _dead(pid)
+
+
+@pytest.mark.parametrize("wire", ["zmq", "sp"])
+def test_pattern_expectations_follow_the_tables(wire: str) -> None:
+    from gateway.matrix.cells import PATTERN_TYPES, pattern_cells, pattern_legal
+
+    for c in pattern_cells():
+        if c.direct and c.client_wire == wire:
+            legal = pattern_legal(wire, c.client_type, c.server_type)
+            assert expected(c) == ("exchanged" if legal else "refused-handshake"), c.cell_id
+    assert pattern_legal("zmq", "XPUB", "SUB") and pattern_legal("zmq", "PUB", "XSUB")
+    assert not pattern_legal("zmq", "PUB", "PULL") and not pattern_legal("sp", "PAIR0", "PAIR1")
+    assert set(PATTERN_TYPES["sp"]) >= {"PAIR0", "PAIR1"}

@@ -157,6 +157,35 @@ def test_bench_exits_1_when_an_output_cannot_be_written(tmp_path, capsys):
     assert "cannot write" in capsys.readouterr().err
 
 
+def test_pattern_bench_code_path_on_a_tiny_run(tmp_path, capsys):  # type: ignore[no-untyped-def]
+    """Fan-out and pipeline run end to end (zmq.proxy, the nng device and the gateway), with
+    ratios against zmq.proxy. Only the code path: no figure is asserted."""
+    from gateway.bench import patterns
+
+    settings = patterns.PatternSettings(n=200, subscribers=(2,), timeout=20, verbose=False)
+    chosen = ("zmq-proxy", "nng-device", "gw-zmq-sp-native", "gw-sp-zmq-lib")
+    result = patterns.run(settings, routes=chosen)
+    assert [r["route"] for r in result["fanout"]] == list(chosen)
+    for row in result["fanout"] + result["pipeline"]:
+        assert "error" not in row, row
+        assert row["ratio_vs_zmq_proxy"] is not None and row["ratio_vs_zmq_proxy"] > 0
+    assert result["fanout"][0]["ratio_vs_zmq_proxy"] == 1.0
+    assert all(r["lost"] == 0 for r in result["pipeline"])  # blocking sends: nothing dropped
+    text = patterns.table(result)
+    assert "vs zmq.proxy" in text and "gw-zmq-sp-native" in text
+
+
+def test_pattern_bench_options_parse() -> None:
+    import argparse
+
+    from gateway.bench import configure_parser
+
+    p = argparse.ArgumentParser()
+    configure_parser(p)
+    a = p.parse_args(["--patterns-only", "--subscribers", "1,10,100", "--messages", "500"])
+    assert a.patterns_only and a.subscribers == (1, 10, 100) and a.messages == 500
+
+
 @pytest.mark.timeout(120)
 def test_echo_servers_answer_every_request_with_the_request() -> None:
     """The bench's servers: libzmq REQ and nng Req0 (cooked and raw, several requests in flight)

@@ -240,3 +240,10 @@ def test_security_mistakes_are_reported_with_the_others() -> None:
     assert "g.toml: bridge 'secure' back: plain_server: ZeroMQ settings on an SP endpoint " \
            "(SP security is TLS)" in lines
     assert not any("hunter2" in line for line in lines)
+
+
+def test_listener_limits_belong_to_a_bound_endpoint() -> None:
+    data = {"bridge": [{"name": "b", "front": "@zmq+tcp://127.0.0.1:5555?max_connections=10",
+                        "back": ">sp+tcp://127.0.0.1:6000?allow=10.0.0.0/8"}]}
+    with pytest.raises(ConfigError, match="bridge 'b' back: allow: applies to a bound endpoint"):
+        from_dict(data, source="g.toml")

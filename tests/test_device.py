@@ -772,3 +772,147 @@ def test_settings_an_adapter_would_ignore_are_refused(back: str, table: dict[str
                                                      message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         Bridge("@zmq+tcp://127.0.0.1:0", back, name="b", back_options=table)
+
+
+# ---------------------------------------------------------------------------------------------
+# pub/sub, pipeline, pair: the pattern notion (docs/patterns.md)
+
+
+@pytest.mark.parametrize(("front", "back", "pattern", "kinds"), [
+    ("zmq+tcp://127.0.0.1:5555?pattern=pubsub", "sp+tcp://127.0.0.1:6000", "pubsub",
+     ("XPUB", "XSUB")),
+    ("sp+tcp://127.0.0.1:6001", "zmq+tcp://127.0.0.1:7000?pattern=pipeline", "pipeline",
+     ("PULL", "PUSH")),
+    ("zmq+tcp://127.0.0.1:5556?pattern=pair", "sp+tcp://127.0.0.1:6002?pattern=pair", "pair",
+     ("PAIR", "PAIR")),
+    ("zmq+tcp://127.0.0.1:5557", "sp+tcp://127.0.0.1:6003?pattern=pair1", "pair",
+     ("PAIR", "PAIR1")),
+    ("zmq+tcp://127.0.0.1:5558", "sp+tcp://127.0.0.1:6004", "reqrep", ("REP", "REQ")),
+])
+def test_pattern_from_either_endpoint(front: str, back: str, pattern: str,
+                                      kinds: tuple[str, str]) -> None:
+    b = Bridge(front, back, name=_name())
+    assert (b.pattern, b.kinds) == (pattern, kinds)
+    assert b.translator.pairs_replies == (pattern == "reqrep")
+    assert b._front_spec is None and b._back_spec is None  # native unless ?backend= says
+
+
+def test_pattern_from_the_toml_tables() -> None:
+    b = Bridge("sp+tcp://127.0.0.1:6005", "zmq+tcp://127.0.0.1:7001", name=_name(),
+               front_options={"pattern": "pubsub", "subscribe": (b"a.", b"b.")})
+    assert b.pattern == "pubsub"
+    assert b.translator.initial() == [Message((), (b"\x01a.",)), Message((), (b"\x01b.",))]
+
+
+@pytest.mark.parametrize(("front", "back", "front_options", "message"), [
+    ("zmq+tcp://127.0.0.1:1?pattern=pubsub", "sp+tcp://127.0.0.1:2?pattern=pipeline", {},
+     "say one"),
+    ("zmq+tcp://127.0.0.1:1?pattern=pair1", "sp+tcp://127.0.0.1:2", {}, "SP's pair1"),
+    ("zmq+tcp://127.0.0.1:1?subscribe=a.", "sp+tcp://127.0.0.1:2", {}, "pubsub setting"),
+    ("zmq+tcp://127.0.0.1:1?pattern=pipeline", "sp+tcp://127.0.0.1:2",
+     {"subscribe": (b"a",)}, "pubsub setting"),
+    ("zmq+tcp://127.0.0.1:1?pattern=pubsub", "sp+tcp://127.0.0.1:2?pattern=bus", {},
+     "pattern"),
+])
+def test_pattern_mistakes(front: str, back: str, front_options: dict[str, object],
+                          message: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        Bridge(front, back, name=_name(), front_options=front_options)
+    assert message in str(info.value)
+
+
+def test_proxy_forwarder_is_reqrep_only() -> None:
+    with pytest.raises(ConfigError, match="reqrep only"):
+        Bridge("zmq+tcp://127.0.0.1:1?pattern=pubsub&backend=pyzmq",
+               "zmq+tcp://127.0.0.1:2?backend=pyzmq", name=_name(), forwarder="proxy")
+
+
+async def _eventually(check: Callable[[], Awaitable[bool]], timeout: float = 10) -> None:
+    loop = asyncio.get_running_loop()
+    end = loop.time() + timeout
+    while not await check():
+        assert loop.time() < end, "never happened"
+
+
+def test_async_forwarder_pubsub_union_and_pipeline() -> None:
+    """The asyncio forwarder (the one the native engine uses) with the library faces: a
+    ZeroMQ subscriber's prefixes reach nng's sub0 as a counted union; pipeline relays in order."""
+    from gateway_plugins.pynng_adapter import PynngRawSocket
+    from gateway_plugins.pyzmq_adapter import PyzmqRawSocket
+
+    from gateway.device.forward_async import AsyncForwarder
+    from gateway.device.ledger import Ledger
+    from gateway.envelope import PatternTranslator
+
+    async def pubsub() -> None:
+        ctx = zmq.asyncio.Context()
+        pub = pynng.Pub0()
+        port = pub.listen("tcp://127.0.0.1:0").local_address.port
+        front = PyzmqRawSocket("XPUB", context=ctx)
+        back = PynngRawSocket("XSUB")
+        furl = front.bind("tcp://127.0.0.1:0")
+        back.connect(f"tcp://127.0.0.1:{__import__('socket').ntohs(port)}")
+        t = PatternTranslator("pubsub", "zmtp", "sp")
+        ledger = Ledger(_name())
+        fwd = AsyncForwarder(front, back, t, ledger)
+        fwd.start()
+        subs = []
+        try:
+            for _ in range(2):
+                s = ctx.socket(zmq.SUB)
+                s.connect(furl)
+                s.subscribe(b"a.")
+                subs.append(s)
+
+            async def crossed() -> bool:
+                pub.send(b"a.probe")
+                pub.send(b"z.no")
+                return await subs[0].poll(100) != 0
+
+            await _eventually(crossed)
+            assert t.subscriptions is not None and t.subscriptions.counts == {b"a.": 2}
+            for s in subs:
+                s.close(0)
+
+            async def gone() -> bool:
+                await asyncio.sleep(0.05)
+                return t.subscriptions is not None and not t.subscriptions.counts
+
+            await _eventually(gone)  # libzmq's cancels for departed subscribers, counted down
+            assert ledger.in_flight == 0
+        finally:
+            await fwd.close()
+            front.close()
+            back.close()
+            pub.close()
+            ctx.term()
+
+    async def pipeline() -> None:
+        pull = pynng.Pull0()
+        port = __import__("socket").ntohs(pull.listen("tcp://127.0.0.1:0").local_address.port)
+        front = PyzmqRawSocket("PULL")
+        back = PynngRawSocket("PUSH")
+        furl = front.bind("tcp://127.0.0.1:0")
+        back.connect(f"tcp://127.0.0.1:{port}")
+        fwd = AsyncForwarder(front, back, PatternTranslator("pipeline", "zmtp", "sp"),
+                             Ledger(_name()))
+        fwd.start()
+        ctx = zmq.asyncio.Context()
+        push = ctx.socket(zmq.PUSH)
+        push.connect(furl)
+        try:
+            for i in range(200):
+                await push.send(b"%d" % i)
+            got = [int(await asyncio.wait_for(pull.arecv(), 5)) for _ in range(200)]
+            assert got == list(range(200))
+            assert fwd.ledger.forwarded("request") == 200 and fwd.ledger.in_flight == 0
+        finally:
+            push.close(0)
+            await fwd.close()
+            front.close()
+            back.close()
+            pull.close()
+            ctx.term()
+
+    asyncio.run(pubsub())
+    asyncio.run(pipeline())

@@ -401,3 +401,119 @@ def test_pop_of_an_expired_token_counts_as_expired() -> None:
         table.pop(token, now=2.0)
     assert info.value.reason == "expired-token"
     assert table.expired_total == 1 and len(table) == 0
+
+
+# ---------------------------------------------------------------------------------------------
+# pub/sub, pipeline, pair (docs/patterns.md)
+
+from gateway.envelope import (  # noqa: E402
+    PatternTranslator,
+    Subscriptions,
+    cancel,
+    flatten,
+    pair1_add,
+    pair1_strip,
+    relay_to_sp,
+    subscription,
+)
+
+
+def _sub(frame: bytes) -> Message:
+    return Message((), (frame,))
+
+
+def test_subscription_messages_are_rfc29_bytes() -> None:
+    # ZMTP 3.0 (RFC 29 "PUB-SUB", RFC 23 §3): subscribe = 0x01 + prefix, cancel = 0x00 + prefix
+    assert subscription(b"a.") == Message((), (b"\x01a.",))
+    assert cancel(b"a.") == Message((), (b"\x00a.",))
+    assert subscription(b"") == Message((), (b"\x01",))
+
+
+@pytest.mark.parametrize(("frames", "upstream"), [
+    # (what subscribers send, in order) -> what the publisher hears (None: nothing)
+    ([b"\x01a."], [b"\x01a."]),
+    ([b"\x01a.", b"\x01a."], [b"\x01a.", None]),  # counted: the union did not change
+    ([b"\x01a.", b"\x01a.", b"\x00a."], [b"\x01a.", None, None]),  # one holder is left
+    ([b"\x01a.", b"\x01a.", b"\x00a.", b"\x00a."], [b"\x01a.", None, None, b"\x00a."]),
+    ([b"\x01a", b"\x01a."], [b"\x01a", b"\x01a."]),  # a prefix of another is its own entry
+    ([b"\x01", b"\x00"], [b"\x01", b"\x00"]),  # the empty subscription: everything
+])
+def test_subscriptions_are_counted_and_only_the_union_changes_go_up(
+        frames: list[bytes], upstream: list[bytes | None]) -> None:
+    subs = Subscriptions()
+    out = [subs.apply(_sub(f)) for f in frames]
+    assert [m[1][0] if m is not None else None for m in out] == upstream
+
+
+def test_standing_subscriptions_are_sent_first_and_never_cancelled() -> None:
+    subs = Subscriptions((b"a.", b"b.", b"a."))
+    assert subs.initial() == [subscription(b"a."), subscription(b"b.")]
+    assert subs.apply(_sub(b"\x01a.")) is None  # already held
+    assert subs.apply(_sub(b"\x00a.")) is None  # back to the standing one
+    with pytest.raises(EnvelopeError) as info:
+        subs.apply(_sub(b"\x00a."))
+    assert info.value.reason == "unknown-subscription"
+    assert subs.union() == [b"a.", b"b."]
+
+
+@pytest.mark.parametrize(("msg", "reason"), [
+    (Message((), (b"\x00nobody",)), "unknown-subscription"),
+    (Message((), (b"\x02x",)), "not-a-subscription"),
+    (Message((), (b"",)), "not-a-subscription"),
+    (Message((), (b"\x01a", b"b")), "not-a-subscription"),
+])
+def test_bad_subscription_messages(msg: Message, reason: str) -> None:
+    with pytest.raises(EnvelopeError) as info:
+        Subscriptions().apply(msg)
+    assert info.value.reason == reason
+
+
+def test_flatten_concatenates_topic_and_body_for_sp() -> None:
+    assert flatten(Message((), (b"a.", b"body"))) == Message((), (b"a.body",))
+    assert flatten(Message((), (b"one",))) == Message((), (b"one",))
+    codec = lambda frames, d: (b"|".join(frames),)  # noqa: E731
+    assert flatten(Message((), (b"a.", b"b")), codec) == Message((), (b"a.|b",))
+    with pytest.raises(EnvelopeError):
+        flatten(Message((), ()))
+
+
+def test_relay_never_merges_frames() -> None:
+    assert relay_to_sp(Message((), (b"x",))) == Message((), (b"x",))
+    with pytest.raises(EnvelopeError) as info:
+        relay_to_sp(Message((), (b"a", b"b")))
+    assert info.value.reason == "multi-frame-body"
+
+
+def test_pair1_hop_word() -> None:
+    # nng pair1 (src/sp/protocol/pair1/pair.c): a 32-bit big-endian hop count ahead of the body;
+    # the originator sends 0 in the header and nng adds one as it writes the pipe
+    assert pair1_add(Message((), (b"x",))) == Message((b"\x00\x00\x00\x00",), (b"x",))
+    assert pair1_strip(Message((b"\x00\x00\x00\x03",), (b"x",))) == Message((), (b"x",))
+    assert pair1_strip(Message((), (b"x",))) == Message((), (b"x",))  # nng kept none
+    with pytest.raises(EnvelopeError) as info:
+        pair1_strip(Message((b"\x00\x01",), (b"x",)))
+    assert info.value.reason == "bad-hop-header"
+
+
+def test_pattern_translator_directions() -> None:
+    t = PatternTranslator("pubsub", "zmtp", "sp")
+    assert (t.up, t.down, t.pairs_replies) == (True, True, False)
+    assert t.initial() == []  # a ZeroMQ front: only the clients' union
+    assert t.request(_sub(b"\x01a."), 0.0) == subscription(b"a.")
+    assert t.reply(Message((), (b"a.1",)), 0.0) == Message((), (b"a.1",))
+    t = PatternTranslator("pubsub", "sp", "zmtp")
+    assert not t.up and t.initial() == [subscription(b"")]  # an SP front: everything
+    assert t.reply(Message((), (b"a.", b"x")), 0.0) == Message((), (b"a.x",))
+    t = PatternTranslator("pubsub", "sp", "zmtp", subscribe=(b"a.", b"b."))
+    assert t.initial() == [subscription(b"a."), subscription(b"b.")]
+    t = PatternTranslator("pipeline", "zmtp", "sp")
+    assert (t.up, t.down) == (True, False)
+    t = PatternTranslator("pair", "zmtp", "sp", sp_pair1=True)
+    assert t.request(Message((), (b"x",)), 0.0) == Message((b"\x00\x00\x00\x00",), (b"x",))
+    assert t.reply(Message((b"\x00\x00\x00\x01",), (b"y",)), 0.0) == Message((), (b"y",))
+    t = PatternTranslator("pair", "sp", "sp", sp_pair1=True)  # pair1 -> pair1: count goes on
+    assert t.request(Message((b"\x00\x00\x00\x02",), (b"x",)), 0.0) == Message(
+        (b"\x00\x00\x00\x02",), (b"x",))
+    assert t.reply(Message((), (b"y",)), 0.0) == Message((b"\x00\x00\x00\x00",), (b"y",))
+    with pytest.raises(ValueError):
+        PatternTranslator("bus", "sp", "sp")

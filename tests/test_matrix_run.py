@@ -67,3 +67,28 @@ def test_report_lists_failures_first_and_is_stamped() -> None:
     assert page.index("Mismatches") < page.index("Expected vs observed")
     ok = render_markdown(_report([]), "/out")
     assert ok.rstrip().endswith("None: every cell behaved as the pairing tables and limits predict.")
+
+
+def test_report_has_a_section_per_pattern_family() -> None:
+    from gateway.matrix.report import pattern_pairing_tables, render_html, render_markdown
+
+    d = _report([])
+    d["pairs"] = [
+        {"wire": "zmq", "a": "PUB", "b": "SUB", "who": "lib", "n": 4, "talked": 4, "refused": 0},
+        {"wire": "sp", "a": "PAIR0", "b": "PAIR1", "who": "lib", "n": 1, "talked": 0,
+         "refused": 1},
+        {"wire": "sp", "a": "PULL", "b": "PUSH", "who": "lib", "n": 2, "talked": 1, "refused": 1},
+        {"wire": "zmq", "a": "REP", "b": "REQ", "who": "lib", "n": 1, "talked": 1, "refused": 0},
+    ]
+    d["by_wire"] = [{"wire": "zmq->sp", "route": "gateway-pair1:pyzmq->pynng", "n": 2, "ok": 2,
+                     "exchanged": 2, "refused_handshake": 0, "refused_limit": 0,
+                     "p50_small_us": None}]
+    tables = pattern_pairing_tables(d)
+    assert set(tables) == {"pubsub", "pipeline", "pair"}
+    assert tables["pubsub"][0]["agrees"] == "yes"
+    assert tables["pair"][0]["observed"] == "illegal" and tables["pair"][0]["agrees"] == "yes"
+    assert tables["pipeline"][0]["agrees"] == "NO"  # mixed where the table says legal
+    assert "through the gateway (gateway-pair1:pyzmq->pynng)" in tables["pair"][1]["pairing"]
+    md = render_markdown(d, "/out")
+    assert "## Publish-subscribe: pairings" in md and "## Pair: pairings" in md
+    assert "Pipeline (push-pull)" in render_html(d, "/out")

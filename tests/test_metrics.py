@@ -23,7 +23,7 @@ def test_every_metric_has_help_a_unit_and_counters_end_in_total() -> None:
             assert name.endswith("_total"), name
         else:
             assert name.endswith(("_seconds", "_requests", "_tokens", "_peers", "_info",
-                                  "_processes")), name
+                                  "_processes", "_prefixes", "_ratio")), name
     text = METRICS.render()
     for name in SPECS:
         assert f"# HELP {name} " in text, name

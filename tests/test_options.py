@@ -136,3 +136,46 @@ def test_sp_refuses_heartbeats_and_handover_but_keeps_keepalive() -> None:
     assert "SP has no heartbeat" in text and "\n" not in text
     options.check_family({"tcp_keepalive_idle": 30.0}, "sp")
     options.check_family(settings, "zmtp")
+@pytest.mark.parametrize(("value", "expect"), [
+    ("pubsub", "pubsub"), ("PIPELINE", "pipeline"), ("pair", "pair"), ("pair1", "pair1"),
+    ("reqrep", "reqrep")])
+def test_pattern_values(value: str, expect: str) -> None:
+    assert options.pattern(value) == expect
+
+
+@pytest.mark.parametrize("value", ["bus", "", True, "pub"])
+def test_bad_pattern_values(value: object) -> None:
+    with pytest.raises(ValueError):
+        options.pattern(value)
+
+
+@pytest.mark.parametrize(("value", "expect"), [
+    ("a.,b.", (b"a.", b"b.")),
+    ("", (b"",)),  # the empty prefix: everything
+    ("a.,a.", (b"a.",)),
+    (["a,b", ""], (b"a,b", b"")),  # TOML lists may hold commas
+    ("é.", ("é.".encode(),)),
+])
+def test_subscribe_topics(value: object, expect: tuple[bytes, ...]) -> None:
+    assert options.topics(value) == expect
+
+
+@pytest.mark.parametrize("value", [3, [1], None])
+def test_bad_subscribe_topics(value: object) -> None:
+    with pytest.raises(ValueError):
+        options.topics(value)
+
+
+@pytest.mark.parametrize(("value", "networks"), [
+    ("127.0.0.1/32", ("127.0.0.1/32",)),
+    ("127.0.0.1, 10.1.2.3/8,::1", ("127.0.0.1/32", "10.0.0.0/8", "::1/128")),
+    (["192.168.0.0/16"], ("192.168.0.0/16",)),
+])
+def test_cidrs(value: object, networks: tuple[str, ...]) -> None:
+    assert options.cidrs(value) == networks
+
+
+@pytest.mark.parametrize("value", ["", "10.0.0.300/8", "localhost", ","])
+def test_cidrs_refused(value: object) -> None:
+    with pytest.raises(ValueError, match="CIDR"):
+        options.cidrs(value)

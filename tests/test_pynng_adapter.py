@@ -50,7 +50,7 @@ def test_kinds() -> None:
         assert pynng.lib.nng_socket_raw(s._sock.socket, raw) == 0 and raw[0]
         s.close()
     with pytest.raises(ConfigError):
-        PynngRawSocket("PUB")
+        PynngRawSocket("SURVEYOR")
     with pytest.raises(ConfigError):
         PynngRawSocket("REP", raw=False)
     with pytest.raises(ConfigError):

@@ -20,10 +20,15 @@ from typing import Any
 import pytest
 
 from gateway.plugins import registry
+from gateway.testing.certs import make_certs
 from gateway.testing.transport_suite import CHECKS, Recorder
+from gateway.tls import TlsSettings
 
 TIMEOUT = 10.0
 TRANSPORTS = tuple(sorted(registry().transports))
+#: the byte-stream suite's subjects (a message-framed transport, SP's WebSocket, has its own)
+STREAMS = tuple(s for s in TRANSPORTS
+                if not getattr(registry().transport(s), "message_framed", False))
 
 
 def run(coro_fn: Callable[[], Awaitable[Any]]) -> Any:
@@ -36,7 +41,7 @@ def run(coro_fn: Callable[[], Awaitable[Any]]) -> Any:
 
 def address_for(scheme: str, tmp_path: Path) -> str:
     """A fresh address: tcp and ipc by their syntax; any other transport gets a unique name."""
-    if scheme == "tcp":
+    if scheme in ("tcp", "tls+tcp"):
         return "127.0.0.1:0"
     if scheme == "ipc":
         return str(tmp_path / f"t{uuid.uuid4().hex[:8]}.sock")
@@ -53,10 +58,35 @@ def test_registered(scheme: str) -> None:
 
 
 @pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__.removeprefix("verify_"))
-@pytest.mark.parametrize("scheme", TRANSPORTS)
-def test_suite(scheme: str, check: Callable[..., Awaitable[None]], tmp_path: Path) -> None:
+@pytest.mark.parametrize("scheme", STREAMS)
+def test_suite(scheme: str, check: Callable[..., Awaitable[None]], tmp_path: Path,
+               request: pytest.FixtureRequest) -> None:
     transport = registry().transport(scheme)
+    if getattr(transport, "tls", False):  # the engine hands it contexts; so does the suite
+        transport = _WithContexts(transport, request.getfixturevalue("certs"))
     run(lambda: check(transport, lambda: address_for(scheme, tmp_path)))
+
+
+@pytest.fixture(scope="module")
+def certs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_certs(tmp_path_factory.mktemp("certs"))
+
+
+class _WithContexts:
+    """A TLS transport as the suite calls transports: the engine's ``tls=`` contexts filled in
+    (a server certificate for localhost, a client trusting its CA)."""
+
+    def __init__(self, transport: Any, certs: Path) -> None:
+        self.transport = transport
+        self.scheme = transport.scheme
+        self.server = TlsSettings(str(certs / "server.pem"), str(certs / "server.key")).context(True)
+        self.client = TlsSettings(ca=str(certs / "ca.pem")).context(False)
+
+    def listen(self, address: str, factory: Any, *, backlog: int | None = None) -> Any:
+        return self.transport.listen(address, factory, backlog=backlog, tls=self.server)
+
+    async def dial(self, address: str, factory: Any) -> None:
+        await self.transport.dial(address, factory, tls=self.client, server_hostname="localhost")
 
 
 # -- what a scheme promises beyond the suite --------------------------------------------------

@@ -103,6 +103,17 @@ def configure_parser(p: argparse.ArgumentParser) -> None:
                    help="client connections, one request in flight each (default 64)")
     w.add_argument("--workers-requests", type=pint, metavar="N",
                    help="timed round trips per N per round (default 20000; quick 300)")
+    pg = p.add_argument_group("pub/sub fan-out and pipeline (gateway.bench.patterns)")
+    pg.add_argument("--patterns", action="store_true",
+                    help="also run pub/sub fan-out and pipeline throughput against zmq.proxy "
+                         "and an nng device")
+    pg.add_argument("--patterns-only", action="store_true",
+                    help="only the pub/sub fan-out and pipeline benchmarks")
+    pg.add_argument("--subscribers", type=_windows, metavar="LIST",
+                    help="fan-out subscriber counts (default 1,10,100; quick 1,10)")
+    pg.add_argument("--messages", type=pint, metavar="N",
+                    help="messages published / pushed per measurement (default 20000; "
+                         "quick 2000)")
     m = p.add_argument_group("memory checks")
     m.add_argument("--memory", action="store_true",
                    help="also run the memory checks: idle clients and a reply-less flood")
@@ -167,6 +178,8 @@ def run(args: argparse.Namespace) -> int:
         bridge_args=tuple(_get(args, "bridge_arg") or ()), verbose=not _get(args, "quiet"),
         sweep=tuple(opt("sweep")), sweep_requests=opt("sweep_requests"))
     t0 = time.monotonic()
+    if _get(args, "patterns_only"):
+        return run_patterns(args, settings.verbose)
     memory_only = bool(_get(args, "memory_only"))
     runs = [] if memory_only else run_routes(routes, settings)
     memory = None
@@ -212,7 +225,37 @@ def run(args: argparse.Namespace) -> int:
             log(settings, f"wrote {args.png}")
     measured = any("latency" in f for f in result["routes"].values()) or (
         scale is not None and "reason" not in scale)
+    if _get(args, "patterns") and run_patterns(args, settings.verbose):
+        return 1
     return 0 if (measured or memory_only) and not unwritten else 1
+
+
+def run_patterns(args: argparse.Namespace, verbose: bool) -> int:
+    """The fan-out and pipeline benchmarks (``--patterns``): a table on stdout and, with
+    ``--json FILE``, ``FILE`` with ``.patterns.json`` in place of ``.json``. Exit status."""
+    import json
+
+    from gateway.bench import patterns
+
+    quick = bool(_get(args, "quick"))
+    settings = patterns.PatternSettings(
+        n=_get(args, "messages") or (2000 if quick else 20000),
+        subscribers=tuple(_get(args, "subscribers") or ((1, 10) if quick else (1, 10, 100))),
+        timeout=_get(args, "slice_timeout") or 60.0,
+        ready_timeout=_get(args, "ready_timeout") or 30.0, verbose=verbose)
+    result = patterns.run(settings)
+    print(patterns.table(result))
+    out = _get(args, "json")
+    if out:
+        path = out[:-5] + ".patterns.json" if out.endswith(".json") else out + ".patterns.json"
+        try:
+            with open(path, "w") as fh:
+                json.dump(result, fh, indent=1)
+        except OSError as exc:
+            print(f"gateway bench: cannot write {path}: {exc.strerror or exc}", file=sys.stderr)
+            return 1
+    rows = result["fanout"] + result["pipeline"]
+    return 0 if any("msgs_per_s" in r for r in rows) else 1
 
 
 def run_memory(routes: list[Any], settings: Any, args: argparse.Namespace,

@@ -15,7 +15,20 @@ anything else (the native engine on a side)     :class:`AsyncForwarder` (asyncio
 ==============================================  ==========================================
 
 Translation is :class:`gateway.envelope.Translator`'s, accounting the :class:`Ledger`'s: the
-same for every forwarder.
+same for every forwarder and every pattern.
+
+Patterns (``?pattern=`` on either endpoint, or ``front_options``/``back_options`` in TOML; the
+other side follows; docs/patterns.md):
+
+=========  ======================  ======================  ==================================
+pattern    front (clients)         back (servers)          messages
+=========  ======================  ======================  ==================================
+reqrep     raw REP (ROUTER-like)   raw REQ (DEALER-like)   requests forth, replies back
+pubsub     XPUB / pub0             XSUB / sub0             published back -> front;
+                                                           subscriptions front -> back
+pipeline   PULL / pull0            PUSH / push0            front -> back
+pair       PAIR / pair0 (pair1)    PAIR / pair0 (pair1)    both ways
+=========  ======================  ======================  ==================================
 """
 
 from __future__ import annotations
@@ -35,7 +48,7 @@ from gateway.device.forward_async import AsyncForwarder
 from gateway.device.forward_poll import PollForwarder
 from gateway.device.forward_proxy import ProxyForwarder
 from gateway.device.ledger import REPLY, REQUEST, Ledger
-from gateway.envelope import TokenTable, Translator
+from gateway.envelope import PatternTranslator, TokenTable, Translator
 from gateway.errors import ConfigError, Drop
 from gateway.logging import get_logger
 from gateway.metrics import METRICS
@@ -45,6 +58,31 @@ from gateway.url import Endpoint, parse
 log = get_logger("gateway.device")
 
 FRONT_KIND, BACK_KIND = "REP", "REQ"  # raw: ROUTER-like front, DEALER-like back
+#: pattern -> (front kind, back kind) handed to the side's implementation
+KINDS = {"reqrep": (FRONT_KIND, BACK_KIND), "pubsub": ("XPUB", "XSUB"),
+         "pipeline": ("PULL", "PUSH"), "pair": ("PAIR", "PAIR")}
+
+
+def pattern_of(name: str, front: Endpoint, back: Endpoint) -> tuple[str, bool]:
+    """The bridge's pattern from its two endpoints' ``pattern`` settings (either side may
+    say it; both must agree), and whether the SP side speaks pair1."""
+    said = {side: ep.settings.get("pattern", "") for side, ep in (("front", front),
+                                                                   ("back", back))}
+    pair1 = False
+    for side, ep in (("front", front), ("back", back)):
+        if said[side] == "pair1":
+            if ep.family != "sp":
+                raise ConfigError(f"bridge {name} {side}: pattern=pair1 is SP's pair1; a "
+                                  f"ZeroMQ endpoint speaks pair ({ep.url})")
+            pair1, said[side] = True, "pair"
+    given = {p for p in said.values() if p}
+    if len(given) > 1:
+        raise ConfigError(f"bridge {name}: the front says pattern={said['front']}, the back "
+                          f"pattern={said['back']}; say one")
+    pattern = given.pop() if given else "reqrep"
+    if pair1 and front.family == back.family == "zmtp":  # unreachable: refused above
+        raise ConfigError(f"bridge {name}: pattern=pair1 needs an SP side")
+    return pattern, pair1
 
 
 class Forwarder(Protocol):
@@ -85,6 +123,13 @@ class Bridge:
         if errors:  # both sides' mistakes at once
             raise ConfigError("\n".join(errors))
         front, back = parsed
+        self._front_table = options.merged(front.settings, self.front_options,
+                                           f"bridge {self.name} front")
+        self._back_table = options.merged(back.settings, self.back_options,
+                                          f"bridge {self.name} back")
+        self.pattern, self.sp_pair1 = pattern_of(
+            self.name, replace(front, options=tuple(self._front_table.items())),
+            replace(back, options=tuple(self._back_table.items())))
         front, back = sides.default_backends(front, back)
         self._front_ep = front if front.mode else replace(front, mode="bind")
         self._back_ep = back if back.mode else replace(back, mode="connect")
@@ -103,12 +148,38 @@ class Bridge:
                               f"one adapter with a proxy on both sides (e.g. backend=pyzmq)")
         self.mode = f"{front.family}->{back.family}"
         self.table = TokenTable(self.limits.pending_tokens, self.limits.token_ttl)
-        self.translator = Translator(front.family, back.family, self.table, body_codec_hook())
+        if self.forwarder == "proxy" and self.pattern != "reqrep":
+            raise ConfigError(f"bridge {self.name}: forwarder=proxy serves reqrep only")
+        self.translator: Translator
+        if self.pattern == "reqrep":
+            if "subscribe" in self._front_table or "subscribe" in self._back_table:
+                raise ConfigError(f"bridge {self.name}: subscribe is a pubsub setting")
+            self.translator = Translator(front.family, back.family, self.table, body_codec_hook())
+        else:
+            subscribe = self._subscribe()
+            self.translator = PatternTranslator(self.pattern, front.family, back.family,
+                                                body_codec_hook(), subscribe=subscribe,
+                                                sp_pair1=self.sp_pair1)
+        self.kinds = KINDS[self.pattern]  # sp -> sp pair1: both sides pair1
+        if self.sp_pair1:
+            self.kinds = tuple("PAIR1" if ep.family == "sp" else "PAIR"  # type: ignore[assignment]
+                               for ep in (front, back))
         self.ledger = Ledger(self.name)
         self.implementation = ""
         self._front: Any = None
         self._back: Any = None
         self._forwarder: Forwarder | None = None
+
+    def _subscribe(self) -> tuple[bytes, ...] | None:
+        given: list[tuple[bytes, ...]] = [
+            t["subscribe"] for t in (self._front_table, self._back_table)
+            if t.get("subscribe") is not None]
+        if given and self.pattern != "pubsub":
+            raise ConfigError(f"bridge {self.name}: subscribe is a pubsub setting, not "
+                              f"{self.pattern}")
+        if not given:
+            return None
+        return tuple(dict.fromkeys(t for topics in given for t in topics))
 
     def _proxy_capable(self) -> bool:
         f, b = self._front_spec, self._back_spec
@@ -129,7 +200,7 @@ class Bridge:
             raise ConfigError(f"{where}: router_handover applies to the front (the ROUTER side "
                               f"clients connect to), not to the back")
         if spec is not None and spec.options is not None:
-            ignored = set(settings) - spec.options
+            ignored = set(settings) - spec.options - options.BRIDGE_FIELDS
             if ignored:
                 raise ConfigError(f"{where}: backend {spec.name} does not support "
                                   f"{options.describe(ignored)} (it supports: "
@@ -142,7 +213,8 @@ class Bridge:
                            router_mandatory=front, router_handover=front,
                            message_timeout=lim.message_timeout,
                            backlog=lim.backlog or None)
-        return replace(base, **self._settings["front" if front else "back"])
+        return replace(base, **self._settings["front" if front else "back"],
+                       router_mandatory=front and self.pattern == "reqrep")
 
     @property
     def in_flight(self) -> int:
@@ -173,10 +245,11 @@ class Bridge:
             self.implementation = f"{self._front_spec.name} proxy"
         else:
             opener = sides.open_polled if self._polled() else sides.open_async
-            self._front, self.front_url = opener(self._front_ep, FRONT_KIND, front_o,
+            front_kind, back_kind = self.kinds
+            self._front, self.front_url = opener(self._front_ep, front_kind, front_o,
                                                  f"{self.name}/front")
             try:
-                self._back, self.back_url = opener(self._back_ep, BACK_KIND, back_o,
+                self._back, self.back_url = opener(self._back_ep, back_kind, back_o,
                                                    f"{self.name}/back")
             except BaseException:
                 self._front.close()
@@ -196,8 +269,11 @@ class Bridge:
             METRICS.gauge("gateway_peers", partial(sides.peers_of, sock), bridge=self.name,
                           side=side)
         METRICS.gauge("gateway_pending_tokens", lambda: float(len(self.table)), bridge=self.name)
+        if self.translator.subscriptions is not None:
+            subs = self.translator.subscriptions
+            METRICS.gauge("gateway_subscribed_prefixes", lambda: float(len(subs)), bridge=self.name)
         log.info("bridge.up", bridge=self.name, front=self.front_url, back=self.back_url,
-                 mode=self.mode, forwarder=self.implementation,
+                 mode=self.mode, pattern=self.pattern, forwarder=self.implementation,
                  front_backend=sides.backend_of(self._front_ep),
                  back_backend=sides.backend_of(self._back_ep))
 
@@ -242,4 +318,4 @@ class Bridge:
         log.info("bridge.down", bridge=self.name)
 
 
-__all__ = ["Bridge", "Endpoint"]
+__all__ = ["KINDS", "Bridge", "Endpoint", "pattern_of"]

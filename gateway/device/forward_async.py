@@ -30,12 +30,18 @@ _perf = time.perf_counter
 _clock = time.monotonic
 
 
+async def _forever() -> None:
+    """A direction the pattern does not use: wait until cancelled."""
+    await asyncio.get_running_loop().create_future()
+
+
 class AsyncForwarder:
     """Both directions on the running loop; the callback path when both sides are native."""
 
     def __init__(self, front: Any, back: Any, translator: Translator, ledger: Ledger) -> None:
         self.front, self.back = front, back
         self.translator, self.ledger = translator, ledger
+        ledger.pairs_replies = translator.pairs_replies  # in flight: request-reply only
         self.draining = False
         self._detour = False  # the request loop holds requests: the callback path waits
         self._tasks: list[asyncio.Task[None]] = []
@@ -53,6 +59,10 @@ class AsyncForwarder:
     async def _requests(self) -> None:
         recv, send = self.front.recv_msg, self.back.send_msg
         request, ledger = self.translator.request, self.ledger
+        for first in self.translator.initial():  # pub/sub: the standing subscriptions
+            await send(first)
+        if not self.translator.up:  # nothing comes from the front (an SP pub0 front)
+            await _forever()
         while True:
             msg = await recv()
             t0 = _perf()
@@ -60,6 +70,8 @@ class AsyncForwarder:
             out = None
             try:
                 out = request(msg, now)
+                if out is None:  # a subscription that changes nothing upstream
+                    continue
                 pipe = await send(out)
             except GatewayError as exc:
                 self._refused_request(exc, msg, out)
@@ -72,6 +84,8 @@ class AsyncForwarder:
     async def _replies(self) -> None:
         recv, send = self.back.recv_msg, self.front.send_msg
         reply, ledger, answered = self.translator.reply, self.ledger, self.loss.answered
+        if not self.translator.down:  # pipeline: the back end (PUSH) never receives
+            await _forever()
         while True:
             msg = await recv()
             t0 = _perf()
@@ -100,6 +114,7 @@ class AsyncForwarder:
             out = None
             try:
                 out = request(msg, now)
+                assert out is not None  # request-reply only: every request goes on
                 pipe = back.try_send(out)
             except GatewayError as exc:
                 self._refused_request(exc, msg, out)
@@ -138,7 +153,8 @@ class AsyncForwarder:
             ledger.flush()
 
     def start(self) -> None:
-        if isinstance(self.front, NativeRaw) and isinstance(self.back, NativeRaw):
+        if (isinstance(self.front, NativeRaw) and isinstance(self.back, NativeRaw)
+                and self.translator.pattern == "reqrep"):
             self._install_sinks()
         loop = asyncio.get_running_loop()
         if hasattr(self.back, "on_peer_lost"):  # a library back end, from its own thread

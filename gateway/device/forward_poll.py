@@ -41,6 +41,7 @@ class PollForwarder:
                  hwm: int = 1000) -> None:
         self.front, self.back = front, back
         self.translator, self.ledger = translator, ledger
+        ledger.pairs_replies = translator.pairs_replies  # in flight: request-reply only
         self.hwm = hwm
         self._halt = threading.Event()
         self._draining = threading.Event()
@@ -124,23 +125,29 @@ class PollForwarder:
                 return
             t0 = _perf()
             try:
-                waiting.append((request(msg, now), t0))
+                out = request(msg, now)
             except GatewayError as exc:
                 ledger.refused(exc, REQUEST, client_of(msg))
                 continue
-            self._flush()
+            if out is not None:  # None: a subscription that changes nothing upstream
+                waiting.append((out, t0))
+                self._flush()
 
     def _loop(self) -> None:
         front, back, halt, draining = self.front, self.back, self._halt, self._draining
-        out_obj, out_flag = back.out_pollable
+        out_obj, out_flag = back.out_pollable or (None, 0)
+        up, down = self.translator.up, self.translator.down
         expire, ledger = self.translator.expire, self.ledger
+        for first in self.translator.initial():  # pub/sub: the standing subscriptions
+            if not back.send_nowait(first):
+                ledger.dropped("backend-unavailable", REQUEST, "a standing subscription")
         poller, registered = zmq.Poller(), dict[Any, int]()
         next_expiry = _clock() + 1.0
         while not halt.is_set():
-            want: dict[Any, int] = {back.pollable: zmq.POLLIN}
-            if self._waiting:  # wake when the back end has room again
+            want: dict[Any, int] = {back.pollable: zmq.POLLIN} if down else {}
+            if self._waiting and out_obj is not None:  # wake when the back end has room again
                 want[out_obj] = want.get(out_obj, 0) | out_flag
-            if not draining.is_set() and len(self._waiting) < self.hwm:
+            if up and not draining.is_set() and len(self._waiting) < self.hwm:
                 want[front.pollable] = want.get(front.pollable, 0) | zmq.POLLIN
             if want != registered:  # a full queue stops reading clients: back-pressure
                 for obj in registered.keys() - want.keys():
@@ -148,7 +155,11 @@ class PollForwarder:
                 for obj, flags in want.items():
                     poller.register(obj, flags)
                 registered = want
-            ready = dict(poller.poll(100))
+            if want:
+                ready = dict(poller.poll(100))
+            else:  # an SP front with nothing to flush: nothing to wait on but the stop
+                halt.wait(0.1)
+                ready = {}
             if self._waiting:
                 self._flush()
             if ready.get(back.pollable, 0) & zmq.POLLIN:

@@ -115,14 +115,19 @@ class LossTracker:
         self.translator, self.ledger = translator, ledger
         self._peers = peers
         self._tokens_count = translator.mode == "zmtp->sp"  # the token table counts expiry
+        #: only request-reply waits for answers; other patterns track nothing
+        self.enabled = translator.pairs_replies
 
     def sent(self, out: Message, pipe: bytes | None, now: float) -> None:
+        if not self.enabled:
+            return
         evicted = self.inflight.sent(out[0], self.WHOLE if pipe is None else pipe, now)
         if evicted and not self._tokens_count:
             self.ledger.expired(len(evicted))
 
     def answered(self, hops: tuple[bytes, ...]) -> None:
-        self.inflight.answered(hops)
+        if self.enabled:
+            self.inflight.answered(hops)
 
     def pipe_lost(self, pipe: bytes) -> None:
         lost = self.inflight.lost(pipe)

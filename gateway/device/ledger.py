@@ -67,6 +67,9 @@ class Ledger:
         #: False when the front's library may drop a reply it took (``confirms_delivery``):
         #: forwarded replies are then also counted as unconfirmed
         self.replies_confirmed = True
+        #: False for pub/sub, pipeline and pair: nothing forwarded waits for an answer, so
+        #: nothing is in flight ("request" counts front -> back, "reply" back -> front)
+        self.pairs_replies = True
         self._metrics = metrics
         self._counters = metrics.counters
         self._k_req = metrics.declare("gateway_forwarded_messages_total", bridge=bridge,
@@ -87,7 +90,8 @@ class Ledger:
 
     # -- the hot path ------------------------------------------------------------------------
     def request_forwarded(self, t0: float) -> None:
-        self.in_flight += 1
+        if self.pairs_replies:
+            self.in_flight += 1
         self._counters[self._k_req] += 1
         self._h_req.observe(perf_counter() - t0)
 

@@ -13,6 +13,7 @@ from gateway.adapter import SideOptions
 from gateway.errors import ConfigError, TransportError
 from gateway.plugins import AdapterSpec, registry
 from gateway.security import security_of
+from gateway.tls import tls_of
 from gateway.url import Endpoint
 
 NATIVE = "native"
@@ -41,8 +42,12 @@ class NativeRaw:
                                                      options.tcp_keepalive_intvl,
                                                      options.tcp_keepalive_cnt)
                              if options.tcp_keepalive else None,
-                                                          name=name or f"device-x{kind.lower()}",
-                             security=security_of(options))
+                             # toward an SP publisher the gateway's sub0 filters by what it
+                             # holds (a raw XSUB would take everything)
+                             filter=True if kind == "XSUB" else None,
+                             name=name or f"device-x{kind.lower()}",
+                             security=security_of(options), tls=tls_of(options),
+                             allow=options.allow, max_connections=options.max_connections)
         self.send_msg = self.socket.send_msg
         self.recv_msg = self.socket.recv_msg
 

@@ -37,6 +37,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from collections.abc import Callable
 from typing import Any, Protocol, cast
 
 from gateway.errors import (
@@ -178,6 +179,9 @@ class Pipe(asyncio.Protocol):
         self._msg_timer: asyncio.TimerHandle | None = None
         self._msg_start = 0.0  # loop time the incomplete message started (about)
         self.transport: asyncio.Transport | None = None
+        #: set by the owner on accepted connections: False refuses the peer before any byte
+        self.admit: Callable[[Pipe], bool] | None = None
+        self.accepted = False  # admitted by a listener (counted against max_connections)
         self.routing_id = b""
         self.peer_type = ""
         self.ready = False
@@ -223,6 +227,9 @@ class Pipe(asyncio.Protocol):
             return
         transport.set_write_buffer_limits(high=self._high, low=self._high // 2)
         self.peer = _peer_address(transport)
+        if self.admit is not None and not self.admit(self):
+            self.close(0)  # a listener's limit refused it (counted and logged by the owner)
+            return
         transport.write(self.codec.initiate())
         self._timer = asyncio.get_running_loop().call_later(
             self.handshake_timeout, self._handshake_timeout)

@@ -16,7 +16,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
+import ipaddress
+import os
 import random
+import ssl
 from collections import deque
 from collections.abc import Callable
 from functools import partial
@@ -40,6 +43,7 @@ from gateway.patterns.pubsub import MAX_SUBSCRIPTIONS, Publisher, Subscriber
 from gateway.patterns.reqrep import SP, Pattern, split_zmtp
 from gateway.plugins import WireSpec, registry
 from gateway.security import Security, hook_authenticator
+from gateway.tls import TlsSettings
 from gateway.transport import KeepAlive, dial, listen, takes_backlog
 from gateway.url import Endpoint, parse
 from gateway.wire.events import HandshakeComplete, Subscription
@@ -56,6 +60,23 @@ def _next_sp_pipe_id() -> bytes:
 
 #: TCP keepalive of every TCP pipe unless told otherwise: idle 60 s, probes every 10 s, 6 probes
 DEFAULT_KEEPALIVE = KeepAlive()
+
+
+def open_files_ratio() -> float | None:
+    """Open file descriptors over the soft RLIMIT_NOFILE (None where that cannot be read)."""
+    try:
+        import resource
+
+        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+        used = len(os.listdir("/proc/self/fd"))
+    except (ImportError, OSError):
+        return None
+    if soft <= 0 or soft == getattr(resource, "RLIM_INFINITY", -1):
+        return None
+    return used / soft
+
+
+METRICS.gauge("gateway_open_files_ratio", lambda: open_files_ratio() or 0.0)
 
 #: Seconds between two warnings about failed dials to one endpoint (the counter is exact).
 DIAL_WARN_INTERVAL = 10.0
@@ -134,6 +155,9 @@ class Socket:
                  resend_interval: float = 60.0, relaxed: bool = False,
                  router_mandatory: bool = False, name: str = "",
                  security: Security | None = None,
+                 tls: TlsSettings | None = None,
+                 allow: tuple[str, ...] | None = None,
+                 max_connections: int | None = None,
                  subscribe: bytes | str | list[bytes] | tuple[bytes, ...] = (),
                  verbose: bool = False, filter: bool | None = None,
                  max_subscriptions: int = MAX_SUBSCRIPTIONS,
@@ -185,6 +209,15 @@ class Socket:
         self.tcp_keepalive = tcp_keepalive
         #: ZeroMQ PLAIN or CURVE (``gateway.security``; None: NULL); ZMTP endpoints only
         self.security = security
+        #: SP over TLS settings (``gateway.tls``) for ``sp+tls+tcp://`` endpoints
+        self.tls = tls
+        #: listener limits: accepted clients' networks, and how many may be connected at once
+        self.allow = tuple(ipaddress.ip_network(n, strict=False) for n in allow or ())
+        self.max_connections = max_connections
+        self._accepted = 0  # connections accepted by this socket's listeners, still open
+        self._refusal_warned: dict[str, float] = {}
+        self._fd_warned = False
+        self._tls_contexts: dict[bool, ssl.SSLContext] = {}
         self.name = name or (f"x{self.kind}" if raw and self.kind in ("REQ", "REP", "PUB", "SUB")
                              else self.kind)
         self.closed = False
@@ -222,7 +255,23 @@ class Socket:
         if self.security is not None and ep.family == SP:
             raise ConfigError(f"{url}: {self.security.mechanism} is ZeroMQ security; an SP "
                               "endpoint cannot use it")
-        return ep, reg.wire(ep.wire), reg.transport(ep.transport)
+        transport = reg.transport(ep.transport)
+        if getattr(transport, "sp_only", False) and ep.family != SP:
+            raise ConfigError(f"{url}: {ep.transport} is an SP transport (nng's); for ZeroMQ "
+                              "use tcp (with CURVE for security)")
+        if self.tls is not None and not getattr(transport, "tls", False):
+            raise ConfigError(f"{url}: TLS settings need an sp+tls+tcp:// or sp+wss:// endpoint")
+        return ep, reg.wire(ep.wire), transport
+
+    def _tls_context(self, server_side: bool) -> ssl.SSLContext:
+        """The ``ssl`` context of this socket's TLS settings for one side (made once)."""
+        ctx = self._tls_contexts.get(server_side)
+        if ctx is None:
+            settings = self.tls or TlsSettings()
+            if server_side and not settings.cert:
+                raise ConfigError("a bound sp+tls+tcp:// or sp+wss:// endpoint needs tls_cert")
+            ctx = self._tls_contexts[server_side] = settings.context(server_side)
+        return ctx
 
     def bind(self, url: str) -> str:
         """Listen on ``url`` now; return it with the real address (``:0`` -> the real port)."""
@@ -233,9 +282,16 @@ class Socket:
         if self.backlog is not None and not takes_backlog(transport):
             raise ConfigError(f"{url}: transport {ep.transport!r} takes no listen backlog")
         try:
-            listener = listen(transport, ep.address,
-                              lambda: self._new_pipe(wire, transport, shown[0]), backlog=self.backlog,
-                              keepalive=self.tcp_keepalive)
+            if getattr(transport, "tls", False):
+                listener = transport.listen(
+                    ep.address, lambda: self._new_pipe(wire, transport, shown[0], accepted=True),
+                    backlog=self.backlog, tls=self._tls_context(True),
+                    keepalive=self.tcp_keepalive)
+            else:
+                listener = listen(transport, ep.address,
+                                  lambda: self._new_pipe(wire, transport, shown[0],
+                                                         accepted=True),
+                                  backlog=self.backlog, keepalive=self.tcp_keepalive)
         except OSError as exc:
             raise TransportError(f"cannot bind {url}: {exc.strerror or exc}") from exc
         self._listeners.append(listener)
@@ -247,10 +303,16 @@ class Socket:
         """Dial ``url`` in the background, redialling with backoff until closed."""
         self._check_open()
         ep, wire, transport = self._endpoint(url)
-        task = asyncio.get_running_loop().create_task(self._dial_loop(ep, wire, transport))
+        dial_options: dict[str, Any] = {}
+        if getattr(transport, "tls", False):
+            dial_options = {"tls": self._tls_context(False),
+                            "server_hostname": self.tls.server_name if self.tls else None}
+        task = asyncio.get_running_loop().create_task(
+            self._dial_loop(ep, wire, transport, dial_options))
         self._dialers.append(task)
 
-    async def _dial_loop(self, ep: Endpoint, wire: WireSpec, transport: Any) -> None:
+    async def _dial_loop(self, ep: Endpoint, wire: WireSpec, transport: Any,
+                         dial_options: dict[str, Any]) -> None:
         delay = self.reconnect_ivl
         loop = asyncio.get_running_loop()
         warned_at, held = -DIAL_WARN_INTERVAL, 0  # one warning per endpoint and interval
@@ -260,7 +322,8 @@ class Socket:
             try:
                 factory: Callable[[], Pipe] = partial(self._new_pipe, wire, transport, ep.url,
                                                       lost)
-                await dial(transport, ep.address, factory, keepalive=self.tcp_keepalive)
+                await dial(transport, ep.address, factory, keepalive=self.tcp_keepalive,
+                           **dial_options)
             except OSError as exc:
                 lost.cancel()
                 reason = _dial_reason(exc)
@@ -283,7 +346,7 @@ class Socket:
             delay = min(delay * 2, self.reconnect_ivl_max)
 
     def _new_pipe(self, wire: WireSpec, transport: Any, endpoint: str,
-                  lost: asyncio.Future[bool] | None = None) -> Pipe:
+                  lost: asyncio.Future[bool] | None = None, accepted: bool = False) -> Pipe:
         made: list[Pipe] = []  # the authenticator asks the pipe for the peer's address
         mechanism = None
         if self.security is not None and wire.family != SP:
@@ -298,11 +361,56 @@ class Socket:
                     heartbeat_ivl=self.heartbeat_ivl, heartbeat_ttl=self.heartbeat_ttl,
                     heartbeat_timeout=self.heartbeat_timeout)
         made.append(pipe)
+        if accepted:
+            pipe.admit = self._admit
         if self.closed:
             pipe.close(0)  # aborts as soon as it is connected
         else:
             self._pipes.add(pipe)
         return pipe
+
+    def _admit(self, pipe: Pipe) -> bool:
+        """A listener's limits on a fresh connection: ``allow`` networks, ``max_connections``;
+        a refusal is counted (``gateway_refused_connections_total``) and logged (one warning
+        per reason every ``HANDSHAKE_WARN_INTERVAL`` seconds). Also watches the process's
+        file descriptors (a warning once above 90 % of RLIMIT_NOFILE)."""
+        self._watch_fds()
+        reason = ""
+        if self.allow:
+            host = pipe.peer.rpartition(":")[0].strip("[]")
+            try:
+                address = ipaddress.ip_address(host)
+            except ValueError:  # ipc, inproc: no network address to check
+                address = None
+            if address is not None and not any(address in net for net in self.allow):
+                reason = "not-allowed"
+        if not reason and self.max_connections is not None \
+                and self._accepted >= self.max_connections:
+            reason = "max-connections"
+        if reason:
+            METRICS.inc("gateway_refused_connections_total", socket=self.name, reason=reason)
+            now = asyncio.get_running_loop().time()
+            if now - self._refusal_warned.get(reason, -HANDSHAKE_WARN_INTERVAL) \
+                    >= HANDSHAKE_WARN_INTERVAL:
+                self._refusal_warned[reason] = now
+                log.warning("connection.refused", socket=self.name, endpoint=pipe.endpoint,
+                            peer=pipe.peer, reason=reason,
+                            limit=(self.max_connections if reason == "max-connections"
+                                   else ",".join(map(str, self.allow))))
+            return False
+        self._accepted += 1
+        pipe.accepted = True
+        return True
+
+    def _watch_fds(self) -> None:
+        ratio = open_files_ratio()
+        if ratio is None:
+            return
+        if ratio > 0.9 and not self._fd_warned:
+            self._fd_warned = True
+            log.warning("fd.limit", socket=self.name, used=f"{ratio:.0%}",
+                        advice="raise the open files limit (ulimit -n, LimitNOFILE=) or set "
+                               "max_connections")
 
     # -- pipe events (gateway.engine.pipe.PipeOwner) -----------------------------------------
     def pipe_ready(self, pipe: Pipe, event: HandshakeComplete) -> bytes | None:
@@ -348,6 +456,9 @@ class Socket:
 
     def pipe_lost(self, pipe: Pipe) -> None:
         self._pipes.discard(pipe)
+        if getattr(pipe, "accepted", False):
+            pipe.accepted = False
+            self._accepted -= 1
         if not pipe.ready:
             if not self.closed and not pipe.closing:
                 self._handshake_failed(pipe)

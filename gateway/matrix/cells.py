@@ -187,6 +187,8 @@ class Cell:
     @property
     def requester(self) -> str | None:
         """Which side sends the first message: ``client``, ``server`` or None (nobody can)."""
+        if self.family != "reqrep":
+            return pattern_sender(self)
         ct, st = self.client_type, self.server_type
         if not self.direct:  # the gateway only forwards requests from its front
             return "client" if ct in ("REQ", "DEALER", "ROUTER") else None
@@ -213,7 +215,25 @@ class Cell:
     def type_of(self, side: str) -> str:
         return self.client_type if side == "client" else self.server_type
 
+    @property
+    def family(self) -> str:
+        """``reqrep``, ``pubsub``, ``pipeline`` or ``pair``: a gateway cell's bridge pattern
+        (``gateway-pubsub:pyzmq->pynng``), a direct cell's client type's family."""
+        if not self.direct:
+            head = self.route.partition(":")[0]
+            pattern = head.partition("-")[2] or "reqrep"
+            return "pair" if pattern == "pair1" else pattern
+        return FAMILY_OF.get(self.client_type, "reqrep")
+
+    @property
+    def gateway_pattern(self) -> str:
+        """The ``?pattern=`` of a gateway cell (``pair1`` kept)."""
+        return self.route.partition(":")[0].partition("-")[2] or "reqrep"
+
     def validate(self) -> None:
+        if self.family != "reqrep":
+            validate_pattern_cell(self)
+            return
         if self.shape not in SHAPES:
             raise ValueError(f"unknown shape {self.shape!r}")
         if self.shape == "heartbeat" and "zmq" not in (self.client_wire, self.server_wire):
@@ -300,6 +320,8 @@ def limits_on_path(cell: Cell) -> list[str]:
 
 def expected(cell: Cell) -> str:
     """``exchanged`` | ``refused-handshake`` | ``refused-limit``, from the tables (see module doc)."""
+    if cell.family != "reqrep":
+        return "exchanged" if all(ok for _, ok in pattern_hops_legal(cell)) else "refused-handshake"
     if not all(ok for _, ok in hops_legal(cell)):
         return "refused-handshake"
     if limits_on_path(cell):
@@ -308,7 +330,8 @@ def expected(cell: Cell) -> str:
 
 
 def expected_reason(cell: Cell) -> str:
-    bad = [name for name, ok in hops_legal(cell) if not ok]
+    hops = pattern_hops_legal(cell) if cell.family != "reqrep" else hops_legal(cell)
+    bad = [name for name, ok in hops if not ok]
     if bad:
         return "illegal " + "; ".join(bad)
     lim = limits_on_path(cell)
@@ -418,7 +441,8 @@ def all_cells() -> list[Cell]:
     # the CI and demo selections are part of the matrix, whatever the loops above chose
 
     cells += heartbeat_cells()
-    cells = list(dict.fromkeys(cells + jeromq_cells() + ci_cells() + small_selection()))
+    cells = list(dict.fromkeys(cells + jeromq_cells() + ci_cells() + small_selection()
+                               + pattern_cells()))
     for c in cells:
         c.validate()
     return cells
@@ -490,6 +514,7 @@ def ci_cells() -> list[Cell]:
         _gw("zmq", "sp", "tcp", "native", "native", "libzmq", "REQ", "nng", "REP", "heartbeat"),
         _gw("sp", "zmq", "tcp", "native", "native", "nng", "REQ", "libzmq", "REP", "heartbeat"),
     ]
+    cells += pattern_ci_cells()
     cells += JEROMQ_CI
     for c in cells:
         c.validate()
@@ -660,6 +685,244 @@ def small_selection() -> list[Cell]:
         Cell("nng-1.5", "REQ", "libzmq", "ROUTER", "sp+tcp->zmq+tcp", f"{g}:native->pyzmq", "small"),
         Cell("libzmq", "REQ", "libzmq", "REP", "zmq+tcp->zmq+tcp", f"{g}:pyzmq->pyzmq", "small"),
         Cell("nng", "REQ", "nng-raw", "REP", "sp+tcp->sp+tcp", f"{g}:pynng->pynng", "small"),
+    ]
+    for c in cells:
+        c.validate()
+    return cells
+
+
+# ---------------------------------------------------------------------------------------------
+# pub/sub, pipeline and pair (docs/patterns.md)
+#
+# The same Cell, with the patterns' socket types. Shapes: ``topic`` (the subscriber holds
+# ``a.``), ``prefix`` (``a``: a prefix of ``a.`` and ``ab``), ``all`` (the empty subscription:
+# everything, the empty message too), ``multi`` (``a.`` and ``b.``), all four publishing one
+# round of messages for subscribed, unsubscribed and prefix-of-another topics; ``stream`` (20
+# numbered messages, each way for pair). Delivery is checked exactly: count, order per sender,
+# nothing for topics nobody subscribed to. Observed: ``exchanged`` (the delivery check passed),
+# ``refused-handshake`` (nothing crossed within the timeout), ``bad-delivery``, ``error``.
+
+#: the patterns' socket types per wire (SP pair0/pair1 are distinct protocols, 0x10/0x11)
+PATTERN_TYPES = {"zmq": ("PUB", "SUB", "XPUB", "XSUB", "PUSH", "PULL", "PAIR"),
+                 "sp": ("PUB", "SUB", "PUSH", "PULL", "PAIR0", "PAIR1")}
+FAMILY_OF = {"PUB": "pubsub", "SUB": "pubsub", "XPUB": "pubsub", "XSUB": "pubsub",
+             "PUSH": "pipeline", "PULL": "pipeline", "PAIR": "pair", "PAIR0": "pair",
+             "PAIR1": "pair"}
+PATTERN_SHAPES = ("topic", "prefix", "all", "multi", "stream")
+PUBSUB_SHAPES = ("topic", "prefix", "all", "multi")
+SENDERS = frozenset({"PUB", "XPUB", "PUSH", "PAIR", "PAIR0", "PAIR1"})
+RECEIVERS = frozenset({"SUB", "XSUB", "PULL", "PAIR", "PAIR0", "PAIR1"})
+#: ZMTP (RFC 37's compatibility table, as libzmq 4.3.5 checks it at READY)
+ZMTP_PATTERN_PEERS: dict[str, frozenset[str]] = {
+    "PUB": frozenset({"SUB", "XSUB"}), "XPUB": frozenset({"SUB", "XSUB"}),
+    "SUB": frozenset({"PUB", "XPUB"}), "XSUB": frozenset({"PUB", "XPUB"}),
+    "PUSH": frozenset({"PULL"}), "PULL": frozenset({"PUSH"}), "PAIR": frozenset({"PAIR"}),
+}
+#: SP (nng: only the declared peer protocol; pub0 0x20/sub0 0x21, push0 0x50/pull0 0x51,
+#: pair0 0x10, pair1 0x11)
+SP_PATTERN_PEERS: dict[str, frozenset[str]] = {
+    "PUB": frozenset({"SUB"}), "SUB": frozenset({"PUB"}), "PUSH": frozenset({"PULL"}),
+    "PULL": frozenset({"PUSH"}), "PAIR0": frozenset({"PAIR0"}), "PAIR1": frozenset({"PAIR1"}),
+}
+#: the gateway's own sockets per pattern: (front, back) per wire
+GATEWAY_PATTERN_KINDS = {
+    "pubsub": {"zmq": ("XPUB", "XSUB"), "sp": ("PUB", "SUB")},
+    "pipeline": {"zmq": ("PULL", "PUSH"), "sp": ("PULL", "PUSH")},
+    "pair": {"zmq": ("PAIR", "PAIR"), "sp": ("PAIR0", "PAIR0")},
+    "pair1": {"zmq": ("PAIR", "PAIR"), "sp": ("PAIR1", "PAIR1")},
+}
+PATTERN_BACKENDS = {"zmq": ("pyzmq", "native"), "sp": ("pynng", "native")}
+PATTERN_IMPLS = ("libzmq", "nng", "nanomsg", "nng-1.5")
+#: what the CLIs speak: nanocat's --pair is nanomsg's pair (pair0); nngcat's --pair0/--pair1
+CLI_PATTERN_TYPES = {"nanomsg": frozenset({"PUB", "SUB", "PUSH", "PULL", "PAIR0"}),
+                     "nng-1.5": frozenset({"PUB", "SUB", "PUSH", "PULL", "PAIR0", "PAIR1"})}
+
+
+def pattern_legal(wire: str, a: str, b: str) -> bool:
+    table = ZMTP_PATTERN_PEERS if wire == "zmq" else SP_PATTERN_PEERS
+    return b in table.get(a, frozenset()) and a in table.get(b, frozenset())
+
+
+def pattern_hops_legal(cell: Cell) -> list[tuple[str, bool]]:
+    if cell.direct:
+        w = cell.client_wire
+        return [(f"{w}: {cell.client_type}-{cell.server_type}",
+                 pattern_legal(w, cell.client_type, cell.server_type))]
+    kinds = GATEWAY_PATTERN_KINDS[cell.gateway_pattern]
+    cw, sw = cell.client_wire, cell.server_wire
+    front, back = kinds[cw][0], kinds[sw][1]
+    return [(f"{cw}: {cell.client_type}-gateway {front}",
+             pattern_legal(cw, cell.client_type, front)),
+            (f"{sw}: gateway {back}-{cell.server_type}",
+             pattern_legal(sw, back, cell.server_type))]
+
+
+def pattern_sender(cell: Cell) -> str:
+    """Which side sends (for pair: first; the other answers the same way)."""
+    if cell.server_type in ("PUB", "XPUB", "PUSH") or cell.client_type not in SENDERS:
+        return "server"
+    return "client"
+
+
+#: what the subscribing side holds, per pub/sub shape
+SHAPE_TOPICS: dict[str, tuple[bytes, ...]] = {"topic": (b"a.",), "prefix": (b"a",),
+                                             "all": (b"",), "multi": (b"a.", b"b.")}
+#: one round: subscribed, not subscribed, a prefix of another (``a`` vs ``a.``), the empty one
+PUBSUB_ROUND = (b"a.1", b"b.1", b"c.1", b"a", b"ab", b"a.2", b"", b"b.2", b"bb", b"a.3")
+STREAM_ROUND = tuple(b"m-%02d" % i for i in range(20))
+
+
+def delivery_expected(cell: Cell) -> list[bytes]:
+    """What the receiving side must get from one round, exactly and in order."""
+    if cell.shape in SHAPE_TOPICS:
+        topics = SHAPE_TOPICS[cell.shape]
+        return [m for m in PUBSUB_ROUND if any(m.startswith(t) for t in topics)]
+    return list(STREAM_ROUND)
+
+
+def validate_pattern_cell(cell: Cell) -> None:
+    if cell.shape not in PATTERN_SHAPES:
+        raise ValueError(f"unknown pattern shape {cell.shape!r}")
+    for side in ("client", "server"):
+        impl, kind = cell.impl_of(side), cell.type_of(side)
+        wire = cell.client_wire if side == "client" else cell.server_wire
+        if impl not in PATTERN_IMPLS or wire not in wire_of_impl(impl):
+            raise ValueError(f"{impl} on the {wire} wire is not a pattern peer")
+        if kind not in PATTERN_TYPES[wire]:
+            raise ValueError(f"{kind} is not a pattern socket type on the {wire} wire")
+        if impl in CLI_PATTERN_TYPES and kind not in CLI_PATTERN_TYPES[impl]:
+            raise ValueError(f"{impl} has no {kind}")
+    if cell.net not in NETS:
+        raise ValueError(f"unknown transport {cell.net!r}")
+    if not cell.direct:
+        if cell.gateway_pattern not in GATEWAY_PATTERN_KINDS:
+            raise ValueError(f"bad pattern in route {cell.route!r}")
+        front, back = cell.backends
+        if front not in PATTERN_BACKENDS[cell.client_wire] or back not in PATTERN_BACKENDS[cell.server_wire]:
+            raise ValueError(f"bad route {cell.route!r} for {cell.transport}")
+
+
+def _pc(ci: str, ct: str, si: str, st: str, transport: str, route: str, shape: str) -> Cell:
+    return Cell(ci, ct, si, st, transport, route, shape)
+
+
+_LIB = {"zmq": "libzmq", "sp": "nng"}
+_GW_BACKEND = {"zmq": "pyzmq", "sp": "pynng"}
+
+
+def _sp_pair(pattern: str) -> str:
+    return "PAIR1" if pattern == "pair1" else "PAIR0"
+
+
+def pattern_cells() -> list[Cell]:
+    """Every pattern cell (``gateway matrix run``; the CI runs :func:`pattern_ci_cells`)."""
+    cells: list[Cell] = []
+    # direct, each wire, the libraries: every ordered pairing of the pattern types (the legal
+    # ones with their shapes, the illegal ones once)
+    for wire in WIRES:
+        lib = _LIB[wire]
+        for ct, st in product(PATTERN_TYPES[wire], repeat=2):
+            if not ((ct in SENDERS and st in RECEIVERS) or (st in SENDERS and ct in RECEIVERS)):
+                continue  # nothing could cross even if libzmq/nng let them pair
+            if pattern_legal(wire, ct, st):
+                if FAMILY_OF[ct] == "pubsub" and st in ("PUB", "XPUB"):
+                    shapes: tuple[str, ...] = PUBSUB_SHAPES
+                elif FAMILY_OF[ct] == "pubsub":
+                    continue  # a publishing client to a subscribing server: the next loop
+                else:
+                    shapes = ("stream",)
+            else:
+                shapes = ("stream",) if FAMILY_OF[ct] != "pubsub" else ("topic",)
+            cells += [_pc(lib, ct, lib, st, f"{wire}+tcp", "direct", sh) for sh in shapes]
+    # direct SP across implementations (nng, nanomsg, nng 1.5): each pattern both ways
+    sp_impls = ("nng", "nanomsg", "nng-1.5")
+    for ci, si in product(sp_impls, repeat=2):
+        if ci == si == "nng":
+            continue
+        cells.append(_pc(ci, "SUB", si, "PUB", "sp+tcp", "direct", "topic"))
+        cells.append(_pc(ci, "PUSH", si, "PULL", "sp+tcp", "direct", "stream"))
+        cells.append(_pc(ci, "PAIR0", si, "PAIR0", "sp+tcp", "direct", "stream"))
+        if "nanomsg" not in (ci, si):
+            cells.append(_pc(ci, "PAIR1", si, "PAIR1", "sp+tcp", "direct", "stream"))
+    cells.append(_pc("nng", "PAIR0", "nng-1.5", "PAIR1", "sp+tcp", "direct", "stream"))  # illegal
+    # through the gateway: each pattern, both directions across the families, every shape
+    for cw, sw in (("zmq", "sp"), ("sp", "zmq"), ("zmq", "zmq"), ("sp", "sp")):
+        route = f"{_GW_BACKEND[cw]}->{_GW_BACKEND[sw]}"
+        t = f"{cw}+tcp->{sw}+tcp"
+        sub = "SUB"
+        for sh in PUBSUB_SHAPES:
+            cells.append(_pc(_LIB[cw], sub, _LIB[sw], "PUB", t, f"gateway-pubsub:{route}", sh))
+        cells.append(_pc(_LIB[cw], "PUSH", _LIB[sw], "PULL", t, f"gateway-pipeline:{route}",
+                         "stream"))
+        for pattern in ("pair", "pair1") if "sp" in (cw, sw) else ("pair",):
+            ctype = "PAIR" if cw == "zmq" else _sp_pair(pattern)
+            stype = "PAIR" if sw == "zmq" else _sp_pair(pattern)
+            cells.append(_pc(_LIB[cw], ctype, _LIB[sw], stype, t, f"gateway-{pattern}:{route}",
+                             "stream"))
+        # illegal peers on each side of the gateway
+        cells.append(_pc(_LIB[cw], "PULL", _LIB[sw], "PUB", t, f"gateway-pubsub:{route}",
+                         "topic"))  # the client is no subscriber
+        cells.append(_pc(_LIB[cw], "PUSH", _LIB[sw], "SUB", t, f"gateway-pipeline:{route}",
+                         "stream"))  # the server is no PULL
+        if cw == "zmq" and sw == "zmq":
+            cells.append(_pc("libzmq", "XSUB", "libzmq", "XPUB", t, f"gateway-pubsub:{route}",
+                             "topic"))
+    # the native engine on both sides of the gateway: each pattern, both directions
+    for cw, sw in (("zmq", "sp"), ("sp", "zmq")):
+        t = f"{cw}+tcp->{sw}+tcp"
+        cells += [
+            _pc(_LIB[cw], "SUB", _LIB[sw], "PUB", t, "gateway-pubsub:native->native", "multi"),
+            _pc(_LIB[cw], "SUB", _LIB[sw], "PUB", t, "gateway-pubsub:native->native", "all"),
+            _pc(_LIB[cw], "PUSH", _LIB[sw], "PULL", t, "gateway-pipeline:native->native", "stream"),
+            _pc(_LIB[cw], "PAIR" if cw == "zmq" else "PAIR1", _LIB[sw],
+                "PAIR" if sw == "zmq" else "PAIR1", t, "gateway-pair1:native->native", "stream"),
+            _pc(_LIB[cw], "PULL", _LIB[sw], "PUB", t, "gateway-pubsub:native->native", "topic"),
+        ]
+    # the CLIs through the gateway
+    for cli in ("nanomsg", "nng-1.5"):
+        cells += [
+            _pc(cli, "SUB", "libzmq", "PUB", "sp+tcp->zmq+tcp", "gateway-pubsub:pynng->pyzmq", "topic"),
+            _pc("libzmq", "SUB", cli, "PUB", "zmq+tcp->sp+tcp", "gateway-pubsub:pyzmq->pynng", "topic"),
+            _pc(cli, "PUSH", "libzmq", "PULL", "sp+tcp->zmq+tcp", "gateway-pipeline:pynng->pyzmq", "stream"),
+            _pc("libzmq", "PUSH", cli, "PULL", "zmq+tcp->sp+tcp", "gateway-pipeline:pyzmq->pynng", "stream"),
+            _pc("libzmq", "PAIR", cli, "PAIR0", "zmq+tcp->sp+tcp", "gateway-pair:pyzmq->pynng", "stream"),
+            _pc(cli, "PAIR0", "libzmq", "PAIR", "sp+tcp->zmq+tcp", "gateway-pair:pynng->pyzmq", "stream"),
+            _pc(cli, "PULL", "libzmq", "PUB", "sp+tcp->zmq+tcp", "gateway-pubsub:pynng->pyzmq", "topic"),
+        ]
+    cells.append(_pc("nng-1.5", "PAIR1", "libzmq", "PAIR", "sp+tcp->zmq+tcp",
+                     "gateway-pair1:pynng->pyzmq", "stream"))
+    out = list(dict.fromkeys(cells))
+    for c in out:
+        c.validate()
+    return out
+
+
+def pattern_ci_cells() -> list[Cell]:
+    """The representative pattern selection for CI: each family direct on both wires (legal
+    and illegal), each family through the gateway both ways across the families, the topic
+    shapes once each, a CLI per family, and an illegal peer on each side of the gateway."""
+    g_zs, g_sz = "zmq+tcp->sp+tcp", "sp+tcp->zmq+tcp"
+    cells = [
+        _pc("libzmq", "SUB", "libzmq", "XPUB", "zmq+tcp", "direct", "topic"),
+        _pc("libzmq", "PUSH", "libzmq", "SUB", "zmq+tcp", "direct", "stream"),  # illegal
+        _pc("nng", "SUB", "nng", "PUB", "sp+tcp", "direct", "multi"),
+        _pc("nng", "PAIR0", "nng", "PAIR1", "sp+tcp", "direct", "stream"),  # illegal
+        _pc("nanomsg", "PUSH", "nng-1.5", "PULL", "sp+tcp", "direct", "stream"),
+        _pc("libzmq", "SUB", "nng", "PUB", g_zs, "gateway-pubsub:pyzmq->pynng", "multi"),
+        _pc("libzmq", "SUB", "nng", "PUB", g_zs, "gateway-pubsub:pyzmq->pynng", "prefix"),
+        _pc("nng", "SUB", "libzmq", "PUB", g_sz, "gateway-pubsub:pynng->pyzmq", "all"),
+        _pc("libzmq", "PUSH", "nng", "PULL", g_zs, "gateway-pipeline:pyzmq->pynng", "stream"),
+        _pc("nng", "PUSH", "libzmq", "PULL", g_sz, "gateway-pipeline:pynng->pyzmq", "stream"),
+        _pc("libzmq", "PAIR", "nng", "PAIR0", g_zs, "gateway-pair:pyzmq->pynng", "stream"),
+        _pc("nng", "PAIR1", "libzmq", "PAIR", g_sz, "gateway-pair1:pynng->pyzmq", "stream"),
+        _pc("nanomsg", "SUB", "libzmq", "PUB", g_sz, "gateway-pubsub:pynng->pyzmq", "topic"),
+        _pc("libzmq", "PUSH", "nng-1.5", "PULL", g_zs, "gateway-pipeline:pyzmq->pynng", "stream"),
+        _pc("libzmq", "PULL", "nng", "PUB", g_zs, "gateway-pubsub:pyzmq->pynng", "topic"),  # bad client
+        _pc("nng", "PUSH", "libzmq", "SUB", g_sz, "gateway-pipeline:pynng->pyzmq", "stream"),  # bad server
+        _pc("libzmq", "SUB", "nng", "PUB", g_zs, "gateway-pubsub:native->native", "multi"),
+        _pc("nng", "SUB", "libzmq", "PUB", g_sz, "gateway-pubsub:native->native", "all"),
+        _pc("nng", "PUSH", "libzmq", "PULL", g_sz, "gateway-pipeline:native->native", "stream"),
+        _pc("libzmq", "PAIR", "nng", "PAIR1", g_zs, "gateway-pair1:native->native", "stream"),
     ]
     for c in cells:
         c.validate()

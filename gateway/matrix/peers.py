@@ -938,3 +938,227 @@ def wire_probe(url: str, wire: str, timeout: float = 1.0) -> dict[str, Any]:
             i += 4 + vlen
         out["properties"] = props
         return out
+
+
+# -- pub/sub, pipeline, pair peers (pattern cells; gateway.matrix.cells) ------------------------
+class PatternPeer:
+    """One socket of a pattern cell: ``send`` one message, ``drain`` what arrived.
+
+    ``topics``: what a subscribing socket holds (set before it connects or binds)."""
+
+    def __init__(self, impl: str, kind: str, wire: str, side: str, workdir: str = "",
+                 topics: tuple[bytes, ...] = (), data: bytes = b"") -> None:
+        self.impl, self.kind, self.wire, self.side = impl, kind, wire, side
+        self.workdir, self.topics, self.data = workdir, topics, data
+
+    def bind(self, url: str) -> str:
+        raise NotImplementedError
+
+    def connect(self, url: str) -> None:
+        raise NotImplementedError
+
+    def send(self, msg: bytes) -> None:
+        raise NotImplementedError
+
+    def drain(self, quiet: float, deadline: float) -> list[bytes]:
+        """Everything received until ``quiet`` seconds pass without a message (or ``deadline``)."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        pass
+
+    @property
+    def label(self) -> str:
+        return f"{self.side} {self.impl} {self.kind}"
+
+
+class ZmqPatternPeer(PatternPeer):
+    _TYPES = {"PUB": "PUB", "SUB": "SUB", "XPUB": "XPUB", "XSUB": "XSUB", "PUSH": "PUSH",
+              "PULL": "PULL", "PAIR": "PAIR"}
+
+    def __init__(self, *args: Any, **kw: Any) -> None:
+        import zmq
+
+        super().__init__(*args, **kw)
+        self.zmq = zmq
+        self.ctx = zmq.Context()
+        self.sock = self.ctx.socket(getattr(zmq, self._TYPES[self.kind]))
+        self.sock.linger = 0
+        self.sock.sndtimeo = 1000
+        for t in self.topics:
+            if self.kind == "SUB":
+                self.sock.subscribe(t)
+            elif self.kind == "XSUB":
+                self.sock.send(b"\x01" + t)
+
+    def bind(self, url: str) -> str:
+        if url.endswith(":0"):
+            url = url[:-2] + ":*"
+        self.sock.bind(url)
+        last = self.sock.getsockopt(self.zmq.LAST_ENDPOINT)
+        return last.decode() if isinstance(last, bytes) else str(last)
+
+    def connect(self, url: str) -> None:
+        self.sock.connect(url)
+
+    def send(self, msg: bytes) -> None:
+        with contextlib.suppress(self.zmq.Again):  # a PUSH/PAIR with no peer: nothing crosses
+            self.sock.send(msg)
+
+    def drain(self, quiet: float, deadline: float) -> list[bytes]:
+        out: list[bytes] = []
+        if self.kind in ("PUB", "PUSH"):
+            return out
+        while time.monotonic() < deadline and self.sock.poll(int(quiet * 1000)):
+            frames = self.sock.recv_multipart()
+            if self.kind == "XPUB":
+                continue  # subscriptions
+            out.append(b"".join(frames))
+        return out
+
+    def close(self) -> None:
+        self.sock.close(0)
+        self.ctx.term()
+
+
+class NngPatternPeer(PatternPeer):
+    def __init__(self, *args: Any, **kw: Any) -> None:
+        import pynng
+
+        super().__init__(*args, **kw)
+        self.pynng = pynng
+        cls = {"PUB": pynng.Pub0, "SUB": pynng.Sub0, "PUSH": pynng.Push0, "PULL": pynng.Pull0,
+               "PAIR0": pynng.Pair0, "PAIR1": pynng.Pair1}[self.kind]
+        extra: dict[str, Any] = {"polyamorous": False} if self.kind == "PAIR1" else {}
+        self.sock = cls(recv_buffer_size=1024, **extra) if self.kind not in ("PUB", "PUSH") \
+            else cls(**extra)
+        self.sock.send_timeout = 1000
+        if self.kind == "SUB":
+            for t in self.topics:
+                self.sock.subscribe(t)
+
+    def bind(self, url: str) -> str:
+        listener = self.sock.listen(url)
+        if url.startswith("tcp://"):
+            port = socket.ntohs(listener.local_address.port)
+            return f"tcp://127.0.0.1:{port}"
+        return url
+
+    def connect(self, url: str) -> None:
+        self.sock.dial(url, block=False)
+
+    def send(self, msg: bytes) -> None:
+        with contextlib.suppress(self.pynng.Timeout):
+            self.sock.send(msg)
+
+    def drain(self, quiet: float, deadline: float) -> list[bytes]:
+        out: list[bytes] = []
+        if self.kind in ("PUB", "PUSH"):
+            return out
+        self.sock.recv_timeout = int(quiet * 1000)
+        while time.monotonic() < deadline:
+            try:  # recv_msg: pynng's recv() fails on an empty message (a NULL buffer)
+                out.append(self.sock.recv_msg().bytes)
+            except self.pynng.Timeout:
+                break
+        return out
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+_CLI_FLAG = {("nanomsg", "PUB"): "--pub", ("nanomsg", "SUB"): "--sub",
+             ("nanomsg", "PUSH"): "--push", ("nanomsg", "PULL"): "--pull",
+             ("nanomsg", "PAIR0"): "--pair", ("nng-1.5", "PUB"): "--pub0",
+             ("nng-1.5", "SUB"): "--sub0", ("nng-1.5", "PUSH"): "--push0",
+             ("nng-1.5", "PULL"): "--pull0", ("nng-1.5", "PAIR0"): "--pair0",
+             ("nng-1.5", "PAIR1"): "--pair1"}
+
+
+class CliPatternPeer(PatternPeer):
+    """nanocat / nngcat as a pattern peer: one long-running process. A sender repeats its one
+    ``data`` every 0.1 s (a CLI cannot send a sequence); a receiver prints what arrives
+    (``--hex``), a subscriber with ``--subscribe`` per topic (none: everything)."""
+
+    def __init__(self, *args: Any, **kw: Any) -> None:
+        super().__init__(*args, **kw)
+        self.tool = CLI[self.impl]
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.lines: list[bytes] = []
+        self._taken = 0
+        self._reader: threading.Thread | None = None
+        self.stderr_path = os.path.join(self.workdir, f"{self.side}-{self.impl}.err")
+
+    #: seconds between a sender's repeats (nngcat takes whole seconds only)
+    @property
+    def interval(self) -> str:
+        return "1" if self.impl == "nng-1.5" else "0.1"
+
+    def _argv(self, mode: str, url: str) -> list[str]:
+        # line-buffered: nngcat's stdio buffers a pipe until it exits
+        argv = ["stdbuf", "-oL", self.tool["exe"], _CLI_FLAG[(self.impl, self.kind)],
+                self.tool[mode], url]
+        if self.kind not in ("PUB", "PUSH"):  # the CLIs refuse an output format on these
+            argv.append("--hex")
+        for t in self.topics:
+            if t:
+                argv += ["--subscribe", t.decode()]
+        if self.kind in ("PUB", "PUSH", "PAIR0", "PAIR1") and self.data:
+            argv += ["--data", self.data.decode(), "--interval", self.interval]
+        return argv
+
+    def _start(self, mode: str, url: str) -> None:
+        with open(self.stderr_path, "ab") as err:
+            self.proc = subprocess.Popen(self._argv(mode, url), stdin=subprocess.DEVNULL,
+                                         stdout=subprocess.PIPE, stderr=err)
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.proc is not None and self.proc.stdout is not None
+        for raw in iter(self.proc.stdout.readline, b""):
+            with contextlib.suppress(ValueError):
+                self.lines.append(parse_hex_line(raw.decode("ascii", "replace")))
+
+    def bind(self, url: str) -> str:
+        port = free_port()
+        real = f"tcp://127.0.0.1:{port}" if url.startswith("tcp://") else url
+        self._start("bind", real)
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            pid = self.proc.pid if self.proc is not None else None
+            if not url.startswith("tcp://") or tcp_listening(port, pid):
+                return real
+            time.sleep(0.01)
+        raise RuntimeError(f"{self.tool['exe']} could not bind {real}")
+
+    def connect(self, url: str) -> None:
+        self._start("connect", url)
+
+    def send(self, msg: bytes) -> None:
+        pass  # the process repeats its data by itself
+
+    def drain(self, quiet: float, deadline: float) -> list[bytes]:
+        last_n, last_t = -1, time.monotonic()
+        while time.monotonic() < deadline:
+            n = len(self.lines)
+            if n != last_n:
+                last_n, last_t = n, time.monotonic()
+            elif time.monotonic() - last_t >= quiet:
+                break
+            time.sleep(0.02)
+        out = self.lines[self._taken:]
+        self._taken += len(out)
+        return out
+
+    def close(self) -> None:
+        kill_proc(self.proc)
+        if self._reader is not None:
+            self._reader.join(1)
+
+
+def make_pattern_peer(impl: str, kind: str, wire: str, side: str, workdir: str,
+                      topics: tuple[bytes, ...] = (), data: bytes = b"") -> PatternPeer:
+    cls: type[PatternPeer] = {"libzmq": ZmqPatternPeer, "nng": NngPatternPeer}.get(
+        impl, CliPatternPeer)
+    return cls(impl, kind, wire, side, workdir, topics=topics, data=data)

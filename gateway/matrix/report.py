@@ -153,6 +153,42 @@ def pairing_table(d: dict[str, Any]) -> list[dict[str, str]]:
     return out
 
 
+FAMILY_TITLES = {"pubsub": "Publish-subscribe", "pipeline": "Pipeline (push-pull)",
+                 "pair": "Pair"}
+
+
+def pattern_pairing_tables(d: dict[str, Any]) -> dict[str, list[dict[str, str]]]:
+    """One table per pattern family: each pairing the libraries were run with (direct cells),
+    its verdict against :mod:`gateway.matrix.cells`' pattern tables; then each gateway route of
+    the family (``gateway-<pattern>:...``) with how many of its cells behaved as expected."""
+    from gateway.matrix.cells import FAMILY_OF, pattern_legal
+
+    out: dict[str, list[dict[str, str]]] = {f: [] for f in FAMILY_TITLES}
+    for r in sorted(d["pairs"], key=lambda r: (r["wire"], r["a"], r["b"])):
+        fam = FAMILY_OF.get(r["a"]) or FAMILY_OF.get(r["b"])
+        if fam is None or r["who"] != "lib":
+            continue
+        verdict = ("legal" if r["talked"] == r["n"] else "illegal" if r["refused"] == r["n"]
+                   else f"mixed ({r['talked']} talked, {r['refused']} refused of {r['n']})")
+        table = "legal" if pattern_legal(r["wire"], r["a"], r["b"]) else "illegal"
+        out[fam].append({"wire": "ZMTP" if r["wire"] == "zmq" else "SP",
+                         "pairing": f"{r['a']}-{r['b']}", "observed": verdict,
+                         "cells": str(r["n"]), "pairing table": table,
+                         "agrees": "yes" if verdict == table else "NO"})
+    for r in d["by_wire"]:
+        head = str(r["route"]).partition(":")[0]
+        pattern = head.partition("-")[2]
+        if not pattern:
+            continue
+        fam = "pair" if pattern == "pair1" else pattern
+        out.setdefault(fam, []).append({
+            "wire": r["wire"], "pairing": f"through the gateway ({r['route']})",
+            "observed": f"{r['exchanged']} exchanged, {r['refused_handshake']} refused",
+            "cells": str(r["n"]), "pairing table": "-",
+            "agrees": "yes" if r["ok"] == r["n"] else "NO"})
+    return {f: rows for f, rows in out.items() if rows}
+
+
 def grids(d: dict[str, Any]) -> list[tuple[str, str, list[str], list[str], dict[tuple[str, str], dict[str, Any]]]]:
     by: dict[tuple[str, str], dict[tuple[str, str], dict[str, Any]]] = defaultdict(dict)
     for r in d["grid"]:
@@ -243,6 +279,9 @@ def render_markdown(d: dict[str, Any], path: str) -> str:
              "our engine on at least one end.\n"]
     pt = pairing_table(d)
     parts.append(_md_table(list(pt[0].keys()), [list(r.values()) for r in pt]) if pt else "(no rows)")
+    for fam, fam_rows in pattern_pairing_tables(d).items():
+        parts.append(f"\n## {FAMILY_TITLES.get(fam, fam)}: pairings as the libraries showed them\n")
+        parts.append(_md_table(list(fam_rows[0].keys()), [list(r.values()) for r in fam_rows]))
     parts.append("\n## Routes\n")
     parts.append(_md_table(
         ["wire", "route", "cells", "as expected", "exchanged", "refused hs", "refused limit", "p50 small (µs)"],
@@ -332,6 +371,13 @@ def render_html(d: dict[str, Any], path: str) -> str:
         p.append(_h_table(keys, [list(r.values()) for r in pt],
                           [[("ok" if r["agrees"] == "yes" else "bad" if r["agrees"] == "NO" else "")
                             if k == "agrees" else "" for k in keys] for r in pt]))
+    for fam, fam_rows in pattern_pairing_tables(d).items():
+        p.append(f"<h2>{html.escape(FAMILY_TITLES.get(fam, fam))}: pairings as the libraries "
+                 f"showed them</h2>")
+        fam_keys = list(fam_rows[0].keys())
+        p.append(_h_table(fam_keys, [list(r.values()) for r in fam_rows],
+                          [[("ok" if r["agrees"] == "yes" else "bad") if k == "agrees" else ""
+                            for k in fam_keys] for r in fam_rows]))
     p.append("<h2>Routes</h2>")
     p.append(_h_table(
         ["wire", "route", "cells", "as expected", "exchanged", "refused hs", "refused limit", "p50 small (µs)"],

@@ -28,11 +28,14 @@ from gateway.matrix.cells import (
     HEARTBEAT,
     HEARTBEAT_IDLE,
     JEROMQ,
+    SHAPE_TOPICS,
     SHAPES,
     Cell,
+    delivery_expected,
     expected,
     expected_reason,
     limits_on_path,
+    pattern_sender,
 )
 from gateway.matrix.peers import (
     GATEWAY_ID,
@@ -42,6 +45,7 @@ from gateway.matrix.peers import (
     Peer,
     Reply,
     Seen,
+    make_pattern_peer,
     make_peer,
     wire_probe,
 )
@@ -89,10 +93,11 @@ def run_cell_inline(cell: Cell, timeout: float) -> dict[str, Any]:
     t0 = time.monotonic()
     out = Outcome()
     workdir = tempfile.mkdtemp(prefix="gwm-", dir="/tmp")
-    peers: list[Peer] = []
+    peers: list[Any] = []
     gw: GatewayProc | None = None
     try:
-        gw = _play(cell, timeout, workdir, peers, out)
+        play = _play if cell.family == "reqrep" else _play_pattern
+        gw = play(cell, timeout, workdir, peers, out)
     except Exception as exc:  # noqa: BLE001 - one broken cell must not stop the matrix
         out.observed = "error"
         tb = traceback.format_exception(type(exc), exc, exc.__traceback__)
@@ -123,7 +128,7 @@ def run_cell_inline(cell: Cell, timeout: float) -> dict[str, Any]:
     return row
 
 
-def _play(cell: Cell, timeout: float, workdir: str, peers: list[Peer], out: Outcome) -> GatewayProc | None:
+def _play(cell: Cell, timeout: float, workdir: str, peers: list[Any], out: Outcome) -> GatewayProc | None:
     payload = make_payload(cell.shape)
     probe = make_payload("small")
     needs_probe = cell.shape == "oversize"
@@ -432,3 +437,102 @@ def _check_wire(wire: str, kind: str, impl: str, url: str, who: str, out: Outcom
         out.bad(f"{who}: READY Socket-Type {props.get('socket-type')!r}, want {kind}")
     if impl in ("libzmq", "native") and ("identity" in props) != (kind in ("REQ", "DEALER", "ROUTER")):
         out.bad(f"{who}: READY properties {sorted(props)} (Identity only for REQ/DEALER/ROUTER)")
+
+
+# -- pub/sub, pipeline, pair ------------------------------------------------------------------
+CLI_DATA = {"pubsub": b"a.cli", "pipeline": b"cli-data", "pair": b"cli-data"}
+
+
+def _play_pattern(cell: Cell, timeout: float, workdir: str, peers: list[Any],
+                  out: Outcome) -> GatewayProc | None:
+    """A pattern cell: connect, probe until something crosses (bounded), then one exact round
+    (``delivery_expected``), both ways for pair. A CLI sender repeats one message: its receiver
+    must get copies of it and nothing else."""
+    family = cell.family
+    sender = pattern_sender(cell)
+    receiver = "client" if sender == "server" else "server"
+    topics = SHAPE_TOPICS.get(cell.shape, ())
+
+    def peer(side: str) -> Any:
+        kind = cell.type_of(side)
+        wire = cell.client_wire if side == "client" else cell.server_wire
+        return make_pattern_peer(cell.impl_of(side), kind, wire, side, workdir,
+                                 topics=topics if kind in ("SUB", "XSUB") else (),
+                                 data=CLI_DATA[family])
+
+    server = peer("server")
+    peers.append(server)
+    server_url = server.bind(_bind_url(cell.net, workdir, "server"))
+    gw: GatewayProc | None = None
+    connect_url = server_url
+    if not cell.direct:
+        fb, bb = cell.backends
+        scheme = cell.server_wire if cell.server_wire == "zmq" else SP_SERVER_SCHEME[cell.server_impl]
+        pattern = cell.gateway_pattern  # pair1 is said on the SP side
+        on_back = pattern == "pair1" and cell.client_wire == "zmq"
+        front = (f"@{cell.client_wire}+{_bind_url(cell.net, workdir, 'front')}?backend={fb}"
+                 + ("" if on_back else f"&pattern={pattern}"))
+        back = f">{scheme}+{server_url}?backend={bb}" + (f"&pattern={pattern}" if on_back else "")
+        gw = GatewayProc(front, back, workdir)
+        connect_url = gw.start()
+        out.note(f"gateway {cell.gateway_pattern} {fb}->{bb} READY front={gw.front_url}")
+    client = peer("client")
+    peers.append(client)
+    client.connect(connect_url)
+    by_side = {"client": client, "server": server}
+    directions = [(sender, receiver)]
+    if cell.client_type.startswith("PAIR") and cell.server_type.startswith("PAIR"):
+        directions.append((receiver, sender))  # pair: the other way too
+    results = []
+    for src, dst in directions:
+        results.append(_deliver(cell, by_side[src], by_side[dst], timeout, out))
+    if all(r == "refused-handshake" for r in results):
+        out.observed = "refused-handshake"
+    elif all(r == "exchanged" for r in results):
+        out.observed = "exchanged"
+    else:
+        out.observed = "bad-delivery" if "bad-delivery" in results else "refused-handshake"
+    if gw is not None and not gw.alive():
+        out.bad(f"gateway died: {gw.stderr_tail(300)}")
+    return gw
+
+
+def _deliver(cell: Cell, src: Any, dst: Any, timeout: float, out: Outcome) -> str:
+    """One direction: ``exchanged``, ``refused-handshake`` (nothing crossed) or ``bad-delivery``."""
+    quiet = 0.3
+    if src.impl in CLI_IMPLS:  # repeats its one message
+        got = dst.drain(quiet=max(1.5, timeout), deadline=time.monotonic() + 3 * timeout + 3)
+        if not got:
+            return "refused-handshake"
+        data = CLI_DATA[cell.family]
+        wanted = bool(not SHAPE_TOPICS.get(cell.shape)
+                      or any(data.startswith(t) for t in SHAPE_TOPICS[cell.shape]))
+        if wanted and len(got) >= 2 and set(got) == {data}:
+            out.note(f"{dst.label}: {len(got)} copies of the CLI's message")
+            return "exchanged"
+        out.note(f"{dst.label}: got {got[:5]!r}")
+        return "bad-delivery"
+    topics = SHAPE_TOPICS.get(cell.shape)
+    probe = (topics[0] if topics else b"") + b"probe"
+    t0 = time.monotonic()
+    deadline = t0 + 3 * timeout + 2  # a subscription takes a moment to reach the publisher
+    crossed = False
+    while time.monotonic() < deadline and not crossed:
+        src.send(probe)
+        crossed = any(m == probe for m in dst.drain(quiet=0.1, deadline=time.monotonic() + 0.5))
+    if not crossed:
+        return "refused-handshake"
+    out.rtts.append(time.monotonic() - t0)
+    dst.drain(quiet=quiet, deadline=time.monotonic() + 2)  # probes still on the way
+    from gateway.matrix.cells import PUBSUB_ROUND, STREAM_ROUND
+
+    msgs = PUBSUB_ROUND if topics else STREAM_ROUND
+    for m in msgs:
+        src.send(m)
+    got = [m for m in dst.drain(quiet=quiet, deadline=time.monotonic() + 3 * timeout + 2)
+           if not m.endswith(b"probe")]
+    want = delivery_expected(cell)
+    if got == want:
+        return "exchanged"
+    out.note(f"{dst.label}: expected {want!r}, got {got!r}")
+    return "bad-delivery"

@@ -76,8 +76,17 @@ from gateway.message import Message
 
 __all__ = ["NngPolled", "PynngRawSocket", "gateway_register_adapters"]
 
-_KINDS = {"REP": "REP", "REQ": "REQ", "ROUTER": "REP", "DEALER": "REQ"}
+_KINDS = {"REP": "REP", "REQ": "REQ", "ROUTER": "REP", "DEALER": "REQ",
+          "XPUB": "XPUB", "PUB": "XPUB", "XSUB": "XSUB", "SUB": "XSUB", "PUSH": "PUSH",
+          "PULL": "PULL", "PAIR": "PAIR", "PAIR0": "PAIR", "PAIR1": "PAIR1"}
 _OPENERS = {"REP": (pynng.Rep0, lib.nng_rep0_open_raw), "REQ": (pynng.Req0, lib.nng_req0_open_raw)}
+#: the other patterns' bridge faces, nng's cooked sockets (no header on the wire but pair1's,
+#: which nng's cooked pair1 writes itself): pub0 toward subscribers, sub0 toward a publisher
+#: (a sent 0x01/0x00 + prefix message (un)subscribes), push0, pull0, pair0, pair1
+_PLAIN = {"XPUB": pynng.Pub0, "XSUB": pynng.Sub0, "PUSH": pynng.Push0, "PULL": pynng.Pull0,
+          "PAIR": pynng.Pair0, "PAIR1": pynng.Pair1}
+_RECEIVES = frozenset({"REP", "REQ", "XSUB", "PULL", "PAIR", "PAIR1"})
+_SENDS = frozenset({"REP", "REQ", "XPUB", "PUSH", "PAIR", "PAIR1"})
 _TCP_PORT = re.compile(r"^(tcp[46]?://)(.*):(0|\*)$")
 _new = tuple.__new__
 _NONBLOCK = lib.NNG_FLAG_NONBLOCK
@@ -127,6 +136,38 @@ def _take(m: Any) -> Message:
         lib.nng_msg_free(m)
 
 
+def _take_plain(m: Any) -> Message:
+    """A pub/sub, pipeline or pair0 message: the body only."""
+    try:
+        return _new(Message, ((), (ffi.buffer(lib.nng_msg_body(m), lib.nng_msg_len(m))[:],)))
+    finally:
+        lib.nng_msg_free(m)
+
+
+def _take_pair1(m: Any) -> Message:
+    """A pair1 message: its hop-count word (when nng left it in the header) is the one hop."""
+    try:
+        hdr = ffi.buffer(lib.nng_msg_header(m), lib.nng_msg_header_len(m))[:]
+        return _new(Message, ((hdr,) if hdr else (), (ffi.buffer(lib.nng_msg_body(m),
+                                                                 lib.nng_msg_len(m))[:],)))
+    finally:
+        lib.nng_msg_free(m)
+
+
+_TAKERS = {"REP": _take, "REQ": _take, "PAIR1": _take_pair1}
+
+
+def _subscribe(sock: Any, frame: bytes) -> None:
+    """sub0: a 0x01/0x00 + prefix message as nng's (un)subscribe option."""
+    if frame[:1] not in (b"\x01", b"\x00"):
+        raise LocalProtocolError(f"sub0 takes subscriptions only, not {frame[:16]!r}")
+    option = b"sub:subscribe" if frame[:1] == b"\x01" else b"sub:unsubscribe"
+    topic = frame[1:]
+    rv = lib.nng_socket_set(sock.socket, option, topic, len(topic))
+    if rv and rv != lib.NNG_ENOENT:  # cancelling what nng does not hold: nothing to undo
+        raise TransportError(f"pynng {option.decode()}: {_strerror(rv)}")
+
+
 def _lib_listen(sock: Any, url: str) -> str:
     """Listen; return the real URL (``tcp://h:0`` or ``tcp://h:*`` get the bound port)."""
     m = _TCP_PORT.match(url)
@@ -146,12 +187,26 @@ def _lib_listen(sock: Any, url: str) -> str:
 def _open(kind: str, raw: bool, recv_max_size: int, *, tcp_keepalive: bool = True,
           **kwargs: Any) -> tuple[str, Any]:
     k = _KINDS.get(kind.upper())
-    if k is None or not raw:
+    if k is None or (not raw and k in _OPENERS):
         raise ConfigError(f"pynng adapter: no raw socket of kind {kind!r} (raw={raw})")
-    cls, opener = _OPENERS[k]
-    sock = cls(opener=opener, recv_max_size=recv_max_size, **kwargs)
+    if k not in _SENDS:
+        kwargs.pop("send_buffer_size", None)
+    if k in _OPENERS or k not in _RECEIVES:
+        kwargs.pop("recv_buffer_size", None)
+    if k in _OPENERS:
+        cls, opener = _OPENERS[k]
+        sock = cls(opener=opener, recv_max_size=recv_max_size, **kwargs)
+    else:
+        extra = {"polyamorous": False} if k == "PAIR1" else {}
+        sock = _PLAIN[k](recv_max_size=recv_max_size, **extra, **kwargs)
     sock.tcp_keepalive = tcp_keepalive  # NNG_OPT_TCP_KEEPALIVE, before any dialer or listener
     return k, sock
+
+
+def _outgoing(kind: str, hops: tuple[bytes, ...]) -> tuple[bytes, ...]:
+    """The header a send carries: the backtrace for req/rep, nothing for the cooked faces
+    (nng's cooked pair1 writes its own hop count; a header on the others would reach the wire)."""
+    return hops if kind in _OPENERS else ()
 
 
 def _set_ttl(sock: Any, ttl: int | None) -> None:
@@ -213,11 +268,15 @@ class PynngRawSocket:
     ) -> None:
         self.kind, self._sock = _open(kind, raw, recv_max_size,
                                       send_buffer_size=min(send_buffer, 8192),
+                                      recv_buffer_size=min(hwm, 8192),  # sub0/pull0/pair
                                       tcp_keepalive=tcp_keepalive, **_reconnect(reconnect))
         _set_ttl(self._sock, ttl)
         # replies: nng takes them, then drops one silently when the client's pipe queue is full
         self.confirms_delivery = self.kind == "REQ"
         self._live = _LivePipes(self._sock) if self.kind == "REP" else None
+        self._takes = _TAKERS.get(self.kind, _take_plain)
+        if self.kind == "XPUB":  # pub0 drops for a full subscriber without a word
+            self.confirms_delivery = False
         #: called (on nng's thread) when a peer's pipe goes away
         self.on_peer_lost: Callable[[], None] | None = None
         _report_departures(self, self._sock)
@@ -264,6 +323,7 @@ class PynngRawSocket:
         space = self._space
         hwm = self._hwm
         recvmsg = lib.nng_recvmsg
+        take = self._takes
         loop = self._loop
         assert loop is not None
         final: BaseException
@@ -276,7 +336,7 @@ class PynngRawSocket:
                     else:
                         final = TransportError(f"pynng recv: {_strerror(rv)}")
                     break
-                msg = _take(msg_p[0])
+                msg = take(msg_p[0])
                 if len(queue) >= hwm:
                     space.clear()
                     while len(queue) >= hwm and not self._closed:
@@ -307,6 +367,8 @@ class PynngRawSocket:
         if self._closed:
             raise Closed("pynng socket closed")
         queue = self._queue
+        if self.kind not in _RECEIVES:
+            raise LocalProtocolError(f"nng {self.kind.lower()} receives nothing")
         while not queue:
             if self._reader is None:
                 if self._closed:
@@ -333,9 +395,12 @@ class PynngRawSocket:
             raise LocalProtocolError(f"SP carries exactly one body frame, not {len(body)}")
         if self._closed:
             raise Closed("pynng socket closed")
+        if self.kind == "XSUB":
+            _subscribe(self._sock, body[0])
+            return
         if self._live is not None:
             self._live.check(hops)
-        m = _build(self._send_p, hops, body[0])
+        m = _build(self._send_p, _outgoing(self.kind, hops), body[0])
         rv = lib.nng_sendmsg(self._sock.socket, m, _NONBLOCK)
         if rv == 0:
             return
@@ -403,7 +468,9 @@ def _reconnect(ivl: tuple[float, float]) -> dict[str, int]:
 
 
 def open_async(kind: str, options: SideOptions) -> PynngRawSocket:
-    return PynngRawSocket(kind, hwm=options.hwm, recv_max_size=options.max_message_size,
+    # the other patterns' faces: see _PLAIN
+    return PynngRawSocket(kind, hwm=options.hwm, send_buffer=options.hwm,
+                          recv_max_size=options.max_message_size,
                           ttl=options.hop_limit if kind.upper() in ("REP", "ROUTER") else None,
                           reconnect=(options.reconnect_ivl, options.reconnect_ivl_max),
                           tcp_keepalive=options.tcp_keepalive)
@@ -417,16 +484,23 @@ class NngPolled:
         self.kind, self._pynng = _open(kind, True, options.max_message_size,
                                        send_buffer_size=min(options.hwm, 8192),
                                        tcp_keepalive=options.tcp_keepalive,
+                                       recv_buffer_size=min(options.hwm, 8192),
                                        **_reconnect((options.reconnect_ivl,
                                                      options.reconnect_ivl_max)))
         _set_ttl(self._pynng, options.hop_limit if self.kind == "REP" else None)
         self.sock = self._pynng.socket
         self.confirms_delivery = self.kind == "REQ"  # see PynngRawSocket
         self._live = _LivePipes(self._pynng) if self.kind == "REP" else None
+        self._takes = _TAKERS.get(self.kind, _take_plain)
+        if self.kind == "XPUB":
+            self.confirms_delivery = False
         self.on_peer_lost: Callable[[], None] | None = None  # see PynngRawSocket
         _report_departures(self, self._pynng)
-        self.pollable = self._pynng.recv_fd
-        self.out_pollable: tuple[Any, int] = (self._pynng.send_fd, 1)  # zmq.POLLIN on the fd
+        # None where nng has no such fd (pub0 and push0 never receive; sub0 and pull0 never
+        # send, and a sub0's (un)subscribe never waits)
+        self.pollable = self._pynng.recv_fd if self.kind in _RECEIVES else None
+        self.out_pollable: tuple[Any, int] | None = (
+            (self._pynng.send_fd, 1) if self.kind in _SENDS else None)  # zmq.POLLIN on the fd
         self._msgp = ffi.new("nng_msg **")
 
     def bind(self, url: str) -> str:
@@ -441,15 +515,18 @@ class NngPolled:
             if rv == _EAGAIN:
                 return None
             raise TransportError(_strerror(rv))
-        return _take(self._msgp[0])
+        return self._takes(self._msgp[0])
 
     def send_nowait(self, msg: Message) -> bool:
         hops, body = msg
         if len(body) != 1:
             raise LocalProtocolError(f"SP carries exactly one body frame, not {len(body)}")
+        if self.kind == "XSUB":
+            _subscribe(self._pynng, body[0])
+            return True
         if self._live is not None:
             self._live.check(hops)
-        m = _build(self._msgp, hops, body[0])
+        m = _build(self._msgp, _outgoing(self.kind, hops), body[0])
         rv = lib.nng_sendmsg(self.sock, m, _NONBLOCK)
         if rv == 0:
             return True

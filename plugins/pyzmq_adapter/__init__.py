@@ -56,8 +56,10 @@ from . import zap
 
 __all__ = ["LibzmqProxy", "PyzmqRawSocket", "ZmqPolled", "gateway_register_adapters"]
 
-_KINDS = {"ROUTER": "ROUTER", "DEALER": "DEALER", "REP": "ROUTER", "REQ": "DEALER"}
-_ZMQ_TYPE = {"ROUTER": zmq.ROUTER, "DEALER": zmq.DEALER}
+_KINDS = {"ROUTER": "ROUTER", "DEALER": "DEALER", "REP": "ROUTER", "REQ": "DEALER",
+          "XPUB": "XPUB", "XSUB": "XSUB", "PUSH": "PUSH", "PULL": "PULL", "PAIR": "PAIR"}
+_ZMQ_TYPE = {"ROUTER": zmq.ROUTER, "DEALER": zmq.DEALER, "XPUB": zmq.XPUB, "XSUB": zmq.XSUB,
+             "PUSH": zmq.PUSH, "PULL": zmq.PULL, "PAIR": zmq.PAIR}
 _PORT_ZERO = re.compile(r"^(tcp://.*):0$")
 _new = tuple.__new__
 _NOBLOCK = zmq.NOBLOCK
@@ -78,6 +80,23 @@ def _split_router(frames: list[bytes]) -> Message:
         if not frames[i]:
             return _new(Message, (tuple(frames[: i + 1]), tuple(frames[i + 1 :])))
     return _new(Message, ((frames[0],), tuple(frames[1:])))
+
+
+def _split_plain(frames: list[bytes]) -> Message:
+    # pub/sub, pipeline, pair: no envelope, every frame is body
+    return _new(Message, ((), tuple(frames)))
+
+
+def _splitter(kind: str) -> Callable[[list[bytes]], Message]:
+    return {"ROUTER": _split_router, "DEALER": _split_dealer}.get(kind, _split_plain)
+
+
+def _pattern_options(sock: Any, kind: str) -> None:
+    """XPUB: every subscription and cancel of every subscriber reaches the bridge (its
+    :class:`~gateway.envelope.Subscriptions` counts them), including the cancels libzmq
+    makes up for a subscriber that leaves."""
+    if kind == "XPUB":
+        sock.setsockopt(zmq.XPUB_VERBOSER, 1)
 
 
 def _split_dealer(frames: list[bytes]) -> Message:
@@ -259,7 +278,10 @@ class PyzmqRawSocket:
     """A libzmq ROUTER (clients connect to it) or DEALER (talks to servers) for the device.
 
     ``kind``: "ROUTER" or "DEALER"; "REP" and "REQ" with ``raw=True`` mean the same (raw REP
-    is the ROUTER-like socket, raw REQ the DEALER-like one). ``context`` defaults to the
+    is the ROUTER-like socket, raw REQ the DEALER-like one). The other patterns' bridge faces:
+    "XPUB" (subscribers connect; its subscriptions are received as 0x01/0x00 messages),
+    "XSUB" (toward a publisher; send 0x01/0x00 messages to subscribe), "PUSH", "PULL",
+    "PAIR": their messages have no hops. ``context`` defaults to the
     process-wide ``zmq.asyncio.Context.instance()``. ``hwm`` sets SNDHWM and RCVHWM
     (libzmq's default 1000). Extra ``options`` are ``{zmq option: value}`` set before bind or
     connect (e.g. ``{zmq.ROUTER_MANDATORY: 1}`` or ``{zmq.IDENTITY: b"gw"}``).
@@ -290,7 +312,10 @@ class PyzmqRawSocket:
         _start_zap(self._ctx, options or {})
         for opt, value in (options or {}).items():
             self._sock.setsockopt(opt, value)
-        self._split = _split_router if k == "ROUTER" else _split_dealer
+        _pattern_options(self._sock, k)
+        self._split = _splitter(k)
+        #: an XPUB drops a message for a subscriber at its high-water mark without a word
+        self.confirms_delivery = k != "XPUB"
         self._watch: _PeerWatch | None = None
         self._closed = False
         self._recv_waiting = 0  # tasks parked on zmq.asyncio futures (see _kick)
@@ -525,7 +550,9 @@ class ZmqPolled:
         self.out_pollable: tuple[Any, int] = (sock, zmq.POLLOUT)
         # created here, before the poller thread owns the socket
         self._watch = _PeerWatch(sock, f"pyzmq-{k.lower()}")
-        self._split = _split_router if self.router else _split_dealer
+        _pattern_options(sock, k)
+        self._split = _splitter(k)
+        self.confirms_delivery = k != "XPUB"  # see PyzmqRawSocket
 
     @property
     def name(self) -> str:

@@ -1,0 +1,130 @@
+"""SP over TLS through the gateway (``sp+tls+tcp://``) with real nng peers (pynng's TLS):
+certificates made by the test with openssl, everything on 127.0.0.1."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pynng
+import pytest
+
+from gateway.testing.certs import make_certs
+from interop_tests.gateway_helpers import LOCAL, Gateway, ZmqServer, free_port, lib_url, zmq_client
+
+pytestmark = pytest.mark.timeout(90)
+
+
+@pytest.fixture(scope="module")
+def certs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_certs(tmp_path_factory.mktemp("tls"))
+
+
+def _client_config(certs: Path, ca: str = "ca.pem") -> pynng.TLSConfig:
+    return pynng.TLSConfig(pynng.TLSConfig.MODE_CLIENT, ca_string=(certs / ca).read_text(),
+                           server_name="localhost")
+
+
+def _nng_req(url: str, config: pynng.TLSConfig) -> pynng.Req0:
+    sock = pynng.Req0(recv_timeout=5000, send_timeout=5000)
+    sock.tls_config = config
+    sock.dial(url, block=False)  # nng redials until the handshake succeeds
+    return sock
+
+
+def _front(certs: Path) -> str:
+    return (f"@sp+tls+tcp://{LOCAL}:0?tls_cert={certs / 'server.pem'}"
+            f"&tls_key={certs / 'server.key'}")
+
+
+def test_nng_req_over_tls_to_a_zeromq_rep(certs: Path) -> None:
+    with ZmqServer("REP") as server, Gateway(
+            "bridge", _front(certs), f">zmq+tcp://{LOCAL}:{server.port}", "--log-format", "json",
+            metrics=True) as gw:
+        url = "tls+tcp://" + lib_url(gw.front).partition("://")[2]
+        with _nng_req(url, _client_config(certs)) as req:
+            for i in range(5):
+                req.send(b"hello %d" % i)
+                assert req.recv() == b"re:hello %d" % i
+        assert gw.metric("gateway_forwarded_messages_total", direction="request") == 5
+
+
+@pytest.fixture
+def nng_tls_rep(certs: Path) -> Iterator[int]:
+    """An nng REP listening on tls+tcp, answering ``re:`` + body until the test ends."""
+    port = free_port()
+    sock = pynng.Rep0(recv_timeout=200)
+    sock.tls_config = pynng.TLSConfig(pynng.TLSConfig.MODE_SERVER,
+                                      own_cert_string=(certs / "server.pem").read_text(),
+                                      own_key_string=(certs / "server.key").read_text())
+    sock.listen(f"tls+tcp://{LOCAL}:{port}")
+    stop = threading.Event()
+
+    def serve() -> None:
+        while not stop.is_set():
+            try:
+                body = sock.recv()
+            except pynng.Timeout:
+                continue
+            sock.send(b"re:" + body)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield port
+    finally:
+        stop.set()
+        thread.join(5)
+        sock.close()
+
+
+def test_zeromq_req_to_an_nng_rep_listening_on_tls(certs: Path, nng_tls_rep: int) -> None:
+    back = (f">sp+tls+tcp://{LOCAL}:{nng_tls_rep}?tls_ca={certs / 'ca.pem'}"
+            "&tls_server_name=localhost")
+    with Gateway("bridge", f"@zmq+tcp://{LOCAL}:0", back) as gw, \
+            zmq_client("REQ", lib_url(gw.front)) as req:
+        for i in range(5):
+            req.send(b"x%d" % i)
+            assert req.recv() == b"re:x%d" % i
+
+
+def test_an_untrusted_client_is_refused_logged_counted_and_others_served(certs: Path) -> None:
+    with ZmqServer("REP") as server, Gateway(
+            "bridge", _front(certs) + f"&tls_ca={certs / 'ca.pem'}&tls_verify=required",
+            f">zmq+tcp://{LOCAL}:{server.port}", "--log-format", "json", "--name", "secure",
+            metrics=True) as gw:
+        url = "tls+tcp://" + lib_url(gw.front).partition("://")[2]
+        # a client whose certificate comes from a CA the gateway does not trust
+        stranger = pynng.TLSConfig(pynng.TLSConfig.MODE_CLIENT,
+                                   ca_string=(certs / "ca.pem").read_text(),
+                                   own_cert_string=(certs / "other.pem").read_text(),
+                                   own_key_string=(certs / "other.key").read_text(),
+                                   server_name="localhost")
+        with _nng_req(url, stranger) as bad:
+            failed = gw.wait_event("handshake.failed", timeout=10, socket="secure/front",
+                                   reason="tls")
+            assert "TLS handshake failed" in failed["detail"]
+            assert gw.wait_metric("gateway_handshake_failures_total", 1, socket="secure/front",
+                                  reason="tls") >= 1
+            good = pynng.TLSConfig(pynng.TLSConfig.MODE_CLIENT,
+                                   ca_string=(certs / "ca.pem").read_text(),
+                                   own_cert_string=(certs / "client.pem").read_text(),
+                                   own_key_string=(certs / "client.key").read_text(),
+                                   server_name="localhost")
+            with _nng_req(url, good) as req:
+                req.send(b"trusted")
+                assert req.recv() == b"re:trusted"
+            bad.send_timeout = 300
+            with pytest.raises(pynng.Timeout):
+                bad.send(b"never")  # no pipe ever completes for it
+
+
+def test_a_gateway_client_with_the_wrong_ca_is_refused(certs: Path, nng_tls_rep: int) -> None:
+    back = (f">sp+tls+tcp://{LOCAL}:{nng_tls_rep}?tls_ca={certs / 'other-ca.pem'}"
+            "&tls_server_name=localhost")
+    with Gateway("bridge", f"@zmq+tcp://{LOCAL}:0", back, "--log-format", "json",
+                 "--name", "out", metrics=True) as gw:
+        failed = gw.wait_event("handshake.failed", timeout=10, socket="out/back", reason="tls")
+        assert "CERTIFICATE_VERIFY_FAILED" in failed["detail"]
+        assert gw.metric("gateway_handshake_failures_total", socket="out/back", reason="tls") >= 1

@@ -1,0 +1,110 @@
+"""SP over WebSocket through the gateway (``sp+ws://``, ``sp+wss://``) with real nng peers
+(pynng): subprotocols as nng names them, one SP message per binary WebSocket message."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pynng
+import pytest
+
+from gateway.testing.certs import make_certs
+from interop_tests.gateway_helpers import LOCAL, Gateway, ZmqServer, free_port, lib_url, zmq_client
+
+pytestmark = pytest.mark.timeout(90)
+
+
+@pytest.fixture(scope="module")
+def certs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_certs(tmp_path_factory.mktemp("wss"))
+
+
+def _lib(url: str) -> str:
+    """``sp+ws://h:p/path`` -> nng's ``ws://h:p/path``."""
+    return url.partition("+")[2]
+
+
+@pytest.mark.parametrize("secure", [False, True], ids=["ws", "wss"])
+def test_nng_req_over_websocket_to_a_zeromq_rep(secure: bool, certs: Path) -> None:
+    front = f"@sp+{'wss' if secure else 'ws'}://{LOCAL}:0/orders"
+    if secure:
+        front += f"?tls_cert={certs / 'server.pem'}&tls_key={certs / 'server.key'}"
+    with ZmqServer("REP") as server, Gateway(
+            "bridge", front, f">zmq+tcp://{LOCAL}:{server.port}", metrics=True) as gw:
+        assert gw.front.endswith("/orders")
+        with pynng.Req0(recv_timeout=5000, send_timeout=5000) as req:
+            if secure:
+                req.tls_config = pynng.TLSConfig(pynng.TLSConfig.MODE_CLIENT,
+                                                 ca_string=(certs / "ca.pem").read_text(),
+                                                 server_name="localhost")
+            req.dial(_lib(gw.front), block=False)
+            for i in range(5):
+                req.send(b"m%d" % i)
+                assert req.recv() == b"re:m%d" % i
+            big = bytes(range(256)) * 1024  # 256 KiB: nng fragments above 64 KiB frames
+            req.send(big)
+            assert req.recv() == b"re:" + big
+        assert gw.metric("gateway_forwarded_messages_total", direction="request") == 6
+
+
+@pytest.fixture
+def nng_ws_rep() -> Iterator[str]:
+    port = free_port()
+    url = f"ws://{LOCAL}:{port}/svc"
+    sock = pynng.Rep0(recv_timeout=200)
+    sock.listen(url)
+    stop = threading.Event()
+
+    def serve() -> None:
+        while not stop.is_set():
+            try:
+                body = sock.recv()
+            except pynng.Timeout:
+                continue
+            sock.send(b"re:" + body)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield url
+    finally:
+        stop.set()
+        thread.join(5)
+        sock.close()
+
+
+def test_zeromq_req_to_an_nng_rep_listening_on_websocket(nng_ws_rep: str) -> None:
+    with Gateway("bridge", f"@zmq+tcp://{LOCAL}:0", ">sp+" + nng_ws_rep) as gw, \
+            zmq_client("REQ", lib_url(gw.front)) as req:
+        for i in range(5):
+            req.send(b"x%d" % i)
+            assert req.recv() == b"re:x%d" % i
+
+
+def test_a_client_for_another_path_is_refused_and_counted_others_served() -> None:
+    with ZmqServer("REP") as server, Gateway(
+            "bridge", f"@sp+ws://{LOCAL}:0/orders", f">zmq+tcp://{LOCAL}:{server.port}",
+            "--log-format", "json", "--name", "web", metrics=True) as gw:
+        hostport = gw.front.split("://")[1].split("/")[0]
+        with pynng.Req0(send_timeout=300) as lost:
+            lost.dial(f"ws://{hostport}/elsewhere", block=False)
+            failed = gw.wait_event("handshake.failed", timeout=10, socket="web/front",
+                                   reason="sp-protocol")
+            assert "no SP listener at '/elsewhere'" in failed["detail"]
+            assert gw.metric("gateway_handshake_failures_total", socket="web/front",
+                             reason="sp-protocol") >= 1
+            with pynng.Req0(recv_timeout=5000, send_timeout=5000) as req:
+                req.dial(_lib(gw.front), block=False)
+                req.send(b"ok")
+                assert req.recv() == b"re:ok"
+            with pytest.raises(pynng.Timeout):
+                lost.send(b"never")
+
+
+def test_a_zeromq_endpoint_on_websocket_is_refused() -> None:
+    from interop_tests.gateway_helpers import run_cli
+
+    done = run_cli("bridge", f"@zmq+ws://{LOCAL}:0/x", f">sp+tcp://{LOCAL}:1")
+    assert done.returncode == 2 and "ws is an SP transport" in done.stderr

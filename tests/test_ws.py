@@ -1,0 +1,92 @@
+"""gateway_plugins.ws: SP over WebSocket, native socket against native socket (pynng peers are
+in interop_tests/test_gateway_ws.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+
+import pytest
+from gateway_plugins.ws import NAMES, PEERS, PROTOCOLS, SUFFIX, sp_header, split_address
+
+import gateway
+from gateway.errors import ConfigError
+
+
+def test_names_ids_and_peers_are_nng_s() -> None:
+    assert PROTOCOLS["req"] == 0x30 and PROTOCOLS["rep"] == 0x31 and PROTOCOLS["pair1"] == 0x11
+    assert all(PEERS[PEERS[n]] == n for n in PEERS)  # pairing is symmetric
+    assert NAMES[0x21] == "sub" and SUFFIX == ".sp.nanomsg.org"
+    assert sp_header("rep") == b"\x00SP\x00\x00\x31\x00\x00"
+
+
+@pytest.mark.parametrize(("address", "parts"), [
+    ("127.0.0.1:80/a/b", ("127.0.0.1", 80, "/a/b")),
+    ("127.0.0.1:0", ("127.0.0.1", 0, "/")),
+    ("[::1]:8080/", ("::1", 8080, "/")),
+])
+def test_split_address(address: str, parts: tuple[str, int, str]) -> None:
+    assert split_address(address) == parts
+
+
+def test_native_req_rep_over_ws_both_roles() -> None:
+    async def main() -> None:
+        async with gateway.Socket("REP") as rep, gateway.Socket("REQ") as req:
+            url = rep.bind("sp+ws://127.0.0.1:0/svc")
+            assert url.startswith("sp+ws://127.0.0.1:") and url.endswith("/svc")
+            req.connect(url)
+            for body in (b"", b"x", b"y" * 200_000):
+                await req.send(body)
+                got = await asyncio.wait_for(rep.recv(), 10)
+                await rep.send(got[::-1])
+                assert await asyncio.wait_for(req.recv(), 10) == body[::-1]
+
+    asyncio.run(main())
+
+
+def test_pub_sub_over_ws_uses_the_sub_and_pub_names() -> None:
+    async def main() -> None:
+        async with gateway.Socket("PUB") as pub, gateway.Socket("SUB") as sub:
+            url = pub.bind("sp+ws://127.0.0.1:0/feed")
+            sub.subscribe(b"a")
+            sub.connect(url)
+            await asyncio.wait_for(pub.wait_peers(1), 10)
+            for _ in range(50):  # the subscriber's pipe may still be opening: publish again
+                await pub.send(b"b-skip")
+                await pub.send(b"a-take")
+                try:
+                    assert await asyncio.wait_for(sub.recv(), 0.2) == b"a-take"
+                    return
+                except TimeoutError:
+                    continue
+            raise AssertionError("nothing arrived over ws")
+
+    asyncio.run(main())
+
+
+def test_a_raw_http_client_without_the_subprotocol_is_answered_400() -> None:
+    async def main() -> None:
+        async with gateway.Socket("REP") as rep:
+            url = rep.bind("sp+ws://127.0.0.1:0/svc")
+            port = int(url.split(":")[2].split("/")[0])
+
+            def probe() -> bytes:
+                with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+                    s.sendall(b"GET /svc HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\n"
+                              b"Connection: Upgrade\r\nSec-WebSocket-Version: 13\r\n"
+                              b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n")
+                    return s.recv(4096)
+
+            answer = await asyncio.to_thread(probe)
+            assert answer.startswith(b"HTTP/1.1 400")
+
+    asyncio.run(main())
+
+
+def test_zeromq_and_tls_settings_are_refused_where_they_do_not_apply() -> None:
+    async def main() -> None:
+        async with gateway.Socket("REP") as rep:
+            with pytest.raises(ConfigError, match="ws is an SP transport"):
+                rep.bind("zmq+ws://127.0.0.1:0/x")
+
+    asyncio.run(main())
