@@ -168,7 +168,9 @@ def test_a_flood_of_uncrossable_messages_is_counted_quietly() -> None:
             stop.set()
             meter.join(10)
         assert gw.metric("gateway_dropped_messages_total", reason="multi-frame-body") == n
-        assert len(lat) > 20 and _p99(lat) < 0.050, f"p99 {_p99(lat) * 1e3:.1f} ms"
+        # not a benchmark: a starved client would wait for the whole flood (seconds); the bound
+        # leaves room for a loaded 2-core machine (under 50 ms when it is quiet)
+        assert len(lat) > 20 and _p99(lat) < 0.250, f"p99 {_p99(lat) * 1e3:.1f} ms"
         def logged() -> tuple[int, int]:
             drops = [ev for ev in gw.events() if ev.get("event", "").startswith("drop")]
             total = sum(ev.get("count", 1) + ev.get("suppressed", 0) if ev["event"] == "drop"
