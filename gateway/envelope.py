@@ -27,6 +27,7 @@ bad-backtrace      a hop before the request id with its top bit set; or a token 
                    more than one hop
 multi-frame-body   a body of several frames where SP carries exactly one
 no-body            a body of zero frames where SP needs one
+probe              the empty message a ZeroMQ DEALER with ZMQ_PROBE_ROUTER sends on connect
 table-full         :class:`TableFull`: the pending-token table is full even after expiry
 unknown-token      :class:`UnknownToken`: a reply for a token the table does not hold
 expired-token      :class:`UnknownToken`: the token was still held but its deadline passed
@@ -233,6 +234,8 @@ def zmtp_to_sp_request(msg: Message, table: TokenTable, now: float) -> Message:
     hops, body = msg
     if len(body) != 1:
         if not body:
+            if hops[-1:] == (b"",) and len(hops) == 2:  # [identity][empty]: ZMQ_PROBE_ROUTER
+                raise EnvelopeError("probe", "an empty probe message (ZMQ_PROBE_ROUTER)")
             raise EnvelopeError("no-body")
         raise EnvelopeError("multi-frame-body", f"{len(body)} frames")
     return _new(Message, ((table.mint(hops, now),), body))

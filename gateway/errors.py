@@ -151,6 +151,8 @@ DROP_REASONS: dict[str, str] = {
     "bad-backtrace": "a hop before the request id with its top bit set",
     "multi-frame-body": "a ZeroMQ body of several frames toward SP (one frame only)",
     "no-body": "a body of zero frames toward SP",
+    "probe": "the empty message a ZeroMQ client with ZMQ_PROBE_ROUTER sends on connect (no "
+             "request: counted, logged at debug only)",
     "no-envelope": "a same-family reply without a routing hop",
     "table-full": "the pending-token table is full",
     "unknown-token": "a reply for a token the table does not hold",

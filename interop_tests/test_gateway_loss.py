@@ -236,3 +236,18 @@ def test_pynng_front_refuses_a_reply_to_a_client_that_left() -> None:
             time.sleep(0.1)
         gw.wait_metric("gateway_dropped_messages_total", 1, reason="client-gone")
         assert gw.metric("gateway_forwarded_messages_total", direction="reply") == 0
+
+
+def test_probe_router_messages_are_counted_not_warned() -> None:
+    """libzmq DEALERs with ZMQ_PROBE_ROUTER send an empty message on connect: counted as
+    ``probe``, no warning line per client, and their requests are served."""
+    with NngServer() as server, Gateway(*bridge_args(
+            url("zmq", ANY, "native"), url("sp", f"{LOCAL}:{server.port}", "native")),
+            metrics=True) as gw:
+        for i in range(3):
+            with zmq_client("DEALER", lib_url(gw.front), PROBE_ROUTER=1) as dealer:
+                dealer.send_multipart([b"", b"q%d" % i])
+                assert dealer.recv_multipart() == [b"", b"re:q%d" % i]
+        assert gw.wait_metric("gateway_dropped_messages_total", 3, reason="probe") == 3
+        assert not [ev for ev in gw.events()
+                    if ev.get("event") == "drop" and ev.get("level") == "warning"]

@@ -172,7 +172,7 @@ def test_same_family_untouched(front: str, back: str) -> None:
 
 
 @pytest.mark.parametrize(("body", "reason"), [((b"a", b"b"), "multi-frame-body"),
-                                              ((), "no-body")])
+                                              ((), "probe")])
 def test_zmtp_to_sp_body_refused_by_default(body: tuple[bytes, ...], reason: str) -> None:
     bridge = Bridge("zmq+tcp://127.0.0.1:1", "sp+tcp://127.0.0.1:2", name=_name())
     with pytest.raises(EnvelopeError) as err:

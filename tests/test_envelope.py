@@ -225,7 +225,7 @@ def test_dealer_without_delimiter_gets_its_frames_back() -> None:
     assert back.frames == (ZID, b"answer")  # ROUTER pops ZID: the DEALER reads [b"answer"]
 
 
-@pytest.mark.parametrize(("body", "reason"), [((b"a", b"b"), "multi-frame-body"), ((), "no-body")])
+@pytest.mark.parametrize(("body", "reason"), [((b"a", b"b"), "multi-frame-body"), ((), "probe")])  # [id][empty]: a probe
 def test_zmtp_request_refuses_bodies(body: tuple[bytes, ...], reason: str) -> None:
     t = TokenTable()
     with pytest.raises(EnvelopeError) as ei:
@@ -517,3 +517,15 @@ def test_pattern_translator_directions() -> None:
     assert t.reply(Message((), (b"y",)), 0.0) == Message((b"\x00\x00\x00\x00",), (b"y",))
     with pytest.raises(ValueError):
         PatternTranslator("bus", "sp", "sp")
+
+
+def test_a_probe_router_message_is_reason_probe_not_no_body() -> None:
+    """ZMQ_PROBE_ROUTER: a DEALER's empty frame arrives as [identity][empty] with no body."""
+    table = TokenTable()
+    with pytest.raises(EnvelopeError) as info:
+        zmtp_to_sp_request(Message((b"\x00\x01\x02\x03\x04", b""), ()), table, 0.0)
+    assert info.value.reason == "probe"
+    with pytest.raises(EnvelopeError) as info:  # an app envelope, then nothing: a real mistake
+        zmtp_to_sp_request(Message((b"\x00id", b"app", b""), ()), table, 0.0)
+    assert info.value.reason == "no-body"
+    assert len(table) == 0

@@ -58,6 +58,10 @@ def classify(exc: BaseException, direction: str) -> str:
     raise exc  # not a message's fault: a bug, let it surface
 
 
+#: drop reasons that are part of normal traffic: counted, logged at debug level only
+NORMAL = frozenset({"probe"})
+
+
 class Ledger:
     """Counters and gauges of one bridge; cheap enough for the hot path (dict increments)."""
 
@@ -118,6 +122,10 @@ class Ledger:
         if direction == REPLY:
             self.in_flight = max(0, self.in_flight - count)
         who = client.hex()
+        if reason in NORMAL:  # the normal, not a loss: counted, no warning
+            log.debug("drop", bridge=self.bridge, direction=direction, reason=reason,
+                      client=who)
+            return
         quiet_key = (reason, direction, who)
         now = monotonic()
         entry = self._quiet.pop(quiet_key, None)
