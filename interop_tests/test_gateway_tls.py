@@ -128,3 +128,58 @@ def test_a_gateway_client_with_the_wrong_ca_is_refused(certs: Path, nng_tls_rep:
         failed = gw.wait_event("handshake.failed", timeout=10, socket="out/back", reason="tls")
         assert "CERTIFICATE_VERIFY_FAILED" in failed["detail"]
         assert gw.metric("gateway_handshake_failures_total", socket="out/back", reason="tls") >= 1
+
+
+# -- CURVE or PLAIN on the ZeroMQ side, TLS on the SP side: what no other bridge translates ----
+
+from interop_tests.test_gateway_security import (  # noqa: E402
+    BACKENDS,
+    _client_options,
+    _front_security,
+    _q,
+    pki,  # noqa: F401  (the fixture)
+)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("mechanism", ["CURVE", "PLAIN"])
+def test_secure_zeromq_client_to_an_nng_rep_over_tls(certs: Path, nng_tls_rep: int,
+                                                     pki: dict, mechanism: str,  # noqa: F811
+                                                     backend: str) -> None:
+    front = f"@zmq+tcp://{LOCAL}:0?backend={backend}&{_front_security(mechanism, pki)}"
+    back = (f">sp+tls+tcp://{LOCAL}:{nng_tls_rep}?tls_ca={certs / 'ca.pem'}"
+            "&tls_server_name=localhost")
+    with Gateway("bridge", front, back) as gw, zmq_client(
+            "REQ", lib_url(gw.front), **_client_options(mechanism, pki, True)) as req:
+        for i in range(3):
+            req.send(b"sealed %d" % i)
+            assert req.recv() == b"re:sealed %d" % i
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("mechanism", ["CURVE", "PLAIN"])
+def test_nng_req_over_tls_to_a_secure_zeromq_rep(certs: Path, pki: dict,  # noqa: F811
+                                                 mechanism: str, backend: str) -> None:
+    if mechanism == "CURVE":
+        public, secret = pki["certs"]["server"]["keys"]
+        server_opts: dict = {"curve_server": 1, "curve_publickey": public,
+                             "curve_secretkey": secret}
+        passwords = None
+        client = _q(curve_cert=pki["certs"]["client"]["sec"],
+                    curve_server_cert=pki["certs"]["server"]["pub"])
+    else:
+        server_opts = {"plain_server": 1}
+        passwords = {"alice": "wonderland"}
+        client = _q(plain_username="alice", plain_password_file=pki["alice_pw"])
+    with ZmqServer("REP", options=server_opts, plain_passwords=passwords) as server, Gateway(
+            "bridge", _front(certs),
+            f">zmq+tcp://{LOCAL}:{server.port}?backend={backend}&{client}") as gw:
+        url = "tls+tcp://" + lib_url(gw.front).partition("://")[2]
+        with _nng_req(url, _client_config(certs)) as req:
+            for i in range(3):
+                try:
+                    req.send(b"ask %d" % i)
+                    got = req.recv()
+                except pynng.Timeout:
+                    raise AssertionError(f"no reply to ask {i}:\n{gw.stderr}") from None
+                assert got == b"re:ask %d" % i

@@ -1,8 +1,8 @@
 """TLS over TCP for SP: ``sp+tls+tcp://host:port`` (nng's ``tls+tcp``; sp-tls-mapping-01).
 
 The TCP mapping inside TLS. The engine hands each listen and dial an ``ssl.SSLContext``
-(``tls=``, from the endpoint's settings: :mod:`gateway.tls`); the TLS handshake runs in front of
-the engine's pipe (:class:`TlsShim`), so a refused certificate reaches the pipe as a failed
+(``tls=``, from the endpoint's settings: :mod:`gateway.tls`); TLS runs sans-IO in front of
+the engine's pipe (:class:`TlsShim`: ``ssl.SSLObject`` over memory BIOs), so a refused certificate reaches the pipe as a failed
 handshake (reason ``tls``: one warning line and ``gateway_handshake_failures_total``), and the
 pipe sees a plain byte stream once it succeeds.
 """
@@ -24,51 +24,116 @@ HANDSHAKE_TIMEOUT = 10.0
 
 
 class TlsShim(asyncio.Protocol):
-    """Runs the TLS handshake on a fresh TCP connection, then hands the TLS transport to the
-    engine's pipe; on failure tells the pipe why (``fail_reason = "tls"``) and ends it."""
+    """TLS on a fresh TCP connection, sans-IO (``ssl.SSLObject`` over two memory BIOs), in
+    front of the engine's pipe: the connection's protocol on one side, the transport the pipe
+    writes to on the other. On success the pipe sees a plain byte stream; on failure the pipe
+    is told why (``fail_reason = "tls"``) and ended. Independent of the event loop (uvloop's
+    ``start_tls`` lost a ClientHello now and then)."""
 
     def __init__(self, pipe: Any, context: ssl.SSLContext, server_side: bool,
                  server_hostname: str | None) -> None:
         self.pipe = pipe
-        self.context = context
-        self.server_side = server_side
-        self.server_hostname = server_hostname
-        self._task: asyncio.Task[None] | None = None
-        #: bytes that arrived between the end of the handshake and the hand-over to the pipe
-        #: (the peer's SP header often comes in the same read as its last handshake record)
-        self._early: list[bytes] = []
+        self._in = ssl.MemoryBIO()
+        self._out = ssl.MemoryBIO()
+        self._ssl = context.wrap_bio(self._in, self._out, server_side=server_side,
+                                     server_hostname=server_hostname)
+        self.raw: asyncio.Transport | None = None
+        self._done = False  # handshake complete: the pipe has the connection
+        self._ended = False  # the pipe was told the connection is gone
+        self._timer: asyncio.TimerHandle | None = None
 
+    # -- the TCP side --------------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self._task = asyncio.get_running_loop().create_task(
-            self._handshake(transport))  # type: ignore[arg-type]
-
-    async def _handshake(self, raw: asyncio.Transport) -> None:
-        loop = asyncio.get_running_loop()
-        timeout = float(getattr(self.pipe, "handshake_timeout", HANDSHAKE_TIMEOUT) or
-                        HANDSHAKE_TIMEOUT)
-        try:
-            tls = await loop.start_tls(raw, self, self.context, server_side=self.server_side,
-                                       server_hostname=self.server_hostname,
-                                       ssl_handshake_timeout=timeout)
-        except (TimeoutError, ssl.SSLError, OSError, ConnectionError) as exc:
-            raw.abort()
-            self._failed(raw, exc)
-            return
-        if tls is None:  # the connection went away during the handshake
-            self._failed(raw, ConnectionResetError("closed during the TLS handshake"))
-            return
-        tls.set_protocol(self.pipe)
-        self.pipe.connection_made(tls)
-        early, self._early = self._early, []
-        for data in early:
-            self.pipe.data_received(data)
+        self.raw = transport  # type: ignore[assignment]
+        timeout = float(getattr(self.pipe, "handshake_timeout", HANDSHAKE_TIMEOUT)
+                        or HANDSHAKE_TIMEOUT)
+        self._timer = asyncio.get_running_loop().call_later(
+            timeout, lambda: self._fail(TimeoutError(f"no TLS handshake within {timeout:g} s")))
+        self._handshake()
 
     def data_received(self, data: bytes) -> None:
-        self._early.append(data)
+        self._in.write(data)
+        if self._done:
+            self._read()
+        else:
+            self._handshake()
 
-    def _failed(self, raw: asyncio.BaseTransport, exc: BaseException) -> None:
+    def eof_received(self) -> bool | None:
+        return None  # close
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        if not self._done and not self._ended:
+            self._fail(exc or ConnectionResetError("closed during the TLS handshake"))
+            return
+        if not self._ended:
+            self._ended = True
+            self.pipe.connection_lost(exc)
+
+    def pause_writing(self) -> None:
+        if self._done:
+            self.pipe.pause_writing()
+
+    def resume_writing(self) -> None:
+        if self._done:
+            self.pipe.resume_writing()
+
+    # -- TLS -----------------------------------------------------------------------------------
+    def _handshake(self) -> None:
+        try:
+            self._ssl.do_handshake()
+        except ssl.SSLWantReadError:
+            self._flush()
+            return
+        except (ssl.SSLError, OSError) as exc:
+            self._flush()  # the alert tells the peer why
+            self._fail(exc)
+            return
+        self._flush()
+        self._done = True
+        if self._timer is not None:
+            self._timer.cancel()
+        self.pipe.connection_made(self)
+        self._read()  # application data that came with the last handshake record
+
+    def _read(self) -> None:
+        chunks = []
+        while True:
+            try:
+                data = self._ssl.read(65536)
+            except ssl.SSLWantReadError:
+                break
+            except ssl.SSLZeroReturnError:  # the peer's close_notify
+                if self.raw is not None:
+                    self.raw.close()
+                break
+            except ssl.SSLError as exc:
+                if hasattr(self.pipe, "abort"):
+                    self.pipe.abort("tls", f"TLS: {exc}")
+                elif self.raw is not None:
+                    self.raw.abort()
+                break
+            if not data:
+                break
+            chunks.append(data)
+        self._flush()
+        for data in chunks:
+            self.pipe.data_received(data)
+
+    def _flush(self) -> None:
+        data = self._out.read()
+        if data and self.raw is not None and not self.raw.is_closing():
+            self.raw.write(data)
+
+    def _fail(self, exc: BaseException) -> None:
+        if self._ended:
+            return
+        self._ended = True
+        if self._timer is not None:
+            self._timer.cancel()
         pipe = getattr(self.pipe, "pipe", self.pipe)  # the engine's pipe, under a WsShim too
-        peer = raw.get_extra_info("peername")
+        peer = self.raw.get_extra_info("peername") if self.raw is not None else None
         if peer and hasattr(pipe, "peer"):
             pipe.peer = f"{peer[0]}:{peer[1]}"
         detail = getattr(exc, "reason", None) or str(exc) or type(exc).__name__
@@ -76,12 +141,68 @@ class TlsShim(asyncio.Protocol):
             pipe.fail_reason = "tls"
             pipe.fail_detail = f"TLS handshake failed: {detail}"
             pipe.fail_fields = {"wire": "sp", "tls": str(detail)}
+        if self.raw is not None:
+            self.raw.abort()
         self.pipe.connection_lost(exc if isinstance(exc, Exception) else None)
 
-    def connection_lost(self, exc: Exception | None) -> None:
-        if self._task is not None and not self._task.done():
-            return  # start_tls reports it
-        self.pipe.connection_lost(exc)
+    # -- the transport the pipe sees -----------------------------------------------------------
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        if not data or self.raw is None or self.raw.is_closing():
+            return
+        try:
+            self._ssl.write(data)
+        except ssl.SSLError as exc:
+            self.raw.abort()
+            if hasattr(self.pipe, "lost_error"):
+                self.pipe.lost_error = f"TLS: {exc}"
+            return
+        self._flush()
+
+    def writelines(self, chunks: Any) -> None:
+        for chunk in chunks:
+            self.write(chunk)
+
+    def close(self) -> None:
+        if self.raw is None or self.raw.is_closing():
+            return
+        try:
+            self._ssl.unwrap()  # close_notify
+        except (ssl.SSLError, OSError):
+            pass
+        self._flush()
+        self.raw.close()
+
+    def abort(self) -> None:
+        if self.raw is not None:
+            self.raw.abort()
+
+    def is_closing(self) -> bool:
+        return self.raw is None or self.raw.is_closing()
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        if name == "ssl_object":
+            return self._ssl
+        if name == "peercert":
+            return self._ssl.getpeercert()
+        return self.raw.get_extra_info(name, default) if self.raw is not None else default
+
+    def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
+        if self.raw is not None:
+            self.raw.set_write_buffer_limits(high, low)
+
+    def get_write_buffer_size(self) -> int:
+        return self.raw.get_write_buffer_size() if self.raw is not None else 0
+
+    def pause_reading(self) -> None:
+        if self.raw is not None:
+            self.raw.pause_reading()
+
+    def resume_reading(self) -> None:
+        if self.raw is not None:
+            self.raw.resume_reading()
+
+    def is_reading(self) -> bool:
+        return self.raw is not None and self.raw.is_reading()
 
 
 class TlsTcpTransport:
