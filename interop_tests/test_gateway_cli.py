@@ -133,7 +133,7 @@ def test_bad_url_exit_2_one_line(front: str, back: str, contains: str) -> None:
 @pytest.mark.parametrize(("front", "contains"), [
     ("foo+tcp://127.0.0.1:0", "unknown wire"),
     ("zmq+udp://127.0.0.1:0", "unknown transport"),
-    ("sp+ws://127.0.0.1:0", "unknown transport"),
+    ("sp+udp://127.0.0.1:0", "unknown transport"),
 ])
 def test_unknown_scheme_exit_2_one_line(front: str, contains: str) -> None:
     _one_line_exit_2("bridge", front, "sp+tcp://127.0.0.1:1", contains=contains)

@@ -249,7 +249,7 @@ class Pipe(asyncio.Protocol):
         batch.depth += 1  # writes caused by these messages are coalesced (see _flush)
         done = 0  # messages completed by this call (the message deadline restarts)
         try:
-            while self.reading and (event := codec.next_event()) is not None:
+            while self.reading and not self.close_reason and (event := codec.next_event()) is not None:
                 if type(event) is tuple:
                     incoming(self, event)
                     done += 1
