@@ -158,3 +158,40 @@ class ServerListener:
         else:
             self._task.cancel()
             self._sock.close()
+
+
+class Layer(asyncio.Protocol):
+    """A protocol layer between a connection and the engine's pipe (TLS, WebSocket): the
+    connection's protocol on one side, the transport the pipe writes to on the other. This
+    base delegates the flow-control and bookkeeping calls to the connection (``raw``); a layer
+    implements ``write``, ``close`` and its reading."""
+
+    raw: asyncio.Transport | None = None
+
+    def abort(self) -> None:
+        if self.raw is not None:
+            self.raw.abort()
+
+    def is_closing(self) -> bool:
+        return self.raw is None or self.raw.is_closing()
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return self.raw.get_extra_info(name, default) if self.raw is not None else default
+
+    def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
+        if self.raw is not None:
+            self.raw.set_write_buffer_limits(high, low)
+
+    def get_write_buffer_size(self) -> int:
+        return self.raw.get_write_buffer_size() if self.raw is not None else 0
+
+    def pause_reading(self) -> None:
+        if self.raw is not None:
+            self.raw.pause_reading()
+
+    def resume_reading(self) -> None:
+        if self.raw is not None:
+            self.raw.resume_reading()
+
+    def is_reading(self) -> bool:
+        return self.raw is not None and self.raw.is_reading()

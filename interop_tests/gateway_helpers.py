@@ -434,10 +434,13 @@ class NngServer(_NngServer):
     """
 
     def __init__(self, handler: Callable[[bytes], bytes | None] | None = None,
-                 port: int = 0, address: str | None = None) -> None:
+                 port: int = 0, address: str | None = None,
+                 tls_config: pynng.TLSConfig | None = None) -> None:
         super().__init__()
         self.handler = handler or (lambda body: b"re:" + body)
         self.sock = pynng.Rep0(recv_timeout=50)
+        if tls_config is not None:  # for tls+tcp:// and wss:// addresses
+            self.sock.tls_config = tls_config
         if address is None:
             self._listen_tcp(port)
         else:

@@ -3,7 +3,6 @@ certificates made by the test with openssl, everything on 127.0.0.1."""
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -11,7 +10,15 @@ import pynng
 import pytest
 
 from gateway.testing.certs import make_certs
-from interop_tests.gateway_helpers import LOCAL, Gateway, ZmqServer, free_port, lib_url, zmq_client
+from interop_tests.gateway_helpers import (
+    LOCAL,
+    Gateway,
+    NngServer,
+    ZmqServer,
+    free_port,
+    lib_url,
+    zmq_client,
+)
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -54,29 +61,11 @@ def test_nng_req_over_tls_to_a_zeromq_rep(certs: Path) -> None:
 def nng_tls_rep(certs: Path) -> Iterator[int]:
     """An nng REP listening on tls+tcp, answering ``re:`` + body until the test ends."""
     port = free_port()
-    sock = pynng.Rep0(recv_timeout=200)
-    sock.tls_config = pynng.TLSConfig(pynng.TLSConfig.MODE_SERVER,
-                                      own_cert_string=(certs / "server.pem").read_text(),
-                                      own_key_string=(certs / "server.key").read_text())
-    sock.listen(f"tls+tcp://{LOCAL}:{port}")
-    stop = threading.Event()
-
-    def serve() -> None:
-        while not stop.is_set():
-            try:
-                body = sock.recv()
-            except pynng.Timeout:
-                continue
-            sock.send(b"re:" + body)
-
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    try:
+    config = pynng.TLSConfig(pynng.TLSConfig.MODE_SERVER,
+                             own_cert_string=(certs / "server.pem").read_text(),
+                             own_key_string=(certs / "server.key").read_text())
+    with NngServer(address=f"tls+tcp://{LOCAL}:{port}", tls_config=config):
         yield port
-    finally:
-        stop.set()
-        thread.join(5)
-        sock.close()
 
 
 def test_zeromq_req_to_an_nng_rep_listening_on_tls(certs: Path, nng_tls_rep: int) -> None:

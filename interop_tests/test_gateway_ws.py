@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -11,7 +10,15 @@ import pynng
 import pytest
 
 from gateway.testing.certs import make_certs
-from interop_tests.gateway_helpers import LOCAL, Gateway, ZmqServer, free_port, lib_url, zmq_client
+from interop_tests.gateway_helpers import (
+    LOCAL,
+    Gateway,
+    NngServer,
+    ZmqServer,
+    free_port,
+    lib_url,
+    zmq_client,
+)
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -51,28 +58,9 @@ def test_nng_req_over_websocket_to_a_zeromq_rep(secure: bool, certs: Path) -> No
 
 @pytest.fixture
 def nng_ws_rep() -> Iterator[str]:
-    port = free_port()
-    url = f"ws://{LOCAL}:{port}/svc"
-    sock = pynng.Rep0(recv_timeout=200)
-    sock.listen(url)
-    stop = threading.Event()
-
-    def serve() -> None:
-        while not stop.is_set():
-            try:
-                body = sock.recv()
-            except pynng.Timeout:
-                continue
-            sock.send(b"re:" + body)
-
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    try:
+    url = f"ws://{LOCAL}:{free_port()}/svc"
+    with NngServer(address=url):
         yield url
-    finally:
-        stop.set()
-        thread.join(5)
-        sock.close()
 
 
 def test_zeromq_req_to_an_nng_rep_listening_on_websocket(nng_ws_rep: str) -> None:

@@ -16,14 +16,14 @@ from typing import Any
 from gateway_plugins.tcp import TcpTransport
 
 from gateway.hookspecs import hookimpl
-from gateway.transport import KeepAlive, ProtocolFactory, ServerListener
+from gateway.transport import KeepAlive, Layer, ProtocolFactory, ServerListener
 from gateway.url import split_host_port
 
 #: seconds a TLS handshake may take when the pipe does not say (its handshake_timeout)
 HANDSHAKE_TIMEOUT = 10.0
 
 
-class TlsShim(asyncio.Protocol):
+class TlsShim(Layer):
     """TLS on a fresh TCP connection, sans-IO (``ssl.SSLObject`` over two memory BIOs), in
     front of the engine's pipe: the connection's protocol on one side, the transport the pipe
     writes to on the other. On success the pipe sees a plain byte stream; on failure the pipe
@@ -172,37 +172,12 @@ class TlsShim(asyncio.Protocol):
         self._flush()
         self.raw.close()
 
-    def abort(self) -> None:
-        if self.raw is not None:
-            self.raw.abort()
-
-    def is_closing(self) -> bool:
-        return self.raw is None or self.raw.is_closing()
-
     def get_extra_info(self, name: str, default: Any = None) -> Any:
         if name == "ssl_object":
             return self._ssl
         if name == "peercert":
             return self._ssl.getpeercert()
-        return self.raw.get_extra_info(name, default) if self.raw is not None else default
-
-    def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
-        if self.raw is not None:
-            self.raw.set_write_buffer_limits(high, low)
-
-    def get_write_buffer_size(self) -> int:
-        return self.raw.get_write_buffer_size() if self.raw is not None else 0
-
-    def pause_reading(self) -> None:
-        if self.raw is not None:
-            self.raw.pause_reading()
-
-    def resume_reading(self) -> None:
-        if self.raw is not None:
-            self.raw.resume_reading()
-
-    def is_reading(self) -> bool:
-        return self.raw is not None and self.raw.is_reading()
+        return super().get_extra_info(name, default)
 
 
 class TlsTcpTransport:

@@ -38,7 +38,7 @@ from wsproto.events import (
 from wsproto.utilities import LocalProtocolError, RemoteProtocolError
 
 from gateway.hookspecs import hookimpl
-from gateway.transport import KeepAlive, ProtocolFactory, ServerListener
+from gateway.transport import KeepAlive, Layer, ProtocolFactory, ServerListener
 from gateway.url import split_host_port
 
 #: SP protocol names (nng's) and ids (sp-protocol-ids-01)
@@ -64,7 +64,7 @@ def sp_header(name: str) -> bytes:
     return b"\x00SP\x00" + PROTOCOLS[name].to_bytes(2, "big") + b"\x00\x00"
 
 
-class WsShim(asyncio.Protocol):
+class WsShim(Layer):
     """A WebSocket connection on one side, an SP/TCP byte stream for the engine's pipe on the
     other; also the transport the pipe writes to."""
 
@@ -245,29 +245,8 @@ class WsShim(asyncio.Protocol):
             else:
                 self.raw.abort()
 
-    def is_closing(self) -> bool:
-        return self.raw is None or self.raw.is_closing()
-
-    def get_extra_info(self, name: str, default: Any = None) -> Any:
-        return self.raw.get_extra_info(name, default) if self.raw is not None else default
-
-    def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
-        if self.raw is not None:
-            self.raw.set_write_buffer_limits(high, low)
-
     def get_write_buffer_size(self) -> int:
-        return len(self._out) + (self.raw.get_write_buffer_size() if self.raw else 0)
-
-    def pause_reading(self) -> None:
-        if self.raw is not None:
-            self.raw.pause_reading()
-
-    def resume_reading(self) -> None:
-        if self.raw is not None:
-            self.raw.resume_reading()
-
-    def is_reading(self) -> bool:
-        return self.raw is not None and self.raw.is_reading()
+        return len(self._out) + super().get_write_buffer_size()
 
 
 class WsTransport:
