@@ -172,3 +172,17 @@ def test_nng_req_over_tls_to_a_secure_zeromq_rep(certs: Path, pki: dict,  # noqa
                 except pynng.Timeout:
                     raise AssertionError(f"no reply to ask {i}:\n{gw.stderr}") from None
                 assert got == b"re:ask %d" % i
+
+
+def test_the_pynng_backend_speaks_tls_both_ways(certs: Path, nng_tls_rep: int) -> None:
+    """``?backend=pynng`` takes the same tls_* settings, as nng's TLSConfig: an nng TLS client
+    through a pynng TLS front, and a pynng TLS back end to an nng TLS server."""
+    front = _front(certs) + "&backend=pynng"
+    back = (f">sp+tls+tcp://{LOCAL}:{nng_tls_rep}?backend=pynng&tls_ca={certs / 'ca.pem'}"
+            "&tls_server_name=localhost")
+    with Gateway("bridge", front, back) as gw:
+        url = "tls+tcp://" + lib_url(gw.front).partition("://")[2]
+        with _nng_req(url, _client_config(certs)) as req:
+            for i in range(3):
+                req.send(b"lib %d" % i)
+                assert req.recv() == b"re:lib %d" % i

@@ -73,6 +73,7 @@ from gateway.adapter import SideOptions
 from gateway.errors import Closed, ConfigError, LocalProtocolError, PeerGone, TransportError
 from gateway.hookspecs import hookimpl
 from gateway.message import Message
+from gateway.tls import TlsSettings, tls_of
 
 __all__ = ["NngPolled", "PynngRawSocket", "gateway_register_adapters"]
 
@@ -87,7 +88,7 @@ _PLAIN = {"XPUB": pynng.Pub0, "XSUB": pynng.Sub0, "PUSH": pynng.Push0, "PULL": p
           "PAIR": pynng.Pair0, "PAIR1": pynng.Pair1}
 _RECEIVES = frozenset({"REP", "REQ", "XSUB", "PULL", "PAIR", "PAIR1"})
 _SENDS = frozenset({"REP", "REQ", "XPUB", "PUSH", "PAIR", "PAIR1"})
-_TCP_PORT = re.compile(r"^(tcp[46]?://)(.*):(0|\*)$")
+_TCP_PORT = re.compile(r"^((?:tls\+)?tcp[46]?://)(.*):(0|\*)$")
 _new = tuple.__new__
 _NONBLOCK = lib.NNG_FLAG_NONBLOCK
 _EAGAIN = lib.NNG_EAGAIN
@@ -166,6 +167,39 @@ def _subscribe(sock: Any, frame: bytes) -> None:
     rv = lib.nng_socket_set(sock.socket, option, topic, len(topic))
     if rv and rv != lib.NNG_ENOENT:  # cancelling what nng does not hold: nothing to undo
         raise TransportError(f"pynng {option.decode()}: {_strerror(rv)}")
+
+
+def _use_tls(sock: Any, tls: TlsSettings | None, url: str, server: bool) -> None:
+    """Give a socket nng's TLS configuration for a ``tls+tcp://`` or ``wss://`` URL: the
+    endpoint's ``tls_*`` settings (``gateway.tls``) as ``pynng.TLSConfig``, in the role the
+    bind (server) or dial (client) takes."""
+    if not url.startswith(("tls+tcp://", "wss://")):
+        return
+    tls = tls or TlsSettings()
+    if server and not tls.cert:
+        raise ConfigError(f"pynng: listening on {url} needs tls_cert and tls_key")
+    if tls.cert and not tls.key:
+        raise ConfigError("pynng: tls_cert needs tls_key (nng reads the key separately)")
+
+    def text(path: str | None) -> str | None:
+        if path is None:
+            return None
+        with open(path, encoding="ascii") as fh:
+            return fh.read()
+
+    mode = tls.verify or ("none" if server else "required")
+    auth = {"none": pynng.TLSConfig.AUTH_MODE_NONE,
+            "optional": pynng.TLSConfig.AUTH_MODE_OPTIONAL,
+            "required": pynng.TLSConfig.AUTH_MODE_REQUIRED}[mode]
+    sock.tls_config = pynng.TLSConfig(
+        pynng.TLSConfig.MODE_SERVER if server else pynng.TLSConfig.MODE_CLIENT,
+        server_name=None if server else (tls.server_name or _host_of(url)),
+        ca_string=text(tls.ca), own_cert_string=text(tls.cert), own_key_string=text(tls.key),
+        auth_mode=auth)
+
+
+def _host_of(url: str) -> str:
+    return url.partition("://")[2].rpartition(":")[0].strip("[]")
 
 
 def _lib_listen(sock: Any, url: str) -> str:
@@ -265,7 +299,9 @@ class PynngRawSocket:
         ttl: int | None = None,
         reconnect: tuple[float, float] = (0.1, 2.0),
         tcp_keepalive: bool = True,
+        tls: TlsSettings | None = None,
     ) -> None:
+        self._tls = tls  # tls+tcp:// and wss:// (gateway.tls), applied at bind or connect
         self.kind, self._sock = _open(kind, raw, recv_max_size,
                                       send_buffer_size=min(send_buffer, 8192),
                                       recv_buffer_size=min(hwm, 8192),  # sub0/pull0/pair
@@ -295,6 +331,7 @@ class PynngRawSocket:
 
     def bind(self, url: str) -> str:
         """Listen; return the real URL (``tcp://h:0`` or ``tcp://h:*`` get the bound port)."""
+        _use_tls(self._sock, self._tls, url, server=True)
         try:
             return _lib_listen(self._sock, url)
         except pynng.NNGException as e:
@@ -302,6 +339,7 @@ class PynngRawSocket:
 
     def connect(self, url: str) -> None:
         """Dial in the background (nng redials until the peer is there, like libzmq)."""
+        _use_tls(self._sock, self._tls, url, server=False)
         try:
             self._sock.dial(url, block=False)
         except pynng.NNGException as e:
@@ -459,7 +497,8 @@ class PynngRawSocket:
 #: deadline, no linger and no listen backlog setting; its TCP keepalive is on or off, with the
 #: system's timings: no tcp_keepalive_idle/intvl/cnt)
 HONOURED = frozenset({"hwm", "max_message_size", "reconnect_ivl", "reconnect_ivl_max",
-                      "tcp_keepalive"})
+                      "tcp_keepalive", "tls_cert", "tls_key", "tls_ca", "tls_verify",
+                      "tls_server_name"})
 
 
 def _reconnect(ivl: tuple[float, float]) -> dict[str, int]:
@@ -473,7 +512,7 @@ def open_async(kind: str, options: SideOptions) -> PynngRawSocket:
                           recv_max_size=options.max_message_size,
                           ttl=options.hop_limit if kind.upper() in ("REP", "ROUTER") else None,
                           reconnect=(options.reconnect_ivl, options.reconnect_ivl_max),
-                          tcp_keepalive=options.tcp_keepalive)
+                          tcp_keepalive=options.tcp_keepalive, tls=tls_of(options))
 
 
 class NngPolled:
@@ -488,6 +527,7 @@ class NngPolled:
                                        **_reconnect((options.reconnect_ivl,
                                                      options.reconnect_ivl_max)))
         _set_ttl(self._pynng, options.hop_limit if self.kind == "REP" else None)
+        self._tls = tls_of(options)
         self.sock = self._pynng.socket
         self.confirms_delivery = self.kind == "REQ"  # see PynngRawSocket
         self._live = _LivePipes(self._pynng) if self.kind == "REP" else None
@@ -504,9 +544,11 @@ class NngPolled:
         self._msgp = ffi.new("nng_msg **")
 
     def bind(self, url: str) -> str:
+        _use_tls(self._pynng, self._tls, url, server=True)
         return _lib_listen(self._pynng, url)
 
     def connect(self, url: str) -> None:
+        _use_tls(self._pynng, self._tls, url, server=False)
         self._pynng.dial(url, block=False)
 
     def recv_nowait(self) -> Message | None:
