@@ -257,7 +257,11 @@ class _LivePipes:
 
     def __init__(self, sock: Any) -> None:
         self.ids: set[int] = {p.id for p in sock.pipes}
-        sock.add_post_pipe_connect_cb(lambda pipe: self.ids.add(pipe.id))
+        # nng starts the pipe (its first request can reach us) between ADD_PRE and ADD_POST
+        # (socket.c): a reply may come back before ADD_POST, so the id is added at ADD_PRE
+        add = lambda pipe: self.ids.add(pipe.id)  # noqa: E731
+        sock.add_pre_pipe_connect_cb(add)
+        sock.add_post_pipe_connect_cb(add)
         sock.add_post_pipe_remove_cb(lambda pipe: self.ids.discard(pipe.id))
 
     def check(self, hops: tuple[bytes, ...]) -> None:
