@@ -43,7 +43,7 @@ import random
 from collections import OrderedDict
 from collections.abc import Callable
 
-from gateway.errors import RemoteProtocolError
+from gateway.errors import PeerGone, RemoteProtocolError
 from gateway.message import DELIMITER, Message
 
 __all__ = [
@@ -56,6 +56,7 @@ __all__ = [
     "zmtp_to_sp_request",
     "sp_to_zmtp_reply",
     "Translator",
+    "MixedTranslator",
 ]
 
 _new = tuple.__new__  # Message(...) without the NamedTuple __new__ wrapper (hot path)
@@ -348,6 +349,71 @@ class Translator:
         total = self.table.expired_total
         expired, self._expired_seen = total - self._expired_seen, total
         return expired
+
+
+class MixedTranslator(Translator):
+    """The translation of a bridge whose front listens for both wires (``any+tcp://``): each
+    request is translated as its client's wire says (``family_of``: the front's routing id ->
+    ``"zmtp"``/``"sp"``, None when the client left), and each reply finds its way back:
+
+    ==========  =============================================================================
+    back        reply from the back end -> which translation
+    ==========  =============================================================================
+    sp          one hop: a minted token (a ZeroMQ client); more: an SP backtrace (an SP client)
+    zmtp        the first hop is the front's routing id: its pipe's wire says
+    ==========  =============================================================================
+
+    One token table serves the ZeroMQ clients; tokens have the top bit set and SP pipe ids
+    never do, so the two cannot be mistaken. Expiry is counted per request by the device's
+    in-flight table, for both kinds of client alike: :meth:`expire` only frees tokens.
+    """
+
+    def __init__(self, back: str, table: TokenTable | None = None,
+                 body_codec: BodyCodec | None = None) -> None:
+        super().__init__(back, back, table, body_codec)
+        self.mode = f"any->{back}"
+        self.back = back
+        self.by_family = {f: Translator(f, back, self.table, body_codec) for f in ("zmtp", "sp")}
+        #: the front's routing id -> its pipe's wire family (the bridge sets it once open)
+        self.family_of: Callable[[bytes], str | None] = lambda rid: None
+        self.request = self._request
+        self.reply = self._reply_sp if back == "sp" else self._reply_zmtp
+
+    @property  # type: ignore[override]
+    def body_codec(self) -> BodyCodec | None:
+        return self._body_codec
+
+    @body_codec.setter
+    def body_codec(self, codec: BodyCodec | None) -> None:
+        self._body_codec = codec
+        for t in getattr(self, "by_family", {}).values():
+            t.body_codec = codec
+
+    def _client(self, rid: bytes) -> Translator:
+        family = self.family_of(rid)
+        if family is None:
+            raise PeerGone(f"no client pipe {rid.hex()}")
+        return self.by_family[family]
+
+    def _request(self, msg: Message, now: float) -> Message | None:
+        if not msg[0]:
+            raise EnvelopeError("no-envelope", "request without a routing hop")
+        return self._client(msg[0][0]).request(msg, now)
+
+    def _reply_sp(self, msg: Message, now: float) -> Message:
+        return self.by_family["zmtp" if len(msg[0]) == 1 else "sp"].reply(msg, now)
+
+    def _reply_zmtp(self, msg: Message, now: float) -> Message:
+        if not msg[0]:
+            raise EnvelopeError("no-envelope", "reply without a routing hop")
+        return self._client(msg[0][0]).reply(msg, now)
+
+    def forget(self, sent: list[tuple[bytes, ...]]) -> None:
+        self.by_family["zmtp"].forget(sent)  # a token only matches a token (top bit set)
+
+    def expire(self, now: float) -> int:
+        self.table.expire(now)
+        return 0
 
 
 def _same(msg: Message, now: float) -> Message:

@@ -425,6 +425,8 @@ def read(items: Iterable[tuple[str, object]], where: str) -> dict[str, Any]:
 def check_family(settings: Mapping[str, Any], family: str, where: str = "") -> None:
     """Refuse settings that do not apply to the wire ``family`` (SP has no heartbeats and no
     routing ids): one line naming them and ``where``."""
+    if family == "any":  # both wires' pipes: each setting applies to its own (heartbeats: ZMTP)
+        return
     wrong = sorted(_name_of(f) for f in settings
                    if (o := _BY_FIELD.get(f)) is not None and o.families is not None
                    and family not in o.families)

@@ -1,11 +1,14 @@
 """Endpoint URLs: ``[@|>]wire+transport://address[?backend=...&option=value...]``.
 
 ``zmq+tcp://127.0.0.1:5555``, ``sp+ipc:///tmp/x.sock``, ``inproc://name`` (ZMTP wire);
-``nng+`` and ``nanomsg+`` are aliases of ``sp+``, ``zmtp+`` of ``zmq+``. CZMQ's convention:
+``nng+`` and ``nanomsg+`` are aliases of ``sp+``, ``zmtp+`` of ``zmq+``; ``any+tcp://`` (bind
+only) takes peers of both wires on one port, told apart by their first byte
+(:mod:`gateway.wire.sniff`). CZMQ's convention:
 ``@url`` binds, ``>url`` connects; without a prefix the caller's default applies.
 
 Users write ``zmq+``; inside the code the wire family is called ``zmtp`` (``Endpoint.wire``
-and ``Endpoint.family`` are ``"zmtp"`` or ``"sp"``), and URLs given back keep the user's scheme.
+and ``Endpoint.family`` are ``"zmtp"``, ``"sp"`` or ``"any"``), and URLs given back keep the
+user's scheme.
 Query options other than ``backend`` are the settings of :mod:`gateway.options` (``?hwm=5000``).
 """
 
@@ -19,9 +22,10 @@ from gateway import options as _options
 from gateway.errors import ConfigError
 
 #: URL wire spelling -> the canonical wire family.
-WIRE_ALIASES = {"zmq": "zmtp", "zmtp": "zmtp", "sp": "sp", "nng": "sp", "nanomsg": "sp"}
+WIRE_ALIASES = {"zmq": "zmtp", "zmtp": "zmtp", "sp": "sp", "nng": "sp", "nanomsg": "sp",
+                "any": "any"}
 #: canonical wire family -> how a URL spells it when the user did not (``zmq+tcp://``).
-URL_WIRE = {"zmtp": "zmq", "sp": "sp"}
+URL_WIRE = {"zmtp": "zmq", "sp": "sp", "any": "any"}
 _NAME = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_-.")
 
 
@@ -95,7 +99,8 @@ def parse(url: str, *, transports: frozenset[str] | None = None) -> Endpoint:
         raise ConfigError(f"bad endpoint {url!r}: missing transport, e.g. {wire_name}+tcp://")
     wire = WIRE_ALIASES.get(wire_name)
     if wire is None:
-        raise ConfigError(f"unknown wire {wire_name!r} in {url!r}: use zmq+ or sp+ (nng+, nanomsg+)")
+        raise ConfigError(f"unknown wire {wire_name!r} in {url!r}: use zmq+ or sp+ (nng+, "
+                          "nanomsg+), or any+ for a port that takes both")
     if transports is not None and transport not in transports:
         known = ", ".join(sorted(transports))
         raise ConfigError(f"unknown transport {transport!r} in {url!r} (loaded: {known})")

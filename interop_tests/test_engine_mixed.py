@@ -171,3 +171,39 @@ def test_native_rep_serves_libzmq_and_nng_clients() -> None:
             nreq.close()
 
     run(main())
+
+
+# -- one port, both wires (any+) -----------------------------------------------------------------
+
+def test_one_any_port_takes_libzmq_and_nng_clients() -> None:
+    """A native ROUTER bound once on ``any+tcp://``: a libzmq DEALER and an nng REQ on that
+    same port, each answered on its own wire (the first byte chose the pipe's codec)."""
+
+    async def main() -> None:
+        ctx = zmq.asyncio.Context()
+        async with gateway.Socket("ROUTER") as router:
+            port = router.bind("any+tcp://127.0.0.1:0").rsplit(":", 1)[1]
+            dealer = ctx.socket(zmq.DEALER)
+            dealer.linger = 0
+            dealer.connect(f"tcp://127.0.0.1:{port}")
+            nreq = pynng.Req0(recv_timeout=5000, send_timeout=5000)
+            nreq.dial(f"tcp://127.0.0.1:{port}", block=False)
+            try:
+                await router.wait_peers(2)
+                async with asyncio.timeout(10):
+                    for i in range(N):
+                        await dealer.send_multipart([b"", b"z%d" % i])
+                        await asyncio.to_thread(nreq.send, b"n%d" % i)
+                        for _ in range(2):
+                            msg = await router.recv_msg()
+                            family = router.family_of(msg.hops[0])
+                            assert family == ("sp" if msg.body[0][:1] == b"n" else "zmtp")
+                            await router.send_msg(Message(msg.hops, (b"re:" + msg.body[0],)))
+                        assert await dealer.recv_multipart() == [b"", b"re:z%d" % i]
+                        assert await asyncio.to_thread(nreq.recv) == b"re:n%d" % i
+            finally:
+                dealer.close(0)
+                nreq.close()
+                ctx.destroy(0)
+
+    run(main())

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 import gateway.envelope as envelope
 from gateway.envelope import (
     EnvelopeError,
+    MixedTranslator,
     TableFull,
     TokenTable,
     UnknownToken,
@@ -529,3 +530,70 @@ def test_a_probe_router_message_is_reason_probe_not_no_body() -> None:
         zmtp_to_sp_request(Message((b"\x00id", b"app", b""), ()), table, 0.0)
     assert info.value.reason == "no-body"
     assert len(table) == 0
+
+
+# --- one port, both wires (any+): MixedTranslator ---------------------------------------------
+
+M_ZID = b"\x00\x00\x00\x00\x07"  # a ZeroMQ client's routing id on the front (00 + uint32)
+M_PIPE = b"\x00\x00\x00\x09"  # an SP client's pipe id on the front (top bit clear)
+M_RID = b"\x80\x00\x00\x2a"  # its request id (top bit set)
+
+
+def _mixed(back: str) -> MixedTranslator:
+    t = MixedTranslator(back, TokenTable(start=5))
+    t.family_of = {M_ZID: "zmtp", M_PIPE: "sp"}.get
+    return t
+
+
+def test_mixed_to_sp_tokens_for_zeromq_and_backtraces_for_sp() -> None:
+    t = _mixed("sp")
+    assert t.mode == "any->sp"
+    zreq = t.request(Message((M_ZID, b"env", b""), (b"z",)), 0.0)
+    assert zreq == Message((b"\x80\x00\x00\x05",), (b"z",))  # a minted token
+    sreq = t.request(Message((M_PIPE, M_RID), (b"s",)), 0.0)
+    assert sreq == Message((M_PIPE, M_RID), (b"s",))  # SP -> SP: the backtrace, untouched
+    # replies: one hop is a token (the ZeroMQ client), more is an SP backtrace
+    assert t.reply(Message((M_PIPE, M_RID), (b"S",)), 1.0) == Message((M_PIPE, M_RID), (b"S",))
+    assert t.reply(Message((b"\x80\x00\x00\x05",), (b"Z",)), 1.0) == Message(
+        (M_ZID, b"env", b""), (b"Z",))
+    assert len(t.table) == 0
+
+
+def test_mixed_to_zmtp_by_the_client_pipes_wire() -> None:
+    t = _mixed("zmtp")
+    assert t.request(Message((M_ZID, b""), (b"z",)), 0.0) == Message((M_ZID, b""), (b"z",))
+    sreq = t.request(Message((M_PIPE, M_RID), (b"s",)), 0.0)
+    assert sreq == Message((M_PIPE, M_RID, b""), (b"s",))  # 4-byte frames + the delimiter
+    assert t.reply(Message((M_ZID, b""), (b"Z",)), 1.0) == Message((M_ZID, b""), (b"Z",))
+    assert t.reply(Message((M_PIPE, M_RID, b""), (b"S",)), 1.0) == Message((M_PIPE, M_RID), (b"S",))
+    with pytest.raises(EnvelopeError) as bad:  # an SP client's reply keeps SP's rules
+        t.reply(Message((M_PIPE, M_RID), (b"S",)), 1.0)
+    assert bad.value.reason == "no-delimiter"
+
+
+def test_mixed_refusals() -> None:
+    from gateway.errors import PeerGone
+
+    t = _mixed("zmtp")
+    with pytest.raises(PeerGone):  # the client's pipe left: counted as client-gone
+        t.request(Message((b"\x00\x00\x00\x00\x08", b""), (b"x",)), 0.0)
+    with pytest.raises(PeerGone):
+        t.reply(Message((b"\x00\x00\x00\x00\x08", b""), (b"x",)), 0.0)
+    with pytest.raises(EnvelopeError):
+        t.request(Message((), (b"x",)), 0.0)
+    s = _mixed("sp")
+    with pytest.raises(EnvelopeError) as bad:  # ZeroMQ body rules still apply toward SP
+        s.request(Message((M_ZID, b""), (b"a", b"b")), 0.0)
+    assert bad.value.reason == "multi-frame-body"
+
+
+def test_mixed_expiry_frees_tokens_and_counts_none() -> None:
+    """The device's in-flight table counts every expired request once, whatever its client's
+    wire; the translator only frees the tokens."""
+    t = MixedTranslator("sp", TokenTable(ttl=1.0, start=1))
+    t.family_of = {M_ZID: "zmtp"}.get
+    t.request(Message((M_ZID, b""), (b"z",)), 0.0)
+    assert t.expire(5.0) == 0 and len(t.table) == 0
+    token = t.request(Message((M_ZID, b""), (b"z",)), 6.0)[0]
+    t.forget([token])
+    assert len(t.table) == 0

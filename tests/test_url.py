@@ -33,6 +33,8 @@ from gateway.url import Endpoint, parse, split_host_port
         ("zmq+tcp://127.0.0.1:5555?backend=pyzmq", "zmtp", "tcp", "127.0.0.1:5555", None, "pyzmq"),
         ("@sp+tcp://127.0.0.1:5555?backend=pynng", "sp", "tcp", "127.0.0.1:5555", "bind", "pynng"),
         ("sp+ipc:///tmp/a b?backend=native", "sp", "ipc", "/tmp/a b", None, "native"),
+        ("@any+tcp://127.0.0.1:5555", "any", "tcp", "127.0.0.1:5555", "bind", None),
+        ("any+ipc:///tmp/both.sock", "any", "ipc", "/tmp/both.sock", None, None),
     ],
 )
 def test_parse_table(url: str, wire: str, transport: str, address: str, mode: str | None,
@@ -181,3 +183,29 @@ def test_query_mistakes_all_at_once(url: str, lines: list[str]) -> None:
     assert len(got) == len(lines)
     for line, want in zip(got, lines, strict=True):
         assert line.startswith(want) and repr(url) in line, line
+
+
+def test_engine_refuses_what_any_cannot_be() -> None:
+    """``any+`` (one port, both wires) binds; it has no dial, no SP-only kind, no ZeroMQ
+    security (it would not cover the SP peers) and no TLS or WebSocket transport."""
+    import asyncio
+
+    import gateway
+    from gateway.security import Security
+
+    async def main() -> None:
+        async with gateway.Socket("ROUTER") as s:
+            with pytest.raises(ConfigError, match="a dial says which"):
+                s.connect("any+tcp://127.0.0.1:1")
+            with pytest.raises(ConfigError, match="tcp or ipc"):
+                s.bind("any+ws://127.0.0.1:0")
+            assert s.bind("any+tcp://127.0.0.1:0").startswith("any+tcp://127.0.0.1:")
+        async with gateway.Socket("PAIR1") as s:
+            with pytest.raises(ConfigError, match="SP socket type"):
+                s.bind("any+tcp://127.0.0.1:0")
+        plain = Security("PLAIN", as_server=True)
+        async with gateway.Socket("ROUTER", security=plain) as s:
+            with pytest.raises(ConfigError, match="would not cover the SP"):
+                s.bind("any+tcp://127.0.0.1:0")
+
+    asyncio.run(asyncio.wait_for(main(), 10))

@@ -48,12 +48,13 @@ from gateway.device.forward_async import AsyncForwarder
 from gateway.device.forward_poll import PollForwarder
 from gateway.device.forward_proxy import ProxyForwarder
 from gateway.device.ledger import REPLY, REQUEST, Ledger
-from gateway.envelope import PatternTranslator, TokenTable, Translator
+from gateway.envelope import MixedTranslator, PatternTranslator, TokenTable, Translator
 from gateway.errors import ConfigError, Drop
 from gateway.logging import get_logger
 from gateway.metrics import METRICS
 from gateway.plugins import AdapterSpec, body_codec_hook, registry
 from gateway.url import Endpoint, parse
+from gateway.wire.sniff import ANY
 
 log = get_logger("gateway.device")
 
@@ -151,10 +152,15 @@ class Bridge:
         if self.forwarder == "proxy" and self.pattern != "reqrep":
             raise ConfigError(f"bridge {self.name}: forwarder=proxy serves reqrep only")
         self.translator: Translator
+        self._check_any(front, back)
         if self.pattern == "reqrep":
             if "subscribe" in self._front_table or "subscribe" in self._back_table:
                 raise ConfigError(f"bridge {self.name}: subscribe is a pubsub setting")
-            self.translator = Translator(front.family, back.family, self.table, body_codec_hook())
+            if front.family == ANY:
+                self.translator = MixedTranslator(back.family, self.table, body_codec_hook())
+            else:
+                self.translator = Translator(front.family, back.family, self.table,
+                                             body_codec_hook())
         else:
             subscribe = self._subscribe()
             self.translator = PatternTranslator(self.pattern, front.family, back.family,
@@ -169,6 +175,20 @@ class Bridge:
         self._front: Any = None
         self._back: Any = None
         self._forwarder: Forwarder | None = None
+
+    def _check_any(self, front: Endpoint, back: Endpoint) -> None:
+        """``any+`` (one port, both wires) is a request-reply front the native engine binds."""
+        if back.family == ANY:
+            raise ConfigError(f"bridge {self.name} back: any+ is for a front (one port for "
+                              f"both wires' clients); the back says zmq+ or sp+: {back.url}")
+        if front.family != ANY:
+            return
+        if self.pattern != "reqrep":
+            raise ConfigError(f"bridge {self.name} front: any+ serves request-reply, not "
+                              f"pattern={self.pattern}: {front.url}")
+        if self._front_ep.mode != "bind":
+            raise ConfigError(f"bridge {self.name} front: any+ listens; it cannot dial "
+                              f"{front.url}")
 
     def _subscribe(self) -> tuple[bytes, ...] | None:
         given: list[tuple[bytes, ...]] = [
@@ -261,6 +281,8 @@ class Bridge:
             else:
                 self._forwarder = AsyncForwarder(self._front, self._back, self.translator, ledger)
                 self.implementation = "asyncio"
+        if isinstance(self.translator, MixedTranslator):  # any+: each client's wire, per message
+            self.translator.family_of = self._front.socket.family_of
         ledger.replies_confirmed = getattr(self._front, "confirms_delivery", True)
         for sock, direction in ((self._front, REQUEST), (self._back, REPLY)):
             if isinstance(sock, sides.NativeRaw):  # its pattern's drops are this bridge's

@@ -80,6 +80,9 @@ def adapter_for(ep: Endpoint) -> AdapterSpec | None:
     name = backend_of(ep)
     if name == NATIVE:
         return None
+    if ep.family == "any":
+        raise ConfigError(f"any+ (one port, both wires) is the native engine's; drop "
+                          f"backend={name}: {ep.url}")
     reg = registry()
     spec = reg.adapters.get(name)
     if spec is None:

@@ -54,6 +54,7 @@ from gateway.metrics import METRICS
 from gateway.patterns import pairing
 from gateway.patterns.reqrep import SP, ZMTP
 from gateway.wire.events import HandshakeComplete, PeerError, Ping, Subscription
+from gateway.wire.sniff import ANY, Undecided, wire_of
 from gateway.wire.sp import SpRole
 from gateway.wire.zmtp import ZmtpRole
 
@@ -230,9 +231,12 @@ class Pipe(asyncio.Protocol):
         if self.admit is not None and not self.admit(self):
             self.close(0)  # a listener's limit refused it (counted and logged by the owner)
             return
-        transport.write(self.codec.initiate())
+        self._greet(transport)
         self._timer = asyncio.get_running_loop().call_later(
             self.handshake_timeout, self._handshake_timeout)
+
+    def _greet(self, transport: asyncio.Transport) -> None:
+        transport.write(self.codec.initiate())
 
     def data_received(self, data: bytes) -> None:
         self.rx_chunks += 1
@@ -551,4 +555,28 @@ class Pipe(asyncio.Protocol):
             self.abort("handshake-timeout", f"no handshake within {self.handshake_timeout}s")
 
 
-__all__ = ["BYTES_PER_HWM", "Pipe", "PipeOwner", "check_body", "make_codec", "sp_role", "zmtp_role"]
+class SniffingPipe(Pipe):
+    """A pipe of an ``any+`` listener (one port, both wires): silent until the peer's first
+    byte says which wire it speaks (:func:`gateway.wire.sniff.wire_of`), then a pipe of that
+    wire, with the codec ``codec_for(family)`` makes. The handshake deadline runs from the
+    connection, so a peer that never speaks is a ``handshake-timeout`` as anywhere else."""
+
+    def __init__(self, owner: PipeOwner, codec_for: Callable[[str], Any], endpoint: str,
+                 **options: Any) -> None:
+        super().__init__(owner, Undecided(), ANY, endpoint, **options)
+        self._codec_for = codec_for
+
+    def _greet(self, transport: asyncio.Transport) -> None:
+        pass  # both wires' clients speak first: our greeting waits for their first byte
+
+    def data_received(self, data: bytes) -> None:
+        if self.family == ANY and data:
+            self.family = wire_of(data[0])
+            self.codec = self._codec_for(self.family)
+            if self.transport is not None:
+                self.transport.write(self.codec.initiate())
+        super().data_received(data)
+
+
+__all__ = ["BYTES_PER_HWM", "Pipe", "PipeOwner", "SniffingPipe", "check_body", "make_codec",
+           "sp_role", "zmtp_role"]

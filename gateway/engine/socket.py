@@ -25,7 +25,7 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
-from gateway.engine.pipe import Pipe, check_body, make_codec
+from gateway.engine.pipe import Pipe, SniffingPipe, check_body, make_codec
 from gateway.errors import (
     Closed,
     ConfigError,
@@ -47,6 +47,7 @@ from gateway.tls import TlsSettings
 from gateway.transport import KeepAlive, dial, listen, takes_backlog
 from gateway.url import Endpoint, parse
 from gateway.wire.events import HandshakeComplete, Subscription
+from gateway.wire.sniff import ANY
 
 log = get_logger("gateway.engine")
 
@@ -250,6 +251,8 @@ class Socket:
         ep = parse(url, transports=frozenset(reg.transports))
         if ep.backend not in (None, "native"):
             raise ConfigError(f"{url}: a native Socket cannot use backend={ep.backend}")
+        if ep.family == ANY:
+            return ep, self._any_wire(ep, reg), reg.transport(ep.transport)
         if self.kind in SP_ONLY_KINDS and ep.family != SP:
             raise ConfigError(f"{url}: {self.kind} is an SP socket type (ZeroMQ has PAIR)")
         if self.security is not None and ep.family == SP:
@@ -262,6 +265,20 @@ class Socket:
         if self.tls is not None and not getattr(transport, "tls", False):
             raise ConfigError(f"{url}: TLS settings need an sp+tls+tcp:// or sp+wss:// endpoint")
         return ep, reg.wire(ep.wire), transport
+
+    def _any_wire(self, ep: Endpoint, reg: Any) -> WireSpec:
+        """``any+``: one listener for both wires (``gateway.wire.sniff``); what it cannot be."""
+        if self.kind in SP_ONLY_KINDS:
+            raise ConfigError(f"{ep.url}: {self.kind} is an SP socket type; it cannot take "
+                              "ZeroMQ peers on an any+ endpoint")
+        if self.security is not None:
+            raise ConfigError(f"{ep.url}: {self.security.mechanism} would not cover the SP "
+                              "peers of an any+ endpoint; bind zmq+ and sp+ endpoints apart")
+        transport = reg.transport(ep.transport)
+        if getattr(transport, "sp_only", False) or getattr(transport, "tls", False):
+            raise ConfigError(f"{ep.url}: any+ takes tcp or ipc (the first byte must be the "
+                              "wire's own)")
+        return WireSpec(ANY, ANY, reg.wire("zmtp").codec_factory)
 
     def _tls_context(self, server_side: bool) -> ssl.SSLContext:
         """The ``ssl`` context of this socket's TLS settings for one side (made once)."""
@@ -303,6 +320,9 @@ class Socket:
         """Dial ``url`` in the background, redialling with backoff until closed."""
         self._check_open()
         ep, wire, transport = self._endpoint(url)
+        if ep.family == ANY:
+            raise ConfigError(f"{ep.url}: any+ listens for both wires; a dial says which: "
+                              f"zmq+{ep.transport}:// or sp+{ep.transport}://")
         dial_options: dict[str, Any] = {}
         if getattr(transport, "tls", False):
             dial_options = {"tls": self._tls_context(False),
@@ -352,14 +372,19 @@ class Socket:
         if self.security is not None and wire.family != SP:
             mechanism = self.security.mechanism_for(hook_authenticator(
                 self.security, self.name, lambda: made[0].peer if made else ""))
-        codec = make_codec(wire.codec_factory, wire.family, self.kind, self.raw,
-                           identity=self.identity, max_message_size=self.max_message_size,
-                           transport=transport, mechanism=mechanism)
-        pipe = Pipe(self, codec, wire.family, endpoint, hwm=self.hwm,
-                    handshake_timeout=self.handshake_timeout,
-                    message_timeout=self.message_timeout, name=self.name, lost=lost,
-                    heartbeat_ivl=self.heartbeat_ivl, heartbeat_ttl=self.heartbeat_ttl,
-                    heartbeat_timeout=self.heartbeat_timeout)
+        settings: dict[str, Any] = dict(
+            hwm=self.hwm, handshake_timeout=self.handshake_timeout,
+            message_timeout=self.message_timeout, name=self.name, lost=lost,
+            heartbeat_ivl=self.heartbeat_ivl, heartbeat_ttl=self.heartbeat_ttl,
+            heartbeat_timeout=self.heartbeat_timeout)
+        pipe: Pipe
+        if wire.family == ANY:
+            pipe = SniffingPipe(self, partial(self._codec_of, transport), endpoint, **settings)
+        else:
+            codec = make_codec(wire.codec_factory, wire.family, self.kind, self.raw,
+                               identity=self.identity, max_message_size=self.max_message_size,
+                               transport=transport, mechanism=mechanism)
+            pipe = Pipe(self, codec, wire.family, endpoint, **settings)
         made.append(pipe)
         if accepted:
             pipe.admit = self._admit
@@ -368,6 +393,19 @@ class Socket:
         else:
             self._pipes.add(pipe)
         return pipe
+
+    def _codec_of(self, transport: Any, family: str) -> Any:
+        """A codec of ``family`` for a pipe of an ``any+`` listener (no security there)."""
+        return make_codec(registry().wire(family).codec_factory, family, self.kind, self.raw,
+                          identity=self.identity, max_message_size=self.max_message_size,
+                          transport=transport)
+
+    def family_of(self, routing_id: bytes) -> str | None:
+        """The wire family (``"zmtp"``, ``"sp"``) of the ready pipe with ``routing_id``, or
+        None when there is none (an ``any+`` listener's pipes differ; a device asks per
+        message)."""
+        pipe = self._routes.get(routing_id)
+        return None if pipe is None else pipe.family
 
     def _admit(self, pipe: Pipe) -> bool:
         """A listener's limits on a fresh connection: ``allow`` networks, ``max_connections``;
