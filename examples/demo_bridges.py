@@ -1,13 +1,15 @@
 """Live bridges between real ZeroMQ (pyzmq) and nng (pynng) peers, through the gateway CLI.
 
-``run_demo()`` runs four short scenes, each with its own ``gateway bridge`` process:
+``run_demo()`` runs six short scenes, each with its own ``gateway bridge`` process:
 
 * zmq -> nng with the library backends (pyzmq front, pynng back), then with the native engine:
   a ZeroMQ REQ and a ZeroMQ DEALER with an application envelope talk to a raw nng REP server
   that shows the SP backtrace it receives (the gateway's token stands for the whole ZeroMQ
   envelope);
 * nng -> zmq, the same two ways: an nng REQ talks to a ZeroMQ ROUTER server that shows the
-  envelope it receives (the SP backtrace as 4-byte frames) and returns it, as ROUTERs do.
+  envelope it receives (the SP backtrace as 4-byte frames) and returns it, as ROUTERs do;
+* one port, both wires (``any+tcp://``): a ZeroMQ REQ, a ZeroMQ DEALER and an nng REQ on the
+  same gateway port, to the nng server and then to the ZeroMQ server.
 
 It prints what crossed (requests, replies, envelopes in hex), stops each gateway with SIGTERM
 (exit code 0) and finishes in a few seconds. Run it alone with ``python examples/demo_bridges.py``.
@@ -97,7 +99,8 @@ class _Gateway:
 class _RawNngServer:
     """nng raw rep0: receives the SP backtrace words in front of the body and returns them."""
 
-    def __init__(self) -> None:
+    def __init__(self, explain: str = " (its pipe id, then the gateway's token)") -> None:
+        self.explain = explain
         self.sock = pynng.Rep0(opener=lib.nng_rep0_open_raw, recv_timeout=100)
         listener = self.sock.listen(f"tcp://{HOST}:0")
         self.port = int(str(listener.local_address).rsplit(":", 1)[1])
@@ -114,8 +117,7 @@ class _RawNngServer:
             header = ffi.buffer(lib.nng_msg_header(m), lib.nng_msg_header_len(m))[:]
             body = ffi.buffer(lib.nng_msg_body(m), lib.nng_msg_len(m))[:]
             words = [header[i : i + 4] for i in range(0, len(header), 4)]
-            _say("nng REP (raw)", f"got {body!r}, SP backtrace {_hex(words)} "
-                                  "(its pipe id, then the gateway's token)")
+            _say("nng REP (raw)", f"got {body!r}, SP backtrace {_hex(words)}{self.explain}")
             reply = body + b" -> nng"
             lib.nng_msg_clear(m)
             lib.nng_msg_append(m, reply, len(reply))  # header kept: it routes the reply
@@ -131,7 +133,8 @@ class _RawNngServer:
 class _ZmqRouterServer:
     """A ZeroMQ ROUTER server: shows the envelope it got and returns it with the reply."""
 
-    def __init__(self) -> None:
+    def __init__(self, explain: str = " (identity, SP pipe id, request id, delimiter)") -> None:
+        self.explain = explain
         self._stop = threading.Event()
         self._port: queue.Queue[int] = queue.Queue()
         self._thread = threading.Thread(target=self._serve, daemon=True)
@@ -148,8 +151,7 @@ class _ZmqRouterServer:
                 if not sock.poll(100):
                     continue
                 *envelope, body = sock.recv_multipart()
-                _say("zmq ROUTER", f"got {body!r}, envelope {_hex(envelope)} "
-                                   "(identity, SP pipe id, request id, delimiter)")
+                _say("zmq ROUTER", f"got {body!r}, envelope {_hex(envelope)}{self.explain}")
                 sock.send_multipart([*envelope, body + b" -> zmq"])
         finally:
             sock.close(0)
@@ -222,12 +224,49 @@ def _nng_to_zmq(backend: str) -> None:
         server.stop()
 
 
+def _one_port(back: str) -> None:
+    """``any+tcp://``: a libzmq REQ, a libzmq DEALER and an nng REQ on the same gateway port."""
+    print(f"\n== one port, both wires: ZeroMQ and nng clients -> gateway any+tcp -> "
+          f"{'nng' if back == 'sp' else 'ZeroMQ'} server ==", flush=True)
+    server: _RawNngServer | _ZmqRouterServer = (
+        _RawNngServer(" (pipe id; a token for a ZeroMQ client, its backtrace for an nng one)")
+        if back == "sp" else
+        _ZmqRouterServer(" (identity; the ZeroMQ client's envelope or the nng client's hops)"))
+    gw = None
+    ctx = zmq.Context()
+    try:
+        gw = _Gateway(f"@any+tcp://{HOST}:0", f">{back}+tcp://{HOST}:{server.port}")
+        port = gw.lib_front()
+        req, dealer = ctx.socket(zmq.REQ), ctx.socket(zmq.DEALER)
+        for sock in (req, dealer):
+            sock.linger, sock.rcvtimeo = 0, TIMEOUT_MS
+            sock.connect(port)
+        with pynng.Req0(recv_timeout=TIMEOUT_MS, send_timeout=TIMEOUT_MS) as nreq:
+            nreq.dial(port, block=False)
+            req.send(b"hello from zmq REQ")
+            _say("zmq REQ", f"got {req.recv()!r}")
+            dealer.send_multipart([b"order-1", b"", b"from zmq DEALER"])
+            *envelope, body = dealer.recv_multipart()
+            _say("zmq DEALER", f"got envelope {_hex(envelope)} body {body!r}")
+            nreq.send(b"hello from nng REQ")
+            _say("nng REQ", f"got {nreq.recv()!r}")
+        req.close()
+        dealer.close()
+    finally:
+        if gw is not None:
+            gw.stop()
+        server.stop()
+        ctx.term()
+
+
 def run_demo() -> None:
-    """The four scenes; raises if a reply does not come within 5 s."""
+    """The six scenes; raises if a reply does not come within 5 s."""
     t0 = time.monotonic()
     for backend in ("lib", "native"):
         _zmq_to_nng(backend)
         _nng_to_zmq(backend)
+    for back in ("sp", "zmq"):
+        _one_port(back)
     print(f"\nbridges demo done in {time.monotonic() - t0:.1f} s", flush=True)
 
 

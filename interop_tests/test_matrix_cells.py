@@ -24,6 +24,7 @@ from gateway.matrix.cells import (
     ci_cells,
     expected,
     jeromq_cells,
+    oneport_cells,
     select,
 )
 from gateway.matrix.host import run_cell
@@ -116,12 +117,28 @@ def test_jeromq_cells_cover_legal_and_illegal_pairings() -> None:
     assert {expected(c) for c in ci} == {"exchanged", "refused-handshake"}
 
 
+def test_oneport_cells_cover_both_wires_both_ways() -> None:
+    """One port, both wires: clients of each wire, legal and illegal, through an any+ front to
+    servers of each wire on every back end; a few in CI."""
+    cells = oneport_cells()
+    assert {(c.client_wire, c.server_wire) for c in cells} == set(product(("zmq", "sp"), repeat=2))
+    assert {c.backends for c in cells} == {("any", b) for b in ("native", "pyzmq", "pynng")}
+    assert {expected(c) for c in cells} == {"exchanged", "refused-handshake", "refused-limit"}
+    assert {c.client_type for c in cells if c.client_wire == "zmq"} >= {"REQ", "DEALER", "ROUTER"}
+    assert {c.net for c in cells} == {"tcp", "ipc"}
+    assert set(cells) <= set(all_cells())
+    ci = [c for c in ci_cells() if c.backends[0] == "any"]
+    assert {(c.client_wire, c.server_wire) for c in ci} == set(product(("zmq", "sp"), repeat=2))
+    assert "refused-handshake" in {expected(c) for c in ci} and len(ci) <= 6
+
+
 def test_full_matrix_is_big_and_unique() -> None:
     cells = all_cells()
     assert len(cells) >= 200
     assert len({c.cell_id for c in cells}) == len(cells)
     routes = {c.route for c in cells if not c.direct and c.family == "reqrep"}
-    assert len(routes) == 9  # pyzmq/native x pynng/native, plus same-family pairs
+    # pyzmq/native x pynng/native, plus same-family pairs; one port (any) to every back end
+    assert len(routes) == 12
 
 
 @pytest.mark.parametrize("a,b", list(product(("REQ", "REP", "DEALER", "ROUTER"), repeat=2)))

@@ -14,7 +14,10 @@ A cell = (client impl, client type, server impl, server type, wire/transport, ro
   Direct cells never cross wires: a libzmq peer and an nng peer cannot talk (different
   handshakes), so such pairs are not cells; the gateway cells are the cross-wire ones.
 * ``route``: ``direct`` or ``gateway:<front backend>-><back backend>`` with backends
-  ``pyzmq``/``native`` on a ZMTP side and ``pynng``/``native`` on an SP side.
+  ``pyzmq``/``native`` on a ZMTP side and ``pynng``/``native`` on an SP side; a front backend
+  ``any`` is the native engine on one port for both wires (``any+tcp://``): the client speaks
+  its own wire (the transport's first side) to a port that also takes the other one
+  (:func:`oneport_cells`).
 * shapes: ``small`` (100 B), ``empty`` (0 B), ``64k`` (65 536 B), ``oversize`` (1 MiB + 1 KiB),
   and ``heartbeat`` (ZMTP liveness): every ZMTP socket of the cell, the gateway's included,
   sends heartbeats (``HEARTBEAT``: libzmq's HEARTBEAT_IVL/TIMEOUT, the native engine's
@@ -75,6 +78,8 @@ SP_TYPES = ("REQ", "REP")
 WIRES = ("zmq", "sp")
 NETS = ("tcp", "ipc")
 BACKENDS = {"zmq": ("pyzmq", "native"), "sp": ("pynng", "native")}
+#: the front "backend" of a one-port cell: the native engine bound on ``any+<net>://``
+ONE_PORT = "any"
 
 SHAPES: dict[str, int] = {
     "small": 100,
@@ -253,8 +258,11 @@ class Cell:
             raise ValueError(f"{JEROMQ} runs on tcp only")
         if not self.direct:
             front, back = self.backends
-            if front not in BACKENDS[self.client_wire] or back not in BACKENDS[self.server_wire]:
+            fronts = (*BACKENDS[self.client_wire], ONE_PORT)
+            if front not in fronts or back not in BACKENDS[self.server_wire]:
                 raise ValueError(f"bad route {self.route!r} for {self.transport}")
+            if front == ONE_PORT and self.shape == "heartbeat":
+                raise ValueError("one-port cells exchange data (heartbeat cells name a wire)")
 
 
 # -- expected outcome ----------------------------------------------------------------------
@@ -441,8 +449,8 @@ def all_cells() -> list[Cell]:
     # the CI and demo selections are part of the matrix, whatever the loops above chose
 
     cells += heartbeat_cells()
-    cells = list(dict.fromkeys(cells + jeromq_cells() + ci_cells() + small_selection()
-                               + pattern_cells()))
+    cells = list(dict.fromkeys(cells + jeromq_cells() + oneport_cells() + ci_cells()
+                               + small_selection() + pattern_cells()))
     for c in cells:
         c.validate()
     return cells
@@ -516,9 +524,40 @@ def ci_cells() -> list[Cell]:
     ]
     cells += pattern_ci_cells()
     cells += JEROMQ_CI
+    cells += ONEPORT_CI
     for c in cells:
         c.validate()
     return list(dict.fromkeys(cells))
+
+
+def oneport_cells() -> list[Cell]:
+    """One port, both wires (``any+tcp://``, route ``gateway:any-><back>``): every gateway
+    client of each wire, legal and illegal, to the default server of each wire with both
+    back ends, and the data shapes for the default pairs; ipc once per direction."""
+    cells: list[Cell] = []
+    for cw, sw in product(WIRES, repeat=2):
+        ds = GW_DEFAULT_SERVER[sw]
+        for bb in BACKENDS[sw]:
+            for client in [*GW_CLIENTS[cw], GW_BAD_CLIENT[cw]]:
+                cells.append(_gw(cw, sw, "tcp", ONE_PORT, bb, *client, *ds, "small"))
+            cells += [_gw(cw, sw, "tcp", ONE_PORT, bb, *GW_DEFAULT_CLIENT[cw], *ds, shape)
+                      for shape in ("empty", "64k", "oversize")]
+        cells.append(_gw(cw, sw, "ipc", ONE_PORT, "native", *GW_DEFAULT_CLIENT[cw], *ds,
+                         "small"))
+    for c in cells:
+        c.validate()
+    return list(dict.fromkeys(cells))
+
+
+#: the one-port cells CI runs: each client wire to each server wire, a DEALER with its own
+#: envelope, and an illegal client on the shared port
+ONEPORT_CI = (
+    Cell("libzmq", "REQ", "nng", "REP", "zmq+tcp->sp+tcp", "gateway:any->native", "small"),
+    Cell("libzmq", "DEALER", "libzmq", "REP", "zmq+tcp->zmq+tcp", "gateway:any->native", "small"),
+    Cell("nng", "REQ", "nng", "REP", "sp+tcp->sp+tcp", "gateway:any->native", "small"),
+    Cell("nng", "REQ", "libzmq", "REP", "sp+tcp->zmq+tcp", "gateway:any->pyzmq", "small"),
+    Cell("libzmq", "REP", "nng", "REP", "zmq+tcp->sp+tcp", "gateway:any->native", "small"),
+)
 
 
 def jeromq_cells() -> list[Cell]:
@@ -732,6 +771,8 @@ GATEWAY_PATTERN_KINDS = {
     "pair1": {"zmq": ("PAIR", "PAIR"), "sp": ("PAIR1", "PAIR1")},
 }
 PATTERN_BACKENDS = {"zmq": ("pyzmq", "native"), "sp": ("pynng", "native")}
+#: the front "backend" of a one-port cell: the native engine bound on ``any+<net>://``
+ONE_PORT = "any"
 PATTERN_IMPLS = ("libzmq", "nng", "nanomsg", "nng-1.5")
 #: what the CLIs speak: nanocat's --pair is nanomsg's pair (pair0); nngcat's --pair0/--pair1
 CLI_PATTERN_TYPES = {"nanomsg": frozenset({"PUB", "SUB", "PUSH", "PULL", "PAIR0"}),

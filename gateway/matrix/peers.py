@@ -893,17 +893,21 @@ def _read_exact(s: socket.socket, n: int) -> bytes:
     return buf
 
 
-def wire_probe(url: str, wire: str, timeout: float = 1.0) -> dict[str, Any]:
+def wire_probe(url: str, wire: str, timeout: float = 1.0, sp_first: bool = False) -> dict[str, Any]:
     """Connect to a listening peer with a raw socket and decode what *it* sends first.
 
     ZMTP: we send a NULL-mechanism 3.1 greeting (its first 11 bytes, then the rest once the
     peer's major version says 3.x), read the peer's 64-byte greeting and its READY command
     (parsed here, independently of ``gateway.wire``), or a ZMTP 2.0 peer's socket-type byte
     (``zmtp2_type``); SP: read the 8-byte header the
-    peer sends at once. Nothing is ever sent past the handshake, and the connection is closed.
+    peer sends at once (``sp_first``: after ours, a req0 header, for a one-port listener that
+    waits for the client's first byte). Nothing is ever sent past the handshake, and the
+    connection is closed.
     """
     with _open_stream(url, timeout) as s:
         if wire == "sp":
+            if sp_first:
+                s.sendall(b"\x00SP\x00\x00\x30\x00\x00")
             hdr = _read_exact(s, 8)
             return {"raw": hdr.hex(), "ok_magic": hdr[:4] == b"\x00SP\x00" and hdr[6:] == b"\x00\x00",
                     "protocol": int.from_bytes(hdr[4:6], "big")}

@@ -28,6 +28,7 @@ from gateway.matrix.cells import (
     HEARTBEAT,
     HEARTBEAT_IDLE,
     JEROMQ,
+    ONE_PORT,
     SHAPE_TOPICS,
     SHAPES,
     Cell,
@@ -149,7 +150,10 @@ def _play(cell: Cell, timeout: float, workdir: str, peers: list[Any], out: Outco
     if not cell.direct:
         fb, bb = cell.backends
         scheme = cell.server_wire if cell.server_wire == "zmq" else SP_SERVER_SCHEME[cell.server_impl]
-        front = f"@{cell.client_wire}+{_bind_url(cell.net, workdir, 'front')}?backend={fb}"
+        if fb == ONE_PORT:  # one port for both wires: the native engine on any+<net>://
+            front = f"@any+{_bind_url(cell.net, workdir, 'front')}?backend=native"
+        else:
+            front = f"@{cell.client_wire}+{_bind_url(cell.net, workdir, 'front')}?backend={fb}"
         back = f">{scheme}+{server_url}?backend={bb}"
         if hb:  # the gateway's ZeroMQ sides send heartbeats too
             beat = (f"&heartbeat_ivl={HEARTBEAT['ivl_ms']}"
@@ -187,7 +191,8 @@ def _play(cell: Cell, timeout: float, workdir: str, peers: list[Any], out: Outco
                     f"server {cell.server_impl}", out)
     if gw is not None:
         front_type = zmtp_socket_type("REP", raw=True) if cell.client_wire == "zmq" else "REP"
-        _check_wire(cell.client_wire, front_type, "gateway", connect_url, "gateway front", out)
+        _check_wire(cell.client_wire, front_type, "gateway", connect_url, "gateway front", out,
+                    sp_first=cell.backends[0] == ONE_PORT)
     for p in peers:
         for problem in p.problems:
             out.bad(problem)
@@ -406,12 +411,13 @@ def _check_sp_header(responder: Peer, header: bytes, want: int, out: Outcome, i:
     return words[-1] & 0x7FFFFFFF
 
 
-def _check_wire(wire: str, kind: str, impl: str, url: str, who: str, out: Outcome) -> None:
+def _check_wire(wire: str, kind: str, impl: str, url: str, who: str, out: Outcome,
+                sp_first: bool = False) -> None:
     """The handshake bytes a listening peer sends, decoded from a raw connection (docs/design.md, "Pairings"):
     ZMTP greeting (signature, version 3.x, NULL) and READY with its Socket-Type (and Identity for
     REQ/DEALER/ROUTER, as libzmq sends it); SP header ``00 53 50 00`` + protocol + ``00 00``."""
     try:
-        w = wire_probe(url, wire)
+        w = wire_probe(url, wire, sp_first=sp_first)
     except Exception as exc:  # noqa: BLE001
         out.bad(f"wire probe of {who} at {url} failed: {exc!r}")
         return
