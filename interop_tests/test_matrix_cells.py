@@ -17,7 +17,9 @@ from gateway.matrix.cells import (
     CLI_IMPLS,
     IMPLS,
     JEROMQ,
+    OUTCOMES,
     PATTERN_SHAPES,
+    SECURITY,
     SHAPES,
     Cell,
     all_cells,
@@ -25,6 +27,7 @@ from gateway.matrix.cells import (
     expected,
     jeromq_cells,
     oneport_cells,
+    security_cells,
     select,
 )
 from gateway.matrix.host import run_cell
@@ -90,8 +93,8 @@ def test_ci_selection_covers_every_impl_pair_and_illegal_pairing() -> None:
     assert {c.wire for c in ci} >= {"zmq", "sp", "zmq->sp", "sp->zmq", "zmq->zmq", "sp->sp"}
     assert {c.shape for c in ci} == set(SHAPES) | set(PATTERN_SHAPES)
     assert {c.net for c in ci} == {"tcp", "ipc"}
-    assert {expected(c) for c in ci} == {"exchanged", "refused-handshake", "refused-limit"}
-    assert len(ci) <= 120
+    assert {expected(c) for c in ci} == set(OUTCOMES)
+    assert len(ci) <= 125  # about 4 minutes of CI
     # every pattern family direct and through the gateway both ways, with illegal peers
     pat = [c for c in ci if c.family != "reqrep"]
     for fam in ("pubsub", "pipeline", "pair"):
@@ -130,6 +133,29 @@ def test_oneport_cells_cover_both_wires_both_ways() -> None:
     ci = [c for c in ci_cells() if c.backends[0] == "any"]
     assert {(c.client_wire, c.server_wire) for c in ci} == set(product(("zmq", "sp"), repeat=2))
     assert "refused-handshake" in {expected(c) for c in ci} and len(ci) <= 6
+
+
+def test_security_cells_cover_every_mechanism_and_transport_right_and_wrong() -> None:
+    """CURVE, PLAIN, TLS, ws and wss, directly against libzmq and nng and through the gateway
+    both ways; the right credentials exchange, the wrong ones are refused-auth."""
+    cells = security_cells()
+    assert {c.shape for c in cells} == set(SECURITY)
+    for shape, sec in SECURITY.items():
+        outcomes = {expected(c) for c in cells if c.shape == shape}
+        assert outcomes == {"refused-auth" if sec.bad else "exchanged"}, shape
+    direct = {(c.client_impl, c.server_impl, c.shape) for c in cells if c.direct}
+    for shape in ("curve", "curve-badkey", "plain", "plain-badpass"):
+        assert {("libzmq", "native", shape), ("native", "libzmq", shape)} <= direct
+    for shape in ("tls", "tls-untrusted", "ws", "wss", "wss-untrusted"):
+        assert {("nng", "native", shape), ("native", "nng", shape)} <= direct
+    routes = {(c.wire, c.shape) for c in cells if not c.direct}
+    assert {("zmq->sp", "curve+tls"), ("sp->zmq", "curve+tls"), ("zmq->sp", "plain+tls"),
+            ("sp->zmq", "ws"), ("zmq->sp", "wss")} <= routes
+    assert {c.backends[0] for c in cells if not c.direct and c.client_wire == "zmq"} == {
+        "pyzmq", "native"}
+    assert set(cells) <= set(all_cells())
+    ci = [c for c in ci_cells() if c.shape in SECURITY]
+    assert {expected(c) for c in ci} == {"exchanged", "refused-auth"} and len(ci) <= 12
 
 
 def test_full_matrix_is_big_and_unique() -> None:

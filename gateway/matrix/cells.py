@@ -90,6 +90,31 @@ SHAPES: dict[str, int] = {
 }
 #: the shapes that only differ in size (every legal pairing gets them)
 DATA_SHAPES = ("small", "empty", "64k", "oversize")
+
+
+@dataclass(frozen=True, slots=True)
+class Sec:
+    """What a security or transport shape puts on a cell's hops: ``zmtp`` the mechanism of its
+    ZeroMQ hops (CURVE, PLAIN), ``sp`` the transport of its SP hops (tls+tcp, ws, wss); ``bad``:
+    the client's credentials are wrong (an unknown CURVE key, a wrong PLAIN password, a CA that
+    did not sign the server's certificate), so the cell must end ``refused-auth``."""
+
+    zmtp: str = ""
+    sp: str = ""
+    bad: bool = False
+
+
+#: security and transport shapes (100-byte exchanges; :mod:`gateway.matrix.security`)
+SECURITY: dict[str, Sec] = {
+    "curve": Sec("CURVE"), "curve-badkey": Sec("CURVE", bad=True),
+    "plain": Sec("PLAIN"), "plain-badpass": Sec("PLAIN", bad=True),
+    "tls": Sec(sp="tls+tcp"), "tls-untrusted": Sec(sp="tls+tcp", bad=True),
+    "ws": Sec(sp="ws"), "wss": Sec(sp="wss"), "wss-untrusted": Sec(sp="wss", bad=True),
+    "curve+tls": Sec("CURVE", "tls+tcp"), "plain+tls": Sec("PLAIN", "tls+tcp"),
+}
+SHAPES.update({name: 100 for name in SECURITY})
+#: the implementations the security cells use (each can be told its keys and certificates)
+SECURE_IMPLS = {"zmq": ("native", "libzmq"), "sp": ("native", "nng")}
 #: heartbeat cells: interval and timeout (milliseconds) on every ZMTP socket, idle seconds
 HEARTBEAT = {"ivl_ms": 50, "timeout_ms": 250}
 HEARTBEAT_IDLE = 1.0
@@ -115,7 +140,7 @@ RECV_LIMITS: dict[str, int | None] = {
 }
 GATEWAY_LIMIT = Limits().max_message_size
 
-OUTCOMES = ("exchanged", "refused-handshake", "refused-limit")
+OUTCOMES = ("exchanged", "refused-handshake", "refused-limit", "refused-auth")
 
 #: Parquet/DataFrame columns, in order (the first twelve are the contract of issue 4).
 RESULT_COLUMNS = (
@@ -243,6 +268,8 @@ class Cell:
             raise ValueError(f"unknown shape {self.shape!r}")
         if self.shape == "heartbeat" and "zmq" not in (self.client_wire, self.server_wire):
             raise ValueError("a heartbeat cell needs a ZeroMQ side (SP has no heartbeat)")
+        if self.shape in SECURITY:
+            self._validate_security(SECURITY[self.shape])
         for side in ("client", "server"):
             impl, kind = self.impl_of(side), self.type_of(side)
             wire = self.client_wire if side == "client" else self.server_wire
@@ -263,6 +290,27 @@ class Cell:
                 raise ValueError(f"bad route {self.route!r} for {self.transport}")
             if front == ONE_PORT and self.shape == "heartbeat":
                 raise ValueError("one-port cells exchange data (heartbeat cells name a wire)")
+
+
+    def _validate_security(self, sec: Sec) -> None:
+        wires = {self.client_wire, self.server_wire}
+        if sec.zmtp and "zmq" not in wires or sec.sp and "sp" not in wires:
+            raise ValueError(f"shape {self.shape} needs a hop of each wire it names")
+        if sec.bad and self.client_wire != ("zmq" if sec.zmtp else "sp"):
+            raise ValueError(f"shape {self.shape}: the client's own hop carries the wrong "
+                             "credentials")
+        if self.net != "tcp":
+            raise ValueError("security cells run on tcp")
+        for side, wire in (("client", self.client_wire), ("server", self.server_wire)):
+            if self.impl_of(side) not in SECURE_IMPLS[wire]:
+                raise ValueError(f"{self.impl_of(side)} takes no keys in the matrix")
+        if not self.direct and ONE_PORT in self.backends:
+            raise ValueError("a one-port front has no security")
+
+    @property
+    def security(self) -> Sec | None:
+        """What this cell's shape puts on its hops (None: plain tcp/ipc, NULL mechanism)."""
+        return SECURITY.get(self.shape)
 
 
 # -- expected outcome ----------------------------------------------------------------------
@@ -332,6 +380,8 @@ def expected(cell: Cell) -> str:
         return "exchanged" if all(ok for _, ok in pattern_hops_legal(cell)) else "refused-handshake"
     if not all(ok for _, ok in hops_legal(cell)):
         return "refused-handshake"
+    if cell.security is not None and cell.security.bad:
+        return "refused-auth"
     if limits_on_path(cell):
         return "refused-limit"
     return "exchanged"
@@ -342,6 +392,8 @@ def expected_reason(cell: Cell) -> str:
     bad = [name for name, ok in hops if not ok]
     if bad:
         return "illegal " + "; ".join(bad)
+    if cell.security is not None and cell.security.bad:
+        return f"legal, with the wrong credentials ({cell.shape})"
     lim = limits_on_path(cell)
     if lim:
         return "over the limit of " + ", ".join(lim)
@@ -449,7 +501,8 @@ def all_cells() -> list[Cell]:
     # the CI and demo selections are part of the matrix, whatever the loops above chose
 
     cells += heartbeat_cells()
-    cells = list(dict.fromkeys(cells + jeromq_cells() + oneport_cells() + ci_cells()
+    cells = list(dict.fromkeys(cells + jeromq_cells() + oneport_cells() + security_cells()
+                               + ci_cells()
                                + small_selection() + pattern_cells()))
     for c in cells:
         c.validate()
@@ -525,9 +578,59 @@ def ci_cells() -> list[Cell]:
     cells += pattern_ci_cells()
     cells += JEROMQ_CI
     cells += ONEPORT_CI
+    cells += SECURITY_CI
     for c in cells:
         c.validate()
     return list(dict.fromkeys(cells))
+
+
+def security_cells() -> list[Cell]:
+    """CURVE and PLAIN on ZeroMQ hops, TLS, ws and wss on SP hops: directly between the native
+    engine and the libraries, and through the gateway (native and library backends), with the
+    right credentials (exchanged) and the wrong ones (refused-auth)."""
+    cells: list[Cell] = []
+    zmq_shapes = ("curve", "curve-badkey", "plain", "plain-badpass")
+    sp_shapes = ("tls", "tls-untrusted", "ws", "wss", "wss-untrusted")
+    for ci, si in product(SECURE_IMPLS["zmq"], repeat=2):
+        cells += [_direct("zmq", "tcp", ci, si, "REQ", "REP", s) for s in zmq_shapes]
+    cells += [_direct("zmq", "tcp", "libzmq", "native", "DEALER", "ROUTER", s)
+              for s in ("curve", "plain")]
+    for ci, si in product(SECURE_IMPLS["sp"], repeat=2):
+        cells += [_direct("sp", "tcp", ci, si, "REQ", "REP", s) for s in sp_shapes]
+    for cw, sw in product(WIRES, repeat=2):
+        shapes = [s for s, sec in SECURITY.items()
+                  if (not sec.zmtp or "zmq" in (cw, sw)) and (not sec.sp or "sp" in (cw, sw))
+                  and (not sec.bad or cw == ("zmq" if sec.zmtp else "sp"))]
+        for fb, bb in product(BACKENDS[cw], BACKENDS[sw]):
+            sp_backends = {b for w, b in ((cw, fb), (sw, bb)) if w == "sp"}
+            for shape in shapes:
+                if SECURITY[shape].sp in ("ws", "wss") and "pynng" in sp_backends:
+                    continue  # the gateway's ws and wss are the native engine's
+                cells.append(_gw(cw, sw, "tcp", fb, bb, *GW_DEFAULT_CLIENT[cw],
+                                 *GW_DEFAULT_SERVER[sw], shape))
+    for c in cells:
+        c.validate()
+    return list(dict.fromkeys(cells))
+
+
+#: the security cells CI runs: CURVE and PLAIN right and wrong against libzmq, TLS and wss
+#: right and wrong against nng, and the chains of the issue through the gateway
+SECURITY_CI = (
+    Cell("libzmq", "REQ", "native", "REP", "zmq+tcp", "direct", "curve"),
+    Cell("libzmq", "REQ", "native", "REP", "zmq+tcp", "direct", "curve-badkey"),
+    Cell("native", "REQ", "libzmq", "REP", "zmq+tcp", "direct", "plain-badpass"),
+    Cell("nng", "REQ", "native", "REP", "sp+tcp", "direct", "tls-untrusted"),
+    Cell("native", "REQ", "nng", "REP", "sp+tcp", "direct", "wss"),
+    Cell("libzmq", "REQ", "nng", "REP", "zmq+tcp->sp+tcp", "gateway:native->native", "curve+tls"),
+    Cell("nng", "REQ", "libzmq", "REP", "sp+tcp->zmq+tcp", "gateway:native->pyzmq", "plain+tls"),
+    Cell("nng", "REQ", "libzmq", "REP", "sp+tcp->zmq+tcp", "gateway:native->native", "ws"),
+    Cell("libzmq", "REQ", "nng", "REP", "zmq+tcp->sp+tcp", "gateway:pyzmq->native",
+         "plain-badpass"),
+    Cell("libzmq", "DEALER", "native", "ROUTER", "zmq+tcp", "direct", "plain"),
+    Cell("native", "REQ", "nng", "REP", "sp+tcp", "direct", "tls"),
+    Cell("nng", "REQ", "libzmq", "REP", "sp+tcp->zmq+tcp", "gateway:native->native",
+         "wss-untrusted"),
+)
 
 
 def oneport_cells() -> list[Cell]:

@@ -34,7 +34,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gateway.matrix.cells import HEARTBEAT
+from gateway.matrix import security as sec_material
+from gateway.matrix.cells import HEARTBEAT, Sec
 from gateway.testing.procs import child_env, free_port, lib_url
 
 SERVER_ID = b"srv"  # routing id announced by DEALER/ROUTER servers, so ROUTER clients can address them
@@ -100,7 +101,8 @@ def _remaining(deadline: float) -> float:
 # -- libzmq (pyzmq) ----------------------------------------------------------------------------
 class ZmqPeer(Peer):
     def __init__(self, impl: str, kind: str, wire: str, side: str, workdir: str = "",
-                 connect_routing_id: bytes | None = None, heartbeat: bool = False) -> None:
+                 connect_routing_id: bytes | None = None, heartbeat: bool = False,
+                 sec: Sec | None = None) -> None:
         super().__init__(impl, kind, wire, side, workdir)
         import zmq
 
@@ -108,6 +110,11 @@ class ZmqPeer(Peer):
         self.ctx = zmq.Context(io_threads=1)
         self.sock = self.ctx.socket(getattr(zmq, kind))
         self.sock.linger = 0
+        self._auth: Any = None  # a CURVE or PLAIN server's ZAP authenticator
+        if sec is not None and sec.zmtp:
+            self._auth = sec_material.configure_libzmq(
+                self.sock, self.ctx, sec.zmtp, "server" if side == "server" else "client",
+                sec.bad and side == "client")
         if heartbeat:
             self.sock.setsockopt(zmq.HEARTBEAT_IVL, HEARTBEAT["ivl_ms"])
             self.sock.setsockopt(zmq.HEARTBEAT_TIMEOUT, HEARTBEAT["timeout_ms"])
@@ -147,7 +154,8 @@ class ZmqPeer(Peer):
                 if ev == zmq.EVENT_HANDSHAKE_SUCCEEDED:
                     self._ev_ok = True
                 elif ev in (zmq.EVENT_DISCONNECTED, zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL,
-                            zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL):
+                            zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL,
+                            zmq.EVENT_HANDSHAKE_FAILED_AUTH):
                     if self._ev_ok:
                         self._ev_lost = True
                     else:
@@ -224,6 +232,9 @@ class ZmqPeer(Peer):
         if self._thread is None:
             with contextlib.suppress(Exception):
                 self.sock.close(0)
+        if self._auth is not None:
+            with contextlib.suppress(Exception):
+                self._auth.stop()
         if self._thread is None or not self._thread.is_alive():
             with contextlib.suppress(Exception):
                 self.ctx.term()
@@ -253,7 +264,8 @@ def nng_message(body: bytes, header: bytes = b"") -> Any:
 class NngPeer(Peer):
     """pynng Req0/Rep0; ``impl == "nng-raw"`` opens them raw and handles the SP header by hand."""
 
-    def __init__(self, impl: str, kind: str, wire: str, side: str, workdir: str = "") -> None:
+    def __init__(self, impl: str, kind: str, wire: str, side: str, workdir: str = "",
+                 sec: Sec | None = None) -> None:
         super().__init__(impl, kind, wire, side, workdir)
         import pynng
 
@@ -264,6 +276,9 @@ class NngPeer(Peer):
         if self.raw:
             kw["opener"] = pynng.lib.nng_req0_open_raw if kind == "REQ" else pynng.lib.nng_rep0_open_raw
         self.sock = cls(**kw)
+        if sec is not None and sec.sp in ("tls+tcp", "wss"):
+            self.sock.tls_config = sec_material.nng_tls_config(
+                "server" if side == "server" else "client", sec.bad and side == "client")
         self._ok = 0
         self._lost = 0
         self.sock.add_post_pipe_connect_cb(self._on_add)
@@ -285,7 +300,13 @@ class NngPeer(Peer):
 
     def bind(self, url: str) -> str:
         listener = self.sock.listen(url)
-        return str(listener.url)  # the real port after :0
+        real = str(listener.url)  # the real port after :0 (tcp, ipc, tls+tcp)
+        if url.startswith(("ws://", "wss://")):  # nng's ws listener keeps ":0" in its URL
+            scheme, _, rest = url.partition("://")
+            path = "/" + rest.partition("/")[2]
+            port = str(listener.local_address).rsplit(":", 1)[1]
+            real = f"{scheme}://127.0.0.1:{port}{path}"
+        return real
 
     def connect(self, url: str) -> None:
         self.sock.dial(url, block=False)
@@ -390,9 +411,14 @@ class NativePeer(Peer):
     """``gateway.Socket`` on its own asyncio loop thread."""
 
     def __init__(self, impl: str, kind: str, wire: str, side: str, workdir: str = "",
-                 heartbeat: bool = False) -> None:
+                 heartbeat: bool = False, sec: Sec | None = None) -> None:
         super().__init__(impl, kind, wire, side, workdir)
         self.heartbeat = heartbeat
+        self.options: dict[str, Any] = {}
+        if sec is not None:
+            self.options = sec_material.native_options(sec_material.settings(
+                sec.zmtp, sec.sp, wire, "server" if side == "server" else "client",
+                sec.bad and side == "client"))
         self.loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self.loop.run_forever, name=f"native-{side}",
                                         daemon=True)
@@ -400,17 +426,17 @@ class NativePeer(Peer):
         self._max_peers = 0
         self._serve_task: Any = None
         identity = SERVER_ID if (kind in ("DEALER", "ROUTER") and side == "server") else b""
-        self.sock = self._call(self._make(kind, identity, heartbeat), 10)
+        self.sock = self._call(self._make(kind, identity, heartbeat, self.options), 10)
 
     @staticmethod
-    async def _make(kind: str, identity: bytes, heartbeat: bool) -> Any:
+    async def _make(kind: str, identity: bytes, heartbeat: bool, options: dict[str, Any]) -> Any:
         import gateway
 
         if heartbeat:
             return gateway.Socket(kind, identity=identity,
                                   heartbeat_ivl=HEARTBEAT["ivl_ms"] / 1000,
-                                  heartbeat_timeout=HEARTBEAT["timeout_ms"] / 1000)
-        return gateway.Socket(kind, identity=identity)
+                                  heartbeat_timeout=HEARTBEAT["timeout_ms"] / 1000, **options)
+        return gateway.Socket(kind, identity=identity, **options)
 
     def _call(self, coro: Any, timeout: float) -> Any:
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
@@ -847,15 +873,18 @@ class GatewayProc:
 
 
 def make_peer(impl: str, kind: str, wire: str, side: str, workdir: str,
-              connect_routing_id: bytes | None = None, heartbeat: bool = False) -> Peer:
-    """``heartbeat``: a ZMTP peer sends heartbeats (``cells.HEARTBEAT``)."""
+              connect_routing_id: bytes | None = None, heartbeat: bool = False,
+              sec: Sec | None = None) -> Peer:
+    """``heartbeat``: a ZMTP peer sends heartbeats (``cells.HEARTBEAT``); ``sec``: the keys or
+    certificates of a security cell's shape (``cells.SECURITY``), as this side's role needs."""
     if impl == "libzmq":
         return ZmqPeer(impl, kind, wire, side, workdir, connect_routing_id=connect_routing_id,
-                       heartbeat=heartbeat)
+                       heartbeat=heartbeat, sec=sec)
     if impl in ("nng", "nng-raw"):
-        return NngPeer(impl, kind, wire, side, workdir)
+        return NngPeer(impl, kind, wire, side, workdir, sec=sec)
     if impl == "native":
-        return NativePeer(impl, kind, wire, side, workdir, heartbeat=heartbeat and wire == "zmq")
+        return NativePeer(impl, kind, wire, side, workdir, heartbeat=heartbeat and wire == "zmq",
+                          sec=sec)
     if impl in CLI:
         return CliPeer(impl, kind, wire, side, workdir)
     if impl == "jeromq-0.3":

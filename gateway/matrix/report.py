@@ -24,8 +24,9 @@ from collections import defaultdict
 from itertools import combinations_with_replacement
 from typing import Any
 
-ABBR = {"exchanged": "ex", "refused-handshake": "hs", "refused-limit": "lim", "timeout": "to",
-        "connected": "conn", "error": "err", "bad-reply": "bad"}
+ABBR = {"exchanged": "ex", "refused-handshake": "hs", "refused-limit": "lim",
+        "refused-auth": "auth", "timeout": "to", "connected": "conn", "error": "err",
+        "bad-reply": "bad"}
 ZMTP_ORDER = ("REQ", "REP", "DEALER", "ROUTER")
 LIB_SP = ("nng", "nng-raw", "nanomsg", "nng-1.5")
 
@@ -65,6 +66,7 @@ def gather(spark: Any, path: str) -> dict[str, Any]:
                sum(CASE WHEN observed = 'exchanged' THEN 1 ELSE 0 END) AS exchanged,
                sum(CASE WHEN observed = 'refused-handshake' THEN 1 ELSE 0 END) AS refused_handshake,
                sum(CASE WHEN observed = 'refused-limit' THEN 1 ELSE 0 END) AS refused_limit,
+               sum(CASE WHEN observed = 'refused-auth' THEN 1 ELSE 0 END) AS refused_auth,
                percentile_approx(CASE WHEN shape = 'small' THEN rtt_us END, 0.5) AS p50_small_us
         FROM cells GROUP BY wire, route ORDER BY wire, route""")
     # pairings: one row per (wire, ordered pair, who), verdict from small cells
@@ -77,7 +79,7 @@ def gather(spark: Any, path: str) -> dict[str, Any]:
                sum(CASE WHEN observed = 'refused-handshake' THEN 1 ELSE 0 END) AS refused,
                collect_set(concat(client_impl, '>', server_impl)) AS impls
         FROM cells
-        WHERE route = 'direct' AND (
+        WHERE route = 'direct' AND expected <> 'refused-auth' AND (
               (wire = 'zmq' AND client_impl IN ('libzmq', 'native') AND server_impl IN ('libzmq', 'native'))
            OR (wire = 'sp'))
         GROUP BY 1, 2, 3, 4""")
@@ -267,7 +269,7 @@ def render_markdown(d: dict[str, Any], path: str) -> str:
     parts = [f"# Interop matrix report\n\nSource: `{path}`; {_stamp_line(d)}\n",
              f"**{t['cells']} cells: {t['as_expected']} as expected, {t['mismatches']} mismatch(es), "
              f"{t['envelope_bad']} envelope problem(s)**; {t['cell_seconds']} s of cell time.\n",
-             "Legend: ex = exchanged, hs = refused at handshake, lim = refused by the size limit, "
+             "Legend: ex = exchanged, hs = refused at handshake, lim = refused by the size limit, auth = refused the credentials, "
              "to = timeout, conn = connected although nobody could send, err = error; a number is "
              "how many cells (shapes x transports) ended that way. ✓ = every cell as expected.\n",
              "## Expected vs observed\n",
@@ -284,9 +286,10 @@ def render_markdown(d: dict[str, Any], path: str) -> str:
         parts.append(_md_table(list(fam_rows[0].keys()), [list(r.values()) for r in fam_rows]))
     parts.append("\n## Routes\n")
     parts.append(_md_table(
-        ["wire", "route", "cells", "as expected", "exchanged", "refused hs", "refused limit", "p50 small (µs)"],
+        ["wire", "route", "cells", "as expected", "exchanged", "refused hs", "refused limit",
+         "refused auth", "p50 small (µs)"],
         [[r["wire"], r["route"], r["n"], r["ok"], r["exchanged"], r["refused_handshake"],
-          r["refused_limit"], _us(r["p50_small_us"])] for r in d["by_wire"]]))
+          r["refused_limit"], r["refused_auth"], _us(r["p50_small_us"])] for r in d["by_wire"]]))
     parts.append("\n## Default receive limits (oversize = 1 MiB + 1 KiB, direct, unlimited client)\n")
     parts.append(_md_table(["server impl", "cells", "refused", "accepted", "as expected"],
                            [[r["impl"], r["n"], r["refused"], r["accepted"], r["as_expected"]]
@@ -356,7 +359,7 @@ def render_html(d: dict[str, Any], path: str) -> str:
          f"<p class=small>Source: {html.escape(path)}; {html.escape(_stamp_line(d))}</p>",
          f"<p><b>{t['cells']} cells: {t['as_expected']} as expected, {t['mismatches']} mismatch(es), "
          f"{t['envelope_bad']} envelope problem(s)</b>; {t['cell_seconds']} s of cell time.</p>",
-         "<p class=small>ex = exchanged, hs = refused at handshake, lim = refused by the size limit, "
+         "<p class=small>ex = exchanged, hs = refused at handshake, lim = refused by the size limit, auth = refused the credentials, "
          "to = timeout, conn = connected although nobody could send, err = error. Green: every cell "
          "of the group as expected; red: at least one mismatch or envelope problem. Hover a cell for "
          "expected vs observed.</p>",
@@ -380,10 +383,12 @@ def render_html(d: dict[str, Any], path: str) -> str:
                             for k in fam_keys] for r in fam_rows]))
     p.append("<h2>Routes</h2>")
     p.append(_h_table(
-        ["wire", "route", "cells", "as expected", "exchanged", "refused hs", "refused limit", "p50 small (µs)"],
+        ["wire", "route", "cells", "as expected", "exchanged", "refused hs", "refused limit",
+         "refused auth", "p50 small (µs)"],
         [[r["wire"], r["route"], r["n"], r["ok"], r["exchanged"], r["refused_handshake"],
-          r["refused_limit"], _us(r["p50_small_us"])] for r in d["by_wire"]],
-        [["", "", "", "ok" if r["ok"] == r["n"] else "bad", "", "", "", ""] for r in d["by_wire"]]))
+          r["refused_limit"], r["refused_auth"], _us(r["p50_small_us"])] for r in d["by_wire"]],
+        [["", "", "", "ok" if r["ok"] == r["n"] else "bad", "", "", "", "", ""]
+         for r in d["by_wire"]]))
     p.append("<h2>Default receive limits (oversize = 1 MiB + 1 KiB)</h2>")
     p.append(_h_table(["server impl", "cells", "refused", "accepted", "as expected"],
                       [[r["impl"], r["n"], r["refused"], r["accepted"], r["as_expected"]] for r in d["limits"]]))

@@ -23,12 +23,14 @@ import time
 import traceback
 from typing import Any
 
+from gateway.matrix import security as sec_material
 from gateway.matrix.cells import (
     CLI_IMPLS,
     HEARTBEAT,
     HEARTBEAT_IDLE,
     JEROMQ,
     ONE_PORT,
+    SECURITY,
     SHAPE_TOPICS,
     SHAPES,
     Cell,
@@ -53,7 +55,8 @@ from gateway.matrix.peers import (
 from gateway.patterns.pairing import sp_protocol, zmtp_socket_type
 
 REPLY_TABLE = bytes((b + 1) & 0xFF for b in range(256))
-ROUNDS = {"small": 5, "empty": 5, "64k": 3, "oversize": 2, "heartbeat": 2}
+ROUNDS = {"small": 5, "empty": 5, "64k": 3, "oversize": 2, "heartbeat": 2,
+          **dict.fromkeys(SECURITY, 2)}
 PATTERN = bytes(range(251))
 
 
@@ -74,6 +77,15 @@ SP_SERVER_SCHEME = {"native": "sp", "nng": "nng", "nng-raw": "nng", "nng-1.5": "
 
 def _bind_url(net: str, workdir: str, name: str) -> str:
     return "tcp://127.0.0.1:0" if net == "tcp" else f"ipc://{workdir}/{name}.sock"
+
+
+def _hop_url(cell: Cell, wire: str, workdir: str, name: str) -> str:
+    """Where a listener of ``wire`` binds: the SP transport of a security cell (tls+tcp, ws,
+    wss), else the cell's net."""
+    sec = cell.security
+    if sec is not None and sec.sp and wire == "sp":
+        return sec_material.sp_url(sec.sp)
+    return _bind_url(cell.net, workdir, name)
 
 
 class Outcome:
@@ -138,12 +150,13 @@ def _play(cell: Cell, timeout: float, workdir: str, peers: list[Any], out: Outco
     cli_reply = reply_of(probe if needs_probe else payload)
 
     hb = cell.shape == "heartbeat"
+    sec = cell.security
     server = make_peer(cell.server_impl, cell.server_type, cell.server_wire, "server", workdir,
-                       heartbeat=hb)
+                       heartbeat=hb, sec=sec)
     peers.append(server)
     if isinstance(server, CliPeer):
         server.configure(reply=cli_reply, request=payload if req_side == "server" else None)
-    server_url = server.bind(_bind_url(cell.net, workdir, "server"))
+    server_url = server.bind(_hop_url(cell, cell.server_wire, workdir, "server"))
 
     gw: GatewayProc | None = None
     connect_url = server_url
@@ -153,8 +166,14 @@ def _play(cell: Cell, timeout: float, workdir: str, peers: list[Any], out: Outco
         if fb == ONE_PORT:  # one port for both wires: the native engine on any+<net>://
             front = f"@any+{_bind_url(cell.net, workdir, 'front')}?backend=native"
         else:
-            front = f"@{cell.client_wire}+{_bind_url(cell.net, workdir, 'front')}?backend={fb}"
+            front = (f"@{cell.client_wire}+{_hop_url(cell, cell.client_wire, workdir, 'front')}"
+                     f"?backend={fb}")
         back = f">{scheme}+{server_url}?backend={bb}"
+        if sec is not None:  # the front serves the client's hop, the back is the server's client
+            front += sec_material.query(sec_material.settings(sec.zmtp, sec.sp,
+                                                              cell.client_wire, "server"))
+            back += sec_material.query(sec_material.settings(sec.zmtp, sec.sp,
+                                                             cell.server_wire, "client"))
         if hb:  # the gateway's ZeroMQ sides send heartbeats too
             beat = (f"&heartbeat_ivl={HEARTBEAT['ivl_ms']}"
                     f"&heartbeat_timeout={HEARTBEAT['timeout_ms']}")
@@ -166,7 +185,7 @@ def _play(cell: Cell, timeout: float, workdir: str, peers: list[Any], out: Outco
 
     crid = GATEWAY_ID if (not cell.direct and cell.client_type == "ROUTER") else None
     client = make_peer(cell.client_impl, cell.client_type, cell.client_wire, "client", workdir,
-                       connect_routing_id=crid, heartbeat=hb)
+                       connect_routing_id=crid, heartbeat=hb, sec=sec)
     peers.append(client)
     if isinstance(client, CliPeer):
         client.configure(reply=cli_reply, request=payload if req_side == "client" else None)
@@ -186,10 +205,13 @@ def _play(cell: Cell, timeout: float, workdir: str, peers: list[Any], out: Outco
                   cli_reply, out, gw)
     if resp_side is not None:
         _check_responder(cell, by_side[resp_side], payload, probe, out)
-    if not (isinstance(server, CliPeer) and server.kind == "REQ"):  # a CLI REQ server may be gone
+    if sec is not None:  # the probes speak plain ZMTP and SP over TCP: nothing to compare
+        if sec.bad and out.observed == "refused-handshake":
+            out.observed = "refused-auth"  # nothing crossed, no handshake: the keys were refused
+    elif not (isinstance(server, CliPeer) and server.kind == "REQ"):  # a CLI REQ server may be gone
         _check_wire(cell.server_wire, cell.server_type, cell.server_impl, server_url,
                     f"server {cell.server_impl}", out)
-    if gw is not None:
+    if gw is not None and sec is None:
         front_type = zmtp_socket_type("REP", raw=True) if cell.client_wire == "zmq" else "REP"
         _check_wire(cell.client_wire, front_type, "gateway", connect_url, "gateway front", out,
                     sp_first=cell.backends[0] == ONE_PORT)

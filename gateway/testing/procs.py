@@ -34,9 +34,10 @@ def child_env(**extra: str) -> dict[str, str]:
 
 def lib_url(url: str) -> str:
     """A gateway endpoint as the libraries spell it: ``@zmq+tcp://h:p?backend=x`` ->
-    ``tcp://h:p``; ``nng+ipc:///x`` -> ``ipc:///x``."""
+    ``tcp://h:p``; ``nng+ipc:///x`` -> ``ipc:///x``; ``sp+tls+tcp://h:p`` -> ``tls+tcp://h:p``."""
     scheme, sep, rest = url.lstrip("@>").partition("://")
-    return f"{scheme.rpartition('+')[2]}{sep}{rest.split('?', 1)[0]}"
+    wire, plus, transport = scheme.partition("+")  # sp+tls+tcp -> tls+tcp, sp+ws -> ws
+    return f"{transport if plus else wire}{sep}{rest.split('?', 1)[0]}"
 
 
 def port_of(url: str) -> int:
