@@ -289,7 +289,7 @@ def render_markdown(d: dict[str, Any], path: str) -> str:
         ["wire", "route", "cells", "as expected", "exchanged", "refused hs", "refused limit",
          "refused auth", "p50 small (µs)"],
         [[r["wire"], r["route"], r["n"], r["ok"], r["exchanged"], r["refused_handshake"],
-          r["refused_limit"], r["refused_auth"], _us(r["p50_small_us"])] for r in d["by_wire"]]))
+          r["refused_limit"], r.get("refused_auth", 0), _us(r["p50_small_us"])] for r in d["by_wire"]]))
     parts.append("\n## Default receive limits (oversize = 1 MiB + 1 KiB, direct, unlimited client)\n")
     parts.append(_md_table(["server impl", "cells", "refused", "accepted", "as expected"],
                            [[r["impl"], r["n"], r["refused"], r["accepted"], r["as_expected"]]
@@ -386,7 +386,7 @@ def render_html(d: dict[str, Any], path: str) -> str:
         ["wire", "route", "cells", "as expected", "exchanged", "refused hs", "refused limit",
          "refused auth", "p50 small (µs)"],
         [[r["wire"], r["route"], r["n"], r["ok"], r["exchanged"], r["refused_handshake"],
-          r["refused_limit"], r["refused_auth"], _us(r["p50_small_us"])] for r in d["by_wire"]],
+          r["refused_limit"], r.get("refused_auth", 0), _us(r["p50_small_us"])] for r in d["by_wire"]],
         [["", "", "", "ok" if r["ok"] == r["n"] else "bad", "", "", "", "", ""]
          for r in d["by_wire"]]))
     p.append("<h2>Default receive limits (oversize = 1 MiB + 1 KiB)</h2>")
