@@ -10,7 +10,7 @@ import math
 import pytest
 
 from gateway import bench
-from gateway.bench import report
+from gateway.bench import report, runner
 from gateway.bench.routes import ROUTES, Route, select
 from gateway.bench.runner import Settings, run_routes
 
@@ -99,9 +99,48 @@ def test_route_selection():
     assert {r.name for r in select("gw-*-lib")} == {
         "gw-zmq-zmq-lib", "gw-zmq-sp-lib", "gw-sp-zmq-lib", "gw-sp-sp-lib"}
     assert "native-zmq" not in [r.name for r in select("all,-native")]
-    assert len(select(None)) == len(ROUTES)
+    assert {r.group for r in select(None)} == {"library", "native", "gateway"}
+    assert len(select("all")) == len(ROUTES)
     with pytest.raises(ValueError, match="unknown route"):
         select("nope")
+
+
+def test_security_routes_bring_their_references():
+    """A CURVE or TLS route runs beside its plain route, CURVE also beside libzmq's own CURVE
+    through zmq.proxy, and the echo servers' direct routes (the hop baselines)."""
+    names = [r.name for r in select("gw-zmq-sp-curve")]
+    assert set(names) == {"gw-zmq-sp-curve", "gw-zmq-sp-native", "zmq-proxy-curve", "zmq-proxy",
+                          "zmq-echo-direct", "sp-echo-direct"}
+    assert set(r.name for r in select("gw-sp-zmq-tls")) == {
+        "gw-sp-zmq-tls", "gw-sp-zmq-native", "zmq-echo-direct", "sp-echo-direct"}
+    secured = [r for r in ROUTES if r.security]
+    assert {r.security for r in secured} == {"curve", "tls"}
+    assert all(any(p.name == r.plain for p in ROUTES) for r in secured)
+    front, _ = runner.bridge_endpoints(next(r for r in ROUTES if r.name == "gw-sp-zmq-tls"),
+                                       "tcp://127.0.0.1:5")
+    assert front.startswith("@sp+tls+tcp://127.0.0.1:0?backend=native&tls_cert=")
+    front, _ = runner.bridge_endpoints(next(r for r in ROUTES if r.name == "gw-zmq-zmq-curve"),
+                                       "tcp://127.0.0.1:5")
+    assert "&curve_server=1&curve_cert=" in front and "&curve_allow=" in front
+
+
+def test_security_ratios():
+    def fig(name, p50, rps, cpu, security="", plain=""):
+        return {"name": name, "front": "zmq", "back": "zmq", "middle": "gateway", "baseline": "x",
+                "latency": {"p50_us": p50}, "throughput": {"64": {"rps": rps}},
+                "middle_process": {"cpu_us_per_req_64": cpu},
+                **({"security": security, "plain": plain} if security else {})}
+
+    figs = {"zmq-proxy": fig("zmq-proxy", 100, 1000, 10),
+            "zmq-proxy-curve": fig("zmq-proxy-curve", 120, 800, 20, "curve", "zmq-proxy"),
+            "gw-zmq-zmq-native": fig("gw-zmq-zmq-native", 110, 900, 30),
+            "gw-zmq-zmq-curve": fig("gw-zmq-zmq-curve", 220, 400, 60, "curve",
+                                    "gw-zmq-zmq-native")}
+    sec = report.derive(figs, (8, 64))["security"]
+    assert sec["gw-zmq-zmq-curve"]["p50_vs_plain"] == 2.0
+    assert sec["gw-zmq-zmq-curve"]["tput64_vs_libzmq_curve"] == 0.5
+    assert sec["gw-zmq-zmq-curve"]["cpu_vs_libzmq_curve"] == 3.0
+    assert "libzmq_curve" not in sec["zmq-proxy-curve"]
 
 
 def test_percentile_and_cross_family_hop():

@@ -68,7 +68,9 @@ def configure_parser(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("what to measure")
     g.add_argument("--routes", metavar="LIST",
                    help="comma list of route names, globs (gw-*-lib) or groups (library, "
-                        "native, gateway, all); '-name' excludes. Default: all. See --list")
+                        "native, gateway, security, all); '-name' excludes. Default: library, "
+                        "native and gateway; 'security' runs CURVE and TLS fronts beside their "
+                        "plain routes and libzmq's own CURVE through zmq.proxy. See --list")
     g.add_argument("--list", action="store_true", help="list the routes and exit")
     g.add_argument("--quick", action="store_true",
                    help="small counts (seconds, for make demo and tests)")

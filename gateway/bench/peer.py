@@ -25,6 +25,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 DEFAULT_LIFETIME = 3600.0
@@ -82,6 +83,40 @@ def zmq_port(sock: Any) -> int:
 
 def bound_url(port: int) -> str:
     return f"tcp://127.0.0.1:{port}"
+
+
+def _material(cfg: dict[str, Any]) -> Any:
+    """The keys and certificates the harness made (``gateway.matrix.security``), by path."""
+    from gateway.matrix.security import Material
+
+    return Material(Path(cfg["root"]))
+
+
+def _curve_client(sock: Any, cfg: dict[str, Any]) -> None:
+    """A libzmq socket as a CURVE client of the route's server key (before it connects)."""
+    import zmq.auth
+
+    m = _material(cfg)
+    sock.curve_publickey, sock.curve_secretkey = zmq.auth.load_certificate(
+        str(m.curve_secret("client")))
+    sock.curve_serverkey = zmq.auth.load_certificate(str(m.curve_public("server")))[0]
+
+
+def _tls_client(sock: Any, cfg: dict[str, Any]) -> None:
+    """An nng socket as a TLS client trusting the route's CA (before it dials)."""
+    sock.tls_config = _tls_config(cfg, "client")
+
+
+def _tls_config(cfg: dict[str, Any], role: str) -> Any:
+    import pynng
+
+    m = _material(cfg)
+    if role == "server":
+        return pynng.TLSConfig(pynng.TLSConfig.MODE_SERVER,
+                               own_cert_string=(m.tls / "server.pem").read_text(),
+                               own_key_string=(m.tls / "server.key").read_text())
+    return pynng.TLSConfig(pynng.TLSConfig.MODE_CLIENT, ca_string=(m.tls / "ca.pem").read_text(),
+                           server_name="localhost")
 
 
 # --------------------------------------------------------------------------------------------
@@ -238,6 +273,12 @@ def serve_zmq_proxy(cfg: dict[str, Any]) -> None:
     front.linger = back.linger = 0
     for s in (front, back):  # a ROUTER drops replies past its HWM: above any bench window
         s.sndhwm = s.rcvhwm = ECHO_HWM
+    if cfg.get("security") == "curve":  # libzmq's own CURVE server on the front (no ZAP)
+        import zmq.auth
+
+        front.curve_publickey, front.curve_secretkey = zmq.auth.load_certificate(
+            str(_material(cfg).curve_secret("server")))
+        front.curve_server = True
     front.bind("tcp://127.0.0.1:*")
     back.connect(cfg["server"])
     emit("READY", {"url": bound_url(zmq_port(front))})
@@ -255,7 +296,11 @@ def serve_nng_device(cfg: dict[str, Any]) -> None:
     # bench reports as an error of that window
     for s in (front, back):
         s.send_buffer_size = s.recv_buffer_size = 8192
-    front.listen("tcp://127.0.0.1:0")
+    if cfg.get("security") == "tls":
+        front.tls_config = _tls_config(cfg, "server")
+        front.listen("tls+tcp://127.0.0.1:0")
+    else:
+        front.listen("tcp://127.0.0.1:0")
     back.dial(cfg["server"], block=False)
     result: list[int] = []
 
@@ -338,16 +383,24 @@ class ZmqClient:
         self.zmq = zmq
         self.ctx: Any = zmq.Context.instance()
         self.url = url
-        self.req = self._socket(zmq.REQ)
+        self.secure: Any = None  # CURVE on every socket (set before the first request)
+        self.req: Any = None
         self.dealer: Any = None
+
+    def secure_existing(self) -> None:
+        pass  # sockets are made on first use, after ``secure`` is set
 
     def _socket(self, kind: int) -> Any:
         s = self.ctx.socket(kind)
         s.linger = 0
+        if self.secure is not None:
+            self.secure(s)
         s.connect(self.url)
         return s
 
     def lat(self, n: int, size: int, timeout: float, warmup: int) -> dict[str, Any]:
+        if self.req is None:
+            self.req = self._socket(self.zmq.REQ)
         s = self.req
         s.rcvtimeo = int(timeout * 1000)
         payload = b"x" * size
@@ -393,12 +446,24 @@ class NngClient:
 
         self.pynng = pynng
         self.url = url
+        self.secure: Any = None  # TLS on every socket
         self.req = pynng.Req0()
-        self.req.dial(url, block=False)
         self.raw: Any = None
+        self._dialed = False
+
+    def secure_existing(self) -> None:
+        if self.secure is not None:
+            self.secure(self.req)
+        self._dial()
+
+    def _dial(self) -> None:
+        if not self._dialed:
+            self._dialed = True
+            self.req.dial(self.url, block=False)
         self.rid = 0x80000000 | (os.getpid() & 0xFFFF) << 8
 
     def lat(self, n: int, size: int, timeout: float, warmup: int) -> dict[str, Any]:
+        self._dial()
         s = self.req
         s.recv_timeout = int(timeout * 1000)
         s.send_timeout = int(timeout * 1000)
@@ -410,6 +475,8 @@ class NngClient:
         pynng = self.pynng
         if self.raw is None:
             self.raw = pynng.Req0(opener=pynng.lib.nng_req0_open_raw)
+            if self.secure is not None:
+                self.secure(self.raw)
             self.raw.dial(self.url, block=False)
             time.sleep(0.05)
         s = self.raw
@@ -511,6 +578,10 @@ class NativeClient:
 def run_client(cfg: dict[str, Any]) -> None:
     kind = cfg["client"]
     client: Any = {"zmq": ZmqClient, "nng": NngClient, "native": NativeClient}[kind](cfg["url"])
+    if cfg.get("security"):  # every socket it opens from now on is secured
+        client.secure = functools.partial(
+            _curve_client if cfg["security"] == "curve" else _tls_client, cfg=cfg)
+    getattr(client, "secure_existing", lambda: None)()
     emit("READY", {"url": cfg["url"]})
     for line in sys.stdin:
         if not line.strip():

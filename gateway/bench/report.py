@@ -57,6 +57,8 @@ def route_figures(run: RouteRun) -> dict[str, Any]:
         "middle": MIDDLE_KIND.get(route.middle or "", None), "baseline": route.baseline,
         "rounds": run.rounds_done,
     }
+    if route.security:
+        out["security"], out["plain"] = route.security, route.plain
     s = sorted(run.samples_ns)
     if s:
         out["latency"] = {
@@ -210,6 +212,7 @@ def derive(figs: dict[str, dict[str, Any]], windows: tuple[int, ...]) -> dict[st
                             "vs_library_direct": _r(p / b, 2),
                             "library": "zmq-direct" if fam == "zmq" else "nng-direct"}
     return {"zmq_direct_p50_us": _r(lib["zmq"]), "nng_direct_p50_us": _r(lib["sp"]),
+            "security": _security(figs, big),
             "hop_baselines": [zname, nname], "hop_baseline_p50_us": [_r(z), _r(n)],
             "zmq_proxy_hop_us": _r(proxy_hop), f"zmq_proxy_tput{big}_rps": _r(proxy_rps, 0),
             "hops": hops, "native": native}
@@ -317,6 +320,34 @@ def _fmt(v: Any, nd: int = 1) -> str:
     return str(v)
 
 
+def _cpu(fig: dict[str, Any] | None, big: int | None) -> float | None:
+    mid = (fig or {}).get("middle_process", {})
+    return mid.get(f"cpu_us_per_req_{big}") if big else mid.get("cpu_us_per_req")
+
+
+def _security(figs: dict[str, dict[str, Any]], big: int | None) -> dict[str, Any]:
+    """Each secured route against its plain one, and CURVE routes against libzmq's own CURVE
+    (``zmq-proxy-curve``): p50, throughput at the largest window and the middle's CPU per
+    request, as ratios (secured / reference)."""
+    out: dict[str, Any] = {}
+    for name, fig in figs.items():
+        if not fig.get("security"):
+            continue
+        refs = [("plain", fig.get("plain"))]
+        if fig["security"] == "curve" and name != "zmq-proxy-curve":
+            refs.append(("libzmq_curve", "zmq-proxy-curve"))
+        entry: dict[str, Any] = {"security": fig["security"]}
+        for label, ref in refs:
+            other = figs.get(ref or "")
+            entry[label] = ref
+            entry[f"p50_vs_{label}"] = _r(_ratio(_p50(fig), _p50(other)), 2)
+            if big:
+                entry[f"tput{big}_vs_{label}"] = _r(_ratio(_rps(fig, big), _rps(other, big)), 2)
+            entry[f"cpu_vs_{label}"] = _r(_ratio(_cpu(fig, big), _cpu(other, big)), 2)
+        out[name] = entry
+    return out
+
+
 def table(result: dict[str, Any]) -> str:
     windows = result["meta"]["settings"]["windows"]
     d = result["derived"]
@@ -366,6 +397,16 @@ def table(result: dict[str, Any]) -> str:
                  "(psutil), srv ceiling = requests per CPU-second of the server; r+w calls = "
                  "read/write system calls (/proc/PID/io: libuv's read/write/writev; libzmq's "
                  "send/recv are not counted, so compare gateway routes only))")
+    sec = d.get("security") or {}
+    if sec:
+        big = max(windows) if windows else 0
+        lines.append(f"security (ratios secured / reference: p50, throughput x{big}, middle "
+                     "CPU per request):")
+        for name, e in sec.items():
+            parts = [f"{_fmt(e.get('p50_vs_' + k), 2)} / {_fmt(e.get(f'tput{big}_vs_' + k), 2)}"
+                     f" / {_fmt(e.get('cpu_vs_' + k), 2)} vs {e[k]}"
+                     for k in ("plain", "libzmq_curve") if e.get(k)]
+            lines.append(f"  {name:<18} {e['security']:<5} " + "; ".join(parts))
     sweeps = [(n, f["sweep"]) for n, f in result["routes"].items() if f.get("sweep")]
     if sweeps:
         lines.append("clients sweep (each client: its own connection, one request in flight):")

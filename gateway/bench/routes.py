@@ -32,6 +32,11 @@ class Route:
     back: str = "zmq"  # wire the server speaks
     backend: str = ""  # bridge backend: lib | native
     bridge_args: tuple[str, ...] = ()  # extra `gateway bridge` options for this route
+    #: "curve": the client's hop uses CURVE (a libzmq client, the middle's front a CURVE
+    #: server); "tls": SP over TLS (an nng client, the middle's front tls+tcp). The server hop
+    #: stays plain, so the figure is the cost of the secured front.
+    security: str = ""
+    plain: str = ""  # the same route without security: the ratios' reference
 
     @property
     def baseline(self) -> str:
@@ -88,15 +93,47 @@ ROUTES: list[Route] = [
                       "libzmq's zmq_proxy) -> zmq echo",
           client=LIB_CLIENT["zmq"], server=LIB_SERVER["zmq"], middle="bridge", front="zmq",
           back="zmq", backend="lib", bridge_args=("--forwarder", "proxy")),
+
+    # security (``--routes security``): CURVE and TLS fronts beside their plain routes
+    Route(name="zmq-proxy-curve", group="security",
+          description="libzmq REQ (CURVE) -> zmq.proxy(ROUTER CURVE server/DEALER) -> zmq echo",
+          client="zmq", server=LIB_SERVER["zmq"], middle="zmq-proxy", security="curve",
+          plain="zmq-proxy"),
+    Route(name="gw-zmq-zmq-curve", group="security",
+          description="libzmq REQ/DEALER (CURVE) -> gateway bridge zmq->zmq (native, CURVE "
+                      "front) -> zmq echo",
+          client="zmq", server=LIB_SERVER["zmq"], middle="bridge", backend="native",
+          security="curve", plain="gw-zmq-zmq-native"),
+    Route(name="gw-zmq-sp-curve", group="security",
+          description="libzmq REQ/DEALER (CURVE) -> gateway bridge zmq->sp (native, CURVE "
+                      "front) -> SP echo",
+          client="zmq", server=LIB_SERVER["sp"], middle="bridge", back="sp", backend="native",
+          security="curve", plain="gw-zmq-sp-native"),
+    Route(name="nng-device-tls", group="security",
+          description="nng Req0 (TLS) -> nng_device(raw Rep0 on tls+tcp/raw Req0) -> SP echo",
+          client="nng", server=LIB_SERVER["sp"], middle="nng-device", front="sp", back="sp",
+          security="tls", plain="nng-device"),
+    Route(name="gw-sp-zmq-tls", group="security",
+          description="nng Req0 (TLS) -> gateway bridge sp->zmq (native, sp+tls+tcp front) -> "
+                      "zmq echo",
+          client="nng", server=LIB_SERVER["zmq"], middle="bridge", front="sp", backend="native",
+          security="tls", plain="gw-sp-zmq-native"),
+    Route(name="gw-sp-sp-tls", group="security",
+          description="nng Req0 (TLS) -> gateway bridge sp->sp (native, sp+tls+tcp front) -> "
+                      "SP echo",
+          client="nng", server=LIB_SERVER["sp"], middle="bridge", front="sp", back="sp",
+          backend="native", security="tls", plain="gw-sp-sp-native"),
 ]
 
-GROUPS = {"library", "native", "gateway", "all"}
+GROUPS = {"library", "native", "gateway", "security", "all"}
+#: run when ``--routes`` is not given (``security`` is asked for by name: it needs keys made)
+DEFAULT_GROUPS = ("library", "native", "gateway")
 
 
 def select(spec: str | None) -> list[Route]:
     """``--routes``: comma list of names, glob patterns (``gw-*-lib``) or groups; '-x' excludes."""
     if not spec:
-        return list(ROUTES)
+        return [r for r in ROUTES if r.group in DEFAULT_GROUPS]
     include: list[str] = []
     exclude: list[str] = []
     for item in (s.strip() for s in spec.split(",")):
@@ -116,4 +153,11 @@ def select(spec: str | None) -> list[Route]:
         return any(p == "all" or p == route.group or fnmatch.fnmatchcase(route.name, p)
                    for p in pats)
 
-    return [r for r in ROUTES if hit(r, include) and not hit(r, exclude)]
+    chosen = [r for r in ROUTES if hit(r, include) and not hit(r, exclude)]
+    # a secured route is compared with its plain one (and CURVE with libzmq's own): bring them
+    wanted = {r.plain for r in chosen if r.plain}
+    if any(r.security == "curve" for r in chosen):
+        wanted |= {"zmq-proxy-curve", "zmq-proxy"}
+    if wanted:
+        wanted |= {"zmq-echo-direct", "sp-echo-direct"}  # the hop baselines
+    return [r for r in ROUTES if r in chosen or (r.name in wanted and not hit(r, exclude))]

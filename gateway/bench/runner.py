@@ -83,9 +83,33 @@ def backend_query(route: Route, wire: str) -> str:
 
 def bridge_endpoints(route: Route, server_url: str) -> tuple[str, str]:
     host_port = tcp_address(server_url).split("://", 1)[1]
-    front = f"@{route.front}+tcp://127.0.0.1:0?backend={backend_query(route, route.front)}"
+    transport = "tls+tcp" if route.security == "tls" else "tcp"
+    front = (f"@{route.front}+{transport}://127.0.0.1:0"
+             f"?backend={backend_query(route, route.front)}")
+    if route.security:  # a CURVE server or TLS front, with the harness's keys
+        from gateway.matrix import security
+
+        front += security.query(security.settings(
+            "CURVE" if route.security == "curve" else "", "tls+tcp", route.front, "server"))
     back = f">{route.back}+tcp://{host_port}?backend={backend_query(route, route.back)}"
     return front, back
+
+
+def security_cfg(route: Route) -> dict[str, Any]:
+    """What a secured route's client and middle need: the kind and where the keys are."""
+    if not route.security:
+        return {}
+    from gateway.matrix.security import material
+
+    return {"security": route.security, "root": str(material().root)}
+
+
+def client_url_of(route: Route, url: str) -> str:
+    """How the route's client dials the front (libraries: tcp://, tls+tcp:// for TLS)."""
+    if route.client == "native":
+        return url
+    plain = tcp_address(url)
+    return "tls+" + plain if route.security == "tls" else plain
 
 
 def start_server_and_middle(route: Route, settings: Settings, run: RouteRun,
@@ -108,7 +132,8 @@ def start_server_and_middle(route: Route, settings: Settings, run: RouteRun,
         run.procs.append(middle)
         run.middle = middle
         return str(middle.ready["front"])
-    middle = Proc.peer(f"{route.name}/{route.middle}", route.middle, server=tcp_address(url))
+    middle = Proc.peer(f"{route.name}/{route.middle}", route.middle, server=tcp_address(url),
+                       **security_cfg(route))
     run.procs.append(middle)
     run.middle = middle
     return str(middle.wait_ready(settings.ready_timeout)["url"])
@@ -119,8 +144,8 @@ def setup(route: Route, settings: Settings) -> RouteRun:
     try:
         url = start_server_and_middle(route, settings, run)
         run.front_url = url
-        client_url = url if route.client == "native" else tcp_address(url)
-        client = Proc.peer(f"{route.name}/client", "client", client=route.client, url=client_url)
+        client = Proc.peer(f"{route.name}/client", "client", client=route.client,
+                           url=client_url_of(route, url), **security_cfg(route))
         run.procs.append(client)
         client.wait_ready(settings.ready_timeout)
         run.client = client
