@@ -22,14 +22,18 @@ Key = tuple[bytes, ...]
 
 
 class InFlight:
-    __slots__ = ("max_entries", "ttl", "_entries", "_where", "_by_pipe", "_seq")
+    """Requests in flight: ``seq -> (key, pipe, deadline)`` in send order (which is deadline
+    order) and ``key -> seqs`` for the replies. Two dict operations per request and one per
+    reply; a pipe's requests are found by a scan when it closes (rare, O(table)) rather than
+    kept in a per-pipe index on every request."""
+
+    __slots__ = ("max_entries", "ttl", "_entries", "_where", "_seq")
 
     def __init__(self, max_entries: int = 100_000, ttl: float = 60.0) -> None:
         self.max_entries = max_entries
         self.ttl = ttl
         self._entries: dict[int, tuple[Key, bytes, float]] = {}  # seq -> key, pipe, deadline
         self._where: dict[Key, deque[int]] = {}
-        self._by_pipe: dict[bytes, set[int]] = {}
         self._seq = 0
 
     def __len__(self) -> int:
@@ -45,11 +49,6 @@ class InFlight:
             self._where[key] = deque((seq,))
         else:
             where.append(seq)
-        on_pipe = self._by_pipe.get(pipe)
-        if on_pipe is None:
-            self._by_pipe[pipe] = {seq}
-        else:
-            on_pipe.add(seq)
         return evicted
 
     def answered(self, key: Key) -> bool:
@@ -60,13 +59,13 @@ class InFlight:
         seq = where.popleft()
         if not where:
             del self._where[key]
-        _, pipe, _ = self._entries.pop(seq)
-        self._by_pipe[pipe].discard(seq)
+        del self._entries[seq]
         return True
 
     def lost(self, pipe: bytes) -> list[Key]:
         """``pipe`` went away: every request waiting on it, once per request."""
-        return [self._remove(seq) for seq in sorted(self._by_pipe.pop(pipe, ()))]
+        gone = [seq for seq, entry in self._entries.items() if entry[1] == pipe]
+        return [self._remove(seq) for seq in gone]
 
     def expire(self, now: float) -> list[Key]:
         """The requests whose deadline passed (insertion order is deadline order)."""
@@ -83,16 +82,11 @@ class InFlight:
         return [self._remove(next(iter(self._entries)))]
 
     def _remove(self, seq: int) -> Key:
-        key, pipe, _ = self._entries.pop(seq)
+        key, _, _ = self._entries.pop(seq)
         where = self._where[key]
         where.remove(seq)
         if not where:
             del self._where[key]
-        on_pipe = self._by_pipe.get(pipe)
-        if on_pipe is not None:
-            on_pipe.discard(seq)
-            if not on_pipe:
-                del self._by_pipe[pipe]
         return key
 
 

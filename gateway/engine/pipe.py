@@ -248,12 +248,13 @@ class Pipe(asyncio.Protocol):
     def process(self) -> None:
         """Dispatch decoded events; stop while reading is paused (the rest stays in the codec)."""
         codec = self.codec
+        next_event = codec.next_event
         incoming = self.owner.pipe_message
         batch = _batch
         batch.depth += 1  # writes caused by these messages are coalesced (see _flush)
         done = 0  # messages completed by this call (the message deadline restarts)
         try:
-            while self.reading and not self.close_reason and (event := codec.next_event()) is not None:
+            while self.reading and not self.close_reason and (event := next_event()) is not None:
                 if type(event) is tuple:
                     incoming(self, event)
                     done += 1
@@ -344,10 +345,10 @@ class Pipe(asyncio.Protocol):
 
     # -- writing -----------------------------------------------------------------------------
     def write(self, msg: Message) -> None:
-        body = msg.body
+        hops, body = msg
         if self.family == SP and len(body) != 1:
             raise LocalProtocolError(f"SP carries exactly one body frame, not {len(body)}")
-        self.write_bytes(self.codec.send_message(msg.hops + body))
+        self.write_bytes(self.codec.send_message(hops + body if hops else body))
 
     def write_subscription(self, sub: Subscription) -> None:
         """Send a subscription or cancel to a ZMTP publisher, in the form its version takes."""

@@ -632,7 +632,12 @@ class Socket:
         """True when ``try_send`` would send now (routed sockets always route, drop or raise;
         PUB/XPUB/XSUB always send, dropping for a subscriber past its mark)."""
         pattern = self.pattern
-        return pattern.routed or pattern.fanout or any(pipe.writable for pipe in self._out)
+        if pattern.routed or pattern.fanout:
+            return True
+        for pipe in self._out:  # a loop, not any(genexpr): once per forwarded request
+            if pipe.writable:
+                return True
+        return False
 
     def try_send(self, msg: Message) -> bytes | None:
         """Send without waiting; return the routing id of the pipe it went to, or None when a

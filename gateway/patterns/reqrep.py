@@ -46,6 +46,7 @@ from gateway.wire.events import Subscription
 ZMTP: Final = "zmtp"
 SP: Final = "sp"
 TOP_BIT: Final = 0x80
+_new = tuple.__new__  # Message(...) without the NamedTuple __new__ wrapper (the hot path)
 
 
 def split_zmtp(frames: tuple[bytes, ...]) -> tuple[tuple[bytes, ...], tuple[bytes, ...]]:
@@ -109,13 +110,13 @@ class Pattern:
         if family == SP:
             if self.routed:  # xrep/ROUTER/REP count hops (nng's TTL); xreq moves the whole stack
                 hops, body = split_sp(parts[0], self.ttl)
-                return Message((routing_id, *hops), (body,))
+                return _new(Message, ((routing_id, *hops), (body,)))
             hops, body = split_sp(parts[0], len(parts[0]) // 4 + 1)
-            return Message(hops, (body,))
+            return _new(Message, (hops, (body,)))
         hops, frames = split_zmtp(parts)
         if self.routed:
             hops = (routing_id, *hops)
-        return Message(hops, frames)
+        return _new(Message, (hops, frames))
 
     def check_recv(self) -> None:
         """Raise ``StateError`` when the app may not receive now."""
@@ -130,15 +131,16 @@ class Pattern:
 
     def peek_target(self, msg: Message) -> bytes | None:
         """The routing id ``prepare_send`` would pick, without changing any state."""
-        return msg.hops[0] if self.routed and msg.hops else None
+        return msg[0][0] if self.routed and msg[0] else None
 
     def prepare_send(self, msg: Message) -> tuple[bytes | None, Message]:
         """Where ``msg`` goes (a routing id, or ``None`` to load-balance) and what remains."""
         if not self.routed:
             return None, msg
-        if not msg.hops:
+        hops = msg[0]
+        if not hops:
             raise LocalProtocolError(f"{self.kind} send needs the peer's routing id as first hop")
-        return msg.hops[0], Message(msg.hops[1:], msg.body)
+        return hops[0], _new(Message, (hops[1:], msg[1]))
 
     def envelope(self, msg: Message, family: str) -> Message:
         """The message as it goes on a pipe of wire ``family`` (hops + body, in wire order)."""

@@ -515,7 +515,11 @@ class ZmtpCodec:
                     raise MessageTooLarge(f"ZMTP message of {msg_size}+ bytes (limit {limit})")
                 if stop > end:
                     break
-                parts.append(bytes(buf[start:stop]) if size < COPY_VIA_VIEW else rx.copy(start, stop))
+                if not size:  # the envelope's delimiter: no slice, no copy
+                    parts.append(b"")
+                else:
+                    parts.append(bytes(buf[start:stop]) if size < COPY_VIA_VIEW
+                                 else rx.copy(start, stop))
                 pos = stop
                 if flags & _MORE:
                     self._msg_size = msg_size
