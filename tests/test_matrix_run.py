@@ -39,6 +39,14 @@ def test_the_cli_refuses_before_starting_spark(tmp_path: Path,
     assert keep.read_text() == "precious"
 
 
+def test_list_needs_no_out_and_a_run_does(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["matrix", "run", "--list", "--select", "route=gateway:any->*"]) == 0
+    out = capsys.readouterr()
+    assert "gateway:any->native" in out.out and "76 cells" in out.err
+    assert main(["matrix", "run", "--select", "@small"]) == 2
+    assert "--out DIR is required" in capsys.readouterr().err
+
+
 def test_report_exit_code_says_whether_everything_matched() -> None:
     from gateway.matrix.report import exit_code
 

@@ -28,9 +28,10 @@ from gateway.matrix.cells import (
 
 
 def configure_parser(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--out", required=True, metavar="DIR",
-                   help="Parquet output directory: new, empty, or an earlier matrix output "
-                        "(which is replaced); anything else is refused unless --force")
+    p.add_argument("--out", metavar="DIR",
+                   help="Parquet output directory (required unless --list): new, empty, or an "
+                        "earlier matrix output (which is replaced); anything else is refused "
+                        "unless --force")
     p.add_argument("--force", action="store_true",
                    help="replace --out even when it holds files that are not a matrix output")
     p.add_argument("--master", default=None, metavar="URL",
@@ -140,6 +141,10 @@ def run(args: argparse.Namespace) -> int:
             print(c.cell_id, expected(c))
         print(f"{len(cells)} cells", file=sys.stderr)
         return 0
+    if not args.out:
+        print("gateway matrix run: --out DIR is required (or --list to see the cells)",
+              file=sys.stderr)
+        return 2
     problem = out_dir_problem(args.out, getattr(args, "force", False))
     if problem:
         print(f"gateway matrix run: {problem}", file=sys.stderr)
