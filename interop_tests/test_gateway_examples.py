@@ -108,8 +108,14 @@ def test_demo_bridges_runs_in_under_30s() -> None:
     for scene in ("front pyzmq, back pynng", "front native, back native",
                   "front pynng, back pyzmq"):
         assert scene in out
-    assert out.count("SIGTERM -> exit code 0") == 4
+    assert out.count("SIGTERM -> exit code 0") == 6
     assert out.count("got b'hello from REQ -> nng'") == 2
+    # one port, both wires: three clients on one any+tcp port, to each kind of server
+    assert out.count("gateway any+tcp") == 2
+    for server in ("nng", "zmq"):
+        assert f"zmq REQ            got b'hello from zmq REQ -> {server}'" in out
+        assert f"got envelope [6f726465722d31 ''] body b'from zmq DEALER -> {server}'" in out
+        assert f"nng REQ            got b'hello from nng REQ -> {server}'" in out
     assert out.count("got envelope [617070 6f726465722d31 ''] body b'item 1 -> nng'") == 2
     assert out.count("got b'hello 2 from nng REQ -> zmq'") == 2
     assert "Traceback" not in r.stderr
