@@ -253,6 +253,10 @@ def check_settings(settings: Mapping[str, Any] | Any, family: str = "zmtp") -> l
     errors: list[str] = []
     curve = [n for n in SECURITY_FIELDS if n.startswith("curve_") and g(n) not in (None, False)]
     plain = [n for n in SECURITY_FIELDS if n.startswith("plain_") and g(n) not in (None, False)]
+    if (curve or plain) and family == "any":
+        errors.append(f"{', '.join(curve + plain)}: ZeroMQ security would not cover the SP "
+                      "clients of an any+ endpoint; bind a zmq+ endpoint with it beside an sp+ one")
+        return errors
     if (curve or plain) and family != "zmtp":
         errors.append(f"{', '.join(curve + plain)}: ZeroMQ settings on an SP endpoint "
                       "(SP security is TLS)")

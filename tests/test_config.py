@@ -247,3 +247,23 @@ def test_listener_limits_belong_to_a_bound_endpoint() -> None:
                         "back": ">sp+tcp://127.0.0.1:6000?allow=10.0.0.0/8"}]}
     with pytest.raises(ConfigError, match="bridge 'b' back: allow: applies to a bound endpoint"):
         from_dict(data, source="g.toml")
+
+
+def test_an_any_front_takes_neither_zeromq_security_nor_tls() -> None:
+    """One port, both wires: CURVE/PLAIN would leave its SP clients out, TLS is not its first
+    byte; both said at once, with the bridge and side."""
+    data = {"bridge": [
+        {"name": "p", "front": "@any+tcp://127.0.0.1:5555?plain_server=1",
+         "back": ">sp+tcp://127.0.0.1:6000"},
+        {"name": "t", "front": "@any+tcp://127.0.0.1:5556?tls_verify=none",
+         "back": ">zmq+tcp://127.0.0.1:6001"},
+        {"name": "ok", "front": "@any+tcp://127.0.0.1:5557?hwm=10&heartbeat_ivl=1s",
+         "back": ">zmq+tcp://127.0.0.1:6002"}]}
+    with pytest.raises(ConfigError) as info:
+        from_dict(data, source="g.toml")
+    lines = str(info.value).splitlines()
+    assert any(line.startswith("g.toml: bridge 'p' front: plain_server: ZeroMQ security would "
+                               "not cover the SP clients of an any+ endpoint") for line in lines)
+    assert any(line.startswith("g.toml: bridge 't' front: tls_verify: TLS settings need")
+               for line in lines)
+    assert not any("bridge 'ok'" in line for line in lines)

@@ -274,6 +274,9 @@ class Socket:
         if self.security is not None:
             raise ConfigError(f"{ep.url}: {self.security.mechanism} would not cover the SP "
                               "peers of an any+ endpoint; bind zmq+ and sp+ endpoints apart")
+        if self.tls is not None:
+            raise ConfigError(f"{ep.url}: TLS settings need an sp+tls+tcp:// or sp+wss:// "
+                              "endpoint, not any+")
         transport = reg.transport(ep.transport)
         if getattr(transport, "sp_only", False) or getattr(transport, "tls", False):
             raise ConfigError(f"{ep.url}: any+ takes tcp or ipc (the first byte must be the "
