@@ -192,6 +192,7 @@ def test_engine_refuses_what_any_cannot_be() -> None:
 
     import gateway
     from gateway.security import Security
+    from gateway.tls import TlsSettings
 
     async def main() -> None:
         async with gateway.Socket("ROUTER") as s:
@@ -206,6 +207,9 @@ def test_engine_refuses_what_any_cannot_be() -> None:
         plain = Security("PLAIN", as_server=True)
         async with gateway.Socket("ROUTER", security=plain) as s:
             with pytest.raises(ConfigError, match="would not cover the SP"):
+                s.bind("any+tcp://127.0.0.1:0")
+        async with gateway.Socket("ROUTER", tls=TlsSettings(ca="/etc/hostname")) as s:
+            with pytest.raises(ConfigError, match="TLS settings need"):
                 s.bind("any+tcp://127.0.0.1:0")
 
     asyncio.run(asyncio.wait_for(main(), 10))
