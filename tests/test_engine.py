@@ -1018,6 +1018,43 @@ def test_router_mandatory_and_unroutable_drop() -> None:
     run(main())
 
 
+def test_raw_sender_does_what_try_send_does() -> None:
+    """The device's specialised send (``raw_sender``): for raw request-reply sockets only, with
+    try_send's results: the pipe's id, None with no writable pipe, the same drops and errors."""
+
+    async def main() -> None:
+        async with (gateway.Socket("ROUTER") as lax,
+                    gateway.Socket("ROUTER", router_mandatory=True) as strict,
+                    gateway.Socket("DEALER") as dealer, gateway.Socket("REQ") as req):
+            assert req.raw_sender() is None  # cooked: its state lives in the pattern
+            send = dealer.raw_sender()
+            assert send is not None and send(Message((), (b"x",))) is None  # no pipe yet
+            url = lax.bind("zmq+tcp://127.0.0.1:0")
+            dealer.connect(url)
+            await lax.wait_peers(1)
+            await dealer.wait_peers(1)
+            assert send(Message((b"",), (b"hello",))) is not None
+            msg = await lax.recv_msg()
+            assert msg.body == (b"hello",)
+            to_client = lax.raw_sender()
+            assert to_client is not None
+            assert to_client(Message(msg.hops, (b"back",))) == msg.hops[0]
+            assert await dealer.recv_multipart() == [b"", b"back"]
+            before = dropped("unroutable")
+            assert to_client(Message((b"nobody",), (b"x",))) == b"nobody"
+            assert dropped("unroutable") == before + 1
+            strict_send = strict.raw_sender()
+            assert strict_send is not None
+            with pytest.raises(PeerGone):
+                strict_send(Message((b"nobody",), (b"x",)))
+            with pytest.raises(LocalProtocolError):
+                strict_send(Message((), (b"no routing id",)))
+        with pytest.raises(Closed):
+            send(Message((), (b"x",)))
+
+    run(main())
+
+
 def test_peer_chosen_identity_and_duplicates() -> None:
     async def main() -> None:
         async with (gateway.Socket("ROUTER") as router,

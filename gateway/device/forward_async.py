@@ -103,10 +103,13 @@ class AsyncForwarder:
     def _install_sinks(self) -> None:
         front, back = self.front.socket, self.back.socket
         request, reply, ledger = self.translator.request, self.translator.reply, self.ledger
-        sent, answered = self.loss.sent, self.loss.answered
+        sent, answered, forget = self.loss.sent, self.loss.answered, self.translator.forget
+        # the raw sockets' own send, specialised once (None: a pattern with state of its own)
+        to_back = back.raw_sender() or back.try_send
+        to_front = front.raw_sender() or front.try_send
 
         def forward_request(msg: Message) -> bool:
-            if self.draining or self._detour or not back.can_send():
+            if self.draining or self._detour:
                 self._detour = not self.draining
                 return False  # to the inbox: the request loop (or the drain count) takes it
             t0 = _perf()
@@ -115,10 +118,14 @@ class AsyncForwarder:
             try:
                 out = request(msg, now)
                 assert out is not None  # request-reply only: every request goes on
-                pipe = back.try_send(out)
+                pipe = to_back(out)
             except GatewayError as exc:
                 self._refused_request(exc, msg, out)
                 return True
+            if pipe is None:  # no writable back-end pipe: the request loop waits for one
+                forget([out[0]])  # (and translates again: a token minted here goes)
+                self._detour = True
+                return False
             sent(out, pipe, now)
             ledger.request_forwarded(t0)
             return True
@@ -129,7 +136,7 @@ class AsyncForwarder:
             out = None
             try:
                 out = reply(msg, _clock())
-                front.try_send(out)
+                to_front(out)
             except GatewayError as exc:
                 ledger.refused(exc, REPLY, client_of(out))
                 return True

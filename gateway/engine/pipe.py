@@ -350,6 +350,11 @@ class Pipe(asyncio.Protocol):
             raise LocalProtocolError(f"SP carries exactly one body frame, not {len(body)}")
         self.write_bytes(self.codec.send_message(hops + body if hops else body))
 
+    def write_frames(self, frames: tuple[bytes, ...]) -> None:
+        """Write one message given as its wire frames (hops + body; the caller checked that
+        an SP pipe gets one body frame)."""
+        self.write_bytes(self.codec.send_message(frames))
+
     def write_subscription(self, sub: Subscription) -> None:
         """Send a subscription or cancel to a ZMTP publisher, in the form its version takes."""
         self.write_bytes(self.codec.subscription_frame(sub.subscribe, sub.topic))
