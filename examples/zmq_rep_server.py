@@ -29,8 +29,12 @@ def main(argv: list[str] | None = None) -> int:
     sock.bind(args.bind)
     print(f"listening on {sock.last_endpoint.decode()}", flush=True)
     served = 0
+    poller = zmq.Poller()
+    poller.register(sock, zmq.POLLIN)
     try:
         while args.count == 0 or served < args.count:
+            if not poller.poll(100):  # wake up now and then: Ctrl-C is seen within 0.1 s
+                continue
             frames = sock.recv_multipart()
             *envelope, body = frames
             reply = args.prefix.encode() + body
@@ -44,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         pass
     finally:
-        sock.close()
+        sock.close(linger=100)
         ctx.term()
     return 0
 
