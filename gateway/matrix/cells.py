@@ -24,6 +24,17 @@ A cell = (client impl, client type, server impl, server type, wire/transport, ro
   ``heartbeat_ivl``/``heartbeat_timeout``); two 100-byte exchanges with ``HEARTBEAT_IDLE``
   seconds of silence between them, and no connection may drop meanwhile (each side's PINGs
   answered by the other implementation).
+* security and transport shapes (``SECURITY``; :func:`security_cells`, 127 cells, 12 of them in
+  :func:`ci_cells` as ``SECURITY_CI``; the rest ``slow``): a 100-byte exchange with CURVE or
+  PLAIN on the ZeroMQ hops (``curve``, ``plain``), SP over TLS, WebSocket or secure WebSocket on
+  the SP hops (``tls``, ``ws``, ``wss``) or both through the gateway (``curve+tls``,
+  ``plain+tls``), and with the client's credentials wrong: ``curve-badkey`` (a CURVE key the
+  server does not allow), ``plain-badpass`` (a wrong PLAIN password), ``tls-untrusted`` and
+  ``wss-untrusted`` (a client CA that did not sign the server's certificate). Impls: native and
+  libzmq on ZeroMQ hops, native and nng on SP hops; tcp only; directly and through the gateway
+  (native and library backends; ws/wss fronts and backs are the native engine's). Keys and
+  certificates are made once per run (:mod:`gateway.matrix.security`, on
+  ``gateway.testing.certs``).
 
 Expected outcome (``expected(cell)``) is derived, never listed by hand:
 
@@ -31,18 +42,22 @@ Expected outcome (``expected(cell)``) is derived, never listed by hand:
    ``sp_protocol``) decide ``refused-handshake``; through the gateway both hops are checked:
    client vs the front (a raw REP: ROUTER on ZMTP, rep0 on SP) and the back (a raw REQ:
    DEALER on ZMTP, req0 on SP) vs the server — the gateway's own rule, DESIGN section 6;
-2. ``oversize`` is ``refused-limit`` when any receiver on the path enforces a maximum message
+2. a security shape with wrong credentials is ``refused-auth``;
+3. ``oversize`` is ``refused-limit`` when any receiver on the path enforces a maximum message
    size: the responder (gets the request), the requester (gets an equally large reply, unless
    the responder is a CLI: those answer an oversize request with a short fixed reply), and the
    gateway (``Limits.max_message_size``, 1 MiB, on every backend). ``RECV_LIMITS`` records each
    implementation's *default* limit as measured (see its comment: nng has none by default).
-3. otherwise ``exchanged``.
+4. otherwise ``exchanged``.
 
 Observed outcome (``gateway.matrix.host.run_cell``): ``exchanged``; ``refused-handshake`` (not one message got
 through, and no side saw a completed handshake on a direct link); ``refused-limit`` (the
 handshake was proven by a small probe exchange, then the oversize exchange got no reply);
-``timeout`` (a handshake completed but the exchange still got no reply); ``connected`` (a
-pairing with no side able to send completed its handshake anyway); ``bad-reply``; ``error``.
+``refused-auth`` (a security cell with wrong credentials: not one message got through within
+the cell's timeout, and no side saw a completed handshake; nng's dialer keeps retrying a refused
+TLS handshake, so this is told by the bounded wait, never by a hang); ``timeout`` (a handshake
+completed but the exchange still got no reply); ``connected`` (a pairing with no side able to
+send completed its handshake anyway); ``bad-reply``; ``error``.
 """
 
 from __future__ import annotations
