@@ -100,3 +100,30 @@ def test_report_has_a_section_per_pattern_family() -> None:
     md = render_markdown(d, "/out")
     assert "## Publish-subscribe: pairings" in md and "## Pair: pairings" in md
     assert "Pipeline (push-pull)" in render_html(d, "/out")
+
+
+def test_forked_cell_keeps_the_result_when_the_process_dies_closing_its_peers(monkeypatch) -> None:
+    """nng's wss dialer can panic (abort) while a cell closes its peers: the row handed over
+    once the exchange was over is kept, with a note; with no row at all the cell is an error."""
+    import os
+
+    import gateway.matrix.runner as runner
+    from gateway.matrix.cells import Cell, error_row
+    from gateway.matrix.host import _run_forked
+
+    cell = Cell("nng", "REQ", "nng", "REP", "sp+tcp", "direct", "wss")
+
+    def dies_closing(c, timeout, on_played=None):
+        row = error_row(c, "")
+        row["observed"] = "exchanged"
+        on_played(row)
+        os._exit(134)
+
+    monkeypatch.setattr(runner, "run_cell_inline", dies_closing)
+    row = _run_forked(cell, 2.0)
+    assert row["observed"] == "exchanged"
+    assert "died closing its peers" in row["detail"]
+
+    monkeypatch.setattr(runner, "run_cell_inline", lambda c, t, on_played=None: os._exit(134))
+    row = _run_forked(cell, 2.0)
+    assert row["observed"] == "error" and "died without a result" in row["detail"]

@@ -40,15 +40,18 @@ def _run_forked(cell: Cell, timeout: float) -> dict[str, Any]:
             os.close(r)
             os.setpgid(0, 0)
             os.dup2(2, 1)  # stray prints must not corrupt the result channel
+
+            def send(row: dict[str, Any]) -> None:  # one JSON line per row; the last one counts
+                view = memoryview(json.dumps(row).encode() + b"\n")
+                while view:
+                    n = os.write(w, view)
+                    view = view[n:]
+
             try:
-                row = run_cell_inline(cell, timeout)
+                row = run_cell_inline(cell, timeout, on_played=send)
             except BaseException as exc:  # noqa: BLE001
                 row = error_row(cell, f"cell crashed: {exc!r}")
-            data = json.dumps(row).encode()
-            view = memoryview(data)
-            while view:
-                n = os.write(w, view)
-                view = view[n:]
+            send(row)
         finally:
             os._exit(0)
     os.close(w)
@@ -76,10 +79,17 @@ def _run_forked(cell: Cell, timeout: float) -> dict[str, Any]:
     if timed_out:
         return error_row(cell, f"hard timeout after {hard:.0f}s: process group killed",
                          time.monotonic() - t0)
-    try:
-        return dict(json.loads(b"".join(chunks)))
-    except ValueError:
+    rows = []
+    for line in b"".join(chunks).split(b"\n"):
+        with contextlib.suppress(ValueError):
+            rows.append(dict(json.loads(line)))
+    if not rows:
         return error_row(cell, "cell process died without a result", time.monotonic() - t0)
+    row = rows[-1]
+    if len(rows) == 1:  # the exchange's result, then the process died closing its peers
+        note = "cell process died closing its peers (result taken before the close)"
+        row["detail"] = "; ".join(d for d in (row.get("detail"), note) if d)[:2000]
+    return row
 
 
 def main() -> int:
