@@ -126,10 +126,15 @@ def make_codec(factory: Any, family: str, kind: str, raw: bool, *, identity: byt
 
 class _Batch(threading.local):
     """Write coalescing, per thread (each thread runs its own loop): while received messages
-    are dispatched, writes are buffered per pipe and flushed with one ``transport.write`` each.
-    One message in flight still costs one write; a burst of N costs one per pipe, not N."""
+    are dispatched, writes are buffered per pipe; the buffers are flushed with one
+    ``transport.write`` each once the loop has run every read of this iteration (``call_soon``),
+    so requests of many clients that go to one back-end pipe share a write. One message in
+    flight still costs one write; a burst of N costs one per pipe, not N."""
 
     depth = 0
+    #: the loop a flush is scheduled on (None: none): a loop closed before its flush ran
+    #: does not stop the next loop's
+    scheduled: asyncio.AbstractEventLoop | None = None
 
     def __init__(self) -> None:
         self.dirty: list[Pipe] = []
@@ -139,6 +144,7 @@ _batch = _Batch()
 
 
 def _flush(batch: _Batch) -> None:
+    batch.scheduled = None
     dirty, batch.dirty = batch.dirty, []
     for pipe in dirty:
         pipe._flush()
@@ -278,7 +284,10 @@ class Pipe(asyncio.Protocol):
         finally:
             batch.depth -= 1
             if not batch.depth and batch.dirty:
-                _flush(batch)
+                loop = asyncio.get_running_loop()
+                if batch.scheduled is not loop:  # after the other reads of this iteration
+                    batch.scheduled = loop
+                    loop.call_soon(_flush, batch)
 
     def connection_lost(self, exc: Exception | None) -> None:
         if exc is not None:
@@ -360,7 +369,8 @@ class Pipe(asyncio.Protocol):
         self.write_bytes(self.codec.subscription_frame(sub.subscribe, sub.topic))
 
     def write_bytes(self, data: bytes) -> None:
-        """Write encoded bytes: coalesced while a batch is open, else at once."""
+        """Write encoded bytes: coalesced while a batch is open, else at once (after what this
+        pipe still holds from a batch: the order on the wire is the order of the writes)."""
         batch = _batch
         if batch.depth:
             if not self.wbuf:
@@ -370,6 +380,8 @@ class Pipe(asyncio.Protocol):
             if self._wbuf_size >= self._high:
                 self._flush()  # the batch is bounded too: the transport's mark takes over
         elif self.transport is not None:
+            if self.wbuf:
+                self._flush()
             self.transport.write(data)
 
     def _flush(self) -> None:
