@@ -115,3 +115,32 @@ def test_a_loop_closed_before_its_flush_does_not_stop_the_next_one() -> None:
         assert wire.writes == [b"y;"]
 
     asyncio.run(second())
+
+
+class Replying(Codec):
+    """A codec with bytes of its own to send after a read (a PONG to a PING)."""
+
+    def data_to_send(self) -> bytes:
+        return b"pong;"
+
+
+class Echo:
+    """An owner that answers each message on the pipe it came from (a ROUTER's reply)."""
+
+    def pipe_message(self, pipe: Pipe, parts: tuple[bytes, ...]) -> None:
+        pipe.write_frames(parts)
+
+
+def test_the_codecs_own_bytes_go_after_the_messages_the_pipe_holds() -> None:
+    """A CURVE peer refuses a nonce lower than the last one: a PONG sealed after a message must
+    not overtake it on the wire."""
+
+    async def main() -> None:
+        pipe = Pipe(Echo(), Replying(), "zmtp", "test")
+        wire = Transport()
+        pipe.transport = wire  # type: ignore[assignment]
+        pipe.data_received(b"msg;")
+        await asyncio.sleep(0)
+        assert wire.writes == [b"msg;pong;"]
+
+    asyncio.run(main())

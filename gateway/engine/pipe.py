@@ -277,8 +277,8 @@ class Pipe(asyncio.Protocol):
             self.abort(exc.reason or type(exc).__name__, str(exc), farewell)
         else:
             out = codec.data_to_send()
-            if out and self.transport is not None:
-                self.transport.write(out)
+            if out:  # behind the messages this pipe holds: a CURVE nonce only goes up
+                self.write_bytes(out)
             if self._watch and (self._msg_timer is not None or codec.partial):
                 self._watch_partial(done)
         finally:
@@ -539,7 +539,7 @@ class Pipe(asyncio.Protocol):
         heard = self.rx_chunks != self._hb_seen
         self._hb_seen = self.rx_chunks
         if not heard or self.heartbeat_ttl:
-            transport.write(self.codec.ping(self.heartbeat_ttl))
+            self.write_bytes(self.codec.ping(self.heartbeat_ttl))  # after what the pipe holds
             wait = self._hb_wait
             if wait is not None and self.rx_chunks + self.pauses != self._hb_wait_mark:
                 wait.cancel()  # traffic since that PING: libzmq would have cancelled it then
