@@ -268,6 +268,11 @@ class Pipe(asyncio.Protocol):
                         self._yield_turn()
                         break
                 else:
+                    # the codec's own bytes so far (our READY, a PONG) go before whatever
+                    # the event makes us write (a subscription once the handshake is done)
+                    out = codec.data_to_send()
+                    if out:
+                        self.write_bytes(out)
                     self._on_event(event)
         except ProtocolError as exc:
             if not self.ready:
