@@ -31,7 +31,7 @@ _NAME = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_-.")
 
 @dataclass(frozen=True, slots=True)
 class Endpoint:
-    wire: str  # the wire family: "zmtp" or "sp"
+    wire: str  # the wire family: "zmtp", "sp", or "any" (one port for both)
     transport: str  # "tcp", "ipc", "inproc", or a plugin's scheme
     address: str  # "127.0.0.1:5555", "/tmp/x.sock", "name"
     mode: str | None = None  # "bind", "connect" or None (caller's default)

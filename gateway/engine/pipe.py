@@ -126,10 +126,15 @@ def make_codec(factory: Any, family: str, kind: str, raw: bool, *, identity: byt
 
 class _Batch(threading.local):
     """Write coalescing, per thread (each thread runs its own loop): while received messages
-    are dispatched, writes are buffered per pipe and flushed with one ``transport.write`` each.
-    One message in flight still costs one write; a burst of N costs one per pipe, not N."""
+    are dispatched, writes are buffered per pipe; the buffers are flushed with one
+    ``transport.write`` each once the loop has run every read of this iteration (``call_soon``),
+    so requests of many clients that go to one back-end pipe share a write. One message in
+    flight still costs one write; a burst of N costs one per pipe, not N."""
 
     depth = 0
+    #: the loop a flush is scheduled on (None: none): a loop closed before its flush ran
+    #: does not stop the next loop's
+    scheduled: asyncio.AbstractEventLoop | None = None
 
     def __init__(self) -> None:
         self.dirty: list[Pipe] = []
@@ -139,6 +144,7 @@ _batch = _Batch()
 
 
 def _flush(batch: _Batch) -> None:
+    batch.scheduled = None
     dirty, batch.dirty = batch.dirty, []
     for pipe in dirty:
         pipe._flush()
@@ -262,6 +268,11 @@ class Pipe(asyncio.Protocol):
                         self._yield_turn()
                         break
                 else:
+                    # the codec's own bytes so far (our READY, a PONG) go before whatever
+                    # the event makes us write (a subscription once the handshake is done)
+                    out = codec.data_to_send()
+                    if out:
+                        self.write_bytes(out)
                     self._on_event(event)
         except ProtocolError as exc:
             if not self.ready:
@@ -271,14 +282,17 @@ class Pipe(asyncio.Protocol):
             self.abort(exc.reason or type(exc).__name__, str(exc), farewell)
         else:
             out = codec.data_to_send()
-            if out and self.transport is not None:
-                self.transport.write(out)
+            if out:  # behind the messages this pipe holds: a CURVE nonce only goes up
+                self.write_bytes(out)
             if self._watch and (self._msg_timer is not None or codec.partial):
                 self._watch_partial(done)
         finally:
             batch.depth -= 1
             if not batch.depth and batch.dirty:
-                _flush(batch)
+                loop = asyncio.get_running_loop()
+                if batch.scheduled is not loop:  # after the other reads of this iteration
+                    batch.scheduled = loop
+                    loop.call_soon(_flush, batch)
 
     def connection_lost(self, exc: Exception | None) -> None:
         if exc is not None:
@@ -360,7 +374,8 @@ class Pipe(asyncio.Protocol):
         self.write_bytes(self.codec.subscription_frame(sub.subscribe, sub.topic))
 
     def write_bytes(self, data: bytes) -> None:
-        """Write encoded bytes: coalesced while a batch is open, else at once."""
+        """Write encoded bytes: coalesced while a batch is open, else at once (after what this
+        pipe still holds from a batch: the order on the wire is the order of the writes)."""
         batch = _batch
         if batch.depth:
             if not self.wbuf:
@@ -370,6 +385,8 @@ class Pipe(asyncio.Protocol):
             if self._wbuf_size >= self._high:
                 self._flush()  # the batch is bounded too: the transport's mark takes over
         elif self.transport is not None:
+            if self.wbuf:
+                self._flush()
             self.transport.write(data)
 
     def _flush(self) -> None:
@@ -527,7 +544,7 @@ class Pipe(asyncio.Protocol):
         heard = self.rx_chunks != self._hb_seen
         self._hb_seen = self.rx_chunks
         if not heard or self.heartbeat_ttl:
-            transport.write(self.codec.ping(self.heartbeat_ttl))
+            self.write_bytes(self.codec.ping(self.heartbeat_ttl))  # after what the pipe holds
             wait = self._hb_wait
             if wait is not None and self.rx_chunks + self.pauses != self._hb_wait_mark:
                 wait.cancel()  # traffic since that PING: libzmq would have cancelled it then

@@ -889,8 +889,6 @@ GATEWAY_PATTERN_KINDS = {
     "pair1": {"zmq": ("PAIR", "PAIR"), "sp": ("PAIR1", "PAIR1")},
 }
 PATTERN_BACKENDS = {"zmq": ("pyzmq", "native"), "sp": ("pynng", "native")}
-#: the front "backend" of a one-port cell: the native engine bound on ``any+<net>://``
-ONE_PORT = "any"
 PATTERN_IMPLS = ("libzmq", "nng", "nanomsg", "nng-1.5")
 #: what the CLIs speak: nanocat's --pair is nanomsg's pair (pair0); nngcat's --pair0/--pair1
 CLI_PATTERN_TYPES = {"nanomsg": frozenset({"PUB", "SUB", "PUSH", "PULL", "PAIR0"}),
