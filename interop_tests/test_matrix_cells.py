@@ -254,7 +254,7 @@ def test_hard_timeout_kills_the_whole_cell(monkeypatch: pytest.MonkeyPatch, tmp_
 
     marker = tmp_path / "pid"
 
-    def hang(cell: Cell, timeout: float) -> dict:  # type: ignore[type-arg]
+    def hang(cell: Cell, timeout: float, on_played: object = None) -> dict:  # type: ignore[type-arg]
         proc = subprocess.Popen(["sleep", "60"])  # stands for a CLI peer or the gateway
         marker.write_text(str(proc.pid))
         time.sleep(60)

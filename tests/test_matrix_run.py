@@ -127,3 +127,11 @@ def test_forked_cell_keeps_the_result_when_the_process_dies_closing_its_peers(mo
     monkeypatch.setattr(runner, "run_cell_inline", lambda c, t, on_played=None: os._exit(134))
     row = _run_forked(cell, 2.0)
     assert row["observed"] == "error" and "died without a result" in row["detail"]
+
+    def crashes(c, timeout, on_played=None):
+        raise RuntimeError("boom")  # the final row only: no 'died closing' note
+
+    monkeypatch.setattr(runner, "run_cell_inline", crashes)
+    row = _run_forked(cell, 2.0)
+    assert "cell crashed" in row["detail"] and "died closing" not in row["detail"]
+    assert "_early" not in row

@@ -48,7 +48,8 @@ def _run_forked(cell: Cell, timeout: float) -> dict[str, Any]:
                     view = view[n:]
 
             try:
-                row = run_cell_inline(cell, timeout, on_played=send)
+                row = run_cell_inline(cell, timeout,
+                                      on_played=lambda early: send({**early, "_early": True}))
             except BaseException as exc:  # noqa: BLE001
                 row = error_row(cell, f"cell crashed: {exc!r}")
             send(row)
@@ -86,7 +87,7 @@ def _run_forked(cell: Cell, timeout: float) -> dict[str, Any]:
     if not rows:
         return error_row(cell, "cell process died without a result", time.monotonic() - t0)
     row = rows[-1]
-    if len(rows) == 1:  # the exchange's result, then the process died closing its peers
+    if row.pop("_early", False):  # the exchange's result, then the process died closing its peers
         note = "cell process died closing its peers (result taken before the close)"
         row["detail"] = "; ".join(d for d in (row.get("detail"), note) if d)[:2000]
     return row
