@@ -94,12 +94,9 @@ def _material(cfg: dict[str, Any]) -> Any:
 
 def _curve_client(sock: Any, cfg: dict[str, Any]) -> None:
     """A libzmq socket as a CURVE client of the route's server key (before it connects)."""
-    import zmq.auth
+    from gateway.matrix.security import configure_libzmq
 
-    m = _material(cfg)
-    sock.curve_publickey, sock.curve_secretkey = zmq.auth.load_certificate(
-        str(m.curve_secret("client")))
-    sock.curve_serverkey = zmq.auth.load_certificate(str(m.curve_public("server")))[0]
+    configure_libzmq(sock, None, "CURVE", "client", False, _material(cfg))
 
 
 def _tls_client(sock: Any, cfg: dict[str, Any]) -> None:
@@ -108,15 +105,9 @@ def _tls_client(sock: Any, cfg: dict[str, Any]) -> None:
 
 
 def _tls_config(cfg: dict[str, Any], role: str) -> Any:
-    import pynng
+    from gateway.matrix.security import nng_tls_config
 
-    m = _material(cfg)
-    if role == "server":
-        return pynng.TLSConfig(pynng.TLSConfig.MODE_SERVER,
-                               own_cert_string=(m.tls / "server.pem").read_text(),
-                               own_key_string=(m.tls / "server.key").read_text())
-    return pynng.TLSConfig(pynng.TLSConfig.MODE_CLIENT, ca_string=(m.tls / "ca.pem").read_text(),
-                           server_name="localhost")
+    return nng_tls_config(role, False, _material(cfg))
 
 
 # --------------------------------------------------------------------------------------------

@@ -135,14 +135,16 @@ def native_options(pairs: list[tuple[str, str]]) -> dict[str, Any]:
     return {"security": security_of(read)}
 
 
-def configure_libzmq(sock: Any, ctx: Any, mechanism: str, role: str, bad: bool) -> Any:
+def configure_libzmq(sock: Any, ctx: Any, mechanism: str, role: str, bad: bool,
+                     m: Material | None = None) -> Any:
     """Set CURVE or PLAIN on a pyzmq socket before it binds or connects; return the ZAP
-    authenticator a server needs (stop it when done), or None."""
+    authenticator a server needs (stop it when done), or None. ``m``: the keys to use (default:
+    this process's :func:`material`)."""
     import zmq
     import zmq.auth
     from zmq.auth.thread import ThreadAuthenticator
 
-    m = material()
+    m = m or material()
     if mechanism == "CURVE":
         if role == "server":
             public, secret = zmq.auth.load_certificate(str(m.curve_secret("server")))
@@ -170,11 +172,12 @@ def configure_libzmq(sock: Any, ctx: Any, mechanism: str, role: str, bad: bool) 
     return auth
 
 
-def nng_tls_config(role: str, bad: bool) -> Any:
-    """A pynng TLS configuration for a server or a client (``bad``: the wrong CA)."""
+def nng_tls_config(role: str, bad: bool, m: Material | None = None) -> Any:
+    """A pynng TLS configuration for a server or a client (``bad``: the wrong CA); ``m`` as for
+    :func:`configure_libzmq`."""
     import pynng
 
-    m = material()
+    m = m or material()
     if role == "server":
         return pynng.TLSConfig(pynng.TLSConfig.MODE_SERVER,
                                own_cert_string=(m.tls / "server.pem").read_text(),
