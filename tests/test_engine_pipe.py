@@ -53,8 +53,9 @@ class Forwarding:
     def __init__(self, target: Pipe) -> None:
         self.target = target
 
-    def pipe_message(self, pipe: Pipe, parts: tuple[bytes, ...]) -> None:
-        self.target.write_frames(parts)
+    def pipe_messages(self, pipe: Pipe, batch: list[tuple[bytes, ...]]) -> None:
+        for parts in batch:
+            self.target.write_frames(parts)
 
 
 def _pipe(owner: Any) -> tuple[Pipe, Transport]:
@@ -127,8 +128,9 @@ class Replying(Codec):
 class Echo:
     """An owner that answers each message on the pipe it came from (a ROUTER's reply)."""
 
-    def pipe_message(self, pipe: Pipe, parts: tuple[bytes, ...]) -> None:
-        pipe.write_frames(parts)
+    def pipe_messages(self, pipe: Pipe, batch: list[tuple[bytes, ...]]) -> None:
+        for parts in batch:
+            pipe.write_frames(parts)
 
 
 def test_the_codecs_own_bytes_go_after_the_messages_the_pipe_holds() -> None:

@@ -17,7 +17,7 @@ from gateway.errors import (
     RemoteProtocolError,
     SpHeaderError,
 )
-from gateway.testing.codec_checks import chunked, feed_garbage
+from gateway.testing.codec_checks import chunked, feed_garbage, same_in_batches
 from gateway.wire.events import HandshakeComplete
 from gateway.wire.sp import SpCodec, SpRole
 
@@ -445,3 +445,65 @@ def test_pairing_error_names_both_protocols() -> None:
         codec.next_event()
     assert (info.value.ours, info.value.theirs) == ("rep0", "rep0")
     assert info.value.handshake_reason == "pairing"
+
+
+# -- next_messages: whole messages in one call, the same stream as next_event ----------------
+
+
+def test_next_messages_limit_and_missing_bytes() -> None:
+    rx = opened("REP")
+    msg = bytes.fromhex("0000000000000001")
+    rx.receive_data(msg + b"a" + msg + b"b" + msg + b"c" + msg[:5])
+    assert rx.next_messages(2) == [(b"a",), (b"b",)]
+    assert rx.next_messages(2) == [(b"c",)]
+    assert rx.next_messages(2) == []
+    rx.receive_data(msg[5:] + b"d")
+    [got] = rx.next_messages(2)
+    assert got == (b"d",) and type(got[0]) is bytes
+
+
+def test_next_messages_leaves_refusals_to_next_event() -> None:
+    rx = opened("REP", max_message_size=4)
+    rx.receive_data(bytes.fromhex("0000000000000001") + b"a" + bytes.fromhex("0000000000000005"))
+    assert rx.next_messages(8) == [(b"a",)]
+    assert rx.next_messages(8) == []
+    with pytest.raises(MessageTooLarge):
+        rx.next_event()
+
+
+def test_next_messages_on_ipc_checks_the_message_type() -> None:
+    rx = opened("REP", message_prefix=b"\x01")
+    rx.receive_data(b"\x01" + bytes.fromhex("0000000000000001") + b"a" + b"\x02" + bytes(9))
+    assert rx.next_messages(8) == [(b"a",)]
+    with pytest.raises(RemoteProtocolError, match="message type"):
+        rx.next_event()
+
+
+def test_next_messages_before_the_header_is_empty() -> None:
+    rx = sp_codec("REP")
+    rx.receive_data(sp_codec("REQ").initiate() + bytes.fromhex("0000000000000001") + b"a")
+    assert rx.next_messages(8) == []
+    assert isinstance(rx.next_event(), HandshakeComplete)
+    assert rx.next_messages(8) == [(b"a",)]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    messages=st.lists(st.tuples(st.binary(max_size=300), st.sampled_from(["msg", "garbage", "big"])),
+                      max_size=10),
+    cuts=st.lists(st.integers(min_value=0, max_value=1 << 16), max_size=20),
+    limit=st.integers(min_value=1, max_value=5),
+    prefix=st.sampled_from([b"", b"\x01"]),
+)
+def test_next_messages_gives_what_next_event_gives(
+    messages: list[tuple[bytes, str]], cuts: list[int], limit: int, prefix: bytes
+) -> None:
+    enc = opened("REQ", message_prefix=prefix)
+    wire = b""
+    for body, kind in messages:
+        if kind == "garbage":
+            wire += body[:5]
+        else:
+            wire += enc.send_message((b"b" * (901 if kind == "big" else 0) + body,))
+    same_in_batches(lambda: opened("REP", max_message_size=900, message_prefix=prefix),
+                    chunked(wire, cuts), limit)

@@ -21,7 +21,7 @@ from gateway.errors import (
     WrongWireError,
 )
 from gateway.patterns import pairing
-from gateway.testing.codec_checks import chunked, feed_garbage
+from gateway.testing.codec_checks import chunked, feed_garbage, same_in_batches
 from gateway.wire.events import HandshakeComplete, PeerError, Ping, Pong, Subscription
 from gateway.wire.zmtp import ZmtpCodec, ZmtpRole
 
@@ -1038,3 +1038,82 @@ def test_two_codecs_both_3x() -> None:
     ea, eb = pump(a, b)
     assert ea[0].version == (3, 1) and eb[0].version == (3, 1)
     assert a.commands and b.commands
+
+
+# -- next_messages: whole messages in one call, the same stream as next_event ----------------
+
+
+def test_next_messages_stops_before_a_command() -> None:
+    rx = opened()
+    ping = bytes.fromhex("0407 0450494e470000")
+    rx.receive_data(bytes.fromhex("0100 000161 000162") + ping + bytes.fromhex("000163"))
+    assert rx.next_messages(10) == [(b"", b"a"), (b"b",)]
+    assert rx.next_messages(10) == []  # the PING is next_event's
+    assert isinstance(rx.next_event(), Ping)
+    assert rx.next_messages(10) == [(b"c",)]
+    assert rx.next_event() is None
+
+
+def test_next_messages_limit_and_missing_bytes() -> None:
+    rx = opened()
+    rx.receive_data(bytes.fromhex("000161 000162 000163 0101"))  # the last one is cut short
+    assert rx.next_messages(2) == [(b"a",), (b"b",)]
+    assert rx.next_messages(2) == [(b"c",)]
+    assert rx.partial
+    rx.receive_data(bytes.fromhex("64 000165"))
+    assert rx.next_messages(2) == [(b"d", b"e")]
+    assert not rx.partial
+
+
+def test_next_messages_long_frames_and_frame_types() -> None:
+    rx = opened()
+    rx.receive_data(bytes.fromhex("030000000000000100") + b"x" * 256 + bytes.fromhex("000179"))
+    [msg] = rx.next_messages(4)
+    assert msg == (b"x" * 256, b"y")
+    assert all(type(f) is bytes for f in msg)
+
+
+def test_next_messages_leaves_refusals_to_next_event() -> None:
+    rx = opened()
+    rx.max_message_size = 4  # (after the handshake: READY itself is longer)
+    rx.receive_data(bytes.fromhex("000161 0005") + b"hello")
+    assert rx.next_messages(8) == [(b"a",)]
+    assert rx.next_messages(8) == []
+    with pytest.raises(MessageTooLarge):
+        rx.next_event()
+    bad = opened()
+    bad.receive_data(bytes.fromhex("000161 080162"))  # a reserved flag bit
+    assert bad.next_messages(8) == [(b"a",)]
+    with pytest.raises(RemoteProtocolError, match="reserved"):
+        bad.next_event()
+
+
+def test_next_messages_before_the_handshake_is_empty() -> None:
+    codec = zmtp_codec("REQ")
+    codec.initiate()
+    codec.receive_data(GREETING + ready(b"REP") + bytes.fromhex("000161"))
+    assert codec.next_messages(8) == []
+    assert isinstance(codec.next_event(), HandshakeComplete)
+    assert codec.next_messages(8) == [(b"a",)]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    messages=st.lists(st.tuples(frames, st.sampled_from(["msg", "ping", "garbage", "big"])),
+                      max_size=10),
+    cuts=st.lists(st.integers(min_value=0, max_value=1 << 16), max_size=20),
+    limit=st.integers(min_value=1, max_value=5),
+)
+def test_next_messages_gives_what_next_event_gives(
+    messages: list[tuple[tuple[bytes, ...], str]], cuts: list[int], limit: int
+) -> None:
+    enc = opened()
+    wire = b""
+    for parts, kind in messages:
+        if kind == "ping":
+            wire += enc.ping(1, b"c")
+        elif kind == "garbage":
+            wire += parts[0][:3]
+        else:
+            wire += enc.send_message(((b"b" * 901,) if kind == "big" else ()) + parts)
+    same_in_batches(lambda: opened(max_message_size=900), chunked(wire, cuts), limit)

@@ -22,12 +22,11 @@ from typing import Any
 from gateway.device.inflight import LossTracker
 from gateway.device.ledger import REPLY, REQUEST, Ledger, client_of
 from gateway.device.sides import NativeRaw, peers_of
-from gateway.envelope import Translator
+from gateway.envelope import Translator, same_family
 from gateway.errors import GatewayError
 from gateway.message import Message
 
-_perf = time.perf_counter
-_clock = time.monotonic
+_clock = time.monotonic  # one reading per message: its hop latency and its token's date
 
 
 async def _forever() -> None:
@@ -65,8 +64,7 @@ class AsyncForwarder:
             await _forever()
         while True:
             msg = await recv()
-            t0 = _perf()
-            now = _clock()
+            t0 = now = _clock()
             out = None
             try:
                 out = request(msg, now)
@@ -88,11 +86,11 @@ class AsyncForwarder:
             await _forever()
         while True:
             msg = await recv()
-            t0 = _perf()
+            t0 = _clock()
             answered(msg[0])
             out = None
             try:
-                out = reply(msg, _clock())
+                out = reply(msg, t0)
                 await send(out)
             except GatewayError as exc:
                 ledger.refused(exc, REPLY, client_of(out))
@@ -103,20 +101,23 @@ class AsyncForwarder:
     def _install_sinks(self) -> None:
         front, back = self.front.socket, self.back.socket
         request, reply, ledger = self.translator.request, self.translator.reply, self.ledger
-        sent, answered, forget = self.loss.sent, self.loss.answered, self.translator.forget
+        forget, evicted = self.translator.forget, self.loss.evicted
+        # request-reply: the loss tracker is on; its table directly (two calls less a message)
+        sent, answered = self.loss.inflight.sent, self.loss.inflight.answered
         # the raw sockets' own send, specialised once (None: a pattern with state of its own)
         to_back = back.raw_sender() or back.try_send
         to_front = front.raw_sender() or front.try_send
+
+        same = request is same_family  # the request goes on untouched: no call for that
 
         def forward_request(msg: Message) -> bool:
             if self.draining or self._detour:
                 self._detour = not self.draining
                 return False  # to the inbox: the request loop (or the drain count) takes it
-            t0 = _perf()
-            now = _clock()
+            t0 = now = _clock()
             out = None
             try:
-                out = request(msg, now)
+                out = msg if same else request(msg, now)
                 assert out is not None  # request-reply only: every request goes on
                 pipe = to_back(out)
             except GatewayError as exc:
@@ -126,16 +127,18 @@ class AsyncForwarder:
                 forget([out[0]])  # (and translates again: a token minted here goes)
                 self._detour = True
                 return False
-            sent(out, pipe, now)
+            gone = sent(out[0], pipe, now)
+            if gone:  # pushed out of the full table
+                evicted(gone)
             ledger.request_forwarded(t0)
             return True
 
         def forward_reply(msg: Message) -> bool:
-            t0 = _perf()
+            t0 = _clock()
             answered(msg[0])
             out = None
             try:
-                out = reply(msg, _clock())
+                out = reply(msg, t0)
                 to_front(out)
             except GatewayError as exc:
                 ledger.refused(exc, REPLY, client_of(out))

@@ -39,11 +39,13 @@ class InFlight:
     def __len__(self) -> int:
         return len(self._entries)
 
-    def sent(self, key: Key, pipe: bytes, now: float) -> list[Key]:
-        """Record a request sent on ``pipe``; return the keys evicted to stay bounded."""
-        evicted = self._evict_oldest() if len(self._entries) >= self.max_entries else []
+    def sent(self, key: Key, pipe: bytes, now: float) -> list[Key] | None:
+        """Record a request sent on ``pipe``; return the keys evicted to stay bounded (None:
+        none was)."""
+        entries = self._entries
+        evicted = self._evict_oldest() if len(entries) >= self.max_entries else None
         self._seq = seq = self._seq + 1
-        self._entries[seq] = (key, pipe, now + self.ttl)
+        entries[seq] = (key, pipe, now + self.ttl)
         where = self._where.get(key)
         if where is None:
             self._where[key] = deque((seq,))
@@ -116,8 +118,14 @@ class LossTracker:
         if not self.enabled:
             return
         evicted = self.inflight.sent(out[0], self.WHOLE if pipe is None else pipe, now)
-        if evicted and not self._tokens_count:
-            self.ledger.expired(len(evicted))
+        if evicted:
+            self.evicted(evicted)
+
+    def evicted(self, keys: list[Key]) -> None:
+        """Requests pushed out of the full table (a forwarder that calls ``inflight.sent``
+        itself hands its eviction here)."""
+        if not self._tokens_count:
+            self.ledger.expired(len(keys))
 
     def answered(self, hops: tuple[bytes, ...]) -> None:
         if self.enabled:

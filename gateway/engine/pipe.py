@@ -76,8 +76,9 @@ class PipeOwner(Protocol):
         """The handshake finished: the routing id the owner gives the pipe, or ``None`` when
         it refused it (and aborted it)."""
 
-    def pipe_message(self, pipe: Pipe, parts: tuple[bytes, ...]) -> None:
-        """One decoded message (frames on ZMTP, one payload on SP)."""
+    def pipe_messages(self, pipe: Pipe, batch: list[tuple[bytes, ...]]) -> None:
+        """Decoded messages, in order, one or more (each: its frames on ZMTP, one payload on
+        SP). A batch never takes the pipe past its mark: at most ``hwm - queued`` messages."""
 
     def pipe_lost(self, pipe: Pipe) -> None:
         """The connection is gone (the pipe is never used again)."""
@@ -255,16 +256,32 @@ class Pipe(asyncio.Protocol):
         """Dispatch decoded events; stop while reading is paused (the rest stays in the codec)."""
         codec = self.codec
         next_event = codec.next_event
-        incoming = self.owner.pipe_message
+        # whole messages in one call (a third-party codec may only have next_event)
+        next_messages = getattr(codec, "next_messages", None)
+        incoming = self.owner.pipe_messages
         batch = _batch
         batch.depth += 1  # writes caused by these messages are coalesced (see _flush)
         done = 0  # messages completed by this call (the message deadline restarts)
         try:
-            while self.reading and not self.close_reason and (event := next_event()) is not None:
+            while self.reading and not self.close_reason:
+                if next_messages is not None:
+                    # at most the fair share, and never past the owner's mark (see enqueued)
+                    room = min(FAIR_SHARE - done, self.hwm - self.queued)
+                    msgs = next_messages(room) if room > 0 else None
+                    if msgs:
+                        done += len(msgs)
+                        incoming(self, msgs)
+                        if done >= FAIR_SHARE:  # let the other pipes have their turn first
+                            self._yield_turn()
+                            break
+                        continue
+                event = next_event()
+                if event is None:
+                    break
                 if type(event) is tuple:
-                    incoming(self, event)
+                    incoming(self, [event])
                     done += 1
-                    if done == FAIR_SHARE:  # let the other pipes have their turn first
+                    if done >= FAIR_SHARE:  # let the other pipes have their turn first
                         self._yield_turn()
                         break
                 else:
@@ -367,7 +384,15 @@ class Pipe(asyncio.Protocol):
     def write_frames(self, frames: tuple[bytes, ...]) -> None:
         """Write one message given as its wire frames (hops + body; the caller checked that
         an SP pipe gets one body frame)."""
-        self.write_bytes(self.codec.send_message(frames))
+        data = self.codec.send_message(frames)
+        batch = _batch
+        if batch.depth and self._wbuf_size + len(data) < self._high:  # write_bytes, inline
+            if not self.wbuf:
+                batch.dirty.append(self)
+            self.wbuf.append(data)
+            self._wbuf_size += len(data)
+        else:
+            self.write_bytes(data)
 
     def write_subscription(self, sub: Subscription) -> None:
         """Send a subscription or cancel to a ZMTP publisher, in the form its version takes."""

@@ -1,9 +1,10 @@
 """The asyncio engine's socket: listeners, dialers, routing over pipes, the inbox, the API.
 
-Data path (hot): ``Pipe.data_received`` -> codec -> ``Socket.pipe_message`` -> pattern.receive
--> the device's ``sink``, a waiting ``recv`` future, or the bounded inbox. Sends go from the
-pattern straight into the chosen pipe (``gateway.engine.pipe``); a pipe whose write buffer passed
-the high-water mark is skipped by load balancing until it drains.
+Data path (hot): ``Pipe.data_received`` -> codec (every whole message of the read in one call)
+-> ``Socket.pipe_messages`` -> pattern.receive -> the device's ``sink``, a waiting ``recv``
+future, or the bounded inbox. Sends go from the pattern straight into the chosen pipe
+(``gateway.engine.pipe``); a pipe whose write buffer passed the high-water mark is skipped by
+load balancing until it drains.
 
 Bounds: each pipe may have at most ``hwm`` messages in the inbox (then its reading is paused:
 TCP back-pressure reaches the peer); each pipe's write buffer stops at ``hwm * 1 KiB``: load
@@ -567,14 +568,30 @@ class Socket:
             if not fut.done():
                 fut.set_result(None)
 
-    def pipe_message(self, pipe: Pipe, parts: tuple[bytes, ...]) -> None:
-        try:
-            msg = self.pattern.receive(pipe.routing_id, pipe.family, parts)
-        except Drop as drop:
-            self._dropped(drop, pipe.endpoint)
-            return
-        if msg is not None:
-            self._deliver(pipe, msg)
+    def pipe_messages(self, pipe: Pipe, batch: list[tuple[bytes, ...]]) -> None:
+        receive = self.pattern.receive
+        rid, family = pipe.routing_id, pipe.family
+        inbox = self._inbox
+        for parts in batch:
+            if pipe.close_reason:  # closed by what came before: the rest goes with it
+                return
+            try:
+                msg = receive(rid, family, parts)
+            except Drop as drop:
+                self._dropped(drop, pipe.endpoint)
+                continue
+            if msg is None:
+                continue
+            sink = self.sink  # (_deliver, inline: once per message)
+            if sink is not None and not inbox and sink(msg):
+                continue
+            waiter = self._recv_waiter
+            if waiter is not None and not waiter.done():
+                self._recv_waiter = None
+                waiter.set_result((pipe, msg))
+                continue
+            inbox.append((pipe, msg))
+            pipe.enqueued()
 
     def pipe_subscription(self, pipe: Pipe, event: Subscription) -> None:
         try:

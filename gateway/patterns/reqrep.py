@@ -51,9 +51,9 @@ _new = tuple.__new__  # Message(...) without the NamedTuple __new__ wrapper (the
 
 def split_zmtp(frames: tuple[bytes, ...]) -> tuple[tuple[bytes, ...], tuple[bytes, ...]]:
     """Split ZMTP frames into (hops, body) at the first empty frame, which stays in the hops."""
-    for i, frame in enumerate(frames):
-        if not frame:
-            return frames[: i + 1], frames[i + 1 :]
+    if DELIMITER in frames:  # (two searches in C beat one loop in Python)
+        i = frames.index(DELIMITER) + 1
+        return frames[:i], frames[i:]
     return (), frames
 
 
@@ -113,7 +113,11 @@ class Pattern:
                 return _new(Message, ((routing_id, *hops), (body,)))
             hops, body = split_sp(parts[0], len(parts[0]) // 4 + 1)
             return _new(Message, (hops, (body,)))
-        hops, frames = split_zmtp(parts)
+        if DELIMITER in parts:  # split_zmtp, inline (once per message)
+            i = parts.index(DELIMITER) + 1
+            hops, frames = parts[:i], parts[i:]
+        else:
+            hops, frames = (), parts
         if self.routed:
             hops = (routing_id, *hops)
         return _new(Message, (hops, frames))

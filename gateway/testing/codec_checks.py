@@ -6,14 +6,20 @@ them its own generated input::
     @given(st.lists(st.binary(max_size=200), max_size=6))
     def test_garbage(chunks):
         feed_garbage(MyCodec(...), chunks)
+
+A codec that also parses whole messages in one call (``next_messages(limit)``, as the engine's
+pipes use it) must give exactly what ``next_event`` alone gives: :func:`same_in_batches`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from gateway.errors import ProtocolError
 from gateway.wire import WireCodec
 
-__all__ = ["chunked", "feed_garbage"]
+__all__ = ["chunked", "feed_garbage", "same_in_batches"]
 
 MAX_EVENTS_PER_CHUNK = 10_000
 
@@ -42,4 +48,48 @@ def feed_garbage(codec: WireCodec, chunks: list[bytes]) -> None:
             else:
                 raise AssertionError("next_event never returned None")
         except ProtocolError:
+            return
+
+
+def _events(codec: Any, limit: int | None) -> tuple[list[Any], ProtocolError | None]:
+    """Every event of what the codec holds, as ``next_event`` gives them (``limit`` None) or
+    in the engine's order (``next_messages(limit)`` first, ``next_event`` when it has none);
+    and the error that ended the stream, if any."""
+    out: list[Any] = []
+    try:
+        for _ in range(MAX_EVENTS_PER_CHUNK):
+            if limit is not None:
+                try:
+                    batch = codec.next_messages(limit)
+                except Exception as exc:  # it stops before trouble; next_event raises
+                    raise AssertionError(f"next_messages raised {exc!r}") from exc
+                assert len(batch) <= limit, f"{len(batch)} messages past the limit {limit}"
+                if batch:
+                    out += batch
+                    continue
+            event = codec.next_event()
+            if event is None:
+                return out, None
+            out.append(event)
+        raise AssertionError("the codec never ran out of events")
+    except ProtocolError as exc:
+        return out, exc
+
+
+def same_in_batches(make: Callable[[], Any], chunks: list[bytes], limit: int) -> None:
+    """Two twin codecs fed the same chunks, one read with ``next_event`` only and one with
+    ``next_messages(limit)`` first: the same events, frame types and error (type and text).
+    ``next_messages`` itself must never raise."""
+    plain, batched = make(), make()
+    for chunk in chunks:
+        plain.receive_data(chunk)
+        batched.receive_data(chunk)
+        want, want_err = _events(plain, None)
+        got, got_err = _events(batched, limit)
+        assert got == want, (got, want)
+        assert [type(f) for m in got if type(m) is tuple for f in m] == \
+            [type(f) for m in want if type(m) is tuple for f in m]
+        assert type(got_err) is type(want_err) and str(got_err) == str(want_err), \
+            (got_err, want_err)
+        if want_err is not None:
             return

@@ -146,6 +146,39 @@ class SpCodec:
             self._error = exc
             raise
 
+    def next_messages(self, limit: int) -> list[tuple[bytes, ...]]:
+        """Up to ``limit`` whole messages in one call (the batch form of :meth:`next_event`).
+        It stops before anything unusual (the header, a wrong IPC prefix, a message over the
+        size limit, bytes still missing) and never raises: :meth:`next_event` then takes over
+        from exactly there."""
+        out: list[tuple[bytes, ...]] = []
+        if self._state != _OPEN or self._error is not None:
+            return out
+        rx = self._rx
+        buf = rx.data
+        pos = rx.pos
+        end = len(buf)
+        skip = self._skip
+        prefix = self._prefix
+        head = 8 + skip
+        limit_size = self.max_message_size
+        unpack = _U64.unpack_from
+        while end - pos >= head:
+            if skip and buf[pos : pos + skip] != prefix:
+                break
+            (size,) = unpack(buf, pos + skip)
+            start = pos + head
+            stop = start + size
+            if size > limit_size or stop > end:
+                break
+            out.append((bytes(buf[start:stop]) if size < COPY_VIA_VIEW
+                        else rx.copy(start, stop),))
+            pos = stop
+            if len(out) >= limit:
+                break
+        rx.pos = pos
+        return out
+
     def _read_header(self) -> HandshakeComplete | None:
         rx = self._rx
         buf = rx.data
