@@ -92,7 +92,7 @@ class UnknownToken(EnvelopeError):
 # SP clients -> ZMTP servers (stateless)
 
 
-def sp_to_zmtp(msg: Message) -> Message:
+def sp_to_zmtp(msg: Message, now: float = 0.0) -> Message:
     """An SP request ``([pipe;...;rid][body])`` as ZMTP frames ``pipe, ..., rid, "", body``.
 
     >>> sp_to_zmtp(Message((b"\\x00\\x00\\x00\\x01", b"\\x80\\x00\\x00\\x07"), (b"hi",)))
@@ -110,7 +110,7 @@ def sp_to_zmtp(msg: Message) -> Message:
     return _new(Message, (hops + (DELIMITER,), msg[1]))
 
 
-def zmtp_to_sp_reply(msg: Message) -> Message:
+def zmtp_to_sp_reply(msg: Message, now: float = 0.0) -> Message:
     """A ZeroMQ server's reply ``pipe, ..., rid, "", body`` back to ``([pipe;...;rid][body])``.
 
     The envelope must be what :func:`sp_to_zmtp` produced: 4-byte words, top bit clear on all
@@ -118,6 +118,11 @@ def zmtp_to_sp_reply(msg: Message) -> Message:
     Anything else is bad input from the server (:class:`EnvelopeError`).
     """
     hops, body = msg
+    if len(hops) == 3 and len(body) == 1:  # one pipe id and the request id: the usual
+        pipe, rid, delimiter = hops
+        if (delimiter == DELIMITER and len(pipe) == 4 and len(rid) == 4
+                and not pipe[0] & _TOP and rid[0] & _TOP):
+            return _new(Message, ((pipe, rid), body))
     if not hops or hops[-1] != DELIMITER:
         raise EnvelopeError("no-delimiter", f"envelope {hops!r}")
     words = hops[:-1]
@@ -293,18 +298,38 @@ class Translator:
         self.up = self.down = self.pairs_replies = True
         self.subscriptions: Subscriptions | None = None
         self.table = table if table is not None else TokenTable()
-        self.body_codec = body_codec
         self._expired_seen = self.table.expired_total
-        plan = {
-            "zmtp->sp": (self._request_to_sp, self._reply_from_sp),
-            "sp->zmtp": (self._request_from_sp, self._reply_to_sp),
-            "zmtp->zmtp": (same_family, _same_reply),
-            "sp->sp": (same_family, _same_reply),
-        }.get(self.mode)
+        self.request: Callable[[Message, float], Message | None]
+        self.reply: Callable[[Message, float], Message]
+        self.body_codec = body_codec  # (chooses request and reply)
+
+    @property
+    def body_codec(self) -> BodyCodec | None:
+        """The ``gateway_body_codec`` hook (None: none); setting it chooses the translation
+        functions again."""
+        return self._body_codec
+
+    @body_codec.setter
+    def body_codec(self, codec: BodyCodec | None) -> None:
+        self._body_codec = codec
+        self._plan()
+
+    def _plan(self) -> None:
+        table = self.table
+        if self._body_codec is None:  # the common case: the envelope functions themselves
+            cross: dict[str, tuple[Callable[..., Message], Callable[..., Message]]] = {
+                "zmtp->sp": (lambda msg, now: zmtp_to_sp_request(msg, table, now),
+                             lambda msg, now: sp_to_zmtp_reply(msg, table, now)),
+                "sp->zmtp": (sp_to_zmtp, zmtp_to_sp_reply),
+            }
+        else:
+            cross = {"zmtp->sp": (self._request_to_sp, self._reply_from_sp),
+                     "sp->zmtp": (self._request_from_sp, self._reply_to_sp)}
+        plan = {**cross, "zmtp->zmtp": (same_family, _same_reply),
+                "sp->sp": (same_family, _same_reply)}.get(self.mode)
         if plan is None:
             raise ValueError(f"no translation for {self.mode}")
-        self.request: Callable[[Message, float], Message | None] = plan[0]
-        self.reply: Callable[[Message, float], Message] = plan[1]
+        self.request, self.reply = plan
 
     def initial(self) -> list[Message]:
         """Messages the back end gets once it is open (none for request-reply)."""
@@ -582,6 +607,9 @@ class PatternTranslator(Translator):
             self.request, self.reply = to_back, to_front
         else:
             raise ValueError(f"no pattern translation for {pattern!r}")
+
+    def _plan(self) -> None:
+        """(The passers read the body codec per message: nothing to choose.)"""
 
     def _codec(self, frames: tuple[bytes, ...], direction: str) -> tuple[bytes, ...] | None:
         return self.body_codec(frames, direction) if self.body_codec is not None else None

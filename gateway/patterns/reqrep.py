@@ -64,6 +64,8 @@ def split_sp(payload: bytes, ttl: int) -> tuple[tuple[bytes, ...], bytes]:
     such messages legitimately) and ``RemoteProtocolError`` when the payload ends before a word
     with the top bit set (nng kicks that peer).
     """
+    if payload[:1] >= b"\x80" and len(payload) >= 4:  # one word, the request id: the usual
+        return (payload[:4],), payload[4:]
     hops: list[bytes] = []
     offset = 0
     size = len(payload)

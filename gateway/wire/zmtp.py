@@ -265,6 +265,12 @@ class ZmtpCodec:
             s0, s1, s2 = len(p0), len(p1), len(p2)
             if s0 <= 255 and s1 <= 255 and s2 <= 255:
                 return b"".join((_SHORT_MORE[s0], p0, _SHORT_MORE[s1], p1, _SHORT_LAST[s2], p2))
+        elif n == 4:  # an SP request toward a ZeroMQ server: pipe id, request id, "", body
+            p0, p1, p2, p3 = parts
+            s0, s1, s2, s3 = len(p0), len(p1), len(p2), len(p3)
+            if s0 <= 255 and s1 <= 255 and s2 <= 255 and s3 <= 255:
+                return b"".join((_SHORT_MORE[s0], p0, _SHORT_MORE[s1], p1, _SHORT_MORE[s2], p2,
+                                 _SHORT_LAST[s3], p3))
         elif n == 0:
             raise LocalProtocolError("a ZMTP message needs at least one frame")
         out: list[bytes] = []
