@@ -187,6 +187,8 @@ class Pipe(asyncio.Protocol):
         self._msg_timer: asyncio.TimerHandle | None = None
         self._msg_start = 0.0  # loop time the incomplete message started (about)
         self.transport: asyncio.Transport | None = None
+        #: the loop of the connection (asyncio.get_running_loop() costs a getpid() on 3.11)
+        self._loop: asyncio.AbstractEventLoop | None = None
         #: set by the owner on accepted connections: False refuses the peer before any byte
         self.admit: Callable[[Pipe], bool] | None = None
         self.accepted = False  # admitted by a listener (counted against max_connections)
@@ -239,7 +241,8 @@ class Pipe(asyncio.Protocol):
             self.close(0)  # a listener's limit refused it (counted and logged by the owner)
             return
         self._greet(transport)
-        self._timer = asyncio.get_running_loop().call_later(
+        self._loop = loop = asyncio.get_running_loop()
+        self._timer = loop.call_later(
             self.handshake_timeout, self._handshake_timeout)
 
     def _greet(self, transport: asyncio.Transport) -> None:
@@ -262,6 +265,7 @@ class Pipe(asyncio.Protocol):
         batch = _batch
         batch.depth += 1  # writes caused by these messages are coalesced (see _flush)
         done = 0  # messages completed by this call (the message deadline restarts)
+        drained = False
         try:
             while self.reading and not self.close_reason:
                 if next_messages is not None:
@@ -273,6 +277,9 @@ class Pipe(asyncio.Protocol):
                         incoming(self, msgs)
                         if done >= FAIR_SHARE:  # let the other pipes have their turn first
                             self._yield_turn()
+                            break
+                        if len(msgs) < room and not codec.partial:
+                            drained = True  # every byte read is parsed: next_event has none
                             break
                         continue
                 event = next_event()
@@ -301,12 +308,12 @@ class Pipe(asyncio.Protocol):
             out = codec.data_to_send()
             if out:  # behind the messages this pipe holds: a CURVE nonce only goes up
                 self.write_bytes(out)
-            if self._watch and (self._msg_timer is not None or codec.partial):
+            if self._watch and (self._msg_timer is not None or not drained and codec.partial):
                 self._watch_partial(done)
         finally:
             batch.depth -= 1
             if not batch.depth and batch.dirty:
-                loop = asyncio.get_running_loop()
+                loop = self._loop or asyncio.get_running_loop()
                 if batch.scheduled is not loop:  # after the other reads of this iteration
                     batch.scheduled = loop
                     loop.call_soon(_flush, batch)

@@ -14,6 +14,12 @@ buffered (ZMTP: or frames of a multipart message wait for its last frame); the e
 after ``next_event()`` returned ``None`` to enforce its per-message receive deadline
 (``Socket(message_timeout=...)``). A codec without it gets no deadline.
 
+Optional, for speed: ``codec.next_messages(limit)`` returns up to ``limit`` whole messages in
+one call (a list of frame tuples) and stops before anything else, never raising: what it leaves
+is ``next_event``'s, with the same result as if ``next_event`` had parsed everything
+(``gateway.testing.codec_checks.same_in_batches`` checks that). The engine calls it first on
+every read; a codec that has it must have ``partial`` too.
+
 ``receive_data`` never raises; ``next_event`` raises ``RemoteProtocolError`` (or a subclass:
 ``PairingError``, ``MessageTooLarge``) when the peer broke the protocol — the pipe must then be
 closed. ``send_message`` before the handshake finished raises ``LocalProtocolError``.
