@@ -21,6 +21,22 @@ def test_feed_drops_the_consumed_prefix() -> None:
     assert (bytes(rx.data), rx.pos, len(rx)) == (b"efgh", 0, 4)
 
 
+def test_a_chunk_after_a_consumed_buffer_is_kept_without_a_copy() -> None:
+    rx = ReceiveBuffer()
+    chunk = b"0123456789"
+    rx.feed(chunk)
+    assert rx.data is chunk  # frames will be slices of the read itself
+    rx.pos = 10
+    rx.feed(b"next")
+    assert (rx.data, rx.pos) == (b"next", 0) and type(rx.data) is bytes
+    rx.pos = 2  # a tail ("xt") left: the next chunk is appended to a copy of it
+    rx.feed(b"!")
+    assert (bytes(rx.data), rx.pos) == (b"xt!", 0) and type(rx.data) is bytearray
+    rx.pos = 3
+    rx.feed(bytearray(b"ba"))  # any bytes-like chunk; kept as bytes
+    assert (rx.data, rx.pos) == (b"ba", 0) and type(rx.data) is bytes
+
+
 def test_copy_is_a_detached_bytes() -> None:
     rx = ReceiveBuffer()
     rx.feed(b"0123456789")

@@ -1,8 +1,12 @@
 """The one receive buffer of the wire codecs (h11's ``ReceiveBuffer``, reduced to what they use).
 
-A codec parses ``data`` from ``pos`` on and moves ``pos`` past what it consumed; ``feed`` drops
-the consumed prefix before appending, so the buffer holds at most one unparsed tail plus the
-newest chunk. Codecs read ``data``/``pos`` directly in their hot loops (no call per frame).
+A codec parses ``data`` from ``pos`` on and moves ``pos`` past what it consumed. A chunk that
+arrives when everything before it was consumed (the usual case: whole messages per read) is
+kept as it came, a ``bytes``, with no copy, and frames are slices of it. Only a tail left
+unparsed (a message cut by the read) turns ``data`` into a ``bytearray`` the next chunks are
+appended to; ``feed`` then drops the consumed prefix first, so the buffer holds at most one
+unparsed tail plus the newest chunk. Codecs read ``data``/``pos`` directly in their hot loops
+(no call per frame) and only index, slice and ``unpack_from`` it, which both types allow.
 """
 
 from __future__ import annotations
@@ -20,15 +24,26 @@ class ReceiveBuffer:
     __slots__ = ("data", "pos")
 
     def __init__(self) -> None:
-        self.data = bytearray()
+        self.data: bytes | bytearray = b""
         self.pos = 0  # first byte not consumed yet
 
     def feed(self, chunk: bytes) -> None:
         """Append received bytes, first dropping what was consumed. Never raises."""
-        if self.pos:
-            del self.data[: self.pos]
+        data = self.data
+        pos = self.pos
+        if pos >= len(data):  # nothing left over: the chunk itself, no copy
+            self.data = chunk if type(chunk) is bytes else bytes(chunk)
             self.pos = 0
-        self.data += chunk
+            return
+        if isinstance(data, bytearray):
+            if pos:
+                del data[:pos]
+        else:  # a tail left over: from now on, a buffer to append to
+            with memoryview(data) as view:
+                data = bytearray(view[pos:])
+            self.data = data
+        self.pos = 0
+        data += chunk
 
     def copy(self, start: int, stop: int) -> bytes:
         """``bytes(data[start:stop])`` through a memoryview (one copy: for big frames)."""

@@ -384,13 +384,18 @@ class ZmtpCodec:
         rx = self._rx
         data = rx.data
         base = rx.pos
-        end = len(data) - base
-        if end < 2 or end > BATCH_BYTES:  # (a big message on its way: frame by frame)
+        end = len(data)
+        if end - base < 2:
             return out
-        if not data[base] & _LONG and end < 2 + data[base + 1]:
-            return out  # not even the first frame is there yet: nothing to copy
-        buf = rx.copy(base, base + end)  # one copy of what is unread; frames are slices of it
-        pos = 0
+        if type(data) is bytes:  # the read as it came: frames are slices of it
+            buf, pos, offset = data, base, 0
+        else:  # a tail and what followed: one copy of what is unread, frames slice the copy
+            if end - base > BATCH_BYTES:  # (a big message on its way: frame by frame)
+                return out
+            if not data[base] & _LONG and end - base < 2 + data[base + 1]:
+                return out  # not even the first frame is there yet: nothing to copy
+            buf, pos, offset = rx.copy(base, end), 0, base
+            end -= base
         parts = self._parts
         limit_size = self.max_message_size
         msg_size = self._msg_size
@@ -419,7 +424,7 @@ class ZmtpCodec:
             msg_size = 0
             if len(out) >= limit:
                 break
-        rx.pos = base + pos
+        rx.pos = offset + pos
         self._msg_size = msg_size
         return out
 
