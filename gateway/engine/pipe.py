@@ -175,6 +175,7 @@ class Pipe(asyncio.Protocol):
                  heartbeat_ttl: float = 0.0, heartbeat_timeout: float | None = None) -> None:
         self.owner = owner
         self.codec = codec
+        self._next_messages = getattr(codec, "next_messages", None)  # (see process)
         self.family = family
         self.endpoint = endpoint
         self.name = name  # the owner's name, for logs
@@ -258,10 +259,8 @@ class Pipe(asyncio.Protocol):
     def process(self) -> None:
         """Dispatch decoded events; stop while reading is paused (the rest stays in the codec)."""
         codec = self.codec
-        next_event = codec.next_event
         # whole messages in one call (a third-party codec may only have next_event)
-        next_messages = getattr(codec, "next_messages", None)
-        incoming = self.owner.pipe_messages
+        next_messages = self._next_messages
         batch = _batch
         batch.depth += 1  # writes caused by these messages are coalesced (see _flush)
         done = 0  # messages completed by this call (the message deadline restarts)
@@ -270,11 +269,13 @@ class Pipe(asyncio.Protocol):
             while self.reading and not self.close_reason:
                 if next_messages is not None:
                     # at most the fair share, and never past the owner's mark (see enqueued)
-                    room = min(FAIR_SHARE - done, self.hwm - self.queued)
+                    room = self.hwm - self.queued
+                    if room > FAIR_SHARE - done:
+                        room = FAIR_SHARE - done
                     msgs = next_messages(room) if room > 0 else None
                     if msgs:
                         done += len(msgs)
-                        incoming(self, msgs)
+                        self.owner.pipe_messages(self, msgs)
                         if done >= FAIR_SHARE:  # let the other pipes have their turn first
                             self._yield_turn()
                             break
@@ -282,11 +283,11 @@ class Pipe(asyncio.Protocol):
                             drained = True  # every byte read is parsed: next_event has none
                             break
                         continue
-                event = next_event()
+                event = codec.next_event()
                 if event is None:
                     break
                 if type(event) is tuple:
-                    incoming(self, [event])
+                    self.owner.pipe_messages(self, [event])
                     done += 1
                     if done >= FAIR_SHARE:  # let the other pipes have their turn first
                         self._yield_turn()
@@ -628,6 +629,7 @@ class SniffingPipe(Pipe):
         if self.family == ANY and data:
             self.family = wire_of(data[0])
             self.codec = self._codec_for(self.family)
+            self._next_messages = getattr(self.codec, "next_messages", None)
             if self.transport is not None:
                 self.transport.write(self.codec.initiate())
         super().data_received(data)
