@@ -33,7 +33,9 @@ class InFlight:
         self.max_entries = max_entries
         self.ttl = ttl
         self._entries: dict[int, tuple[Key, bytes, float]] = {}  # seq -> key, pipe, deadline
-        self._where: dict[Key, deque[int]] = {}
+        #: key -> its one seq, or a deque of them when the key is in flight more than once
+        #: (no deque made for a key seen once: an SP token, a client with one request out)
+        self._where: dict[Key, int | deque[int]] = {}
         self._seq = 0
 
     def __len__(self) -> int:
@@ -48,7 +50,9 @@ class InFlight:
         entries[seq] = (key, pipe, now + self.ttl)
         where = self._where.get(key)
         if where is None:
-            self._where[key] = deque((seq,))
+            self._where[key] = seq
+        elif isinstance(where, int):
+            self._where[key] = deque((where, seq))
         else:
             where.append(seq)
         return evicted
@@ -56,11 +60,15 @@ class InFlight:
     def answered(self, key: Key) -> bool:
         """A reply came back with ``key``: the oldest request with that key is done."""
         where = self._where.get(key)
-        if not where:
+        if where is None:
             return False
-        seq = where.popleft()
-        if not where:
+        if isinstance(where, int):
+            seq = where
             del self._where[key]
+        else:
+            seq = where.popleft()
+            if not where:
+                del self._where[key]
         del self._entries[seq]
         return True
 
@@ -86,9 +94,12 @@ class InFlight:
     def _remove(self, seq: int) -> Key:
         key, _, _ = self._entries.pop(seq)
         where = self._where[key]
-        where.remove(seq)
-        if not where:
+        if isinstance(where, int):
             del self._where[key]
+        else:
+            where.remove(seq)
+            if not where:
+                del self._where[key]
         return key
 
 
