@@ -123,6 +123,8 @@ def zmtp_to_sp_reply(msg: Message, now: float = 0.0) -> Message:
         if (delimiter == DELIMITER and len(pipe) == 4 and len(rid) == 4
                 and not pipe[0] & _TOP and rid[0] & _TOP):
             return _new(Message, ((pipe, rid), body))
+    if len(body) > 1:  # (before the envelope: the reason it always had)
+        raise EnvelopeError("multi-frame-body", f"{len(body)} frames")
     if not hops or hops[-1] != DELIMITER:
         raise EnvelopeError("no-delimiter", f"envelope {hops!r}")
     words = hops[:-1]

@@ -101,6 +101,7 @@ def test_sp_to_zmtp_refuses(sp: Message, reason: str) -> None:
         (Message((PIPE1, b"\x80\x00\x01", b""), (b"x",)), "not-4-bytes"),
         (Message((RID, RID, b""), (b"x",)), "bad-backtrace"),  # top bit before the end
         (Message((PIPE1, RID, b""), (b"a", b"b")), "multi-frame-body"),
+        (Message((PIPE1, RID), (b"a", b"b")), "multi-frame-body"),  # the body says it first
         (Message((PIPE1, RID, b""), ()), "no-body"),
     ],
 )

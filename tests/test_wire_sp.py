@@ -454,6 +454,7 @@ def test_next_messages_limit_and_missing_bytes() -> None:
     rx = opened("REP")
     msg = bytes.fromhex("0000000000000001")
     rx.receive_data(msg + b"a" + msg + b"b" + msg + b"c" + msg[:5])
+    assert rx.next_messages(0) == []
     assert rx.next_messages(2) == [(b"a",), (b"b",)]
     assert rx.next_messages(2) == [(b"c",)]
     assert rx.next_messages(2) == []

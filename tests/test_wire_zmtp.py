@@ -1061,6 +1061,7 @@ def test_next_messages_stops_before_a_command() -> None:
 def test_next_messages_limit_and_missing_bytes() -> None:
     rx = opened()
     rx.receive_data(bytes.fromhex("000161 000162 000163 0101"))  # the last one is cut short
+    assert rx.next_messages(0) == []
     assert rx.next_messages(2) == [(b"a",), (b"b",)]
     assert rx.next_messages(2) == [(b"c",)]
     assert rx.partial

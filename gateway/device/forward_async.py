@@ -15,18 +15,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 from functools import partial
 from typing import Any
 
 from gateway.device.inflight import LossTracker
 from gateway.device.ledger import REPLY, REQUEST, Ledger, client_of
+from gateway.device.ledger import clock as _clock
 from gateway.device.sides import NativeRaw, peers_of
 from gateway.envelope import Translator, same_family
 from gateway.errors import GatewayError
 from gateway.message import Message
-
-_clock = time.monotonic  # one reading per message: its hop latency and its token's date
 
 
 async def _forever() -> None:

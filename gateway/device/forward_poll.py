@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import time
 from collections import deque
 from functools import partial
 from typing import Any
@@ -26,13 +25,13 @@ import zmq
 
 from gateway.device.inflight import LossTracker
 from gateway.device.ledger import REPLY, REQUEST, Ledger, client_of
+from gateway.device.ledger import clock as _clock
 from gateway.device.sides import peers_of
 from gateway.envelope import Translator
 from gateway.errors import GatewayError, PeerBusy
 from gateway.message import Message
 
 BATCH = 256
-_clock = time.monotonic
 
 
 class PollForwarder:

@@ -14,10 +14,6 @@ from __future__ import annotations
 #: Frames at least this big are copied out through a memoryview (:meth:`ReceiveBuffer.copy`);
 #: below it, ``bytes(data[start:stop])`` (two small copies) is faster.
 COPY_VIA_VIEW = 4096
-#: A codec's ``next_messages`` copies what is unread once and slices its frames out of the copy,
-#: up to this many bytes (uvloop reads at most 256 KiB at a time); beyond it, a big message is
-#: on its way and frames are copied one by one (``next_event``).
-BATCH_BYTES = 1 << 18
 
 
 class ReceiveBuffer:

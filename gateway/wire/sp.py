@@ -152,10 +152,11 @@ class SpCodec:
         size limit, bytes still missing) and never raises: :meth:`next_event` then takes over
         from exactly there."""
         out: list[tuple[bytes, ...]] = []
-        if self._state != _OPEN or self._error is not None:
+        if self._state != _OPEN or self._error is not None or limit <= 0:
             return out
         rx = self._rx
         buf = rx.data
+        whole = type(buf) is bytes  # the read as it came (see ReceiveBuffer)
         pos = rx.pos
         end = len(buf)
         skip = self._skip
@@ -171,8 +172,11 @@ class SpCodec:
             stop = start + size
             if size > limit_size or stop > end:
                 break
-            out.append((bytes(buf[start:stop]) if size < COPY_VIA_VIEW
-                        else rx.copy(start, stop),))
+            if whole:  # a slice of the read (bytes) is the payload's one copy
+                out.append((buf[start:stop],))  # type: ignore[arg-type]
+            else:
+                out.append((bytes(buf[start:stop]) if size < COPY_VIA_VIEW
+                            else rx.copy(start, stop),))
             pos = stop
             if len(out) >= limit:
                 break

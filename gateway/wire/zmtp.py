@@ -35,7 +35,7 @@ from gateway.errors import (
     VersionError,
     WrongWireError,
 )
-from gateway.wire._buffer import BATCH_BYTES, COPY_VIA_VIEW, ReceiveBuffer
+from gateway.wire._buffer import COPY_VIA_VIEW, ReceiveBuffer
 from gateway.wire.events import Event, HandshakeComplete, PeerError, Ping, Pong, Subscription
 from gateway.wire.zmtp_mechanism import AuthenticationFailed, Mechanism, MechanismMismatch
 
@@ -379,23 +379,13 @@ class ZmtpCodec:
         other than open and unsealed) and never raises: :meth:`next_event` then takes over
         from exactly there, with the same result as if it had parsed everything itself."""
         out: list[tuple[bytes, ...]] = []
-        if self._state != _OPEN or self._sealed:
+        if self._state != _OPEN or self._sealed or limit <= 0:
             return out
         rx = self._rx
-        data = rx.data
-        base = rx.pos
-        end = len(data)
-        if end - base < 2:
-            return out
-        if type(data) is bytes:  # the read as it came: frames are slices of it
-            buf, pos, offset = data, base, 0
-        else:  # a tail and what followed: one copy of what is unread, frames slice the copy
-            if end - base > BATCH_BYTES:  # (a big message on its way: frame by frame)
-                return out
-            if not data[base] & _LONG and end - base < 2 + data[base + 1]:
-                return out  # not even the first frame is there yet: nothing to copy
-            buf, pos, offset = rx.copy(base, end), 0, base
-            end -= base
+        buf = rx.data  # the read as it came (bytes), or a tail and what followed (bytearray)
+        whole = type(buf) is bytes
+        pos = rx.pos
+        end = len(buf)
         parts = self._parts
         limit_size = self.max_message_size
         msg_size = self._msg_size
@@ -415,7 +405,11 @@ class ZmtpCodec:
             if stop > end or msg_size + size > limit_size:
                 break
             msg_size += size
-            parts.append(buf[start:stop])
+            if whole:  # a slice of the read (bytes) is the frame's one copy
+                parts.append(buf[start:stop])  # type: ignore[arg-type]
+            else:
+                parts.append(bytes(buf[start:stop]) if size < COPY_VIA_VIEW
+                             else rx.copy(start, stop))
             pos = stop
             if flags & _MORE:
                 continue
@@ -424,7 +418,7 @@ class ZmtpCodec:
             msg_size = 0
             if len(out) >= limit:
                 break
-        rx.pos = offset + pos
+        rx.pos = pos
         self._msg_size = msg_size
         return out
 
