@@ -99,7 +99,7 @@ def test_route_selection():
     assert {r.name for r in select("gw-*-lib")} == {
         "gw-zmq-zmq-lib", "gw-zmq-sp-lib", "gw-sp-zmq-lib", "gw-sp-sp-lib"}
     assert "native-zmq" not in [r.name for r in select("all,-native")]
-    assert {r.group for r in select(None)} == {"library", "native", "gateway"}
+    assert {r.group for r in select(None)} == {"library", "native", "gateway", "stream"}
     assert len(select("all")) == len(ROUTES)
     with pytest.raises(ValueError, match="unknown route"):
         select("nope")
@@ -285,3 +285,127 @@ def test_workers_check_runs_the_route_with_each_worker_count(tmp_path) -> None:
         assert all(c is not None for c in fig["client_cores_rounds"])
     assert wc["ratio_2_vs_1"] > 0
     assert "sweep" not in result["routes"]["zmq-echo-direct"]  # --sweep '': none
+
+
+STREAM = ["zmq-echo-stream", "sp-echo-stream", "zmq-proxy-stream", "gw-zmq-sp-stream"]
+
+
+def test_stream_routes_bring_their_reference_and_baselines() -> None:
+    assert [r.name for r in select("gw-zmq-sp-stream")] == STREAM
+    assert {r.name for r in select("stream")} == {*STREAM, "nng-device-stream",
+                                                  "gw-zmq-zmq-stream", "gw-sp-zmq-stream",
+                                                  "gw-sp-sp-stream"}
+    gw = next(r for r in ROUTES if r.name == "gw-sp-zmq-stream")
+    assert (gw.client, gw.backend, gw.baseline) == (
+        "sp-stream", "native", "mean(zmq-echo-stream, sp-echo-stream)")
+
+
+@pytest.mark.timeout(240)
+def test_quick_stream_routes_report_the_ratios_and_issue_13_goals(tmp_path, capsys) -> None:
+    out = tmp_path / "bench.json"
+    args = parse("--quick", "--routes", "gw-zmq-sp-stream", "--sweep", "", "--tput-requests",
+                 "8000", "--json", str(out))  # enough for the CPU clock's 10 ms ticks
+    assert bench.run(args) == 0
+    result = json.loads(out.read_text())
+    assert list(result["routes"]) == STREAM
+    for name in STREAM:
+        fig = result["routes"][name]
+        assert fig["status"] == "ok", fig
+        assert fig["throughput"]["64"]["n"] == 8000
+    stream = result["derived"]["stream"]
+    assert set(stream) == {"zmq-proxy-stream", "gw-zmq-sp-stream"}
+    entry = stream["gw-zmq-sp-stream"]
+    assert entry["reference"] == "zmq-proxy-stream" and entry["tput_vs_reference"] > 0
+    assert entry["cpu_us_per_req"] > 0
+    assert stream["zmq-proxy-stream"]["tput_vs_reference"] == 1.0
+    assert "gw-zmq-sp-stream" not in result["derived"]["hops"]  # its baselines are its own
+    goals = [g for g in result["goals"] if g["source"] == "gw-zmq-sp-stream"]
+    assert len(goals) == 2 and all(g["goal"].startswith("issue 13") for g in goals)
+    table = capsys.readouterr().out
+    assert "stream clients (the middles' own ceilings" in table
+
+
+def test_stream_ratios_and_issue_13_verdicts() -> None:
+    def fig(name, p50, rps, cpu, front="zmq", back="zmq", middle="gateway"):
+        return {"name": name, "group": "stream", "front": front, "back": back,
+                "middle": middle, "baseline": "x", "latency": {"p50_us": p50},
+                "throughput": {"64": {"rps": rps}},
+                "middle_process": {"cpu_us_per_req_64": cpu} if middle else {}}
+
+    figs = {"zmq-echo-stream": fig("zmq-echo-stream", 80, 300_000, None, middle=None),
+            "sp-echo-stream": fig("sp-echo-stream", 20, 400_000, None, "sp", "sp", None),
+            "zmq-proxy-stream": fig("zmq-proxy-stream", 180, 140_000, 4.0, middle="zmq.proxy"),
+            "gw-zmq-zmq-stream": fig("gw-zmq-zmq-stream", 130, 140_000, 4.0),
+            "gw-sp-zmq-stream": fig("gw-sp-zmq-stream", 100, 70_000, 10.0, "sp", "zmq")}
+    d = report.derive(figs, (8, 64))
+    s = d["stream"]
+    assert s["gw-zmq-zmq-stream"]["hop_us"] == 50 and s["gw-zmq-zmq-stream"][
+        "hop_vs_reference"] == 0.5
+    assert s["gw-sp-zmq-stream"]["hop_us"] == 50  # over the mean of both directs (50)
+    assert s["gw-sp-zmq-stream"]["tput_vs_reference"] == 0.5
+    assert s["gw-sp-zmq-stream"]["cpu_vs_reference"] == 2.5
+    verdicts = {g["goal"]: g["pass"] for g in report.goals(d, None, (8, 64))
+                if g["goal"].startswith("issue 13")}
+    assert verdicts == {
+        "issue 13: gateway zmq->zmq (native) throughput x64 / zmq.proxy's, stream clients": True,
+        "issue 13: gateway zmq->zmq (native) CPU per request x64 / zmq.proxy's": True,
+        "issue 13: gateway zmq->sp (native) throughput x64 / zmq.proxy's, stream clients": None,
+        "issue 13: gateway zmq->sp (native) CPU per request x64 / zmq.proxy's": None,
+        "issue 13: gateway sp->zmq (native) throughput x64 / zmq.proxy's, stream clients": False,
+        "issue 13: gateway sp->zmq (native) CPU per request x64 / zmq.proxy's": False}
+
+
+@pytest.mark.timeout(60)
+def test_stream_clients_against_libzmq_and_nng_and_a_wrong_echo() -> None:
+    """The byte-stream clients' hand-written handshakes and framing against the real libraries:
+    a libzmq ROUTER and an nng Rep0 that echo, then an nng Rep0 that answers something else."""
+    import contextlib
+    import threading
+
+    import pynng
+    import zmq
+
+    from gateway.bench import peer
+
+    ctx = zmq.Context()
+    router = ctx.socket(zmq.ROUTER)
+    router.linger = 0
+    port = router.bind_to_random_port("tcp://127.0.0.1")
+    stop = threading.Event()
+
+    def zmq_echo() -> None:
+        while not stop.is_set():
+            if router.poll(50):
+                router.send_multipart(router.recv_multipart())
+
+    def nng_echo(rep: pynng.Rep0, wrong: bool) -> None:
+        with contextlib.suppress(pynng.Closed, pynng.Timeout):
+            while not stop.is_set():
+                msg = rep.recv()
+                rep.send(b"not " + msg if wrong else msg)
+
+    threads = [threading.Thread(target=zmq_echo, daemon=True)]
+    reps = [pynng.Rep0(listen="tcp://127.0.0.1:0", recv_timeout=200) for _ in range(2)]
+    threads += [threading.Thread(target=nng_echo, args=(rep, i == 1), daemon=True)
+                for i, rep in enumerate(reps)]
+    for t in threads:
+        t.start()
+    try:
+        z = peer.ZmtpStreamClient(f"tcp://127.0.0.1:{port}")
+        assert len(z.lat(50, 100, 10, 5)["samples_ns"]) == 50
+        assert z.tput(16, 500, 300, 10)["n"] == 500  # long frames too
+        urls = [f"tcp://127.0.0.1:{peer.nng_port(rep)}" for rep in reps]
+        sp = peer.SpStreamClient(urls[0])
+        assert len(sp.lat(50, 100, 10, 5)["samples_ns"]) == 50
+        res = sp.tput(16, 500, 100, 10)
+        assert res["n"] == 500 and not res["timed_out"]
+        with pytest.raises(ValueError, match="bad echo"):
+            peer.SpStreamClient(urls[1]).tput(8, 100, 100, 10)
+    finally:
+        stop.set()
+        for rep in reps:
+            rep.close()
+        for t in threads:
+            t.join(5)
+        router.close(0)
+        ctx.term()

@@ -1,4 +1,4 @@
-"""Figures, derived ratios, goals (issue 5), and the three outputs: table, JSON, PNG.
+"""Figures, derived ratios, goals (issues 5 and 13), and the three outputs: table, JSON, PNG.
 
 Hop definitions (the cost one middle process adds to a round trip, at p50; "direct" = the library
 client straight to the same echo server the middle forwards to: ``zmq-echo-direct``,
@@ -28,6 +28,11 @@ GOAL_HOP_CROSS = 2.0
 GOAL_TPUT = 0.5
 GOAL_NATIVE = 1.5
 GOAL_RSS_MIB = 80.0
+# issue 13, from the ``stream`` routes (the middles' own ceilings; ratios to zmq-proxy-stream)
+GOAL_TPUT_PROXY = 1.0  # throughput at the largest window, zmq->zmq, zmq->sp, sp->zmq
+GOAL_CPU_SAME = 1.0  # the middle's CPU per request, zmq->zmq
+GOAL_CPU_CROSS = 1.2  # the same, zmq->sp and sp->zmq
+GOAL_HOP_NATIVE = 1.1  # hop / zmq.proxy hop at p50, every native route (library clients)
 #: A ratio goal gets no verdict when its per-round values spread wider than this, relative to
 #: their median: the rounds disagree, the machine was too noisy for a verdict.
 SPREAD_TOLERANCE = 0.5
@@ -182,8 +187,8 @@ def derive(figs: dict[str, dict[str, Any]], windows: tuple[int, ...]) -> dict[st
     proxy_rps = _rps(proxy, big) if big else None
     hops: dict[str, Any] = {}
     for name, fig in figs.items():
-        if fig.get("middle") is None or _p50(fig) is None:
-            continue
+        if fig.get("middle") is None or _p50(fig) is None or fig.get("group") == "stream":
+            continue  # (the stream routes have baselines and a reference of their own)
         if fig["front"] == fig["back"]:
             b = base[fig["front"]]
         else:
@@ -212,7 +217,7 @@ def derive(figs: dict[str, dict[str, Any]], windows: tuple[int, ...]) -> dict[st
                             "vs_library_direct": _r(p / b, 2),
                             "library": "zmq-direct" if fam == "zmq" else "nng-direct"}
     return {"zmq_direct_p50_us": _r(lib["zmq"]), "nng_direct_p50_us": _r(lib["sp"]),
-            "security": _security(figs, big),
+            "security": _security(figs, big), "stream": _stream(figs, big),
             "hop_baselines": [zname, nname], "hop_baseline_p50_us": [_r(z), _r(n)],
             "zmq_proxy_hop_us": _r(proxy_hop), f"zmq_proxy_tput{big}_rps": _r(proxy_rps, 0),
             "hops": hops, "native": native}
@@ -263,6 +268,23 @@ def goals(derived: dict[str, Any], memory: dict[str, Any] | None,
     add("native REQ<->REP zmq+tcp p50 / libzmq direct p50",
         native.get("native-zmq", {}).get("vs_library_direct"), GOAL_NATIVE, True, "native-zmq",
         "native engine or zmq-direct not measured")
+    stream = derived.get("stream") or {}
+    for route, fam in (("gw-zmq-zmq-stream", "zmq->zmq"), ("gw-zmq-sp-stream", "zmq->sp"),
+                       ("gw-sp-zmq-stream", "sp->zmq")):
+        if not stream:
+            break  # (the stream routes were not asked for)
+        e = stream.get(route, {})
+        why = "route or zmq-proxy-stream not measured"
+        add(f"issue 13: gateway {fam} (native) throughput x{big} / zmq.proxy's, stream clients",
+            e.get("tput_vs_reference"), GOAL_TPUT_PROXY, False, route, why)
+        add(f"issue 13: gateway {fam} (native) CPU per request x{big} / zmq.proxy's",
+            e.get("cpu_vs_reference"), GOAL_CPU_SAME if fam == "zmq->zmq" else GOAL_CPU_CROSS,
+            True, route, why)
+    for route in ("gw-zmq-zmq-native", "gw-zmq-sp-native", "gw-sp-zmq-native",
+                  "gw-sp-sp-native"):
+        if route in hops:
+            add(f"issue 13: {route} hop / zmq.proxy hop, p50",
+                hops[route].get("hop_vs_zmq_proxy"), GOAL_HOP_NATIVE, True, route)
     if memory is not None:
         for name, m in memory.get("idle", {}).items():
             if name.startswith("gw-"):
@@ -348,6 +370,44 @@ def _security(figs: dict[str, dict[str, Any]], big: int | None) -> dict[str, Any
     return out
 
 
+def _stream(figs: dict[str, dict[str, Any]], big: int | None) -> dict[str, Any]:
+    """The ``stream`` routes (byte-stream clients: the middles' own ceilings) against
+    ``zmq-proxy-stream``: throughput at the largest window and the middle's CPU per request as
+    ratios, and the hop over the stream directs (``zmq-echo-stream``, ``sp-echo-stream``; the
+    mean of both across families) as a ratio to the proxy's hop."""
+    ref = figs.get("zmq-proxy-stream")
+    direct = {"zmq": _p50(figs.get("zmq-echo-stream")), "sp": _p50(figs.get("sp-echo-stream"))}
+
+    def hop(fig: dict[str, Any] | None) -> float | None:
+        p = _p50(fig)
+        if fig is None or p is None:
+            return None
+        if fig["front"] == fig["back"]:
+            b = direct[fig["front"]]
+        else:
+            z, n = direct["zmq"], direct["sp"]
+            b = (z + n) / 2 if z is not None and n is not None else None
+        return p - b if b is not None else None
+
+    ref_hop = hop(ref)
+    out: dict[str, Any] = {}
+    for name, fig in figs.items():
+        if fig.get("group") != "stream" or fig.get("middle") is None:
+            continue
+        h = hop(fig)
+        entry: dict[str, Any] = {"reference": "zmq-proxy-stream", "hop_us": _r(h),
+                                 "hop_vs_reference": _r(_ratio(h, ref_hop), 2)
+                                 if h is not None and ref_hop and ref_hop > 0 else None}
+        if big:
+            entry["window"] = big
+            entry["rps"] = _r(_rps(fig, big), 0)
+            entry["tput_vs_reference"] = _r(_ratio(_rps(fig, big), _rps(ref, big)), 2)
+            entry["cpu_us_per_req"] = _cpu(fig, big)
+            entry["cpu_vs_reference"] = _r(_ratio(_cpu(fig, big), _cpu(ref, big)), 2)
+        out[name] = entry
+    return out
+
+
 def table(result: dict[str, Any]) -> str:
     windows = result["meta"]["settings"]["windows"]
     d = result["derived"]
@@ -407,6 +467,16 @@ def table(result: dict[str, Any]) -> str:
                      f" / {_fmt(e.get('cpu_vs_' + k), 2)} vs {e[k]}"
                      for k in ("plain", "libzmq_curve") if e.get(k)]
             lines.append(f"  {name:<18} {e['security']:<5} " + "; ".join(parts))
+    stream = d.get("stream") or {}
+    if stream:
+        lines.append("stream clients (the middles' own ceilings; ratios to zmq-proxy-stream: "
+                     "throughput, middle CPU per request, hop over the stream directs):")
+        for name, e in stream.items():
+            lines.append(f"  {name:<18} x{e.get('window')}: {_fmt(e.get('rps'), 0)} req/s "
+                         f"({_fmt(e.get('tput_vs_reference'), 2)}x), "
+                         f"{_fmt(e.get('cpu_us_per_req'))} us/req "
+                         f"({_fmt(e.get('cpu_vs_reference'), 2)}x), hop "
+                         f"{_fmt(e.get('hop_us'))} us ({_fmt(e.get('hop_vs_reference'), 2)}x)")
     sweeps = [(n, f["sweep"]) for n, f in result["routes"].items() if f.get("sweep")]
     if sweeps:
         lines.append("clients sweep (each client: its own connection, one request in flight):")
@@ -470,7 +540,7 @@ def table(result: dict[str, Any]) -> str:
                              f"{_fmt(v, 2)}x (clients, server and workers share "
                              f"{result['meta']['cpus']} cores)")
     if result.get("goals"):
-        lines.append("goals (issue 5):")
+        lines.append("goals (issue 5; issue 13 where it says so):")
         for g in result["goals"]:
             mark = {True: "PASS", False: "FAIL", None: "n/a "}[g["pass"]]
             val = _fmt(g["value"], 2) if g["value"] is not None else "-"

@@ -12,11 +12,16 @@ from dataclasses import dataclass
 
 #: client family on the wire -> which library client speaks it
 LIB_CLIENT = {"zmq": "zmq", "sp": "nng"}
+#: client family on the wire -> the bench's byte-stream client (``peer.StreamClient``): never
+#: the bottleneck, so a route with a middle shows the middle's own ceiling
+STREAM_CLIENT = {"zmq": "zmq-stream", "sp": "sp-stream"}
 #: the server behind every middle (proxy, device, gateway): echoes that out-run any middle, so a
 #: route's figure is the middle's own (``zmq-echo-direct`` / ``sp-echo-direct`` show them direct)
 LIB_SERVER = {"zmq": "zmq-echo", "sp": "sp-echo"}
 #: the direct route of each echo server: the hop baseline of the routes with a middle
 ECHO_DIRECT = {"zmq": "zmq-echo-direct", "sp": "sp-echo-direct"}
+#: the same with the stream clients: the hop baselines of the ``stream`` group
+STREAM_DIRECT = {"zmq": "zmq-echo-stream", "sp": "sp-echo-stream"}
 LIB_BACKEND = {"zmq": "pyzmq", "sp": "pynng"}
 
 
@@ -25,7 +30,7 @@ class Route:
     name: str
     group: str  # library | native | gateway
     description: str
-    client: str  # zmq | nng | native
+    client: str  # zmq | nng | native | zmq-stream | sp-stream
     server: str  # peer role
     middle: str | None = None  # zmq-proxy | nng-device | bridge
     front: str = "zmq"  # wire the client speaks
@@ -43,9 +48,10 @@ class Route:
         """What 'direct' means for this route's hop (see ``report.hop_us``)."""
         if self.middle is None:
             return self.name
+        direct = STREAM_DIRECT if self.group == "stream" else ECHO_DIRECT
         if self.front == self.back:
-            return ECHO_DIRECT[self.front]
-        return f"mean({ECHO_DIRECT['zmq']}, {ECHO_DIRECT['sp']})"
+            return direct[self.front]
+        return f"mean({direct['zmq']}, {direct['sp']})"
 
 
 def _gateway_routes() -> list[Route]:
@@ -61,6 +67,35 @@ def _gateway_routes() -> list[Route]:
                     description=f"{client} -> gateway bridge {front}->{back} ({what}) -> {server}",
                     client=LIB_CLIENT[front], server=LIB_SERVER[back], middle="bridge",
                     front=front, back=back, backend=backend))
+    return out
+
+
+def _stream_routes() -> list[Route]:
+    """The throughput routes of issue 13: every middle driven by the byte-stream clients, so
+    the figure is the middle's and ``zmq-proxy-stream`` is the reference of the ratios."""
+    out = [
+        Route(name="zmq-echo-stream", group="stream",
+              description="zmq stream client (DEALER) <-> zmq echo: the stream routes' zmq direct",
+              client=STREAM_CLIENT["zmq"], server=LIB_SERVER["zmq"]),
+        Route(name="sp-echo-stream", group="stream",
+              description="SP stream client (raw req0) <-> SP echo: the stream routes' SP direct",
+              client=STREAM_CLIENT["sp"], server=LIB_SERVER["sp"], front="sp", back="sp"),
+        Route(name="zmq-proxy-stream", group="stream",
+              description="zmq stream client -> zmq.proxy(ROUTER/DEALER) -> zmq echo",
+              client=STREAM_CLIENT["zmq"], server=LIB_SERVER["zmq"], middle="zmq-proxy"),
+        Route(name="nng-device-stream", group="stream",
+              description="SP stream client -> nng_device(raw Rep0/raw Req0) -> SP echo",
+              client=STREAM_CLIENT["sp"], server=LIB_SERVER["sp"], middle="nng-device",
+              front="sp", back="sp"),
+    ]
+    for front in ("zmq", "sp"):
+        for back in ("zmq", "sp"):
+            out.append(Route(
+                name=f"gw-{front}-{back}-stream", group="stream",
+                description=f"{front} stream client -> gateway bridge {front}->{back} (native "
+                            f"engine) -> {'zmq' if back == 'zmq' else 'SP'} echo",
+                client=STREAM_CLIENT[front], server=LIB_SERVER[back], middle="bridge",
+                front=front, back=back, backend="native"))
     return out
 
 
@@ -123,11 +158,14 @@ ROUTES: list[Route] = [
                       "SP echo",
           client="nng", server=LIB_SERVER["sp"], middle="bridge", front="sp", back="sp",
           backend="native", security="tls", plain="gw-sp-sp-native"),
+
+    # issue 13's throughput (``--routes stream``): the middles' own ceilings
+    *_stream_routes(),
 ]
 
-GROUPS = {"library", "native", "gateway", "security", "all"}
+GROUPS = {"library", "native", "gateway", "security", "stream", "all"}
 #: run when ``--routes`` is not given (``security`` is asked for by name: it needs keys made)
-DEFAULT_GROUPS = ("library", "native", "gateway")
+DEFAULT_GROUPS = ("library", "native", "gateway", "stream")
 
 
 def select(spec: str | None) -> list[Route]:
@@ -160,4 +198,6 @@ def select(spec: str | None) -> list[Route]:
         wanted |= {"zmq-proxy-curve", "zmq-proxy"}
     if wanted:
         wanted |= {"zmq-echo-direct", "sp-echo-direct"}  # the hop baselines
+    if any(r.group == "stream" and r.middle for r in chosen):  # its reference and baselines
+        wanted |= {"zmq-proxy-stream", *STREAM_DIRECT.values()}
     return [r for r in ROUTES if r in chosen or (r.name in wanted and not hit(r, exclude))]
