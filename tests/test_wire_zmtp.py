@@ -1122,3 +1122,25 @@ def test_next_messages_gives_what_next_event_gives(
         else:
             wire += enc.send_message(((b"b" * 901,) if kind == "big" else ()) + parts)
     same_in_batches(lambda: opened(max_message_size=900), chunked(wire, cuts), limit)
+
+
+def test_next_messages_counts_a_message_cut_at_frame_boundaries_towards_the_limit() -> None:
+    """Frames of one message in reads of their own: each read alone is far under the size
+    limit, the message is not (its earlier frames count), so the fast path must not take it."""
+    frame = bytes.fromhex("0132") + b"m" * 50  # 50 bytes, MORE
+    last = bytes.fromhex("0032") + b"l" * 50
+    chunks = [frame, frame, last, bytes.fromhex("000161")]
+    same_in_batches(lambda: opened(max_message_size=120), chunks, 8)
+    codec = opened(max_message_size=120)
+    for chunk in chunks[:2]:
+        codec.receive_data(chunk)
+        assert codec.next_messages(8) == []
+    codec.receive_data(chunks[2])
+    assert codec.next_messages(8) == []
+    with pytest.raises(MessageTooLarge, match="150"):
+        codec.next_event()
+    fits = opened(max_message_size=150)
+    for chunk in chunks[:3]:
+        fits.receive_data(chunk)
+        got = fits.next_messages(8)
+    assert got == [(b"m" * 50, b"m" * 50, b"l" * 50)]

@@ -389,6 +389,32 @@ class ZmtpCodec:
         parts = self._parts
         limit_size = self.max_message_size
         msg_size = self._msg_size
+        if whole and msg_size + end - pos <= limit_size:
+            # the usual read: no message in it can pass the size limit, and frames are slices
+            append = parts.append
+            while end - pos >= 2:
+                flags = buf[pos]
+                if flags < 2:  # a short frame, last or MORE
+                    start = pos + 2
+                    stop = start + buf[pos + 1]
+                elif flags & 0xFC or end - pos < 9:  # a command, a reserved bit: next_event's
+                    break
+                else:
+                    start = pos + 9
+                    stop = start + _U64.unpack_from(buf, pos + 1)[0]
+                if stop > end:
+                    break
+                append(buf[start:stop])  # type: ignore[arg-type]
+                pos = stop
+                if flags & _MORE:
+                    continue
+                out.append(tuple(parts))
+                parts.clear()
+                if len(out) >= limit:
+                    break
+            rx.pos = pos
+            self._msg_size = sum(map(len, parts)) if parts else 0  # (what it counts)
+            return out
         while end - pos >= 2:
             flags = buf[pos]
             if flags & 0xFC:  # a command or a reserved bit: next_event's business
