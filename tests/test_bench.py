@@ -401,6 +401,13 @@ def test_stream_clients_against_libzmq_and_nng_and_a_wrong_echo() -> None:
         assert res["n"] == 500 and not res["timed_out"]
         with pytest.raises(ValueError, match="bad echo"):
             peer.SpStreamClient(urls[1]).tput(8, 100, 100, 10)
+        # the clients sweep's form: many connections, one request in flight each
+        for url, kind in ((f"tcp://127.0.0.1:{port}", "zmq-stream"), (urls[0], "sp-stream")):
+            point = peer.sweep_stream(url, 6, 60, 100, 10, kind)
+            assert point["n"] == 60 and not point["timed_out"], point
+            assert 0 < point["p50_us"] <= point["p99_us"] <= point["max_us"]
+        with pytest.raises(ValueError, match="bad echo"):
+            peer.sweep_stream(urls[1], 2, 4, 100, 10, "sp-stream")
     finally:
         stop.set()
         for rep in reps:

@@ -103,7 +103,9 @@ def configure_parser(p: argparse.ArgumentParser) -> None:
                    help="also run one route through `gateway bridge --workers N` for each N "
                         "(e.g. 1,2): throughput, p50/p99 and the gateway's CPU (all workers)")
     w.add_argument("--workers-route", default="gw-zmq-zmq-native", metavar="NAME",
-                   help="the route of the workers check (default gw-zmq-zmq-native)")
+                   help="the route of the workers check (default gw-zmq-zmq-native; a "
+                        "stream route, e.g. gw-zmq-sp-stream, uses byte-stream connections, "
+                        "the cheapest clients the bench has)")
     w.add_argument("--workers-clients", type=pint, default=64, metavar="N",
                    help="client connections, one request in flight each (default 64)")
     w.add_argument("--workers-requests", type=pint, metavar="N",
@@ -194,8 +196,9 @@ def run(args: argparse.Namespace) -> int:
     if _get(args, "workers_check"):
         from gateway.bench.scale import workers_check
 
-        try:
-            [route] = select(_get(args, "workers_route") or "gw-zmq-zmq-native")
+        name = _get(args, "workers_route") or "gw-zmq-zmq-native"
+        try:  # one route by its name (select brings a stream route's reference along)
+            [route] = [r for r in select(name) if r.name == name] or select(name)
         except ValueError as exc:
             print(f"gateway bench: --workers-route: {exc}", file=sys.stderr)
             return 2

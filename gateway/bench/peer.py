@@ -507,7 +507,7 @@ class StreamClient:
         self.sock: socket.socket | None = None
         self.seq = 0
 
-    def _connect(self, timeout: float) -> socket.socket:
+    def connect(self, timeout: float) -> socket.socket:
         if self.sock is None:
             s = socket.create_connection(self.address, timeout=timeout)
             s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -535,7 +535,7 @@ class StreamClient:
         raise NotImplementedError
 
     def lat(self, n: int, size: int, timeout: float, warmup: int) -> dict[str, Any]:
-        s = self._connect(timeout)
+        s = self.connect(timeout)
         payload = b"x" * size
         last = [b""]  # the request in flight
 
@@ -553,7 +553,7 @@ class StreamClient:
         return timed_echo(send, recv, payload, n, warmup, timeout)
 
     def tput(self, window: int, n: int, size: int, timeout: float) -> dict[str, Any]:
-        s = self._connect(timeout)
+        s = self.connect(timeout)
         payload = b"x" * size
         request = self.request
         deadline = time.monotonic() + timeout
@@ -910,6 +910,81 @@ def sweep_native(url: str, clients: int, n: int, size: int, timeout: float) -> d
     return new_event_loop().run_until_complete(go())
 
 
+def sweep_stream(url: str, clients: int, n: int, size: int, timeout: float,
+                 kind: str = "zmq-stream") -> dict[str, Any]:
+    """``clients`` byte-stream connections (``StreamClient``: a handshake each, then requests
+    written whole) on one ``selectors`` loop, each with one request in flight: the sweep with a
+    client that costs a few microseconds a request, not a library's."""
+    import selectors
+
+    wall0 = time.perf_counter()
+    _raise_nofile(clients)
+    cls = ZmtpStreamClient if kind == "zmq-stream" else SpStreamClient
+    payload = b"x" * size
+    makers = [cls(url) for _ in range(clients)]  # a handshake each, and its request ids
+    conns = [c.connect(timeout) for c in makers]
+    for s in conns:
+        s.setblocking(False)
+    sel = selectors.DefaultSelector()
+    want: list[bytes] = [b""] * clients  # the reply each connection waits for: its request
+    got: list[bytes] = [b""] * clients
+    sent_at = [0] * clients
+    for i, s in enumerate(conns):
+        sel.register(s, selectors.EVENT_READ, i)
+    clock = time.perf_counter_ns
+    deadline = time.monotonic() + timeout
+    samples: list[int] = []
+
+    def send(i: int) -> None:
+        want[i] = req = makers[i].request(payload)
+        got[i] = b""
+        sent_at[i] = clock()
+        s = conns[i]
+        done = s.send(req)  # into an empty socket buffer: all of it, unless it is big
+        if done < len(req):
+            s.setblocking(True)
+            s.sendall(req[done:])
+            s.setblocking(False)
+
+    def rounds(total: int, record: bool) -> int:
+        left = total - min(total, clients)
+        for i in range(min(total, clients)):
+            send(i)
+        busy = min(total, clients)
+        while busy and time.monotonic() < deadline:
+            for key, _ in sel.select(0.2):
+                i = key.data
+                chunk = conns[i].recv(1 << 16)
+                if not chunk:
+                    raise ConnectionError(f"connection {i} closed by the peer")
+                have = got[i] = got[i] + chunk
+                if len(have) < len(want[i]):
+                    continue
+                if have != want[i]:
+                    raise ValueError(f"bad echo on connection {i}: {have[:24]!r}")
+                if record:
+                    samples.append(clock() - sent_at[i])
+                if left > 0:
+                    left -= 1
+                    send(i)
+                else:
+                    busy -= 1
+        return busy
+
+    try:
+        if rounds(clients, False):  # warm-up: one round trip per connection
+            return {"error": f"{clients} clients: no warm-up reply within {timeout:.0f}s"}
+        t0 = time.perf_counter()
+        timed_out = bool(rounds(n, True))
+        out = _sweep_result(samples, time.perf_counter() - t0, timed_out)
+        out["wall"] = time.perf_counter() - wall0
+        return out
+    finally:
+        sel.close()
+        for s in conns:
+            s.close()
+
+
 def run_sweep_client(cfg: dict[str, Any]) -> None:
     """One point of the clients sweep: READY, then one ``{"op": "sweep", ...}`` command."""
     emit("READY", {"url": cfg["url"]})
@@ -919,7 +994,12 @@ def run_sweep_client(cfg: dict[str, Any]) -> None:
         cmd = json.loads(line)
         if cmd.pop("op") != "sweep":
             break
-        fn = sweep_zmq if cfg["client"] == "zmq" else sweep_native
+        kind = cfg["client"]
+        if kind in ("zmq-stream", "sp-stream"):
+            cmd["kind"] = kind
+            fn: Callable[..., dict[str, Any]] = sweep_stream
+        else:
+            fn = sweep_zmq if kind == "zmq" else sweep_native
         try:
             emit("RESULT", fn(cfg["url"], **cmd))
         except Exception as exc:  # noqa: BLE001 - reported to the harness

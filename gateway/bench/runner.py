@@ -250,7 +250,9 @@ def sweep_point(run: RouteRun, settings: Settings, clients: int) -> dict[str, An
     """``clients`` concurrent clients (one connection and one request in flight each) in a
     fresh client process; p50/p99 round trip and the middle's CPU per request."""
     route = run.route
-    if route.front == "zmq":
+    if route.client in ("zmq-stream", "sp-stream"):  # byte-stream connections, one loop
+        kind, url = route.client, tcp_address(run.front_url)
+    elif route.front == "zmq":
         kind, url = "zmq", tcp_address(run.front_url)
     else:
         kind, url = "native", "sp+" + tcp_address(run.front_url)
