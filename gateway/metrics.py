@@ -1,13 +1,16 @@
 """Metrics: plain counters on the hot path, exported through prometheus_client.
 
-Every metric is declared once in :data:`SPECS` (type, help, labels); the hot path increments a
-plain ``dict`` entry (one operation under the GIL, no lock, no label lookup), and a
-prometheus_client collector turns the store into metric families at scrape time, so
-exposition, escaping of label values and the text format are prometheus_client's::
+Every metric is declared once in :data:`SPECS` (type, help, labels); code increments a plain
+``dict`` entry (one operation under the GIL, no lock, no label lookup), the per-message path a
+cell (a one-item list: not even the key's hash), and a prometheus_client collector turns the
+store into metric families at scrape time, so exposition, escaping of label values and the
+text format are prometheus_client's::
 
     METRICS.inc("gateway_pipes_closed_total", reason="handshake-timeout")
-    key = METRICS.declare("gateway_forwarded_messages_total", bridge="orders", direction="request")
-    METRICS.counters[key] += 1                  # what the device's ledger does per message
+    key = METRICS.declare("gateway_dropped_messages_total", bridge="orders", reason="hwm")
+    METRICS.counters[key] += 1
+    cell = METRICS.cell("gateway_forwarded_messages_total", bridge="orders", direction="request")
+    cell[0] += 1                                # what the device's ledger does per message
     text = METRICS.render()                     # Prometheus text, via prometheus_client
 
 Declared label sets are exported at zero from the start.
@@ -143,6 +146,8 @@ class Registry:
 
     def __init__(self) -> None:
         self.counters: defaultdict[Key, int] = defaultdict(int)
+        #: hot-path counters (see :meth:`cell`), counted into their key's value
+        self.cells: dict[Key, list[list[int]]] = {}
         self.gauges: dict[Key, Callable[[], float]] = {}
         self.histograms: dict[Key, Histogram] = {}
         self.prometheus = CollectorRegistry(auto_describe=True)
@@ -155,19 +160,40 @@ class Registry:
         self.counters.setdefault(key, 0)
         return key
 
+    def cell(self, name: str, **labels: str) -> list[int]:
+        """A counter for a hot path: its owner adds with ``cell[0] += 1``, which hashes
+        nothing (``counters[key] += 1`` hashes the labelled key twice). Read, summed and
+        exported with ``counters`` like any other; several cells may count towards one key
+        (two bridges of one name across a reload)."""
+        key = self.declare(name, **labels)
+        cell = [0]
+        self.cells.setdefault(key, []).append(cell)
+        return cell
+
+    def value(self, key: Key) -> int:
+        """One counter's value: its ``counters`` entry and its cells."""
+        return self.counters.get(key, 0) + sum(c[0] for c in self.cells.get(key, ()))
+
+    def values(self) -> dict[Key, int]:
+        """Every counter's value (a snapshot)."""
+        out = dict(list(self.counters.items()))
+        for key, cells in list(self.cells.items()):
+            out[key] = out.get(key, 0) + sum(c[0] for c in list(cells))
+        return out
+
     def inc(self, name: str, amount: int = 1, **labels: str) -> None:
         self.counters[_key(name, labels)] += amount
 
     def get(self, name: str, **labels: str) -> int:
-        return self.counters.get(_key(name, labels), 0)
+        return self.value(_key(name, labels))
 
     def total(self, name: str) -> int:
-        return sum(v for (n, _), v in list(self.counters.items()) if n == name)
+        return sum(v for (n, _), v in self.values().items() if n == name)
 
     def total_where(self, name: str, **labels: str) -> int:
         """The sum of ``name`` over the label sets that include ``labels``."""
         want = set(labels.items())
-        return sum(v for (n, lab), v in list(self.counters.items())
+        return sum(v for (n, lab), v in self.values().items()
                    if n == name and want <= set(lab))
 
     # -- gauges and histograms --------------------------------------------------------------
@@ -236,7 +262,7 @@ class _Collector:
                 families[name] = GaugeMetricFamily(name, spec.help, labels=spec.labels)
             else:
                 families[name] = HistogramMetricFamily(name, spec.help, labels=spec.labels)
-        for (name, labels), value in sorted(list(store.counters.items())):
+        for (name, labels), value in sorted(store.values().items()):
             families[name].add_metric([v for _, v in labels], value)  # type: ignore[attr-defined]
         for (name, labels), read in sorted(list(store.gauges.items())):
             try:

@@ -97,3 +97,37 @@ def test_undeclared_names_and_wrong_labels_are_errors() -> None:
     reg.inc("gateway_pipes_closed_total", reason="garbage")
     assert reg.get("gateway_pipes_closed_total", reason="garbage") == 1
     assert reg.total("gateway_pipes_closed_total") == 1
+
+
+def test_cells_count_towards_their_key_everywhere() -> None:
+    """A hot-path cell adds to its key's value in get, total, total_where and the scrape;
+    two cells of one key (two bridges of one name across a reload) add up."""
+    reg = Registry()
+    reg.inc("gateway_forwarded_messages_total", 2, bridge="b", direction="request")
+    one = reg.cell("gateway_forwarded_messages_total", bridge="b", direction="request")
+    two = reg.cell("gateway_forwarded_messages_total", bridge="b", direction="request")
+    other = reg.cell("gateway_forwarded_messages_total", bridge="b", direction="reply")
+    one[0] += 3
+    two[0] += 4
+    other[0] += 1
+    assert reg.get("gateway_forwarded_messages_total", bridge="b", direction="request") == 9
+    assert reg.total("gateway_forwarded_messages_total") == 10
+    assert reg.total_where("gateway_forwarded_messages_total", direction="reply") == 1
+    samples = {s.labels["direction"]: s.value
+               for s in _families(reg.render())["gateway_forwarded_messages"].samples
+               if s.name.endswith("_total")}
+    assert samples == {"request": 9.0, "reply": 1.0}
+    fresh = reg.cell("gateway_unconfirmed_replies_total", bridge="c")
+    assert fresh == [0]  # exported at zero before its first increment
+    assert 'gateway_unconfirmed_replies_total{bridge="c"} 0.0' in reg.render()
+
+
+def test_a_ledger_counts_through_cells() -> None:
+    reg = Registry()
+    ledger = Ledger("cells", reg)
+    ledger.replies_confirmed = False
+    ledger.request_forwarded(0.0)
+    ledger.reply_forwarded(0.0)
+    assert ledger.forwarded("request") == ledger.forwarded("reply") == 1
+    assert reg.get("gateway_unconfirmed_replies_total", bridge="cells") == 1
+    assert ledger.in_flight == 0

@@ -88,10 +88,15 @@ class Ledger:
                                       direction=REQUEST)
         self._k_rep = metrics.declare("gateway_forwarded_messages_total", bridge=bridge,
                                       direction=REPLY)
+        # the per-message counters: cells (an increment hashes nothing)
+        self._n_req = metrics.cell("gateway_forwarded_messages_total", bridge=bridge,
+                                   direction=REQUEST)
+        self._n_rep = metrics.cell("gateway_forwarded_messages_total", bridge=bridge,
+                                   direction=REPLY)
+        self._n_unconfirmed = metrics.cell("gateway_unconfirmed_replies_total", bridge=bridge)
         self._drop_keys = {reason: metrics.declare("gateway_dropped_messages_total",
                                                    bridge=bridge, reason=reason)
                            for reason in DROP_REASONS}
-        self._k_unconfirmed = metrics.declare("gateway_unconfirmed_replies_total", bridge=bridge)
         self._h_req = metrics.histogram("gateway_hop_latency_seconds", bridge=bridge,
                                         direction=REQUEST)
         self._h_rep = metrics.histogram("gateway_hop_latency_seconds", bridge=bridge,
@@ -106,7 +111,7 @@ class Ledger:
     def request_forwarded(self, t0: float) -> None:
         if self.pairs_replies:
             self.in_flight += 1
-        self._counters[self._k_req] += 1
+        self._n_req[0] += 1
         hist = self._h_req
         dt = clock() - t0
         hist.counts[bisect_left(BUCKETS, dt)] += 1
@@ -115,13 +120,13 @@ class Ledger:
     def reply_forwarded(self, t0: float) -> None:
         if self.in_flight:
             self.in_flight -= 1
-        self._counters[self._k_rep] += 1
+        self._n_rep[0] += 1
         hist = self._h_rep
         dt = clock() - t0
         hist.counts[bisect_left(BUCKETS, dt)] += 1
         hist.sum += dt
         if not self.replies_confirmed:  # the front's library may still drop it silently
-            self._counters[self._k_unconfirmed] += 1
+            self._n_unconfirmed[0] += 1
 
     # -- drops ---------------------------------------------------------------------------------
     def dropped(self, reason: str, direction: str, detail: str = "", count: int = 1,
@@ -185,7 +190,7 @@ class Ledger:
 
     # -- reading ---------------------------------------------------------------------------------
     def forwarded(self, direction: str) -> int:
-        return self._counters[self._k_req if direction == REQUEST else self._k_rep]
+        return self._metrics.value(self._k_req if direction == REQUEST else self._k_rep)
 
     def dropped_count(self, reason: str) -> int:
         key = self._drop_keys.get(reason)
