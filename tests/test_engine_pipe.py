@@ -146,3 +146,54 @@ def test_the_codecs_own_bytes_go_after_the_messages_the_pipe_holds() -> None:
         assert wire.writes == [b"msg;pong;"]
 
     asyncio.run(main())
+
+
+def test_each_thread_coalesces_on_its_own_loop() -> None:
+    """Two threads, a loop each, both forwarding at once: a pipe takes its thread's batch at
+    ``connection_made`` (in the loop's thread), so neither thread flushes, holds or counts the
+    other's writes."""
+    import threading
+
+    from gateway.engine.pipe import _thread_batch
+
+    class Connection(Transport):
+        def set_write_buffer_limits(self, high: int, low: int) -> None:
+            pass
+
+        def get_extra_info(self, key: str, default: Any = None) -> Any:
+            return default
+
+    class Greeting(Codec):
+        def initiate(self) -> bytes:
+            return b""
+
+    def connected(owner: Any) -> tuple[Pipe, Connection]:
+        pipe, transport = Pipe(owner, Greeting(), "zmtp", "test"), Connection()
+        pipe.connection_made(transport)  # type: ignore[arg-type]
+        return pipe, transport
+
+    results: dict[str, list[bytes]] = {}
+    batches: dict[str, object] = {}
+    both = threading.Barrier(2, timeout=10)
+
+    def run(name: str) -> None:
+        async def main() -> None:
+            back, wire = connected(None)
+            client, _ = connected(Forwarding(back))
+            batches[name] = client._batch
+            both.wait()  # both threads hold their reads' writes at the same time
+            client.data_received(name.encode() + b"1;")
+            client.data_received(name.encode() + b"2;")
+            held = [w for w in wire.writes if w]
+            await asyncio.sleep(0)
+            results[name] = held + [w for w in wire.writes if w]
+
+        asyncio.run(main())
+
+    threads = [threading.Thread(target=run, args=(n,)) for n in ("a", "b")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    assert results == {"a": [b"a1;a2;"], "b": [b"b1;b2;"]}
+    assert batches["a"] is not batches["b"] and _thread_batch() not in batches.values()

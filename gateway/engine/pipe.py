@@ -125,23 +125,35 @@ def make_codec(factory: Any, family: str, kind: str, raw: bool, *, identity: byt
     raise LocalProtocolError(f"unknown wire family {family!r}")
 
 
-class _Batch(threading.local):
+class _Batch:
     """Write coalescing, per thread (each thread runs its own loop): while received messages
     are dispatched, writes are buffered per pipe; the buffers are flushed with one
     ``transport.write`` each once the loop has run every read of this iteration (``call_soon``),
     so requests of many clients that go to one back-end pipe share a write. One message in
-    flight still costs one write; a burst of N costs one per pipe, not N."""
+    flight still costs one write; a burst of N costs one per pipe, not N. A pipe keeps its
+    thread's batch (:func:`_thread_batch`): a ``threading.local`` attribute costs a dict lookup
+    on every access, and the hot path touches the batch a few times a message."""
 
-    depth = 0
-    #: the loop a flush is scheduled on (None: none): a loop closed before its flush ran
-    #: does not stop the next loop's
-    scheduled: asyncio.AbstractEventLoop | None = None
+    __slots__ = ("depth", "dirty", "scheduled")
 
     def __init__(self) -> None:
+        self.depth = 0
         self.dirty: list[Pipe] = []
+        #: the loop a flush is scheduled on (None: none): a loop closed before its flush ran
+        #: does not stop the next loop's
+        self.scheduled: asyncio.AbstractEventLoop | None = None
 
 
-_batch = _Batch()
+_local = threading.local()
+
+
+def _thread_batch() -> _Batch:
+    """The calling thread's batch."""
+    try:
+        return cast(_Batch, _local.batch)
+    except AttributeError:
+        _local.batch = batch = _Batch()
+        return batch
 
 
 def _flush(batch: _Batch) -> None:
@@ -176,6 +188,7 @@ class Pipe(asyncio.Protocol):
         self.owner = owner
         self.codec = codec
         self._next_messages = getattr(codec, "next_messages", None)  # (see process)
+        self._batch = _thread_batch()  # (again at connection_made: the loop's thread)
         self.family = family
         self.endpoint = endpoint
         self.name = name  # the owner's name, for logs
@@ -233,6 +246,7 @@ class Pipe(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # a stream transport of any loop (asyncio's, uvloop's, inproc's): no isinstance check
         self.transport = transport = cast(asyncio.Transport, transport)
+        self._batch = _thread_batch()
         if self._closed:  # the owner closed before the connection was made
             transport.abort()
             return
@@ -261,7 +275,7 @@ class Pipe(asyncio.Protocol):
         codec = self.codec
         # whole messages in one call (a third-party codec may only have next_event)
         next_messages = self._next_messages
-        batch = _batch
+        batch = self._batch
         batch.depth += 1  # writes caused by these messages are coalesced (see _flush)
         done = 0  # messages completed by this call (the message deadline restarts)
         drained = False
@@ -393,7 +407,7 @@ class Pipe(asyncio.Protocol):
         """Write one message given as its wire frames (hops + body; the caller checked that
         an SP pipe gets one body frame)."""
         data = self.codec.send_message(frames)
-        batch = _batch
+        batch = self._batch
         if batch.depth and self._wbuf_size + len(data) < self._high:  # write_bytes, inline
             if not self.wbuf:
                 batch.dirty.append(self)
@@ -409,7 +423,7 @@ class Pipe(asyncio.Protocol):
     def write_bytes(self, data: bytes) -> None:
         """Write encoded bytes: coalesced while a batch is open, else at once (after what this
         pipe still holds from a batch: the order on the wire is the order of the writes)."""
-        batch = _batch
+        batch = self._batch
         if batch.depth:
             if not self.wbuf:
                 batch.dirty.append(self)
