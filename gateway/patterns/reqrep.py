@@ -104,6 +104,8 @@ class Pattern:
         self.kind = kind
         self.raw = raw
         self.ttl = ttl
+        # read once a message: an instance attribute is a fast lookup, a class one is not
+        self.routed = type(self).routed
 
     # -- receive ---------------------------------------------------------------------------
     def receive(self, routing_id: bytes, family: str, parts: tuple[bytes, ...]) -> Message | None:
