@@ -335,3 +335,38 @@ def test_tcp_keepalive_reaches_nng(on: bool) -> None:
     finally:
         c.close()
         s.close()
+
+
+def test_a_departed_peer_is_not_counted_when_on_peer_lost_is_called() -> None:
+    """pynng runs its pipe-removed callbacks before it forgets the pipe: ``peers()`` read from
+    ``on_peer_lost`` (the loss tracker does, on the loop, maybe at once) must already be 0, or
+    the requests the last server held are never counted as backend-lost."""
+    for kind in ("REQ", "REP"):
+        seen: list[int] = []
+        gone = threading.Event()
+        srv = pynng.Rep0(listen="tcp://127.0.0.1:0") if kind == "REQ" else None
+        s = PynngRawSocket(kind)
+
+        def lost(s: PynngRawSocket = s, seen: list[int] = seen,
+                 gone: threading.Event = gone) -> None:  # on nng's thread, as the hook is
+            seen.append(s.peers)
+            gone.set()
+
+        s.on_peer_lost = lost
+        try:
+            if srv is not None:
+                s.connect(f"tcp://127.0.0.1:{socket.ntohs(srv.listeners[0].local_address.port)}")
+                peer: pynng.Socket = srv
+            else:
+                peer = pynng.Req0(dial=s.bind("tcp://127.0.0.1:0"))
+            deadline = time.monotonic() + T
+            while s.peers != 1 and time.monotonic() < deadline:
+                time.sleep(0.01)
+            assert s.peers == 1
+            peer.close()
+            assert gone.wait(T)
+            assert seen == [0], kind
+        finally:
+            s.close()
+            if srv is not None:
+                srv.close()

@@ -251,33 +251,31 @@ def _set_ttl(sock: Any, ttl: int | None) -> None:
 
 
 class _LivePipes:
-    """The ids of a raw rep0's connected pipes, kept by nng's pipe notifications, so that a
-    reply to a client that left is refused (:class:`PeerGone`) instead of being taken by nng
-    and dropped without a word."""
+    """The ids of a socket's connected pipes, kept by nng's pipe notifications: a raw rep0 refuses
+    a reply to a client that left (:class:`PeerGone`) instead of letting nng take it and drop it
+    without a word, and ``peers`` counts them. When a pipe goes, its id is gone before
+    ``face.on_peer_lost`` is called (pynng runs the callbacks before it forgets the pipe
+    itself, so ``len(sock.pipes)`` would still count it)."""
 
-    def __init__(self, sock: Any) -> None:
+    def __init__(self, sock: Any, face: Any) -> None:
         self.ids: set[int] = {p.id for p in sock.pipes}
         # nng starts the pipe (its first request can reach us) between ADD_PRE and ADD_POST
         # (socket.c): a reply may come back before ADD_POST, so the id is added at ADD_PRE
         add = lambda pipe: self.ids.add(pipe.id)  # noqa: E731
         sock.add_pre_pipe_connect_cb(add)
         sock.add_post_pipe_connect_cb(add)
-        sock.add_post_pipe_remove_cb(lambda pipe: self.ids.discard(pipe.id))
+
+        def removed(pipe: Any) -> None:  # on nng's thread
+            self.ids.discard(pipe.id)
+            callback = face.on_peer_lost
+            if callback is not None:
+                callback()
+
+        sock.add_post_pipe_remove_cb(removed)
 
     def check(self, hops: tuple[bytes, ...]) -> None:
         if not hops or int.from_bytes(hops[0], "big") not in self.ids:
             raise PeerGone(f"no client pipe {hops[0].hex() if hops else '-'}")
-
-
-def _report_departures(face: Any, sock: Any) -> None:
-    """Call ``face.on_peer_lost`` (when set) each time nng removes one of ``sock``'s pipes."""
-
-    def removed(pipe: Any) -> None:
-        callback = face.on_peer_lost
-        if callback is not None:
-            callback()
-
-    sock.add_post_pipe_remove_cb(removed)
 
 
 class PynngRawSocket:
@@ -313,13 +311,13 @@ class PynngRawSocket:
         _set_ttl(self._sock, ttl)
         # replies: nng takes them, then drops one silently when the client's pipe queue is full
         self.confirms_delivery = self.kind == "REQ"
-        self._live = _LivePipes(self._sock) if self.kind == "REP" else None
+        #: called (on nng's thread) when a peer's pipe goes away
+        self.on_peer_lost: Callable[[], None] | None = None
+        self._pipes = _LivePipes(self._sock, self)
+        self._live = self._pipes if self.kind == "REP" else None
         self._takes = _TAKERS.get(self.kind, _take_plain)
         if self.kind == "XPUB":  # pub0 drops for a full subscriber without a word
             self.confirms_delivery = False
-        #: called (on nng's thread) when a peer's pipe goes away
-        self.on_peer_lost: Callable[[], None] | None = None
-        _report_departures(self, self._sock)
         self._hwm = hwm
         self._queue: collections.deque[Message | BaseException] = collections.deque()
         self._space = threading.Event()
@@ -490,8 +488,8 @@ class PynngRawSocket:
 
     @property
     def peers(self) -> int:
-        """Connected pipes (pynng tracks them through nng's pipe notifications)."""
-        return len(self._sock.pipes)
+        """Connected pipes (see :class:`_LivePipes`)."""
+        return len(self._pipes.ids)
 
     def __repr__(self) -> str:
         return f"<PynngRawSocket raw {self.kind}{' closed' if self._closed else ''}>"
@@ -534,12 +532,12 @@ class NngPolled:
         self._tls = tls_of(options)
         self.sock = self._pynng.socket
         self.confirms_delivery = self.kind == "REQ"  # see PynngRawSocket
-        self._live = _LivePipes(self._pynng) if self.kind == "REP" else None
+        self.on_peer_lost: Callable[[], None] | None = None  # see PynngRawSocket
+        self._pipes = _LivePipes(self._pynng, self)
+        self._live = self._pipes if self.kind == "REP" else None
         self._takes = _TAKERS.get(self.kind, _take_plain)
         if self.kind == "XPUB":
             self.confirms_delivery = False
-        self.on_peer_lost: Callable[[], None] | None = None  # see PynngRawSocket
-        _report_departures(self, self._pynng)
         # None where nng has no such fd (pub0 and push0 never receive; sub0 and pull0 never
         # send, and a sub0's (un)subscribe never waits)
         self.pollable = self._pynng.recv_fd if self.kind in _RECEIVES else None
@@ -583,7 +581,7 @@ class NngPolled:
 
     @property
     def peers(self) -> int:
-        return len(self._pynng.pipes)
+        return len(self._pipes.ids)
 
     def close(self) -> None:
         self._pynng.close()
