@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import time
 
 import pytest
 
@@ -416,3 +417,58 @@ def test_stream_clients_against_libzmq_and_nng_and_a_wrong_echo() -> None:
             t.join(5)
         router.close(0)
         ctx.term()
+
+
+def _sp_peer(echo: bool) -> tuple[str, object]:
+    """A one-connection SP rep0 on the byte stream, with small socket buffers: after the
+    header, a blocking echo (reads a chunk, writes it back whole: it stops reading while its
+    write waits) or a peer that never reads again."""
+    import socket
+    import threading
+
+    from gateway.bench.peer import SP_REP0_HEADER
+
+    srv = socket.socket()
+    srv.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 16)
+    srv.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 1 << 16)
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(1)
+    srv.settimeout(20)
+
+    def serve() -> None:
+        conn, _ = srv.accept()
+        conn.settimeout(20)
+        with conn:
+            conn.recv(8)
+            conn.sendall(SP_REP0_HEADER)
+            while echo and (data := conn.recv(1 << 16)):
+                conn.sendall(data)
+            if not echo:
+                time.sleep(20)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    return f"tcp://127.0.0.1:{srv.getsockname()[1]}", srv
+
+
+@pytest.mark.timeout(60)
+def test_stream_clients_read_while_they_write() -> None:
+    """A window of big requests against a peer that stops reading while its reply waits (as a
+    middle at its high-water mark): a client that wrote the whole window before reading would
+    stall with it; this one keeps reading and finishes. And a peer that never reads makes the
+    sweep give up at its deadline, not hang in a write."""
+    from gateway.bench import peer
+
+    url, srv = _sp_peer(echo=True)
+    try:
+        res = peer.SpStreamClient(url).tput(32, 64, 100_000, 20)
+        assert res["n"] == 64 and not res["timed_out"], res
+    finally:
+        srv.close()  # type: ignore[attr-defined]
+    url, srv = _sp_peer(echo=False)
+    try:
+        t0 = time.monotonic()
+        point = peer.sweep_stream(url, 1, 1, 8 << 20, 2.0, "sp-stream")
+        assert "no warm-up reply" in point["error"] and time.monotonic() - t0 < 10
+    finally:
+        srv.close()  # type: ignore[attr-defined]

@@ -553,7 +553,13 @@ class StreamClient:
         return timed_echo(send, recv, payload, n, warmup, timeout)
 
     def tput(self, window: int, n: int, size: int, timeout: float) -> dict[str, Any]:
+        import selectors
+
         s = self.connect(timeout)
+        s.setblocking(False)
+        sel = selectors.DefaultSelector()
+        sel.register(s, selectors.EVENT_READ)
+        out = _Outbox(sel, s, None)
         payload = b"x" * size
         request = self.request
         deadline = time.monotonic() + timeout
@@ -563,33 +569,73 @@ class StreamClient:
         sent, got, timed_out = min(window, n), 0, False
         one = len(first) // sent  # every request of a run has the same size
         pending += first
-        s.sendall(first)
         rx = 0  # bytes of the reply being read
-        while got < n:
-            try:
-                chunk = s.recv(1 << 18)
-            except TimeoutError:
-                timed_out = True
-                break
-            if not chunk:
-                raise ConnectionError(f"the peer closed after {got} replies")
-            k = len(chunk)
-            if pending[:k] != chunk:
-                raise ValueError(f"bad echo after {got} replies: {chunk[:24]!r}")
-            del pending[:k]
-            rx += k
-            done, rx = divmod(rx, one)
-            got += done
-            more = min(done, n - sent)
-            if more:
-                out = b"".join(request(payload) for _ in range(more))
-                pending += out
-                s.sendall(out)
-                sent += more
-            if time.monotonic() > deadline:
-                timed_out = True
-                break
+        try:
+            out.write(first)
+            while got < n:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    timed_out = True
+                    break
+                for _, mask in sel.select(left):
+                    if mask & selectors.EVENT_WRITE:
+                        out.flush()
+                    if not mask & selectors.EVENT_READ:
+                        continue
+                    try:
+                        chunk = s.recv(1 << 18)
+                    except BlockingIOError:
+                        continue
+                    if not chunk:
+                        raise ConnectionError(f"the peer closed after {got} replies")
+                    k = len(chunk)
+                    if pending[:k] != chunk:
+                        raise ValueError(f"bad echo after {got} replies: {chunk[:24]!r}")
+                    del pending[:k]
+                    rx += k
+                    done, rx = divmod(rx, one)
+                    got += done
+                    more = min(done, n - sent)
+                    if more:
+                        new = b"".join(request(payload) for _ in range(more))
+                        pending += new
+                        out.write(new)
+                        sent += more
+        finally:
+            sel.close()
+            s.settimeout(timeout)  # (blocking again, for lat)
         return {"n": got, "elapsed": time.perf_counter() - t0, "timed_out": timed_out}
+
+
+class _Outbox:
+    """Bytes for one non-blocking socket, written as it takes them. While some wait, the
+    selector watches the socket for writing as well: the client never stops reading while it
+    writes (as libzmq's I/O thread never does), or a middle whose replies back up behind a
+    big write would drop them at its high-water mark."""
+
+    def __init__(self, sel: Any, sock: socket.socket, data: Any) -> None:
+        self.sel, self.sock, self.data = sel, sock, data  # (data: the selector key's)
+        self.buf = bytearray()
+        self.watching = False
+
+    def write(self, data: bytes) -> None:
+        self.buf += data
+        self.flush()
+
+    def flush(self) -> None:
+        import selectors
+
+        if self.buf:
+            try:
+                done = self.sock.send(self.buf)
+            except BlockingIOError:
+                done = 0
+            del self.buf[:done]
+        want = bool(self.buf)
+        if want != self.watching:
+            self.watching = want
+            events = selectors.EVENT_READ | (selectors.EVENT_WRITE if want else 0)
+            self.sel.modify(self.sock, events, self.data)
 
 
 class ZmtpStreamClient(StreamClient):
@@ -934,17 +980,13 @@ def sweep_stream(url: str, clients: int, n: int, size: int, timeout: float,
     clock = time.perf_counter_ns
     deadline = time.monotonic() + timeout
     samples: list[int] = []
+    outs = [_Outbox(sel, s, i) for i, s in enumerate(conns)]
 
     def send(i: int) -> None:
         want[i] = req = makers[i].request(payload)
         got[i] = b""
         sent_at[i] = clock()
-        s = conns[i]
-        done = s.send(req)  # into an empty socket buffer: all of it, unless it is big
-        if done < len(req):
-            s.setblocking(True)
-            s.sendall(req[done:])
-            s.setblocking(False)
+        outs[i].write(req)  # what the socket does not take now goes when it is writable
 
     def rounds(total: int, record: bool) -> int:
         left = total - min(total, clients)
@@ -952,9 +994,16 @@ def sweep_stream(url: str, clients: int, n: int, size: int, timeout: float,
             send(i)
         busy = min(total, clients)
         while busy and time.monotonic() < deadline:
-            for key, _ in sel.select(0.2):
+            for key, mask in sel.select(0.2):
                 i = key.data
-                chunk = conns[i].recv(1 << 16)
+                if mask & selectors.EVENT_WRITE:
+                    outs[i].flush()
+                if not mask & selectors.EVENT_READ:
+                    continue
+                try:
+                    chunk = conns[i].recv(1 << 16)
+                except BlockingIOError:
+                    continue
                 if not chunk:
                     raise ConnectionError(f"connection {i} closed by the peer")
                 have = got[i] = got[i] + chunk
