@@ -92,8 +92,9 @@ def _stream_routes() -> list[Route]:
         for back in ("zmq", "sp"):
             out.append(Route(
                 name=f"gw-{front}-{back}-stream", group="stream",
-                description=f"{front} stream client -> gateway bridge {front}->{back} (native "
-                            f"engine) -> {'zmq' if back == 'zmq' else 'SP'} echo",
+                description=f"{'zmq' if front == 'zmq' else 'SP'} stream client -> gateway "
+                            f"bridge {front}->{back} (native engine) -> "
+                            f"{'zmq' if back == 'zmq' else 'SP'} echo",
                 client=STREAM_CLIENT[front], server=LIB_SERVER[back], middle="bridge",
                 front=front, back=back, backend="native"))
     return out
