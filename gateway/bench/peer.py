@@ -19,6 +19,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import selectors
 import socket
 import struct
 import sys
@@ -553,8 +554,6 @@ class StreamClient:
         return timed_echo(send, recv, payload, n, warmup, timeout)
 
     def tput(self, window: int, n: int, size: int, timeout: float) -> dict[str, Any]:
-        import selectors
-
         s = self.connect(timeout)
         s.setblocking(False)
         sel = selectors.DefaultSelector()
@@ -623,8 +622,6 @@ class _Outbox:
         self.flush()
 
     def flush(self) -> None:
-        import selectors
-
         if self.buf:
             try:
                 done = self.sock.send(self.buf)
@@ -961,8 +958,6 @@ def sweep_stream(url: str, clients: int, n: int, size: int, timeout: float,
     """``clients`` byte-stream connections (``StreamClient``: a handshake each, then requests
     written whole) on one ``selectors`` loop, each with one request in flight: the sweep with a
     client that costs a few microseconds a request, not a library's."""
-    import selectors
-
     wall0 = time.perf_counter()
     _raise_nofile(clients)
     cls = ZmtpStreamClient if kind == "zmq-stream" else SpStreamClient
