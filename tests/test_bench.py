@@ -380,9 +380,14 @@ def test_stream_clients_against_libzmq_and_nng_and_a_wrong_echo() -> None:
                 router.send_multipart(router.recv_multipart())
 
     def nng_echo(rep: pynng.Rep0, wrong: bool) -> None:
-        with contextlib.suppress(pynng.Closed, pynng.Timeout):
+        # the receive timeout only lets the loop see `stop`: an idle rep keeps serving
+        # (a slow machine may reach the wrong echo well after its first timeout)
+        with contextlib.suppress(pynng.Closed):
             while not stop.is_set():
-                msg = rep.recv()
+                try:
+                    msg = rep.recv()
+                except pynng.Timeout:
+                    continue
                 rep.send(b"not " + msg if wrong else msg)
 
     threads = [threading.Thread(target=zmq_echo, daemon=True)]
