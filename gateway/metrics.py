@@ -19,6 +19,7 @@ Declared label sets are exported at zero from the start.
 from __future__ import annotations
 
 import platform
+import threading
 from bisect import bisect_left
 from collections import defaultdict
 from collections.abc import Callable, Iterator
@@ -148,6 +149,8 @@ class Registry:
         self.counters: defaultdict[Key, int] = defaultdict(int)
         #: hot-path counters (see :meth:`cell`), counted into their key's value
         self.cells: dict[Key, list[list[int]]] = {}
+        #: held while cells are folded into counters (:meth:`release`) and while they are read
+        self._fold = threading.Lock()
         self.gauges: dict[Key, Callable[[], float]] = {}
         self.histograms: dict[Key, Histogram] = {}
         self.prometheus = CollectorRegistry(auto_describe=True)
@@ -170,15 +173,33 @@ class Registry:
         self.cells.setdefault(key, []).append(cell)
         return cell
 
+    def release(self, *cells: list[int]) -> None:
+        """Fold cells whose owner is done (a bridge that closed) into their keys' counters and
+        forget them: the values stay, and a gateway reloaded every few seconds for weeks keeps
+        no cell per bridge it ever ran. An increment after the release is not counted."""
+        with self._fold:
+            for key, owned in list(self.cells.items()):
+                gone = [c for c in owned if any(c is x for x in cells)]
+                if not gone:
+                    continue
+                self.counters[key] += sum(c[0] for c in gone)
+                kept = [c for c in owned if not any(c is x for x in gone)]
+                if kept:
+                    self.cells[key] = kept
+                else:
+                    del self.cells[key]
+
     def value(self, key: Key) -> int:
         """One counter's value: its ``counters`` entry and its cells."""
-        return self.counters.get(key, 0) + sum(c[0] for c in self.cells.get(key, ()))
+        with self._fold:
+            return self.counters.get(key, 0) + sum(c[0] for c in self.cells.get(key, ()))
 
     def values(self) -> dict[Key, int]:
-        """Every counter's value (a snapshot)."""
-        out = dict(list(self.counters.items()))
-        for key, cells in list(self.cells.items()):
-            out[key] = out.get(key, 0) + sum(c[0] for c in list(cells))
+        """Every counter's value (a snapshot; never a released cell twice or not at all)."""
+        with self._fold:
+            out = dict(list(self.counters.items()))
+            for key, cells in list(self.cells.items()):
+                out[key] = out.get(key, 0) + sum(c[0] for c in list(cells))
         return out
 
     def inc(self, name: str, amount: int = 1, **labels: str) -> None:

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from gateway.device.ledger import Ledger
-from gateway.metrics import BUCKETS, METRICS, SPECS, Histogram, Registry
+from gateway.metrics import BUCKETS, METRICS, SPECS, Histogram, Key, Registry
 
 
 def _families(text: str) -> dict[str, object]:
@@ -131,3 +132,51 @@ def test_a_ledger_counts_through_cells() -> None:
     assert ledger.forwarded("request") == ledger.forwarded("reply") == 1
     assert reg.get("gateway_unconfirmed_replies_total", bridge="cells") == 1
     assert ledger.in_flight == 0
+
+
+def test_a_released_cell_keeps_its_count_and_is_forgotten() -> None:
+    """A bridge that closes folds its cells into the counters: the values stay, the cells go
+    (a reload every few seconds must not grow the registry), the other owner's cell stays."""
+    reg = Registry()
+    old = Ledger("r", reg)
+    old.request_forwarded(0.0)
+    old.request_forwarded(0.0)
+    old.reply_forwarded(0.0)
+    keep = reg.cell("gateway_forwarded_messages_total", bridge="r", direction="request")
+    keep[0] += 5
+    old.close()
+    old.close()  # twice: nothing counted twice
+    assert reg.get("gateway_forwarded_messages_total", bridge="r", direction="request") == 7
+    assert reg.get("gateway_forwarded_messages_total", bridge="r", direction="reply") == 1
+    assert sum(len(c) for c in reg.cells.values()) == 1  # only `keep`
+    for _ in range(50):  # a reload loop: the same bridge again and again
+        ledger = Ledger("r", reg)
+        ledger.reply_forwarded(0.0)
+        ledger.close()
+    assert reg.get("gateway_forwarded_messages_total", bridge="r", direction="reply") == 51
+    assert sum(len(c) for c in reg.cells.values()) == 1
+
+
+def test_a_scrape_during_a_release_counts_the_cell_exactly_once() -> None:
+    """Counters are monotonic for Prometheus: a release that lands in the middle of a read
+    (after the counters are copied, before the cells are) must wait for the read to end."""
+    import threading
+
+    reg = Registry()
+    cell = reg.cell("gateway_forwarded_messages_total", bridge="s", direction="request")
+    cell[0] += 3
+    releasing: list[threading.Thread] = []
+
+    class Cells(dict[Key, list[list[int]]]):
+        def items(self) -> Any:
+            if not releasing:  # the read is between its two copies: release now
+                releasing.append(threading.Thread(target=reg.release, args=(cell,)))
+                releasing[0].start()
+                releasing[0].join(0.3)  # done at once unless the read holds it off
+            return super().items()
+
+    reg.cells = Cells(reg.cells)
+    assert reg.total("gateway_forwarded_messages_total") == 3
+    releasing[0].join(10)
+    assert not releasing[0].is_alive()
+    assert reg.total("gateway_forwarded_messages_total") == 3 and not reg.cells

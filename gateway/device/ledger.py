@@ -201,3 +201,4 @@ class Ledger:
 
     def close(self) -> None:
         self._metrics.forget_gauges(bridge=self.bridge)
+        self._metrics.release(self._n_req, self._n_rep, self._n_unconfirmed)
