@@ -61,21 +61,25 @@ def test_signal_exits_0_within_5s(sig: int, front_be: str, back_be: str) -> None
 @pytest.mark.parametrize(("front_be", "back_be"), [("lib", "lib"), ("native", "native")])
 def test_sigterm_drains_the_reply_in_flight(front_be: str, back_be: str) -> None:
     """SIGTERM while the server is still working: the reply still reaches the client."""
-    got_it = threading.Event()
+    got_it, release = threading.Event(), threading.Event()
 
     def handler(frames: list[bytes]) -> list[bytes]:
         got_it.set()
-        time.sleep(0.5)
+        release.wait(5)  # answered only after the SIGTERM
         return [b"re:" + frames[-1]]
 
     with ZmqServer("REP", handler) as server, local_bridge(
-            "sp", "zmq", server.port, "--grace", "3", front_be=front_be, back_be=back_be) as gw:
+            "sp", "zmq", server.port, "--grace", "3", front_be=front_be, back_be=back_be,
+            metrics=True) as gw:
         with nng_req(lib_url(gw.front)) as req:
             req.send(b"in flight")
             assert got_it.wait(5)
-            time.sleep(0.1)  # the poller thread counts a request in flight just after its send
+            # the poller thread counts a request in flight just after its send
+            gw.wait_metric("gateway_in_flight_requests", 1)
             assert gw.proc is not None
             gw.proc.send_signal(signal.SIGTERM)
+            time.sleep(0.3)  # the gateway is draining now, with the reply still to come
+            release.set()
             assert req.recv() == b"re:in flight"
         assert gw.proc.wait(5) == 0
 

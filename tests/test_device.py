@@ -517,13 +517,15 @@ def test_same_family_reply_without_routing_hop_is_dropped_not_fatal() -> None:
 
 class _ThreadServer:
     """A REP-like echo server on its own thread (libzmq ROUTER or nng raw-free Rep0): answers
-    ``re:<body>``, after ``delay`` seconds for bodies starting with ``slow``."""
+    ``re:<body>``, after ``delay`` seconds for bodies starting with ``slow`` (``got_slow`` is
+    set when one arrives)."""
 
-    def __init__(self, wire: str, delay: float = 0.4) -> None:
+    def __init__(self, wire: str, delay: float = 1.0) -> None:
         import threading
 
         self.wire, self.delay = wire, delay
         self.stopped = threading.Event()
+        self.got_slow = threading.Event()
         if wire == "zmq":
             self.ctx = zmq.Context()
             self.sock = self.ctx.socket(zmq.ROUTER)
@@ -544,11 +546,13 @@ class _ThreadServer:
                 if self.wire == "zmq":
                     frames = self.sock.recv_multipart()
                     if frames[-1].startswith(b"slow"):
+                        self.got_slow.set()
                         time.sleep(self.delay)
                     self.sock.send_multipart([*frames[:-1], b"re:" + frames[-1]])
                 else:
                     body = self.sock.recv()
                     if body.startswith(b"slow"):
+                        self.got_slow.set()
                         time.sleep(self.delay)
                     self.sock.send(b"re:" + body)
             except (zmq.Again, pynng.Timeout):
@@ -606,7 +610,8 @@ def test_every_route_records_forwarded_latency_and_drops(case: tuple[str, ...]) 
                 # a client that leaves before its reply: the reply cannot be delivered
                 gone = _dealer(ctx, url)
                 await gone.send_multipart([b"", b"slow"])
-                await asyncio.sleep(0.1)
+                # it leaves once its request is forwarded (not while it is still connecting)
+                assert await asyncio.to_thread(server.got_slow.wait, 5)
                 gone.close(0)
                 await _until(lambda: _dropped(bridge, "client-gone") >= 1)
             finally:
@@ -622,7 +627,7 @@ def test_every_route_records_forwarded_latency_and_drops(case: tuple[str, ...]) 
                 with pynng.Req0() as gone:
                     gone.dial(url, block=False)
                     await gone.asend(b"slow")
-                    await asyncio.sleep(0.1)
+                    assert await asyncio.to_thread(server.got_slow.wait, 5)
                 await _until(lambda: _dropped(bridge, "client-gone") >= 1)
 
     try:
