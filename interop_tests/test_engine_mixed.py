@@ -54,7 +54,9 @@ class Servers:
                 body = self.nsock.recv()
                 self.seen["nng"].append(body)
                 self.nsock.send(b"nng:" + body)
-            except (pynng.Closed, pynng.Timeout):
+            except pynng.Timeout:
+                continue  # idle: keep serving until the socket closes
+            except pynng.Closed:
                 return
 
     async def stop(self) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 
 import gateway_plugins.pyzmq_adapter as pyzmq_adapter
 import pynng
@@ -93,7 +94,9 @@ def test_accepted_connections_keep_alive() -> None:
         c.connect(url)
         try:
             (timer,) = keepalive_timers(int(url.rsplit(":", 1)[1]))
-            assert timer.startswith("keepalive,") and ("29sec" in timer or "30sec" in timer)
+            # the kernel's countdown from 30 s: a loaded box may run `ss` seconds later
+            idle = re.match(r"keepalive,(\d+)sec", timer)
+            assert idle is not None and 15 <= int(idle[1]) <= 30, timer
         finally:
             c.close(0)
             s.close()
