@@ -355,3 +355,58 @@ def test_bad_heartbeat_settings_are_config_errors() -> None:
         gateway.Socket("ROUTER", heartbeat_ivl=-1)
     with pytest.raises(ConfigError, match="6553.5"):
         gateway.Socket("ROUTER", heartbeat_ttl=7000)
+
+
+@pytest.mark.parametrize("loop", ["asyncio", "uvloop"])
+def test_a_stalled_loop_keeps_a_peer_whose_pong_waits_in_the_kernel(loop: str) -> None:
+    """The loop stalls (a long GC pause, a starved CPU) past the heartbeat timeout just after a
+    PING, and the peer's PONG arrives meanwhile: the peer is alive and stays. uvloop runs the
+    due timers of an iteration before it reads, so the timeout must look at the socket first."""
+    import threading
+
+    pinged = threading.Event()
+    stop = threading.Event()
+
+    def peer(port: int) -> None:  # a DEALER on a thread of its own: it answers while we stall
+        with socket.create_connection(("127.0.0.1", port), timeout=0.1) as s:
+            s.sendall(ZMTP_GREETING + ready(b"DEALER"))
+            got = b""
+            while not stop.is_set():
+                try:
+                    got += s.recv(4096)
+                except TimeoutError:
+                    continue
+                while PING_NO_TTL in got:
+                    got = got[got.index(PING_NO_TTL) + len(PING_NO_TTL):]
+                    pinged.set()
+                    time.sleep(0.03)  # the loop is stalled by now: the PONG waits unread
+                    s.sendall(b"\x04\x05\x04PONG")
+
+    async def main() -> None:
+        async with gateway.Socket("ROUTER", heartbeat_ivl=0.05, heartbeat_timeout=0.2) as router:
+            url = router.bind("zmq+tcp://127.0.0.1:0")
+            before = closed("heartbeat-timeout")
+            thread = threading.Thread(target=peer, args=(parse(url).host_port()[1],))
+            thread.start()
+            try:
+                await until(lambda: router.peers == 1)
+                for _ in range(3):
+                    pinged.clear()
+                    assert await asyncio.to_thread(pinged.wait, 5)
+                    time.sleep(0.5)  # the stall: 2.5 timeouts, nothing runs
+                    await asyncio.sleep(0.15)
+                    assert closed("heartbeat-timeout") == before and router.peers == 1
+            finally:
+                stop.set()
+                await asyncio.to_thread(thread.join, 5)
+
+    async def bounded() -> None:
+        async with asyncio.timeout(20):
+            await main()
+
+    if loop == "uvloop":
+        import uvloop
+
+        uvloop.run(bounded())
+    else:
+        asyncio.run(bounded())
