@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -116,6 +117,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("files", nargs="*", default=list(DOCS))
     parser.add_argument("--list", action="store_true", help="show the blocks, run nothing")
     args = parser.parse_args(argv)
+    # Ctrl-C as in a terminal, however this script was started: a run launched as a background
+    # job of a non-interactive shell inherits SIGINT ignored, and so would every example server,
+    # which then never sees the Ctrl-C the epilogue sends (a handler, unlike SIG_IGN, is reset
+    # to the default by exec)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     found = [b for path in args.files for b in blocks(path)]
     unknown = [b for b in found if b.lang not in RUN and b.lang not in SHOWN]
     for b in unknown:
