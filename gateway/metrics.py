@@ -177,13 +177,13 @@ class Registry:
         """Fold cells whose owner is done (a bridge that closed) into their keys' counters and
         forget them: the values stay, and a gateway reloaded every few seconds for weeks keeps
         no cell per bridge it ever ran. An increment after the release is not counted."""
+        gone = {id(c) for c in cells}  # alive while we run: their ids are theirs
         with self._fold:
             for key, owned in list(self.cells.items()):
-                gone = [c for c in owned if any(c is x for x in cells)]
-                if not gone:
+                kept = [c for c in owned if id(c) not in gone]
+                if len(kept) == len(owned):
                     continue
-                self.counters[key] += sum(c[0] for c in gone)
-                kept = [c for c in owned if not any(c is x for x in gone)]
+                self.counters[key] += sum(c[0] for c in owned if id(c) in gone)
                 if kept:
                     self.cells[key] = kept
                 else:
