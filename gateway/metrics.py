@@ -170,7 +170,8 @@ class Registry:
         (two bridges of one name across a reload)."""
         key = self.declare(name, **labels)
         cell = [0]
-        self.cells.setdefault(key, []).append(cell)
+        with self._fold:  # not into a list that a release is replacing
+            self.cells.setdefault(key, []).append(cell)
         return cell
 
     def release(self, *cells: list[int]) -> None:

@@ -921,3 +921,27 @@ def test_async_forwarder_pubsub_union_and_pipeline() -> None:
 
     asyncio.run(pubsub())
     asyncio.run(pipeline())
+
+
+@pytest.mark.parametrize("backend", ["native", "pyzmq"])
+def test_a_bridge_that_fails_to_open_leaves_no_cells_or_gauges(backend: str) -> None:
+    """A front whose port is taken: open fails, and the bridge's ledger is released (a reload
+    that keeps failing must not grow the registry by three cells each time)."""
+    import socket
+
+    name = _name()
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+
+        async def main() -> None:
+            for _ in range(3):
+                bridge = Bridge(f"zmq+tcp://127.0.0.1:{port}?backend={backend}",
+                                "sp+tcp://127.0.0.1:1", name=name)
+                with pytest.raises(Exception, match="(?i)in use|address"):
+                    bridge.open()
+
+        asyncio.run(main())
+    mine = [k for k in (*METRICS.cells, *METRICS.gauges) if ("bridge", name) in k[1]]
+    assert mine == []

@@ -247,7 +247,16 @@ class Bridge:
 
     # -- lifecycle ---------------------------------------------------------------------------
     def open(self) -> None:
-        """Build, bind and connect both sides and the forwarder (inside the running loop)."""
+        """Build, bind and connect both sides and the forwarder (inside the running loop); a
+        failure leaves nothing behind (sockets closed, the ledger's cells and gauges released:
+        a reload that keeps failing must not grow the registry)."""
+        try:
+            self._open()
+        except BaseException:
+            self.ledger.close()
+            raise
+
+    def _open(self) -> None:
         self.translator.body_codec = body_codec_hook()  # plugins registered since __init__
         ledger = self.ledger
         front_o, back_o = self._options(True), self._options(False)
