@@ -237,18 +237,20 @@ def test_late_joiner_misses_earlier_messages_as_with_the_libraries(ctx) -> None:
 
             t = threading.Thread(target=run)
             t.start()
-            time.sleep(0.5)
-            before = len(sent)
-            # the gateway has forwarded all of them before the late one dials: the early one
-            # has the last (else a loaded machine could still be forwarding it after the dial)
-            early.recv_timeout = 5000
-            seen = [early.recv()]
-            while seen[-1] != b"seq.%06d" % (before - 1):  # bounded: 5,000 sent, 5 s each
-                seen.append(early.recv())
-            late.dial(lib_url(gw.front), block=True)
-            time.sleep(0.5)
-            stop.set()
-            t.join(10)
+            try:
+                time.sleep(0.5)
+                before = len(sent)
+                # the gateway has forwarded all of them before the late one dials: the early one
+                # has the last (else a loaded machine could still be forwarding it after the dial)
+                early.recv_timeout = 5000
+                seen = [early.recv()]
+                while seen[-1] != b"seq.%06d" % (before - 1):  # bounded: 5,000 sent, 5 s each
+                    seen.append(early.recv())
+                late.dial(lib_url(gw.front), block=True)
+                time.sleep(0.5)
+            finally:  # the publisher never outlives the test's context, failed or not
+                stop.set()
+                t.join(10)
             got_early = [int(m[4:]) for m in seen + _nng_drain(early) if m.startswith(b"seq.")]
             got_late = [int(m[4:]) for m in _nng_drain(late) if m.startswith(b"seq.")]
             assert got_early == sorted(got_early) and got_late == sorted(got_late)
