@@ -143,8 +143,9 @@ DROP_REASONS: dict[str, str] = {
                           "sub0 to PUSH/pub0, data from a SUB to a PUB, a subscription to a "
                           "socket that is no publisher)",
     "unknown-cancel": "a cancel (or unsubscribe) for a prefix that was not subscribed",
-    "too-many-subscriptions": "a subscription past the prefixes one subscriber may hold "
-                              "(max_subscriptions)",
+    "too-many-subscriptions": "a subscription past what one subscriber may hold: "
+                              "max_subscriptions prefixes (10,000) or max_subscription_bytes "
+                              "of them together (256 KiB)",
     # envelope translation (gateway.envelope)
     "no-request-id": "no hop at all, or the last SP hop lacks its top bit",
     "not-4-bytes": "an SP hop or ZeroMQ reply envelope frame that is not exactly 4 bytes",
@@ -181,16 +182,16 @@ HANDSHAKE_REASONS: dict[str, str] = {
     "mechanism": "the peer's greeting asks for a security mechanism (CURVE, PLAIN) this "
                  "endpoint has not configured; the log line names both",
     "pairing": "the peer's socket type may not talk to this one (ZMTP Socket-Type, the ZMTP 2.0 "
-               "socket-type byte, or the SP protocol); the log line names both (peer_type "
-               "`unknown`: a ZeroMQ peer closed after its greeting without its READY, refusing "
-               "ours, as libzmq does when our READY arrives with our greeting)",
+               "socket-type byte, or the SP protocol); the log line names both, or, with "
+               "`inferred` and `stage` `ready`, says that a ZeroMQ peer sent its greeting and "
+               "closed without its READY (what libzmq does when it refuses our socket type)",
     "sp-protocol": "an SP header this end refuses (reserved bytes set), or the wrong wire: an "
                    "SP peer on a ZeroMQ endpoint or a ZeroMQ peer on an SP endpoint",
     "handshake-timeout": "no complete handshake within the handshake timeout (10 s)",
     "garbage": "bytes that are neither a ZMTP greeting nor an SP header, or a malformed "
                "handshake (a bad READY, data before READY)",
     "peer-closed": "the peer closed the connection before the handshake completed (it refused "
-                   "us, or it was a port probe)",
+                   "us, or it was a port probe); the log line says how far it got (`stage`)",
     "peer-error": "the ZeroMQ peer sent an ERROR command during the handshake",
     "duplicate-identity": "a ZeroMQ peer announced a routing id another connected peer has",
     "protocol": "the library reports a failed handshake with a protocol error (pyzmq: "

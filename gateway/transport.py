@@ -164,9 +164,20 @@ class Layer(asyncio.Protocol):
     """A protocol layer between a connection and the engine's pipe (TLS, WebSocket): the
     connection's protocol on one side, the transport the pipe writes to on the other. This
     base delegates the flow-control and bookkeeping calls to the connection (``raw``); a layer
-    implements ``write``, ``close`` and its reading."""
+    implements ``write``, ``close`` and its reading.
+
+    A listening layer asks :meth:`connection_arrived` before its own handshake: the engine's
+    pipe applies the listener's limits (``allow``, ``max_connections``) there, so a refused
+    peer costs no TLS handshake and never sees the certificate."""
 
     raw: asyncio.Transport | None = None
+    pipe: Any = None  # the protocol above: the engine's pipe, or another layer
+
+    def connection_arrived(self, transport: asyncio.BaseTransport) -> bool:
+        """The raw connection exists; True when the protocol above takes it (a pipe checks
+        its listener's limits; a protocol without the call takes every connection)."""
+        arrived = getattr(self.pipe, "connection_arrived", None)
+        return True if arrived is None else bool(arrived(transport))
 
     def abort(self) -> None:
         if self.raw is not None:
@@ -184,6 +195,9 @@ class Layer(asyncio.Protocol):
 
     def get_write_buffer_size(self) -> int:
         return self.raw.get_write_buffer_size() if self.raw is not None else 0
+
+    def get_write_buffer_limits(self) -> tuple[int, int]:
+        return self.raw.get_write_buffer_limits() if self.raw is not None else (0, 0)
 
     def pause_reading(self) -> None:
         if self.raw is not None:

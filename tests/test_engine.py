@@ -843,9 +843,12 @@ def test_handshake_timeout_and_peer_closed_are_logged(
     assert "the peer closed the connection after 5 bytes" in lines["peer-closed"]["detail"]
 
 
-def test_peer_closing_after_its_greeting_is_pairing(capsys: pytest.CaptureFixture[str]) -> None:
+def test_peer_closing_after_its_greeting_says_what_was_seen(
+        capsys: pytest.CaptureFixture[str]) -> None:
     """A 3.x NULL peer that sends its whole greeting, reads our READY and closes without its
-    own (what libzmq does when our READY refuses it): ``pairing``, our type, theirs unknown."""
+    own: what libzmq does when our READY refuses it, so it counts as ``pairing``; the line
+    says what came and what did not and marks the refusal as inferred (49db3ab stated
+    "it refused this socket's type" with a peer_type "unknown"; issue 20, finding 16)."""
     from gateway.logging import configure
 
     configure("json", "info")
@@ -865,8 +868,11 @@ def test_peer_closing_after_its_greeting_is_pairing(capsys: pytest.CaptureFixtur
 
     run(main())
     [line] = _warnings(capsys.readouterr().err, "handshake.failed")
-    assert (line["reason"], line["socket_type"], line["peer_type"]) == ("pairing", "REQ", "unknown")
-    assert "it refused this socket's type (REQ)" in line["detail"]
+    assert (line["reason"], line["stage"], line["socket_type"], line["inferred"]) == (
+        "pairing", "ready", "REQ", "true")
+    assert "peer_type" not in line
+    assert "after 64 bytes" in line["detail"]
+    assert "its greeting came (mechanism matched), its READY did not" in line["detail"]
 
 
 def test_closing_our_socket_is_no_handshake_failure() -> None:

@@ -243,6 +243,20 @@ class Pipe(asyncio.Protocol):
         self.lost_error = ""
 
     # -- asyncio.Protocol ------------------------------------------------------------------
+    def connection_arrived(self, transport: asyncio.BaseTransport) -> bool:
+        """The connection exists (before any layer's handshake, TLS or WebSocket): a
+        listener's limits decide now, so a refused peer costs no TLS handshake. False: refused
+        (counted and logged by the owner); the caller aborts the connection. A layer calls it
+        from its own ``connection_made``; a plain connection goes through it in
+        :meth:`connection_made`."""
+        if self.admit is None or self.accepted:
+            return True
+        self.peer = _peer_address(transport)
+        if self.admit(self):
+            return True
+        self._closed = True  # the owner refused it: its end is no failure of the peer's
+        return False
+
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # a stream transport of any loop (asyncio's, uvloop's, inproc's): no isinstance check
         self.transport = transport = cast(asyncio.Transport, transport)
@@ -252,8 +266,8 @@ class Pipe(asyncio.Protocol):
             return
         transport.set_write_buffer_limits(high=self._high, low=self._high // 2)
         self.peer = _peer_address(transport)
-        if self.admit is not None and not self.admit(self):
-            self.close(0)  # a listener's limit refused it (counted and logged by the owner)
+        if not self.connection_arrived(transport):
+            transport.abort()  # a listener's limit refused it (counted and logged by the owner)
             return
         self._greet(transport)
         self._loop = loop = asyncio.get_running_loop()
@@ -307,6 +321,11 @@ class Pipe(asyncio.Protocol):
                         self._yield_turn()
                         break
                 else:
+                    if type(event) is Ping and (not self.writable or
+                                                self.buffered >= self._high):
+                        # the peer does not read what we send: its PINGs get no PONG until
+                        # it does (a PING flood queues nothing; libzmq keeps one PONG)
+                        codec.discard_pong()
                     # the codec's own bytes so far (our READY, a PONG) go before whatever
                     # the event makes us write (a subscription once the handshake is done)
                     out = codec.data_to_send()
@@ -502,6 +521,12 @@ class Pipe(asyncio.Protocol):
             fields["socket_type"] = exc.ours
             fields["peer_type"] = exc.theirs
         self.fail_fields = fields
+
+    @property
+    def authenticated_as(self) -> str:
+        """Who the peer proved to be (the CURVE client key, the PLAIN user); ``""`` with
+        NULL security or on the client side."""
+        return str(getattr(getattr(self.codec, "security", None), "user_id", "") or "")
 
     @property
     def closing(self) -> bool:

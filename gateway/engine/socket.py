@@ -36,7 +36,7 @@ from gateway.errors import (
     PeerGone,
     TransportError,
 )
-from gateway.logging import get_logger
+from gateway.logging import Throttle, get_logger, shown
 from gateway.message import Message
 from gateway.metrics import METRICS
 from gateway.patterns.kinds import make_pattern
@@ -65,21 +65,41 @@ def _next_sp_pipe_id() -> bytes:
 DEFAULT_KEEPALIVE = KeepAlive()
 
 
+#: seconds between two counts of the process's open descriptors (listing /proc/self/fd costs
+#: O(open descriptors): never once per accepted connection)
+FD_RECOUNT = 1.0
+_fd_count: list[float | None] = [-FD_RECOUNT, None]  # [monotonic time of the count, ratio]
+
+
 def open_files_ratio() -> float | None:
-    """Open file descriptors over the soft RLIMIT_NOFILE (None where that cannot be read)."""
+    """Open file descriptors over the soft RLIMIT_NOFILE (None where that cannot be read),
+    counted at most once every :data:`FD_RECOUNT` seconds: a storm of accepts costs O(1) each."""
+    import time
+
+    now = time.monotonic()
+    last = _fd_count[0]
+    assert last is not None
+    if now - last < FD_RECOUNT:
+        return _fd_count[1]
+    _fd_count[0] = now
     try:
         import resource
 
         soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
         used = len(os.listdir("/proc/self/fd"))
     except (ImportError, OSError):
-        return None
-    if soft <= 0 or soft == getattr(resource, "RLIM_INFINITY", -1):
-        return None
-    return used / soft
+        ratio = None
+    else:
+        infinite = soft <= 0 or soft == getattr(resource, "RLIM_INFINITY", -1)
+        ratio = None if infinite else used / soft
+    _fd_count[1] = ratio
+    return ratio
 
 
 METRICS.gauge("gateway_open_files_ratio", lambda: open_files_ratio() or 0.0)
+
+#: connections a listener accepts at once unless told (``max_connections``)
+MAX_CONNECTIONS = 10_000
 
 #: Seconds between two warnings about failed dials to one endpoint (the counter is exact).
 DIAL_WARN_INTERVAL = 10.0
@@ -160,7 +180,7 @@ class Socket:
                  security: Security | None = None,
                  tls: TlsSettings | None = None,
                  allow: tuple[str, ...] | None = None,
-                 max_connections: int | None = None,
+                 max_connections: int | None = MAX_CONNECTIONS,
                  subscribe: bytes | str | list[bytes] | tuple[bytes, ...] = (),
                  verbose: bool = False, filter: bool | None = None,
                  max_subscriptions: int = MAX_SUBSCRIPTIONS,
@@ -218,7 +238,7 @@ class Socket:
         self.allow = tuple(ipaddress.ip_network(n, strict=False) for n in allow or ())
         self.max_connections = max_connections
         self._accepted = 0  # connections accepted by this socket's listeners, still open
-        self._refusal_warned: dict[str, float] = {}
+        self._refusals = Throttle(HANDSHAKE_WARN_INTERVAL)  # connection.refused lines
         self._fd_warned = False
         self._tls_contexts: dict[bool, ssl.SSLContext] = {}
         self.name = name or (f"x{self.kind}" if raw and self.kind in ("REQ", "REP", "PUB", "SUB")
@@ -244,8 +264,9 @@ class Socket:
         #: requests it had in flight there as lost, at once).
         self.on_pipe_lost: Callable[[bytes], None] | None = None
         self._last_zmtp_id = random.getrandbits(32)
-        #: (endpoint, reason, variant) -> (loop time of the last warning, lines held back since)
-        self._hs_warned: dict[tuple[str, str, str], tuple[float, int]] = {}
+        #: handshake.failed lines: one per endpoint, reason and peer variant every interval, in
+        #: a bounded table (peers choose what they announce)
+        self._hs_warned = Throttle(HANDSHAKE_WARN_INTERVAL)
 
     # -- endpoints -------------------------------------------------------------------------
     def _endpoint(self, url: str) -> tuple[Endpoint, WireSpec, Any]:
@@ -425,6 +446,8 @@ class Socket:
                 address = ipaddress.ip_address(host)
             except ValueError:  # ipc, inproc: no network address to check
                 address = None
+            if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+                address = address.ipv4_mapped  # an IPv4 client of a dual-stack [::] listener
             if address is not None and not any(address in net for net in self.allow):
                 reason = "not-allowed"
         if not reason and self.max_connections is not None \
@@ -432,14 +455,13 @@ class Socket:
             reason = "max-connections"
         if reason:
             METRICS.inc("gateway_refused_connections_total", socket=self.name, reason=reason)
-            now = asyncio.get_running_loop().time()
-            if now - self._refusal_warned.get(reason, -HANDSHAKE_WARN_INTERVAL) \
-                    >= HANDSHAKE_WARN_INTERVAL:
-                self._refusal_warned[reason] = now
+            held = self._refusals(reason)
+            if held is not None:
                 log.warning("connection.refused", socket=self.name, endpoint=pipe.endpoint,
                             peer=pipe.peer, reason=reason,
                             limit=(self.max_connections if reason == "max-connections"
-                                   else ",".join(map(str, self.allow))))
+                                   else ",".join(map(str, self.allow))),
+                            **({"suppressed": held} if held else {}))
             return False
         self._accepted += 1
         pipe.accepted = True
@@ -468,7 +490,12 @@ class Socket:
             old = self._routes.get(rid)
             if old is not None:
                 if not self.router_handover:
-                    pipe.abort("duplicate-identity", repr(rid))
+                    pipe.abort("duplicate-identity", repr(rid)[:80])
+                    return None
+                if old.authenticated_as != pipe.authenticated_as:
+                    # with CURVE/PLAIN only the same client key or user may take a routing id
+                    # over: another client would receive the replies to the first one's requests
+                    pipe.abort("duplicate-identity", f"{rid!r}"[:80] + " is another client's")
                     return None
                 self._hand_over(old, pipe)
         else:
@@ -535,27 +562,29 @@ class Socket:
             if pipe.lost_error:
                 detail += f" ({pipe.lost_error})"
             fields["wire"] = pipe.family
-            if getattr(pipe.codec, "handshake_stage", "") == "ready":
-                # A NULL-mechanism 3.x peer that sent its greeting (mechanism matched) and
-                # closed before its READY refused ours: libzmq checks our Socket-Type as soon
-                # as our READY arrives, before it sends its own when both come in one read.
+            stage = getattr(pipe.codec, "handshake_stage", "")
+            if stage:
+                fields["stage"] = stage
+            if stage == "ready":
+                # What was seen: a 3.x greeting with our mechanism, then the end, no READY.
+                # libzmq does exactly this when it refuses our READY's Socket-Type (it checks
+                # ours before it sends its own), so it is counted as ``pairing``; the line
+                # says what came and that the refusal is inferred (a crash looks the same).
                 ours = pipe.codec.socket_type
                 reason = "pairing"
-                detail += (f"; it sent its greeting but no READY: it refused this socket's "
-                           f"type ({ours}) without saying its own")
-                fields.update(socket_type=ours, peer_type="unknown")
+                detail += (f"; its greeting came (mechanism matched), its READY did not: a "
+                           f"libzmq peer closes so when it refuses this socket's type ({ours})")
+                fields.update(socket_type=ours, inferred="true")
         METRICS.inc("gateway_handshake_failures_total", socket=self.name, reason=reason)
         variant = "/".join(fields.get(k, "") for k in ("peer_version", "peer_mechanism",
                                                         "peer_type"))
-        key = (pipe.endpoint, reason, variant)
-        now = asyncio.get_running_loop().time()
-        last, held = self._hs_warned.get(key, (-HANDSHAKE_WARN_INTERVAL, 0))
-        if now - last < HANDSHAKE_WARN_INTERVAL:
-            self._hs_warned[key] = (last, held + 1)
+        held = self._hs_warned((pipe.endpoint, reason, variant))
+        if held is None:
             return
-        self._hs_warned[key] = (now, 0)
+        if "peer_type" in fields:  # the peer chose it: one line stays one line
+            fields["peer_type"] = shown(fields["peer_type"])
         log.warning("handshake.failed", endpoint=pipe.endpoint, peer=pipe.peer, reason=reason,
-                    detail=detail, socket=self.name, **fields,
+                    detail=shown(detail, 300), socket=self.name, **fields,
                     **({"suppressed": held} if held else {}))
 
     def pipe_writable(self, pipe: Pipe) -> None:

@@ -20,6 +20,10 @@ is ``next_event``'s, with the same result as if ``next_event`` had parsed everyt
 (``gateway.testing.codec_checks.same_in_batches`` checks that). The engine calls it first on
 every read; a codec that has it must have ``partial`` too.
 
+A codec whose peer can send PINGs (ZMTP 3.x) queues the PONG itself, at most one (a later
+PING's replaces it), and has ``discard_pong()``: the engine calls it when the peer does not
+read what we send, so a PING flood queues nothing.
+
 ``receive_data`` never raises; ``next_event`` raises ``RemoteProtocolError`` (or a subclass:
 ``PairingError``, ``MessageTooLarge``) when the peer broke the protocol — the pipe must then be
 closed. ``send_message`` before the handshake finished raises ``LocalProtocolError``.
