@@ -43,6 +43,24 @@ def readable_file(value: object) -> str:
     return path
 
 
+def private_file(value: object) -> str:
+    """A readable file holding a private key, readable by its owner only."""
+    from gateway.security import check_private_file
+
+    path = readable_file(value)
+    check_private_file(path, "the private key")
+    return path
+
+
+def holds_private_key(path: str) -> bool:
+    """True when the PEM file ``path`` holds a private key (``-----BEGIN ... PRIVATE KEY``)."""
+    try:
+        with open(path, "rb") as f:
+            return b"PRIVATE KEY-----" in f.read(1 << 20)
+    except OSError:
+        return False
+
+
 def verify_mode(value: object) -> str:
     text = str(value).strip().lower()
     if text not in VERIFY_MODES:
@@ -72,7 +90,9 @@ class TlsSettings:
         ctx.minimum_version = ssl.TLSVersion.TLSv1_2
         mode = self.verify or ("none" if server_side else "required")
         if not server_side:
-            ctx.check_hostname = mode == "required"
+            # a client that verifies at all checks the name too (``optional`` is ``required``
+            # for a client: a server always presents a certificate, Python's CERT_OPTIONAL)
+            ctx.check_hostname = mode != "none"
         ctx.verify_mode = VERIFY_MODES[mode]
         try:
             if self.cert:
@@ -108,6 +128,14 @@ def check_settings(settings: Mapping[str, Any], family: str, transport: str,
                       "the key is in the same file)")
     if settings.get("tls_key") and not settings.get("tls_cert"):
         errors.append("tls_key without tls_cert")
+    cert = settings.get("tls_cert")
+    if cert and not settings.get("tls_key") and holds_private_key(cert):
+        from gateway.security import check_private_file
+
+        try:
+            check_private_file(cert, "the private key in it")
+        except ValueError as exc:
+            errors.append(f"tls_cert: {exc}")
     if bound and settings.get("tls_verify") in ("optional", "required") \
             and not settings.get("tls_ca"):
         errors.append("tls_verify on a bound endpoint needs tls_ca (the CAs of its clients)")
@@ -130,5 +158,5 @@ def tls_of(settings: Mapping[str, Any] | Any) -> TlsSettings | None:
                        values["tls_verify"], values["tls_server_name"])
 
 
-__all__ = ["TLS_FIELDS", "TlsSettings", "check_settings", "readable_file", "server_name",
-           "tls_of", "verify_mode"]
+__all__ = ["TLS_FIELDS", "TlsSettings", "check_settings", "holds_private_key", "private_file",
+           "readable_file", "server_name", "tls_of", "verify_mode"]

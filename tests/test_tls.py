@@ -78,3 +78,97 @@ def test_missing_file_is_named() -> None:
     with pytest.raises(ConfigError, match="tls_cert.*'/nonexistent/x.pem' is not one"):
         from_dict({"bridge": [{"front": "@sp+tls+tcp://127.0.0.1:1?tls_cert=/nonexistent/x.pem",
                                "back": ">zmq+tcp://127.0.0.1:2"}]})
+
+
+# -- issue 20, finding 5: a listener's limits come before the TLS handshake ---------------------
+def _client_hello() -> bytes:
+    ctx = ssl.create_default_context()
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    obj = ctx.wrap_bio(ssl.MemoryBIO(), out := ssl.MemoryBIO(), server_side=False)
+    try:
+        obj.do_handshake()
+    except ssl.SSLWantReadError:
+        pass
+    return out.read()
+
+
+async def _answer_to_hello(port: int) -> bytes:
+    """What a listener sends back to a ClientHello before it closes (b"": nothing at all)."""
+    import asyncio
+
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(_client_hello())
+    got = b""
+    try:
+        async with asyncio.timeout(5):
+            while chunk := await reader.read(65536):
+                got += chunk
+    except (ConnectionResetError, TimeoutError):
+        pass
+    writer.close()
+    return got
+
+
+@pytest.mark.parametrize("scheme", ["sp+tls+tcp", "sp+wss"])
+def test_a_refused_network_never_gets_the_certificate(certs: Path, scheme: str) -> None:
+    """49db3ab checked ``allow=`` after the TLS handshake: a refused client still got the
+    server's certificate. Now it gets nothing, and the refusal is counted."""
+    import asyncio
+
+    import gateway
+    from gateway.metrics import METRICS
+
+    tls = TlsSettings(str(certs / "server.pem"), str(certs / "server.key"))
+
+    async def main() -> None:
+        async with gateway.Socket("REP", name=f"fenced-{scheme}", tls=tls,
+                                  allow=("10.9.9.0/24",)) as rep:
+            port = int(rep.bind(f"{scheme}://127.0.0.1:0").rsplit(":", 1)[1].split("/")[0])
+            before = METRICS.get("gateway_refused_connections_total", socket=f"fenced-{scheme}",
+                                 reason="not-allowed")
+            assert await _answer_to_hello(port) == b""
+            assert METRICS.get("gateway_refused_connections_total", socket=f"fenced-{scheme}",
+                               reason="not-allowed") == before + 1
+        async with gateway.Socket("REP", tls=tls, allow=("127.0.0.0/8",)) as rep:
+            port = int(rep.bind(f"{scheme}://127.0.0.1:0").rsplit(":", 1)[1].split("/")[0])
+            assert (await _answer_to_hello(port))[:1] == b"\x16"  # a TLS handshake record
+
+    asyncio.run(main())
+
+
+def test_max_connections_holds_before_the_tls_handshake(certs: Path) -> None:
+    """49db3ab: with max_connections=1, 30 of 30 TLS connections stayed open (counted only
+    once their handshake completed). Now the 29 beyond the first are closed at once."""
+    import asyncio
+
+    import gateway
+
+    tls = TlsSettings(str(certs / "server.pem"), str(certs / "server.key"))
+
+    async def main() -> None:
+        async with gateway.Socket("REP", tls=tls, max_connections=1,
+                                  handshake_timeout=30) as rep:
+            port = int(rep.bind("sp+tls+tcp://127.0.0.1:0").rsplit(":", 1)[1])
+            conns = [await asyncio.open_connection("127.0.0.1", port) for _ in range(30)]
+            await asyncio.sleep(0.5)
+            open_ = 0
+            for reader, writer in conns:
+                try:
+                    data = await asyncio.wait_for(reader.read(1), 0.2)
+                    open_ += data != b""
+                except TimeoutError:
+                    open_ += 1  # still open, silent: the one admitted, waiting for our hello
+                except ConnectionResetError:
+                    pass
+                writer.close()
+            assert open_ == 1
+
+    asyncio.run(main())
+
+
+def test_a_dialer_with_optional_verification_checks_the_name(certs: Path) -> None:
+    """Finding 12: ``tls_verify=optional`` on a dialer turned the host-name check off, so a
+    certificate for another host from the trusted CA was accepted."""
+    ctx = TlsSettings(ca=str(certs / "ca.pem"), verify="optional").context(False)
+    assert ctx.check_hostname and ctx.verify_mode != ssl.CERT_NONE

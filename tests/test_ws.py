@@ -8,6 +8,8 @@ import socket
 
 import pytest
 from gateway_plugins.ws import NAMES, PEERS, PROTOCOLS, SUFFIX, sp_header, split_address
+from wsproto import ConnectionType, WSConnection
+from wsproto.events import AcceptConnection, Ping, Request
 
 import gateway
 from gateway.errors import ConfigError
@@ -88,5 +90,41 @@ def test_zeromq_and_tls_settings_are_refused_where_they_do_not_apply() -> None:
         async with gateway.Socket("REP") as rep:
             with pytest.raises(ConfigError, match="ws is an SP transport"):
                 rep.bind("zmq+ws://127.0.0.1:0/x")
+
+    asyncio.run(main())
+
+
+def test_a_ping_flood_from_a_client_that_does_not_read_queues_nothing() -> None:
+    """Issue 20, finding 4 (ws): 49db3ab queued one pong per ping without limit (29 MB in the
+    review); now a client that does not read gets no pong until it does."""
+
+    async def main() -> None:
+        async with gateway.Socket("REP", hwm=10) as rep:
+            port = int(rep.bind("sp+ws://127.0.0.1:0/x").rsplit(":", 1)[1].split("/")[0])
+            loop = asyncio.get_running_loop()
+            raw = socket.socket()
+            raw.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            raw.setblocking(False)
+            await loop.sock_connect(raw, ("127.0.0.1", port))
+            ws = WSConnection(ConnectionType.CLIENT)
+            await loop.sock_sendall(raw, ws.send(Request(
+                host=f"127.0.0.1:{port}", target="/x", subprotocols=["rep.sp.nanomsg.org"])))
+            async with asyncio.timeout(5):
+                while not any(isinstance(e, AcceptConnection) for e in ws.events()):
+                    ws.receive_data(await loop.sock_recv(raw, 4096))
+            await rep.wait_peers(1)
+            [pipe] = rep._pipes
+            shim = pipe.transport
+            shim.raw.get_extra_info("socket").setsockopt(
+                socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+            ping = ws.send(Ping(payload=b"p" * 100))
+            for _ in range(40):
+                await loop.sock_sendall(raw, ping * 1000)
+                await asyncio.sleep(0.01)
+            await asyncio.sleep(0.5)
+            low, high = shim.raw.get_write_buffer_limits()
+            assert shim.raw.get_write_buffer_size() <= high + 200  # 49db3ab: ~4 MB of pongs
+            assert rep.peers == 1
+            raw.close()
 
     asyncio.run(main())

@@ -33,6 +33,7 @@ class TlsShim(Layer):
     def __init__(self, pipe: Any, context: ssl.SSLContext, server_side: bool,
                  server_hostname: str | None) -> None:
         self.pipe = pipe
+        self.server_side = server_side
         self._in = ssl.MemoryBIO()
         self._out = ssl.MemoryBIO()
         self._ssl = context.wrap_bio(self._in, self._out, server_side=server_side,
@@ -45,6 +46,11 @@ class TlsShim(Layer):
     # -- the TCP side --------------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.raw = transport  # type: ignore[assignment]
+        if self.server_side and not self.connection_arrived(transport):
+            self._ended = True  # refused by the listener's limits (counted there): no TLS
+            self.raw.abort()  # type: ignore[union-attr]
+            self.pipe.connection_lost(None)
+            return
         timeout = float(getattr(self.pipe, "handshake_timeout", HANDSHAKE_TIMEOUT)
                         or HANDSHAKE_TIMEOUT)
         self._timer = asyncio.get_running_loop().call_later(

@@ -156,7 +156,11 @@ class WsShim(Layer):
                 self._fail("garbage", "a text WebSocket message (SP sends binary ones)")
                 return
             elif isinstance(event, Ping):
-                self._send(self.ws.send(event.response()))
+                raw = self.raw
+                # a peer that does not read gets no pong until it does: a ping flood queues
+                # nothing (the ZMTP pipe keeps no PONG either, libzmq one)
+                if raw is not None and raw.get_write_buffer_size() < raw.get_write_buffer_limits()[1]:
+                    self._send(self.ws.send(event.response()))
             elif isinstance(event, CloseConnection):
                 if self.ws.state.name != "CLOSED":
                     self._send(self.ws.send(event.response()))
