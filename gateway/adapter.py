@@ -61,8 +61,8 @@ class SideOptions:
     heartbeat_ivl: float = 0.0
     heartbeat_ttl: float = 0.0
     heartbeat_timeout: float | None = None
-    #: a peer reconnecting with a connected routing id takes over (ROUTER_HANDOVER); the bridge
-    #: turns it on for its front
+    #: a peer reconnecting with a connected routing id takes over (ROUTER_HANDOVER; off, as
+    #: libzmq; with CURVE/PLAIN only the same key or user takes over)
     router_handover: bool = False
     # TCP keepalive on every tcp connection (libzmq TCP_KEEPALIVE, _IDLE, _INTVL, _CNT)
     tcp_keepalive: bool = True
@@ -82,11 +82,12 @@ class SideOptions:
     curve_allow: str | None = None  # server: directory of allowed client certificates
     plain_server: bool = False  # this side is the PLAIN server (PLAIN_SERVER)
     plain_passwords: str | None = None  # server: user=password file
+    plain_allow_any: bool = False  # server without plain_passwords: any user (else refuse all)
     plain_username: str | None = None  # client: PLAIN_USERNAME
     plain_password_file: str | None = None  # client: file holding PLAIN_PASSWORD
     # listener limits (native bound endpoints)
     allow: tuple[str, ...] | None = None  # CIDR networks whose clients are accepted
-    max_connections: int | None = None  # connections accepted at once
+    max_connections: int | None = 10_000  # connections accepted at once (None: no limit)
     # SP over TLS (gateway.tls): paths to PEM files
     tls_cert: str | None = None  # this side's certificate chain
     tls_key: str | None = None  # its private key (None: in the tls_cert file)

@@ -230,8 +230,17 @@ def directory(value: object) -> str:
     return path
 
 
+def allow_directory(value: object) -> str:
+    """A readable directory of allowed client certificates that other users cannot write to."""
+    from gateway.security import check_allow_directory
+
+    path = directory(value)
+    check_allow_directory(path)
+    return path
+
+
 def password_file(value: object) -> str:
-    """A ``user=password`` file."""
+    """A ``user=password`` file, readable by its owner only."""
     from gateway.security import read_passwords
 
     path = _path(value)
@@ -313,7 +322,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("router_handover", "router_handover", flag,
            "ZeroMQ only: a peer reconnecting with a routing id that is still connected takes "
            "over the old connection instead of being refused (libzmq ROUTER_HANDOVER; default "
-           "on for a bridge's front)", ("handover",), _ZMTP),
+           "off, as libzmq; with CURVE or PLAIN only a peer with the same key or user takes "
+           "over)", ("handover",), _ZMTP),
     Option("tcp_keepalive", "tcp_keepalive", flag,
            "TCP keepalive probes on every tcp connection (SO_KEEPALIVE; default on)"),
     Option("tcp_keepalive_idle", "tcp_keepalive_idle", seconds,
@@ -338,12 +348,17 @@ OPTIONS: tuple[Option, ...] = (
            "ZeroMQ CURVE client: the server's public key, 40 Z85 characters"),
     Option("curve_server_cert", "curve_server_cert", public_cert,
            "ZeroMQ CURVE client: the server's public certificate (NAME.key)"),
-    Option("curve_allow", "curve_allow", directory,
-           "ZeroMQ CURVE server: only clients whose NAME.key is in this directory (CZMQ zauth)"),
+    Option("curve_allow", "curve_allow", allow_directory,
+           "ZeroMQ CURVE server: only clients whose NAME.key is in this directory (CZMQ zauth; "
+           "not writable by other users; default: any client key)"),
     Option("plain_server", "plain_server", flag,
-           "ZeroMQ: be the PLAIN server (libzmq PLAIN_SERVER)"),
+           "ZeroMQ: be the PLAIN server (libzmq PLAIN_SERVER; needs plain_passwords or "
+           "plain_allow_any)"),
     Option("plain_passwords", "plain_passwords", password_file,
-           "ZeroMQ PLAIN server: only these users, a file of user=password lines"),
+           "ZeroMQ PLAIN server: only these users, a file of user=password lines (mode 600)"),
+    Option("plain_allow_any", "plain_allow_any", flag,
+           "ZeroMQ PLAIN server without plain_passwords: take any user and password (default "
+           "off: refuse everyone, as libzmq's PLAIN server without ZAP)"),
     Option("plain_username", "plain_username", text,
            "ZeroMQ PLAIN client: the user name (libzmq PLAIN_USERNAME)"),
     Option("plain_password_file", "plain_password_file", secret_file,
@@ -352,11 +367,12 @@ OPTIONS: tuple[Option, ...] = (
            "a bound endpoint accepts only clients from these networks: CIDR list, "
            "e.g. 127.0.0.1/32,10.0.0.0/8,::1/128 (default: anyone)"),
     Option("max_connections", "max_connections", count,
-           "a bound endpoint refuses connections beyond this many at once (default: no limit)"),
+           "a bound endpoint refuses connections beyond this many at once (default 10000)"),
     Option("tls_cert", "tls_cert", _tls("readable_file"),
            "SP over TLS (sp+tls+tcp://): this side's certificate chain, PEM (needed to bind)"),
-    Option("tls_key", "tls_key", _tls("readable_file"),
-           "SP over TLS: the certificate's private key, PEM (default: in the tls_cert file)"),
+    Option("tls_key", "tls_key", _tls("private_file"),
+           "SP over TLS: the certificate's private key, PEM, mode 600 (default: in the tls_cert "
+           "file, which must then be mode 600)"),
     Option("tls_ca", "tls_ca", _tls("readable_file"),
            "SP over TLS: CA certificates to verify the peer with, PEM (default: the system's)"),
     Option("tls_verify", "tls_verify", _tls("verify_mode"),

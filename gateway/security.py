@@ -16,10 +16,13 @@ never written inline in TOML or URLs: settings name files.
 
 Who may connect is the pluggy hook ``gateway_authenticate`` (firstresult, ZAP's role, RFC 27);
 the built-in answer (:func:`builtin_authenticate`) follows CZMQ zauth: ``curve_allow=DIR``
-allows every public key found in a ``*.key`` file there (re-read at each handshake, so a
-certificate added or removed counts from the next connection), ``plain_passwords=FILE`` holds
-``user=password`` lines. With neither, every peer that completes the handshake is accepted, as
-libzmq does without a ZAP handler.
+allows every public key found in a ``*.key`` file there (:class:`AllowList`: loaded once,
+looked at again at most once a second and re-parsed only where a file changed, as CZMQ's
+zcertstore reloads on a change; a directory other users may write to is refused),
+``plain_passwords=FILE`` holds ``user=password`` lines (mode 600, like every secret file).
+A CURVE server without ``curve_allow`` lets in any client key (libzmq's CURVE without ZAP);
+a PLAIN server without ``plain_passwords`` refuses everyone, as libzmq's PLAIN server does
+without a ZAP handler, unless ``plain_allow_any=1`` says to take any user and password.
 """
 
 from __future__ import annotations
@@ -27,13 +30,15 @@ from __future__ import annotations
 import hmac
 import os
 import stat
+import threading
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from gateway.errors import ConfigError
-from gateway.logging import get_logger
+from gateway.logging import Throttle, get_logger
 from gateway.metrics import METRICS
 from gateway.wire import z85
 from gateway.wire.zmtp_curve import CurveClient, CurveServer, public_of
@@ -43,6 +48,7 @@ from gateway.wire.zmtp_plain import PlainClient, PlainServer
 log = get_logger("gateway.security")
 
 __all__ = [
+    "AllowList",
     "Cert",
     "Security",
     "allowed_keys",
@@ -57,8 +63,10 @@ __all__ = [
 ]
 
 SECURITY_FIELDS = ("curve_server", "curve_cert", "curve_serverkey", "curve_server_cert",
-                   "curve_allow", "plain_server", "plain_passwords", "plain_username",
-                   "plain_password_file")
+                   "curve_allow", "plain_server", "plain_passwords", "plain_allow_any",
+                   "plain_username", "plain_password_file")
+#: seconds between two looks at a ``curve_allow`` directory (CZMQ's zcertstore: on a change)
+ALLOW_RECHECK = 1.0
 
 
 # -- key text and files ------------------------------------------------------------------------
@@ -107,16 +115,33 @@ class Cert:
     metadata: Mapping[str, str]
     path: str
 
-    @property
-    def public_z85(self) -> str:
-        return z85.encode(self.public)
 
-
-def _check_private(path: Path) -> None:
+def _check_private(path: Path, what: str = "the secret key") -> None:
     mode = path.stat().st_mode
     if mode & (stat.S_IRWXG | stat.S_IRWXO):
         raise ValueError(f"permissions {stat.S_IMODE(mode):04o} for {str(path)!r} are too open: "
-                         f"other users can read the secret key (chmod 600 {path})")
+                         f"other users can read {what} (chmod 600 {path})")
+
+
+def check_private_file(path: str | os.PathLike[str], what: str = "the secret in it") -> None:
+    """A file holding a secret (a key, passwords) must be readable by its owner only, as ssh
+    asks of a private key; ValueError naming the file otherwise."""
+    try:
+        _check_private(Path(path), what)
+    except OSError as exc:
+        raise ValueError(f"cannot read {str(path)!r}: {exc.strerror or exc}") from None
+
+
+def check_allow_directory(path: str | os.PathLike[str]) -> None:
+    """A ``curve_allow`` directory whose certificates decide who gets in: other users must not
+    be able to add one (no group or world write bit); ValueError naming it otherwise."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as exc:
+        raise ValueError(f"cannot read {str(path)!r}: {exc.strerror or exc}") from None
+    if mode & (stat.S_IWGRP | stat.S_IWOTH):
+        raise ValueError(f"permissions {stat.S_IMODE(mode):04o} for {str(path)!r} are too open: "
+                         f"other users can add allowed keys (chmod go-w {path})")
 
 
 def load_cert(path: str | os.PathLike[str], *, secret: bool = False) -> Cert:
@@ -165,6 +190,7 @@ def save_cert(base: str | os.PathLike[str], public: bytes, secret: bytes,
     body = f'metadata\n{meta}curve\n    public-key = "{z85.encode(public)}"\n'
     Path(pub).write_text(head.format("Public") + body, encoding="utf-8")
     fd = os.open(sec, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.fchmod(fd, 0o600)  # an existing file keeps its mode through O_CREAT: not the secret's
     with os.fdopen(fd, "w", encoding="utf-8") as f:
         f.write(head.format("**Secret**") + body + f'    secret-key = "{z85.encode(secret)}"\n')
     return pub, sec
@@ -173,19 +199,88 @@ def save_cert(base: str | os.PathLike[str], public: bytes, secret: bytes,
 def allowed_keys(directory: str | os.PathLike[str]) -> set[bytes]:
     """Every public key in the ``*.key`` certificates of ``directory`` (CZMQ zauth's
     ``configure_curve(location)``); unreadable or broken files are skipped with a warning."""
-    keys: set[bytes] = set()
-    for path in sorted(Path(directory).glob("*.key")):
+    return set(AllowList(str(directory)).keys())
+
+
+class AllowList:
+    """The public keys of a ``curve_allow`` directory, kept between handshakes.
+
+    :meth:`keys` looks at the directory at most once every :data:`ALLOW_RECHECK` seconds (one
+    ``scandir``: names, sizes, modification times) and parses only the certificates that
+    changed, so a handshake with an unknown key costs a set lookup, not a re-read of every file
+    (CZMQ's zcertstore reloads on a change). Broken files are skipped with one warning each
+    time they change. Safe to share between the loop and the ZAP thread. A directory other
+    users may write to (or that vanished) allows nobody until it is mended.
+    """
+
+    def __init__(self, directory: str, clock: Callable[[], float] = time.monotonic) -> None:
+        self.directory = directory
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._checked = -ALLOW_RECHECK
+        self._files: dict[str, tuple[int, int, bytes | None]] = {}  # name -> (mtime, size, key)
+        self._keys: frozenset[bytes] = frozenset()
+        self.error = ""  # why nobody is allowed ("": the directory is fine)
+
+    def keys(self) -> frozenset[bytes]:
+        with self._lock:
+            now = self._clock()
+            if now - self._checked >= ALLOW_RECHECK:
+                self._checked = now
+                self._rescan()
+            return self._keys
+
+    def _rescan(self) -> None:
         try:
-            keys.add(load_cert(path).public)
-        except ValueError as exc:
-            log.warning("auth.cert_skipped", path=str(path), error=str(exc))
-    return keys
+            check_allow_directory(self.directory)
+            entries = [(e.name, e.stat()) for e in os.scandir(self.directory)
+                       if e.name.endswith(".key") and e.is_file()]
+        except (OSError, ValueError) as exc:
+            if not self.error:
+                log.error("auth.allow_dir_refused", path=self.directory, error=str(exc))
+            self.error = str(exc)
+            self._files, self._keys = {}, frozenset()
+            return
+        self.error = ""
+        files: dict[str, tuple[int, int, bytes | None]] = {}
+        changed = False
+        for name, st in sorted(entries):
+            old = self._files.get(name)
+            if old is not None and old[:2] == (st.st_mtime_ns, st.st_size):
+                files[name] = old
+                continue
+            changed = True
+            try:
+                key: bytes | None = load_cert(os.path.join(self.directory, name)).public
+            except ValueError as exc:
+                log.warning("auth.cert_skipped", path=os.path.join(self.directory, name),
+                            error=str(exc))
+                key = None
+            files[name] = (st.st_mtime_ns, st.st_size, key)
+        if changed or files.keys() != self._files.keys():
+            self._keys = frozenset(k for _, _, k in files.values() if k is not None)
+        self._files = files
+
+
+_ALLOW_LISTS: dict[str, AllowList] = {}
+_ALLOW_LOCK = threading.Lock()
+
+
+def allow_list(directory: str) -> AllowList:
+    """The one :class:`AllowList` of ``directory`` in this process."""
+    with _ALLOW_LOCK:
+        found = _ALLOW_LISTS.get(directory)
+        if found is None:
+            found = _ALLOW_LISTS[directory] = AllowList(directory)
+        return found
 
 
 def read_passwords(path: str | os.PathLike[str]) -> dict[str, str]:
-    """``user=password`` lines (zauth's ``configure_plain``); ``#`` comments, blank lines."""
+    """``user=password`` lines (zauth's ``configure_plain``); ``#`` comments, blank lines.
+    Clear-text passwords: the file must be readable by its owner only (mode 600)."""
     users: dict[str, str] = {}
     try:
+        _check_private(Path(path), "the passwords")
         text = Path(path).read_text(encoding="utf-8")
     except OSError as exc:
         raise ValueError(f"cannot read password file {str(path)!r}: {exc.strerror or exc}") from None
@@ -225,6 +320,8 @@ class Security:
     password: str = ""
     curve_allow: str | None = None
     plain_passwords: str | None = None
+    #: a PLAIN server without ``plain_passwords`` takes any user (else it refuses everyone)
+    plain_allow_any: bool = False
 
     def __repr__(self) -> str:
         role = "server" if self.as_server else "client"
@@ -283,9 +380,18 @@ def check_settings(settings: Mapping[str, Any] | Any, family: str = "zmtp") -> l
             extra = [n for n in ("plain_username", "plain_password_file") if g(n)]
             if extra:
                 errors.append(f"{', '.join(extra)}: only for a PLAIN client (plain_server=1 here)")
+            if g("plain_passwords") and g("plain_allow_any"):
+                errors.append("plain_passwords and plain_allow_any: choose one (a user list, or "
+                              "any user and password)")
+            elif not g("plain_passwords") and not g("plain_allow_any"):
+                errors.append("plain_server=1 needs plain_passwords=FILE (user=password lines, "
+                              "mode 600); without it every client is refused, as libzmq's PLAIN "
+                              "server without ZAP does (plain_allow_any=1 takes any user and "
+                              "password; a gateway_authenticate plugin still decides first)")
         else:
-            if g("plain_passwords"):
-                errors.append("plain_passwords: only for a PLAIN server (add plain_server=1)")
+            for name in ("plain_passwords", "plain_allow_any"):
+                if g(name):
+                    errors.append(f"{name}: only for a PLAIN server (add plain_server=1)")
             if g("plain_username") is None or not g("plain_password_file"):
                 errors.append("a PLAIN client needs plain_username and plain_password_file=PATH")
     return errors
@@ -302,6 +408,8 @@ def security_of(settings: Mapping[str, Any] | Any, family: str = "zmtp") -> Secu
             cert = load_cert(g("curve_cert"), secret=True)
             assert cert.secret is not None
             if g("curve_server"):
+                if g("curve_allow"):
+                    allow_list(g("curve_allow")).keys()  # loaded now, not at the first client
                 return Security("CURVE", True, cert.public, cert.secret,
                                 curve_allow=g("curve_allow"))
             server_key = (read_z85_key(g("curve_serverkey"), "curve_serverkey")
@@ -310,7 +418,8 @@ def security_of(settings: Mapping[str, Any] | Any, family: str = "zmtp") -> Secu
         if g("plain_server"):
             if g("plain_passwords"):
                 read_passwords(g("plain_passwords"))
-            return Security("PLAIN", True, plain_passwords=g("plain_passwords"))
+            return Security("PLAIN", True, plain_passwords=g("plain_passwords"),
+                            plain_allow_any=bool(g("plain_allow_any")))
         if g("plain_username") is not None:
             return Security("PLAIN", False, username=g("plain_username"),
                             password=read_secret_file(g("plain_password_file")))
@@ -323,16 +432,25 @@ def security_of(settings: Mapping[str, Any] | Any, family: str = "zmtp") -> Secu
 def builtin_authenticate(mechanism: str, credentials: Mapping[str, str],
                          policy: Security) -> AuthResult | None:
     """CZMQ zauth's habits: a directory of allowed client certificates, a password file.
-    None when the side has no such policy (then the peer is accepted)."""
+    None when the side has no such policy: a CURVE server then takes any client key (libzmq
+    without ZAP); a PLAIN server refuses everyone unless ``plain_allow_any`` (libzmq's PLAIN
+    server without ZAP refuses, ``plain_server.cpp``)."""
     if mechanism == "CURVE" and policy.curve_allow:
         key = credentials.get("client_key", "")
+        allowed = allow_list(policy.curve_allow)
         try:
-            allowed = {z85.encode(k) for k in allowed_keys(policy.curve_allow)}
-        except OSError:
+            known = z85.decode(key) in allowed.keys()
+        except z85.Z85Error:
+            known = False
+        if allowed.error:
             return AuthResult(False, "allow-dir-unreadable")
-        if key in allowed:
+        if known:
             return AuthResult(True, "allowed", user_id=key)
         return AuthResult(False, "unknown-key")
+    if mechanism == "PLAIN" and not policy.plain_passwords:
+        if policy.plain_allow_any:
+            return None
+        return AuthResult(False, "no-user-list")
     if mechanism == "PLAIN" and policy.plain_passwords:
         try:
             users = read_passwords(policy.plain_passwords)
@@ -349,32 +467,57 @@ def builtin_authenticate(mechanism: str, credentials: Mapping[str, str],
     return None
 
 
+#: ``auth.denied`` lines: one per socket, mechanism and reason every 10 s (a refused client
+#: that redials at once must not flood the log); the counter is exact
+_DENIED = Throttle(10.0, 64)
+_DENIED_LOCK = threading.Lock()  # the native loop and the pyzmq ZAP thread share it
+
+
 def hook_authenticator(policy: Security, socket: str,
                        address: Callable[[], str]) -> Authenticate:
     """The ``authenticate`` callable a server mechanism gets: asks ``gateway_authenticate``
-    (plugins first, the built-in last); counts and logs a refusal."""
+    (plugins first, the built-in last); counts and logs a refusal. It never raises and fails
+    closed: a plugin that raises or answers something other than an ``AuthResult`` refuses the
+    peer (``authenticator-error``), and a log line that cannot be written changes nothing."""
 
     def authenticate(mechanism: str, credentials: Mapping[str, str]) -> AuthResult:
-        from gateway.plugins import manager  # the registry loads the engine's plugins
-
-        peer = address()
+        peer = ""
         try:
+            from gateway.plugins import manager  # the registry loads the engine's plugins
+
+            peer = address()
             verdict = manager().hook.gateway_authenticate(
                 mechanism=mechanism, address=peer, socket=socket,
                 credentials=dict(credentials), policy=policy)
+            if verdict is None:
+                verdict = AuthResult(True, "no-policy")
+            elif not isinstance(verdict, AuthResult) or not isinstance(verdict.allowed, bool):
+                raise TypeError(f"gateway_authenticate returned {type(verdict).__name__}, "
+                                "not an AuthResult")
         except Exception as exc:  # a plugin's bug must not let a peer in
-            log.error("auth.hook_failed", socket=socket, mechanism=mechanism, error=repr(exc))
             verdict = AuthResult(False, "authenticator-error")
-        if verdict is None:
-            verdict = AuthResult(True, "no-policy")
+            _log_safely("error", "auth.hook_failed", socket=socket, mechanism=mechanism,
+                        error=repr(exc)[:200])
         if not verdict.allowed:
             reason = verdict.reason or "denied"
             METRICS.inc("gateway_auth_failures_total", socket=socket, mechanism=mechanism,
                         reason=reason)
-            who = {"username": credentials.get("username")} if mechanism == "PLAIN" else {
-                "client_key": credentials.get("client_key")}
-            log.warning("auth.denied", socket=socket, mechanism=mechanism, peer=peer,
-                        reason=reason, **who)
+            with _DENIED_LOCK:
+                held = _DENIED((socket, mechanism, reason))
+            if held is not None:
+                who = {"username": str(credentials.get("username", ""))[:64]} \
+                    if mechanism == "PLAIN" else {"client_key": credentials.get("client_key")}
+                _log_safely("warning", "auth.denied", socket=socket, mechanism=mechanism,
+                            peer=peer, reason=reason, **who,
+                            **({"suppressed": held} if held else {}))
         return verdict
 
     return authenticate
+
+
+def _log_safely(level: str, event: str, **fields: Any) -> None:
+    """A log line that must not change a verdict (stderr gone, a broken renderer)."""
+    try:
+        getattr(log, level)(event, **fields)
+    except Exception:  # noqa: BLE001 - the verdict stands whatever the log does
+        pass

@@ -46,6 +46,7 @@ def pki(tmp_path: Path) -> dict[str, Any]:
     (allow / "client.key").write_text(Path(certs["client"][0]).read_text())
     pw = tmp_path / "passwords"
     pw.write_text("alice=wonderland\n# comment\nbob=builder\n")
+    os.chmod(pw, 0o600)
     secret = tmp_path / "alice.pw"
     secret.write_text("wonderland\n")
     os.chmod(secret, 0o600)

@@ -721,8 +721,9 @@ def test_endpoint_settings_reach_each_side() -> None:
 
 
 def test_liveness_settings_reach_each_side() -> None:
-    """The front hands routing ids over by default and takes the heartbeat settings; the back
-    (a DEALER) has no handover; keepalive reaches both."""
+    """The front takes the heartbeat settings and hands routing ids over only when asked
+    (libzmq's default; issue 20, finding 7); the back (a DEALER) has no handover; keepalive
+    reaches both."""
 
     async def scenario() -> None:
         bridge = Bridge("@zmq+tcp://127.0.0.1:0?heartbeat=200&heartbeat_ttl=1s",
@@ -732,20 +733,20 @@ def test_liveness_settings_reach_each_side() -> None:
         try:
             front, back = bridge._front.socket, bridge._back.socket
             assert (front.router_handover, front.heartbeat_ivl, front.heartbeat_ttl) == (
-                True, 0.2, 1.0)
+                False, 0.2, 1.0)
             assert front.tcp_keepalive == KeepAlive(60, 10, 6)
             assert (back.router_handover, back.heartbeat_timeout) == (False, 0.5)
             assert back.tcp_keepalive == KeepAlive(30, 10, 6)
         finally:
             bridge.close()
-        off = Bridge("@zmq+tcp://127.0.0.1:0?router_handover=0&tcp_keepalive=0",
-                     ">sp+tcp://127.0.0.1:1", name=_name())
-        off.open()
+        on = Bridge("@zmq+tcp://127.0.0.1:0?router_handover=1&tcp_keepalive=0",
+                    ">sp+tcp://127.0.0.1:1", name=_name())
+        on.open()
         try:
-            assert off._front.socket.router_handover is False
-            assert off._front.socket.tcp_keepalive is None
+            assert on._front.socket.router_handover is True
+            assert on._front.socket.tcp_keepalive is None
         finally:
-            off.close()
+            on.close()
 
     asyncio.run(scenario())
 

@@ -230,7 +230,7 @@ class Bridge:
     def _options(self, front: bool) -> SideOptions:
         lim = self.limits
         base = SideOptions(max_message_size=lim.max_message_size, hop_limit=lim.hop_limit,
-                           router_mandatory=front, router_handover=front,
+                           router_mandatory=front,
                            message_timeout=lim.message_timeout,
                            backlog=lim.backlog or None)
         return replace(base, **self._settings["front" if front else "back"],

@@ -84,6 +84,7 @@ def _make(root: Path) -> Material:
     m.curve_allowed.mkdir()
     (m.curve_allowed / "client.key").write_bytes(m.curve_public("client").read_bytes())
     m.passwords.write_text(f"{USER}={PASSWORD}\n")
+    m.passwords.chmod(0o600)
     for bad, text in ((False, PASSWORD), (True, "not-" + PASSWORD)):
         m.password_file(bad).write_text(text + "\n")
         m.password_file(bad).chmod(0o600)

@@ -480,7 +480,7 @@ def _options(kind: str, options: SideOptions) -> dict[int, int | bytes]:
     if options.heartbeat_ttl:
         opts[zmq.HEARTBEAT_TTL] = _ms(options.heartbeat_ttl)
     if kind == "REP" and options.router_handover:
-        opts[zmq.ROUTER_HANDOVER] = 1  # a reconnecting client with a known id takes over
+        opts[zmq.ROUTER_HANDOVER] = 1  # asked for: a reconnecting client with a known id takes over
     if options.backlog:
         opts[zmq.BACKLOG] = options.backlog
     if kind == "REP" and options.router_mandatory:
@@ -511,6 +511,7 @@ def _security(kind: str, options: SideOptions) -> dict[int, int | bytes]:
     if sec.as_server:
         name = "pyzmq-front" if kind == "REP" else "pyzmq-back"
         opts[zmq.ZAP_DOMAIN] = zap.register_policy(sec, name)
+        opts[zmq.ZAP_ENFORCE_DOMAIN] = 1  # no handler answering: refuse, never accept all
     return opts
 
 
