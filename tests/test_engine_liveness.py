@@ -316,6 +316,49 @@ def test_handover_routes_a_reply_in_flight_to_the_new_pipe() -> None:
     run(main())
 
 
+@pytest.mark.parametrize("same_key", [True, False])
+def test_handover_behind_curve_needs_the_same_client_key(same_key: bool) -> None:
+    """Issue 20, finding 7: with CURVE, a peer presenting a connected client's routing id
+    takes it over only when it proved the same client key; another client (who learnt the id)
+    is refused as ``duplicate-identity`` and never sees the first one's replies."""
+    from gateway.security import Security
+    from gateway.wire.zmtp_curve import keypair
+
+    s_pub, s_sec = keypair()
+    a_pub, a_sec = keypair()
+    m_pub, m_sec = keypair()
+
+    def client(public: bytes, secret: bytes) -> gateway.Socket:
+        return gateway.Socket("DEALER", identity=b"alice", reconnect_ivl=5.0,
+                              security=Security("CURVE", False, public, secret, s_pub))
+
+    async def main() -> None:
+        async with (gateway.Socket("ROUTER", router_handover=True,
+                                   security=Security("CURVE", True, s_pub, s_sec)) as router,
+                    client(a_pub, a_sec) as alice,
+                    client(*((a_pub, a_sec) if same_key else (m_pub, m_sec))) as second):
+            url = router.bind("zmq+tcp://127.0.0.1:0")
+            alice.connect(url)
+            await alice.send(b"request")
+            request = await asyncio.wait_for(router.recv_msg(), 5)
+            refused, took = closed("duplicate-identity"), closed("handover")
+            second.connect(url)
+            if same_key:
+                await until(lambda: closed("handover") == took + 1)
+                await second.wait_peers(1)
+                await router.send_msg(Message(request.hops, (b"reply",)))
+                assert await asyncio.wait_for(second.recv(), 5) == b"reply"
+            else:
+                await until(lambda: closed("duplicate-identity") == refused + 1)
+                assert closed("handover") == took
+                await router.send_msg(Message(request.hops, (b"reply",)))
+                assert await asyncio.wait_for(alice.recv(), 5) == b"reply"
+                with pytest.raises(TimeoutError):
+                    await asyncio.wait_for(second.recv(), 0.3)
+
+    run(main())
+
+
 # -- TCP keepalive ------------------------------------------------------------------------------
 
 
