@@ -6,10 +6,11 @@ only) takes peers of both wires on one port, told apart by their first byte
 (:mod:`gateway.wire.sniff`). CZMQ's convention:
 ``@url`` binds, ``>url`` connects; without a prefix the caller's default applies.
 
-Users write ``zmq+``; inside the code the wire family is called ``zmtp`` (``Endpoint.wire``
-and ``Endpoint.family`` are ``"zmtp"``, ``"sp"`` or ``"any"``), and URLs given back keep the
-user's scheme.
-Query options other than ``backend`` are the settings of :mod:`gateway.options` (``?hwm=5000``).
+Users write ``zmq+``; inside the code the wire family is called ``zmtp`` (``Endpoint.family`` is
+``"zmtp"``, ``"sp"`` or ``"any"``), and URLs given back keep the user's scheme.
+Query options other than ``backend`` are the settings of :mod:`gateway.settings.schema`
+(``?hwm=5000``), read for their syntax only: parsing reads no file, and which settings go with
+which endpoint is :mod:`gateway.settings.checks`'s to say.
 
 Values are percent-decoded (``%2F``; a ``+`` stays a plus), except a CURVE key: Z85 text uses
 ``& = % + ? # / :`` itself, so the 40 characters after ``curve_serverkey=`` are taken as they
@@ -25,8 +26,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import unquote
 
-from gateway import options as _options
 from gateway.errors import ConfigError
+from gateway.settings import schema
 
 #: URL wire spelling -> the canonical wire family.
 WIRE_ALIASES = {"zmq": "zmtp", "zmtp": "zmtp", "sp": "sp", "nng": "sp", "nanomsg": "sp",
@@ -44,7 +45,7 @@ _Z85_LEN = 40
 
 @dataclass(frozen=True, slots=True)
 class Endpoint:
-    wire: str  # the wire family: "zmtp", "sp", or "any" (one port for both)
+    family: str  # the wire family: "zmtp", "sp", or "any" (one port for both)
     transport: str  # "tcp", "ipc", "inproc", or a plugin's scheme
     address: str  # "127.0.0.1:5555", "/tmp/x.sock", "name"
     mode: str | None = None  # "bind", "connect" or None (caller's default)
@@ -54,13 +55,8 @@ class Endpoint:
 
     @property
     def settings(self) -> dict[str, Any]:
-        """The query's settings as ``{SideOptions field: value}`` (see :mod:`gateway.options`)."""
+        """The query's settings as ``{SideOptions field: value}``."""
         return dict(self.options)
-
-    @property
-    def family(self) -> str:
-        """The wire family, ``"zmtp"`` or ``"sp"`` (the same value as ``wire``)."""
-        return self.wire
 
     @property
     def lib_url(self) -> str:
@@ -69,7 +65,7 @@ class Endpoint:
 
     @property
     def url(self) -> str:
-        scheme = self.scheme or f"{URL_WIRE.get(self.wire, self.wire)}+{self.transport}"
+        scheme = self.scheme or f"{URL_WIRE.get(self.family, self.family)}+{self.transport}"
         return f"{scheme}://{self.address}"
 
     def with_address(self, address: str) -> Endpoint:
@@ -180,7 +176,6 @@ def parse(url: str, *, transports: frozenset[str] | None = None) -> Endpoint:
             raise ConfigError(f"bad backend {value!r} in {shown!r}: native, or an adapter's name")
         else:
             backend = value  # which adapters exist is the plugin registry's to say
-    settings = _options.read(pairs, repr(shown)) if pairs else {}
-    _options.check_family(settings, wire, repr(shown))
+    settings = schema.read(pairs, repr(shown)) if pairs else {}
     return Endpoint(wire, transport, address, mode, backend, scheme.lower(),
                     tuple(sorted(settings.items())))

@@ -8,9 +8,10 @@ from pathlib import Path
 import pytest
 
 from gateway.config import from_dict
+from gateway.device import check
 from gateway.errors import ConfigError
 from gateway.testing.certs import make_certs
-from gateway.tls import TlsSettings, check_settings, tls_of
+from gateway.tls import TlsSettings, tls_of
 
 
 @pytest.fixture(scope="module")
@@ -36,20 +37,34 @@ def test_a_key_that_does_not_match_names_the_files(certs: Path) -> None:
         bad.context(True)
 
 
-def test_tls_of_reads_a_mapping_or_side_options() -> None:
+def test_tls_of_reads_a_mapping_or_side_options(certs: Path) -> None:
     assert tls_of({}) is None
-    assert tls_of({"tls_ca": "x", "hwm": 3}) == TlsSettings(ca="x")
+    ca = str(certs / "ca.pem")
+    assert tls_of({"tls_ca": ca, "hwm": 3}) == TlsSettings(ca=ca)
+    with pytest.raises(ConfigError, match="tls_ca: a readable file"):
+        tls_of({"tls_ca": str(certs / "nowhere.pem")})
 
 
-@pytest.mark.parametrize(("settings", "family", "transport", "bound", "message"), [
-    ({"tls_ca": "ca.pem"}, "sp", "tcp", False, "tls_ca: TLS settings need an sp+tls+tcp://"),
-    ({}, "zmtp", "tls+tcp", False, "libzmq has no TLS transport"),
-    ({}, "sp", "tls+tcp", True, "a bound sp+tls+tcp:// endpoint needs tls_cert"),
-    ({"tls_key": "k"}, "sp", "tls+tcp", False, "tls_key without tls_cert"),
-])
-def test_mistakes(settings: dict[str, str], family: str, transport: str, bound: bool,
-                  message: str) -> None:
-    assert any(message in line for line in check_settings(settings, family, transport, bound))
+def test_a_context_is_made_once_per_side(certs: Path) -> None:
+    tls = TlsSettings(str(certs / "server.pem"), str(certs / "server.key"))
+    assert tls.context(True) is tls.context(True)
+    assert tls.context(False) is not tls.context(True)
+
+
+def test_key_files_must_be_private(certs: Path, tmp_path: Path) -> None:
+    """Issue 20, finding 11: tls_key (or a tls_cert holding the key) is a secret file."""
+    import shutil
+
+    key = tmp_path / "open.key"
+    shutil.copy(certs / "server.key", key)
+    key.chmod(0o644)
+    with pytest.raises(ConfigError, match="tls_key: .*too open"):
+        tls_of({"tls_cert": str(certs / "server.pem"), "tls_key": str(key)})
+    both = tmp_path / "both.pem"
+    both.write_text((certs / "server.pem").read_text() + key.read_text())
+    both.chmod(0o644)
+    with pytest.raises(ConfigError, match="tls_cert: .*too open"):
+        tls_of({"tls_cert": str(both)})
 
 
 def test_config_reports_tls_mistakes_with_bridge_and_side(certs: Path) -> None:
@@ -62,7 +77,11 @@ def test_config_reports_tls_mistakes_with_bridge_and_side(certs: Path) -> None:
         from_dict(data, source="g.toml")
     text = str(info.value)
     assert "g.toml: bridge 'secure' front_options: bad value 'sometimes' for tls_verify" in text
-    assert "g.toml: bridge 'secure' back: tls_ca: TLS settings need an sp+tls+tcp://" in text
+    data["bridge"][0]["front_options"].pop("tls_verify")
+    lines = check(from_dict(data, source="g.toml").bridges, "g.toml")
+    assert "g.toml: bridge 'secure' back: tls_ca: TLS settings need an sp+tls+tcp:// or " \
+           "sp+wss:// endpoint" in lines
+    assert "g.toml: bridge 'secure' front: tls_key without tls_cert" in lines
 
 
 def test_config_accepts_a_tls_front(certs: Path) -> None:
@@ -71,13 +90,16 @@ def test_config_accepts_a_tls_front(certs: Path) -> None:
         "back": ">zmq+tcp://127.0.0.1:7000",
         "front_options": {"tls_cert": str(certs / "server.pem"),
                           "tls_key": str(certs / "server.key")}}]})
-    assert cfg.bridges[0].front_options["tls_cert"].endswith("server.pem")
+    assert dict(cfg.bridges[0].front_options)["tls_cert"].endswith("server.pem")
+    assert check(cfg.bridges) == []
 
 
 def test_missing_file_is_named() -> None:
-    with pytest.raises(ConfigError, match="tls_cert.*'/nonexistent/x.pem' is not one"):
-        from_dict({"bridge": [{"front": "@sp+tls+tcp://127.0.0.1:1?tls_cert=/nonexistent/x.pem",
-                               "back": ">zmq+tcp://127.0.0.1:2"}]})
+    """Parsing reads no file; the check that plans the bridge reads it (once) and names it."""
+    cfg = from_dict({"bridge": [{"front": "@sp+tls+tcp://127.0.0.1:1?tls_cert=/nonexistent/x.pem",
+                                 "back": ">zmq+tcp://127.0.0.1:2"}]})
+    [line] = check(cfg.bridges)
+    assert "tls_cert: a readable file ('/nonexistent/x.pem' is not one)" in line
 
 
 # -- issue 20, finding 5: a listener's limits come before the TLS handshake ---------------------
