@@ -9,7 +9,7 @@ import pytest
 from structlog.testing import capture_logs
 
 import gateway
-from gateway.engine import socket as engine_socket
+from gateway.engine import listener as engine_listener
 from gateway.metrics import METRICS
 
 
@@ -58,7 +58,7 @@ def test_allow_networks_refuse_other_addresses() -> None:
 
 
 def test_nearing_the_fd_limit_warns_once(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(engine_socket, "open_files_ratio", lambda: 0.95)
+    monkeypatch.setattr(engine_listener, "open_files_ratio", lambda: 0.95)
 
     async def main() -> None:
         async with gateway.Socket("REP", name="crowded") as rep:
@@ -75,7 +75,7 @@ def test_nearing_the_fd_limit_warns_once(monkeypatch: pytest.MonkeyPatch) -> Non
 
 
 def test_open_files_ratio_reads_this_process() -> None:
-    ratio = engine_socket.open_files_ratio()
+    ratio = engine_listener.open_files_ratio()
     assert ratio is None or 0 < ratio < 1
 
 
@@ -118,8 +118,8 @@ def test_peers_announcing_new_types_cannot_grow_the_warning_table() -> None:
                         _announce(port, _GREETING + _ready(b"%05d" % (i + j) + b"Z" * 60000))
                         for j in range(50)))
             lines = [e for e in logs if e["event"] == "handshake.failed"]
-            assert len(router._hs_warned) <= router._hs_warned.max_keys + 1
-            assert len(lines) <= router._hs_warned.max_keys + 1
+            assert len(router.reports.throttle) <= router.reports.throttle.max_keys + 1
+            assert len(lines) <= router.reports.throttle.max_keys + 1
             assert max(len(repr(e)) for e in lines) < 1500
             assert METRICS.get("gateway_handshake_failures_total", socket="typo",
                                reason="pairing") == before + 300
@@ -167,7 +167,7 @@ def test_a_ping_flood_from_a_peer_that_does_not_read_queues_nothing() -> None:
             await loop.sock_connect(raw, ("127.0.0.1", port))
             await loop.sock_sendall(raw, _GREETING + _ready(b"DEALER"))
             await router.wait_peers(1)
-            [pipe] = router._pipes
+            [pipe] = router.endpoints.pipes
             sock = pipe.transport.get_extra_info("socket")
             sock.setsockopt(pysocket.SOL_SOCKET, pysocket.SO_SNDBUF, 4096)
             ping = b"\x04\x07\x04PING\x00\x00"
@@ -175,7 +175,7 @@ def test_a_ping_flood_from_a_peer_that_does_not_read_queues_nothing() -> None:
                 await loop.sock_sendall(raw, ping * 5000)
                 await asyncio.sleep(0.01)
             await until_quiet(pipe)
-            high = router.hwm * 1024
+            high = router.options.hwm * 1024
             assert pipe.buffered <= high + 64, pipe.buffered  # 49db3ab: ~600 KB
             assert router.peers == 1  # the pipe lives on
             raw.close()
@@ -203,9 +203,9 @@ def test_accepting_costs_no_listing_of_open_descriptors(monkeypatch: pytest.Monk
 
     calls: list[str] = []
     real = os.listdir
-    monkeypatch.setattr(engine_socket.os, "listdir",
+    monkeypatch.setattr(engine_listener.os, "listdir",
                         lambda path: calls.append(str(path)) or real(path))
-    monkeypatch.setattr(engine_socket, "_fd_count", [-engine_socket.FD_RECOUNT, None])
+    monkeypatch.setattr(engine_listener, "_fd_count", [-engine_listener.FD_RECOUNT, None])
 
     async def main() -> None:
         async with gateway.Socket("REP", name="storm") as rep:
@@ -221,8 +221,8 @@ def test_accepting_costs_no_listing_of_open_descriptors(monkeypatch: pytest.Monk
 
 
 def test_a_listener_holds_at_most_ten_thousand_connections_unless_told() -> None:
-    assert gateway.Socket("REP").max_connections == engine_socket.MAX_CONNECTIONS == 10_000
-    assert gateway.Socket("REP", max_connections=None).max_connections is None
+    assert gateway.Socket("REP").options.max_connections == 10_000
+    assert gateway.Socket("REP", max_connections=None).options.max_connections is None
 
 
 def test_allow_matches_ipv4_clients_of_a_dual_stack_listener() -> None:

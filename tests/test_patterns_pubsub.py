@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.engine.pipe import sp_role, zmtp_role
+from gateway.engine.codecs import sp_role, zmtp_role
 from gateway.errors import Drop, LocalProtocolError, StateError
 from gateway.message import Message
 from gateway.patterns import SP, ZMTP, Publisher, Subscriber, make_pattern
@@ -133,7 +133,8 @@ def test_xsub_sends_subscriptions_as_messages_and_upstream_messages() -> None:
     assert x.prepare_fanout(Message((), (b"\x00a",))) == cancel_of(b"a")
     with pytest.raises(Drop):
         x.prepare_fanout(Message((), (b"\x00a",)))
-    up = x.prepare_fanout(Message((), (b"hello", b"\x01x")))
+    first, up, same = x.prepare_fanout(Message((), (b"hello", b"\x01x")))
+    assert first == b"hello" and same is up
     assert up == Message((), (b"hello", b"\x01x"))  # not a subscription: goes upstream
     assert x.counts == {}
     assert x.attach(P1, ZMTP) == () and x.filters[P1] == (b"",)

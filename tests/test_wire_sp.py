@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gateway.engine.pipe import sp_role
+from gateway.engine.codecs import sp_role
 from gateway.errors import (
     LocalProtocolError,
     MessageTooLarge,

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from nacl import bindings as sodium
 
-from gateway.engine.pipe import zmtp_role
+from gateway.engine.codecs import zmtp_role
 from gateway.errors import MechanismError, ProtocolError, RemoteProtocolError
 from gateway.wire import z85
 from gateway.wire.events import HandshakeComplete, PeerError

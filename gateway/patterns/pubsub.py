@@ -86,7 +86,7 @@ class Publisher(Pattern):
     """
 
     enveloped = False
-    fanout = True
+    strategy = "fanout"
 
     def __init__(self, kind: str, raw: bool, *, ttl: int = 8, verbose: bool = False,
                  max_subscriptions: int = MAX_SUBSCRIPTIONS,
@@ -209,7 +209,7 @@ class Subscriber(Pattern):
     """
 
     enveloped = False
-    fanout = True
+    strategy = "fanout"
 
     def __init__(self, kind: str, raw: bool, *, ttl: int = 8, filter: bool | None = None,
                  max_subscriptions: int = MAX_SUBSCRIPTIONS,
@@ -297,15 +297,19 @@ class Subscriber(Pattern):
         if not self.raw:
             raise StateError("SUB cannot send (ENOTSUP): use subscribe() / unsubscribe()")
 
-    def prepare_fanout(self, msg: Message) -> Subscription | Message | None:
+    def prepare_fanout(self, msg: Message) -> (Subscription | tuple[bytes, Message, Message]
+                                                | None):
         """XSUB: a one-frame ``01|00 + prefix`` message is a subscription (counted; ``None``
-        when a cancel leaves a count); anything else goes upstream to every ZMTP pipe."""
+        when a cancel leaves a count); anything else goes upstream to every ZMTP pipe (as a
+        publisher's plan: first frame, the message for ZMTP and for SP pipes; :attr:`filters`
+        sends it to the ZMTP ones only)."""
         self.check_send()
         sub = parse_subscription(msg.body) if not msg.hops else None
         if sub is None:
             if not msg.body:
                 raise LocalProtocolError("an XSUB message needs at least one frame")
-            return Message((), msg.body)
+            up = Message((), msg.body)
+            return up.body[0], up, up
         return self.subscribe(sub.topic) if sub.subscribe else self.unsubscribe(sub.topic)
 
 
