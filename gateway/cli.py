@@ -13,6 +13,7 @@ import sys
 from collections.abc import Sequence
 
 from gateway import __version__
+from gateway.config import BridgeSpec, Config
 from gateway.engine.loop import run as run_loop
 from gateway.errors import ConfigError, GatewayError
 
@@ -37,7 +38,7 @@ def _add_workers(p: argparse.ArgumentParser) -> None:
     p.add_argument("--workers", type=int, default=1, metavar="N",
                    help="run N gateway processes sharing each front's port (SO_REUSEPORT; "
                         "native tcp fronts, connecting backs), metrics summed on one endpoint, "
-                        "signals passed to all (default 1; see docs/operations.md)")
+                        "signals passed to all (default 1; see docs/design.md, Operating)")
 
 
 def _add_logging(p: argparse.ArgumentParser) -> None:
@@ -57,7 +58,7 @@ class _Strict(argparse.ArgumentParser):
 
 
 def options_help() -> str:
-    from gateway.options import help_text
+    from gateway.settings.schema import help_text
 
     return help_text()
 
@@ -160,16 +161,40 @@ def _workers(args: argparse.Namespace, shapes: list, metrics: str | None,  # typ
     return workers.Parent(args.argv, n, shapes, metrics, grace).run()
 
 
+def _load(path: str) -> Config:
+    """The config file, read; its mistakes with those the rules find in the bridges that
+    could be read, at once."""
+    from gateway.config import ConfigFileError, load
+    from gateway.device import check
+
+    try:
+        return load(path)
+    except ConfigFileError as exc:
+        more = [e for e in check(exc.readable, path) if e not in str(exc).splitlines()]
+        raise ConfigError("\n".join([str(exc), *more])) from None
+
+
+def _checked(specs: list[BridgeSpec], where: str = "") -> list[BridgeSpec]:
+    """The specs, once every rule of every bridge holds (the plugins say the transports and
+    backends; the settings' files are read): the same check for bridge, run and check."""
+    from gateway.device import check
+
+    errors = check(specs, where)
+    if errors:
+        raise ConfigError("\n".join(errors))
+    return specs
+
+
 def _cmd_bridge(args: argparse.Namespace) -> int:
     from gateway.logging import configure
 
     configure(args.log_format or "console", args.log_level or "info")
-    from gateway.supervisor import BridgeSpec, Supervisor
-    from gateway.workers import Shape, front_overrides
+    from gateway.supervisor import Supervisor
+    from gateway.workers import front_overrides
 
     limits = _limits(args)
-    rc = _workers(args, [Shape(args.name, args.front, args.back, args.forwarder)],
-                  args.metrics, limits.grace, fixed_ports=False)
+    spec = BridgeSpec(args.name, args.front, args.back, limits, args.forwarder)
+    rc = _workers(args, _checked([spec]), args.metrics, limits.grace, fixed_ports=False)
     if rc is not None:
         return rc
     front = front_overrides().get(args.name, args.front)  # worker 0's real port, for the others
@@ -178,48 +203,29 @@ def _cmd_bridge(args: argparse.Namespace) -> int:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from gateway.config import Config, load
     from gateway.logging import configure
 
-    cfg = load(args.config)
+    cfg = _load(args.config)
     configure(args.log_format or cfg.log_format, args.log_level or cfg.log_level)
     from gateway.plugins import manager
 
     manager().hook.gateway_configure.call_historic(kwargs={"config": cfg.raw})
-    from gateway.supervisor import BridgeSpec, Supervisor
-    from gateway.workers import Shape
+    from gateway.supervisor import Supervisor
 
-    rc = _workers(args, [Shape(b.name, b.front, b.back, b.forwarder) for b in cfg.bridges],
-                  args.metrics or cfg.metrics, cfg.limits.grace, fixed_ports=True)
+    specs = _checked(cfg.bridges, args.config)
+    rc = _workers(args, specs, args.metrics or cfg.metrics, cfg.limits.grace, fixed_ports=True)
     if rc is not None:
         return rc
 
-    def specs(config: Config) -> list[BridgeSpec]:
-        return [BridgeSpec(b.name, b.front, b.back, config.limits, b.forwarder,
-                           tuple(sorted(b.front_options.items())),
-                           tuple(sorted(b.back_options.items())))
-                for b in config.bridges]
-
     def reload() -> list[BridgeSpec]:  # SIGHUP: the file again, every mistake or nothing
-        return specs(load(args.config))
+        return _checked(_load(args.config).bridges, args.config)
 
-    return run_loop(Supervisor(specs(cfg), args.metrics or cfg.metrics, reload).run())
+    return run_loop(Supervisor(specs, args.metrics or cfg.metrics, reload).run())
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
-    from gateway.config import load
-    from gateway.device import Bridge
-
-    cfg = load(args.config)  # every syntax and schema mistake, at once
-    errors = []
-    for b in cfg.bridges:  # then what only the plugins know: transports, backends, pairings
-        try:
-            Bridge(b.front, b.back, name=b.name, limits=cfg.limits, forwarder=b.forwarder,
-                   front_options=b.front_options, back_options=b.back_options).close()
-        except ConfigError as exc:
-            errors.append(f"{args.config}: bridge {b.name!r}: {exc}")
-    if errors:
-        raise ConfigError("\n".join(errors))
+    cfg = _load(args.config)  # every syntax and schema mistake, at once
+    _checked(cfg.bridges, args.config)  # then every rule: transports, backends, settings, files
     names = ", ".join(b.name for b in cfg.bridges)
     print(f"{args.config}: ok, {len(cfg.bridges)} bridge(s): {names}")
     return 0

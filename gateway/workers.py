@@ -47,8 +47,10 @@ from dataclasses import dataclass, field
 from typing import Any
 from wsgiref.simple_server import make_server
 
+from gateway.config import BridgeSpec
 from gateway.errors import ConfigError
 from gateway.logging import get_logger
+from gateway.supervisor import parse_ready
 
 log = get_logger("gateway.workers")
 
@@ -77,17 +79,7 @@ def front_overrides() -> dict[str, str]:
 
 
 # -- what can be shared -------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Shape:
-    """What ``check_shareable`` needs to know of one bridge."""
-
-    name: str
-    front: str
-    back: str
-    forwarder: str = "auto"
-
-
-def check_shareable(bridges: Sequence[Shape], *, fixed_ports: bool) -> list[str]:
+def check_shareable(bridges: Sequence[BridgeSpec], *, fixed_ports: bool) -> list[str]:
     """Every reason these bridges cannot run as several workers (empty: they can)."""
     import socket
 
@@ -296,7 +288,7 @@ def worker_argv(argv: Sequence[str]) -> list[str]:
 class Parent:
     """Starts, watches and stops the workers; see the module docstring."""
 
-    def __init__(self, argv: Sequence[str], n: int, bridges: Sequence[Shape],
+    def __init__(self, argv: Sequence[str], n: int, bridges: Sequence[BridgeSpec],
                  metrics: str | None, grace: float) -> None:
         self.argv = worker_argv(argv)
         self.n = n
@@ -354,11 +346,11 @@ class Parent:
             self._line(w, line)
 
     def _line(self, w: Worker, line: str) -> None:
-        if not line.startswith("READY "):
+        fields = parse_ready(line)
+        if fields is None:
             if w.index == 0:
                 print(line, flush=True)
             return
-        fields = dict(kv.split("=", 1) for kv in line.split()[1:] if "=" in kv)
         w.metrics = fields.get("metrics", w.metrics)
         if len(w.ready) < len(self.bridges):
             w.ready.append(line)
@@ -374,7 +366,7 @@ class Parent:
     def _fronts(self, first: Worker) -> dict[str, str]:
         out = {}
         for line in first.ready:
-            fields = dict(kv.split("=", 1) for kv in line.split()[1:] if "=" in kv)
+            fields = parse_ready(line) or {}
             name = fields.get("name") or (self.bridges[0].name if len(self.bridges) == 1 else "")
             if name and "front" in fields:
                 out[name] = fields["front"]
@@ -467,5 +459,5 @@ class Parent:
         return codes
 
 
-__all__ = ["Aggregator", "Parent", "Shape", "check_shareable", "front_overrides",
+__all__ = ["Aggregator", "Parent", "check_shareable", "front_overrides",
            "sum_metrics", "worker_argv", "worker_index"]

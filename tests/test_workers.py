@@ -11,11 +11,11 @@ import sys
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from gateway.config import BridgeSpec, Limits
 from gateway.testing.procs import child_env
 from gateway.workers import (
     ENV_FRONTS,
     ENV_WORKER,
-    Shape,
     check_shareable,
     front_overrides,
     sum_metrics,
@@ -24,6 +24,10 @@ from gateway.workers import (
 )
 
 BACK = ">sp+tcp://127.0.0.1:6000"
+
+
+def Shape(name: str, front: str, back: str, forwarder: str = "auto") -> BridgeSpec:  # noqa: N802
+    return BridgeSpec(name, front, back, Limits(), forwarder)
 
 
 def test_native_tcp_fronts_with_connecting_backs_can_share() -> None:
@@ -44,7 +48,7 @@ def test_native_tcp_fronts_with_connecting_backs_can_share() -> None:
     (Shape("zero", "@zmq+tcp://127.0.0.1:0", BACK), True, "fixed front port"),
 ])
 def test_what_cannot_share_a_port_is_refused_with_the_bridge_and_the_reason(
-        shape: Shape, fixed: bool, why: str) -> None:
+        shape: BridgeSpec, fixed: bool, why: str) -> None:
     [error] = check_shareable([shape], fixed_ports=fixed)
     assert f"bridge {shape.name!r}" in error and why in error
 

@@ -123,8 +123,8 @@ def query(pairs: list[tuple[str, str]]) -> str:
 
 def native_options(pairs: list[tuple[str, str]]) -> dict[str, Any]:
     """``gateway.Socket`` keywords (``security=``, ``tls=``) for these settings."""
-    from gateway import options
     from gateway.security import security_of
+    from gateway.settings import schema as options
     from gateway.tls import tls_of
 
     if not pairs:
