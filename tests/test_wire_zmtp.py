@@ -1193,3 +1193,19 @@ def test_a_huge_socket_type_is_cut_in_the_error() -> None:
         codec.next_event()
     assert len(str(info.value)) < 200 and len(info.value.theirs) < 100
     assert "60000 bytes" in info.value.theirs
+
+
+def test_streaming_is_the_open_state_between_plain_messages() -> None:
+    """The kernel seam: ``streaming`` only between whole messages of an open, unsealed
+    stream; ``rx`` is the buffer a reader outside the codec takes them from."""
+    codec = zmtp_codec("REQ")
+    codec.initiate()
+    assert not codec.streaming
+    codec = opened()
+    assert codec.streaming and codec.rx.pos == len(codec.rx.data)
+    codec.receive_data(b"\x01\x00\x00\x02hi")  # [""][hi]
+    assert codec.streaming and codec.next_messages(8) == [(b"", b"hi")]
+    codec.receive_data(b"\x01\x00")  # a MORE frame: the message has begun
+    assert codec.next_messages(8) == [] and not codec.streaming
+    codec.receive_data(b"\x00\x01!")
+    assert codec.next_messages(8) == [(b"", b"!")] and codec.streaming

@@ -359,6 +359,19 @@ class ZmtpCodec:
         self._rx.feed(data)
 
     @property
+    def rx(self) -> ReceiveBuffer:
+        """The receive buffer (the kernel seam: see :attr:`streaming`)."""
+        return self._rx
+
+    @property
+    def streaming(self) -> bool:
+        """The kernel seam: True between messages of a plain (unsealed) stream in the open
+        state. A reader may then take whole data messages straight from :attr:`rx` (moving
+        ``rx.pos`` past them) and stop before anything else, exactly as :meth:`next_messages`
+        does; whatever it leaves is this codec's, unchanged."""
+        return self._state == _OPEN and not self._sealed and not self._parts and self._error is None
+
+    @property
     def partial(self) -> bool:
         """True when a message (or command) has started and is not complete: unparsed bytes
         are buffered, or frames of a multipart message wait for their last (MORE) frame. Exact
