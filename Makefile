@@ -11,7 +11,7 @@ export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[test,bench,matrix]'
+	$(PY) -m pip install -q -e '.[test,bench,matrix,docs]'
 	$(PY) -m pip install -q -e examples/plugin-skeleton
 	touch $(STAMP)
 

@@ -37,7 +37,7 @@ def _add_workers(p: argparse.ArgumentParser) -> None:
     p.add_argument("--workers", type=int, default=1, metavar="N",
                    help="run N gateway processes sharing each front's port (SO_REUSEPORT; "
                         "native tcp fronts, connecting backs), metrics summed on one endpoint, "
-                        "signals passed to all (default 1; see docs/operations.md)")
+                        "signals passed to all (default 1; see the docs: design, Operating)")
 
 
 def _add_logging(p: argparse.ArgumentParser) -> None:
@@ -65,10 +65,18 @@ def options_help() -> str:
 def build_parser(with_matrix: bool = True) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="gateway", allow_abbrev=False,
-        description="ZeroMQ (ZMTP) <-> nanomsg/nng (SP) request-reply gateway.",
-        epilog="Endpoints: [@|>]wire+transport://address[?backend=native|pyzmq|pynng], "
-               "wire zmq or sp (nng, nanomsg), transport tcp, ipc or inproc. "
-               "'@' binds, '>' connects.")
+        description="Bridges ZeroMQ (ZMTP) and nanomsg/nng (SP) applications, both ways: "
+                    "request-reply, pub/sub, pipeline and pair, with exact envelope "
+                    "translation, on a native engine that speaks both wires (or on libzmq "
+                    "and nng themselves), with Prometheus metrics and health checks.",
+        epilog="Endpoints: [@|>]wire+transport://address[?key=value&...]. "
+               "Wire: zmq, or sp (aliases nng, nanomsg), or any (a bound front that takes "
+               "both wires on one port). Transport: tcp, ipc or inproc; for sp also tls+tcp, "
+               "ws and wss; and any a plugin adds. '@' binds, '>' connects. "
+               "?pattern=reqrep (default), pubsub, pipeline, pair or pair1; "
+               "?backend=native (default), pyzmq, pynng or a plugin's; ZeroMQ security CURVE "
+               "(?curve_server=1&curve_cert=FILE...) or PLAIN (?plain_server=1&"
+               "plain_passwords=FILE...). `gateway bridge --help` lists every setting.")
     parser.add_argument("--version", action="version", version=f"gateway {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND",
                                 parser_class=_Strict)  # no --metric for --metrics
