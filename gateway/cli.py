@@ -41,8 +41,11 @@ def _add_workers(p: argparse.ArgumentParser) -> None:
 
 
 def _add_logging(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--log-format", choices=("console", "json"), default=None)
-    p.add_argument("--log-level", choices=("debug", "info", "warning", "error"), default=None)
+    p.add_argument("--log-format", choices=("console", "json"), default=None,
+                   help="log lines on stderr: console (for people) or json (one object per "
+                        "line; default console, or the config's [gateway] log_format)")
+    p.add_argument("--log-level", choices=("debug", "info", "warning", "error"), default=None,
+                   help="the least level logged (default info, or the config's)")
     p.add_argument("--metrics", metavar="HOST:PORT",
                    help="serve /metrics (Prometheus), /healthz and /readyz over HTTP, "
                         "e.g. 127.0.0.1:9100 (port 0: any; the READY line says which)")
@@ -90,7 +93,8 @@ def build_parser(with_matrix: bool = True) -> argparse.ArgumentParser:
                               "front_options / back_options):\n" + options_help())
     p.add_argument("front", metavar="FRONT", help="e.g. @zmq+tcp://127.0.0.1:5555")
     p.add_argument("back", metavar="BACK", help="e.g. >sp+tcp://127.0.0.1:6000?backend=native")
-    p.add_argument("--name", default="bridge")
+    p.add_argument("--name", default="bridge",
+                   help="the bridge's name in logs, metrics and READY lines (default bridge)")
     p.add_argument("--forwarder", choices=("auto", "proxy"), default="auto",
                    help="proxy: libzmq's own zmq_proxy for a zmq->zmq bridge on pyzmq "
                         "(fastest; counts frames, not messages, and no hop latency)")
