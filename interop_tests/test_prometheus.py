@@ -31,7 +31,6 @@ import signal
 import socket
 import threading
 import time
-import urllib.request
 from bisect import bisect_left
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -45,6 +44,7 @@ import zmq
 import zmq.auth
 
 from gateway.metrics import BUCKETS
+from gateway.workers import fetch
 from interop_tests.gateway_helpers import LOCAL, Gateway, NngServer, free_port, lib_url, zmq_client
 from interop_tests.prometheus_helpers import (
     EXAMPLES,
@@ -163,14 +163,6 @@ def send_garbage(endpoint: str, count: int) -> None:
                     break
             else:
                 raise AssertionError("the gateway kept a garbage connection open for 10 s")
-
-
-def http(address: str, path: str) -> tuple[int, str]:
-    try:
-        with urllib.request.urlopen(f"http://{address}{path}", timeout=5) as r:
-            return r.status, r.read().decode()
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read().decode()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -374,7 +366,7 @@ def test_readiness_while_traffic_runs(scene: Scene) -> None:
     assert scene.prom.value(f'gateway_peers{{{W}, side="back"}}') == 2  # one per worker
     assert scene.prom.value('min(up{job=~"gateway.*"})') == 1
     for address in (scene.gw_metrics, scene.workers_metrics):
-        status, body = http(address, "/readyz")
+        status, body = fetch(address, "/readyz")
         assert status == 200, body
     assert not scene.prom.alerts("GatewayBackendWithoutPeers")
 
@@ -462,7 +454,7 @@ def test_a_back_end_without_peers_is_seen(scene: Scene) -> None:
     scene.server.stop()
     prom = scene.prom
     prom.wait(f'gateway_peers{{{G}, side="back"}} == 0', lambda r: len(r) == 2, timeout=20)
-    status, body = http(scene.gw_metrics, "/readyz")
+    status, body = fetch(scene.gw_metrics, "/readyz")
     assert status == 503 and "orders waiting" in body and "secure waiting" in body, body
     alerts = prom.wait('ALERTS{alertname="GatewayBackendWithoutPeers"}',
                        lambda r: len(r) == 2, timeout=15)
