@@ -38,7 +38,6 @@ from libc.string cimport memcpy
 from libc.time cimport timespec
 
 from gateway.envelope import TableFull, UnknownToken
-from gateway.metrics import BUCKETS
 from gateway.wire.sp import SpCodec
 from gateway.wire.zmtp import ZmtpCodec
 
@@ -68,10 +67,8 @@ cdef enum:
 
 cdef Py_ssize_t FAIR_SHARE = 256
 cdef bytes EMPTY = b""
-cdef double _BUCKETS[16]
-cdef int _NBUCKETS = len(BUCKETS)
-for _i, _b in enumerate(BUCKETS):
-    _BUCKETS[_i] = _b
+cdef double _BUCKETS[32]
+cdef int _NBUCKETS = 0  # the hop-latency buckets (gateway.metrics.BUCKETS, given to Kernel)
 
 
 cdef inline uint64_t _be64(const uint8_t* p) noexcept nogil:
@@ -558,7 +555,13 @@ cdef class Kernel:
     cdef list order
     cdef Py_ssize_t picked
 
-    def __init__(self, fwd, front, back, translator, loss, ledger) -> None:
+    def __init__(self, fwd, front, back, translator, loss, ledger, buckets) -> None:
+        global _NBUCKETS
+        if not 0 < len(buckets) <= 32:
+            raise ValueError("1 to 32 hop-latency buckets")
+        for i, b in enumerate(buckets):
+            _BUCKETS[i] = b
+        _NBUCKETS = len(buckets)
         self.fwd, self.front, self.back, self.ledger = fwd, front, back, ledger
         self.f_routing, self.b_routing = front.routing, back.routing
         self.f_routes = front.routing.routes

@@ -37,8 +37,8 @@ from gateway.plugins import registry
 from gateway.wire.sp import SpCodec
 from gateway.wire.zmtp import ZmtpCodec
 
-pytestmark = pytest.mark.skipif(kernel.compiled is None,
-                                reason="the compiled kernel is not built (GATEWAY_NO_EXTENSIONS)")
+needs_kernel = pytest.mark.skipif(
+    kernel.compiled is None, reason="the compiled kernel is not built (GATEWAY_NO_EXTENSIONS)")
 
 MAX = 700  # max_message_size: small, so that oversize messages are cheap
 TTL = 60.0
@@ -352,6 +352,7 @@ async def _run(front: str, back: str, compiled: bool, seed: int, n: int) -> dict
 ROUTES = [("zmtp", "sp"), ("zmtp", "zmtp"), ("sp", "zmtp"), ("sp", "sp")]
 
 
+@needs_kernel
 @pytest.mark.parametrize(("front", "back"), ROUTES, ids=[f"{f}-{b}" for f, b in ROUTES])
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 2**32 - 1))
@@ -362,6 +363,7 @@ def test_the_kernel_writes_and_records_what_the_reference_does(front: str, back:
     assert compiled == reference
 
 
+@needs_kernel
 @pytest.mark.parametrize(("front", "back"), ROUTES, ids=[f"{f}-{b}" for f, b in ROUTES])
 def test_the_usual_traffic_goes_through_the_kernel(front: str, back: str,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
@@ -404,6 +406,7 @@ def test_the_usual_traffic_goes_through_the_kernel(front: str, back: str,
         assert data.count(b"re:hello") == 10
 
 
+@needs_kernel
 def test_the_compiled_tables_behave_as_the_references() -> None:
     """The token and in-flight tables, driven through their interface by the same random
     operations, give the same answers and hold the same entries."""
@@ -454,3 +457,30 @@ def test_the_compiled_tables_behave_as_the_references() -> None:
         assert compiled_t.entries() == ref_t.entries()
         assert compiled_t.expired_total == ref_t.expired_total
         assert compiled_f.items() == ref_f.items() and len(compiled_f) == len(ref_f)
+
+
+@pytest.mark.parametrize("value", ["1", "yes"])
+def test_no_extensions_runs_the_reference(value: str) -> None:
+    """GATEWAY_NO_EXTENSIONS forces the pure-Python engine; --version and the build info say
+    which path runs."""
+    import os
+    import subprocess
+    import sys
+
+    code = ("import gateway.kernel as k, gateway.metrics as m; "
+            "print(k.IMPLEMENTATION, m.build_labels()['kernel'])")
+    env = {**os.environ, "GATEWAY_NO_EXTENSIONS": value}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         timeout=60, check=True).stdout.split()
+    assert out == ["pure", "pure"]
+    version = subprocess.run([sys.executable, "-m", "gateway", "--version"], env=env,
+                             capture_output=True, text=True, timeout=60, check=True).stdout
+    assert "pure Python: GATEWAY_NO_EXTENSIONS is set" in version
+    env.pop("GATEWAY_NO_EXTENSIONS")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         timeout=60, check=True).stdout.split()
+    import importlib.util
+
+    built = importlib.util.find_spec("gateway._kernel") is not None
+    expected = "compiled" if built else "pure"
+    assert out == [expected, expected]
