@@ -23,7 +23,7 @@ from gateway.device.inflight import LossTracker
 from gateway.device.ledger import Ledger, clock
 from gateway.device.step import ReplyStep, RequestStep
 from gateway.engine.hooks import SocketHooks
-from gateway.envelope import Translator
+from gateway.envelope import PatternTranslator, Translator
 from gateway.errors import Drop, GatewayError
 from gateway.message import Message
 from gateway.metrics import BUCKETS
@@ -34,16 +34,23 @@ async def _forever() -> None:
     await asyncio.get_running_loop().create_future()
 
 
+#: the patterns beyond request-reply the kernel forwards (pair stays the reference's)
+KERNEL_PATTERNS = frozenset({"pipeline", "pubsub"})
+
+
 def _kernel_for(fwd: AsyncForwarder) -> Any:
     """The compiled kernel for this forwarder, when it is built and the bridge is one it
-    forwards: request-reply between two native sides, a plain Translator without a body codec,
-    and the kernel's own tables (:func:`gateway.kernel.token_table`)."""
+    forwards, between two native sides without a body codec: request-reply (with the kernel's
+    own tables, :func:`gateway.kernel.token_table`), pipeline and pub/sub."""
     compiled = kernel.compiled
     translator = fwd.translator
-    if (compiled is None or type(translator) is not Translator
-            or translator.body_codec is not None
-            or not isinstance(translator.table, compiled.TokenTable)
-            or not isinstance(fwd.loss.inflight, compiled.InFlight)):
+    if compiled is None or translator.body_codec is not None:
+        return None
+    if type(translator) is Translator:  # request-reply: the kernel's tables
+        if (not isinstance(translator.table, compiled.TokenTable)
+                or not isinstance(fwd.loss.inflight, compiled.InFlight)):
+            return None
+    elif not (type(translator) is PatternTranslator and translator.pattern in KERNEL_PATTERNS):
         return None
     return compiled.Kernel(fwd, fwd.front.socket, fwd.back.socket, translator, fwd.loss,
                            fwd.ledger, BUCKETS)
