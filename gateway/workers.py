@@ -49,6 +49,7 @@ from wsgiref.simple_server import make_server
 
 from gateway.errors import ConfigError
 from gateway.logging import get_logger
+from gateway.supervisor import parse_ready, ready_line
 
 log = get_logger("gateway.workers")
 
@@ -354,11 +355,11 @@ class Parent:
             self._line(w, line)
 
     def _line(self, w: Worker, line: str) -> None:
-        if not line.startswith("READY "):
+        fields = parse_ready(line)
+        if fields is None:
             if w.index == 0:
                 print(line, flush=True)
             return
-        fields = dict(kv.split("=", 1) for kv in line.split()[1:] if "=" in kv)
         w.metrics = fields.get("metrics", w.metrics)
         if len(w.ready) < len(self.bridges):
             w.ready.append(line)
@@ -366,15 +367,14 @@ class Parent:
             print(self._shown(line), flush=True)
 
     def _shown(self, line: str) -> str:
-        words = [w for w in line.split() if not w.startswith("metrics=")]
-        if self.aggregator is not None:
-            words.append(f"metrics={self.aggregator.address}")
-        return " ".join(words) + f" workers={self.n}"
+        fields: dict[str, object] = dict(parse_ready(line) or {})
+        fields["metrics"] = self.aggregator.address if self.aggregator is not None else None
+        return ready_line(**fields, workers=self.n)
 
     def _fronts(self, first: Worker) -> dict[str, str]:
         out = {}
         for line in first.ready:
-            fields = dict(kv.split("=", 1) for kv in line.split()[1:] if "=" in kv)
+            fields = parse_ready(line) or {}
             name = fields.get("name") or (self.bridges[0].name if len(self.bridges) == 1 else "")
             if name and "front" in fields:
                 out[name] = fields["front"]

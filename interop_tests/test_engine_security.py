@@ -25,7 +25,7 @@ from zmq.utils.monitor import recv_monitor_message
 import gateway
 from gateway.metrics import METRICS
 from gateway.security import Security, load_cert
-from interop_tests.engine_helpers import run
+from interop_tests.helpers import run
 
 
 def _certs(tmp: Path, *names: str) -> dict[str, tuple[str, str]]:

@@ -1,4 +1,4 @@
-"""The CI-sized matrix: ``gateway.matrix.cells.ci_cells()`` run directly (no Spark), each cell
+"""The CI-sized matrix: ``gateway.tools.matrix.cells.ci_cells()`` run directly (no Spark), each cell
 in its own forked process group with a hard timeout, plus table tests of the cell library.
 
 Every implementation pair, every ZMTP pairing against libzmq (so every illegal one), both SP
@@ -13,7 +13,8 @@ from itertools import product
 
 import pytest
 
-from gateway.matrix.cells import (
+from gateway.patterns.pairing import zmtp_legal
+from gateway.tools.matrix.cells import (
     CLI_IMPLS,
     IMPLS,
     JEROMQ,
@@ -30,8 +31,7 @@ from gateway.matrix.cells import (
     security_cells,
     select,
 )
-from gateway.matrix.host import run_cell
-from gateway.patterns.pairing import zmtp_legal
+from gateway.tools.matrix.host import run_cell
 
 CI_TIMEOUT = 1.5  # refused cells cost one timeout each; a legal exchange takes milliseconds
 CLI_EXE = {"nanomsg": "nanocat", "nng-1.5": "nngcat"}
@@ -46,7 +46,7 @@ def _skip_missing_cli(cell: Cell) -> None:
 def _check(cell: Cell, timeout: float) -> None:
     _skip_missing_cli(cell)
     if JEROMQ in (cell.client_impl, cell.server_impl):
-        from gateway.matrix import jeromq
+        from gateway.tools.harness.peers import jeromq
 
         if jeromq.missing():
             pytest.skip(str(jeromq.missing()))
@@ -249,8 +249,8 @@ def test_hard_timeout_kills_the_whole_cell(monkeypatch: pytest.MonkeyPatch, tmp_
     import subprocess
     import time
 
-    import gateway.matrix.host as host
-    import gateway.matrix.runner as runner
+    import gateway.tools.matrix.host as host
+    import gateway.tools.matrix.runner as runner
 
     marker = tmp_path / "pid"
 
@@ -276,7 +276,7 @@ def test_hard_timeout_kills_the_whole_cell(monkeypatch: pytest.MonkeyPatch, tmp_
 
 @pytest.mark.parametrize("wire", ["zmq", "sp"])
 def test_pattern_expectations_follow_the_tables(wire: str) -> None:
-    from gateway.matrix.cells import PATTERN_TYPES, pattern_cells, pattern_legal
+    from gateway.tools.matrix.cells import PATTERN_TYPES, pattern_cells, pattern_legal
 
     for c in pattern_cells():
         if c.direct and c.client_wire == wire:

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from gateway.matrix.cells import RESULT_COLUMNS, small_selection
-from gateway.matrix.peers import child_env
-from gateway.matrix.report import render_html, render_markdown
+from gateway.tools.harness.procs import child_env
+from gateway.tools.matrix.cells import RESULT_COLUMNS, small_selection
+from gateway.tools.matrix.report import render_html, render_markdown
 
 pytestmark = pytest.mark.spark
 
@@ -33,7 +33,7 @@ def _java() -> bool:
 def _matrix(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
     env = child_env()
     env["PYSPARK_PYTHON"] = sys.executable
-    return subprocess.run([sys.executable, "-m", "gateway.matrix", *args], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "gateway.tools.matrix", *args], capture_output=True,
                           text=True, timeout=timeout, env=env)
 
 

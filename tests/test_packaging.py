@@ -37,3 +37,26 @@ def test_spark_is_an_extra_not_a_dependency() -> None:
     extras = META["project"]["optional-dependencies"]
     assert any(d.startswith("pyspark") for d in extras["matrix"])
     assert {"matrix", "bench", "test"} <= set(extras)
+
+
+def test_the_tools_commands_are_entry_points_that_load() -> None:
+    """``gateway bench`` and ``gateway matrix`` reach the CLI through the ``gateway.commands``
+    group only (gateway.cli imports no tool); each entry loads an object with the contract."""
+    import importlib
+
+    from gateway.cli import COMMANDS_GROUP
+
+    eps = META["project"]["entry-points"][COMMANDS_GROUP]
+    assert set(eps) == {"bench", "matrix"}
+    for target in eps.values():
+        module, _, attr = target.partition(":")
+        assert module.startswith("gateway.tools.")
+        command = getattr(importlib.import_module(module), attr)
+        assert command.help and callable(command.configure) and callable(command.run)
+
+
+def test_package_data_is_on_disk() -> None:
+    for package, names in META["tool"]["setuptools"]["package-data"].items():
+        folder = ROOT.joinpath(*package.split("."))
+        for name in names:
+            assert (folder / name).is_file(), f"{package}: {name}"

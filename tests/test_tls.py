@@ -9,8 +9,8 @@ import pytest
 
 from gateway.config import from_dict
 from gateway.errors import ConfigError
-from gateway.testing.certs import make_certs
 from gateway.tls import TlsSettings, check_settings, tls_of
+from gateway.tools.harness.certs import make_certs
 
 
 @pytest.fixture(scope="module")

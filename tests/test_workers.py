@@ -11,7 +11,7 @@ import sys
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from gateway.testing.procs import child_env
+from gateway.tools.harness.procs import child_env
 from gateway.workers import (
     ENV_FRONTS,
     ENV_WORKER,
