@@ -14,6 +14,7 @@ from itertools import product
 import pytest
 
 from gateway.patterns.pairing import zmtp_legal
+from gateway.tools.matrix.catalog import all_cells, ci_cells, select
 from gateway.tools.matrix.cells import (
     CLI_IMPLS,
     IMPLS,
@@ -23,13 +24,10 @@ from gateway.tools.matrix.cells import (
     SECURITY,
     SHAPES,
     Cell,
-    all_cells,
-    ci_cells,
     expected,
     jeromq_cells,
     oneport_cells,
     security_cells,
-    select,
 )
 from gateway.tools.matrix.host import run_cell
 

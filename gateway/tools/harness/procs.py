@@ -25,7 +25,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
@@ -166,11 +166,14 @@ class Proc:
 
     ``stdin=False`` gives the child no stdin (``/dev/null``); ``stderr_path`` keeps its stderr
     in that file instead of an anonymous temporary one; ``new_session`` puts it in a session of
-    its own (not reached by the terminal's Ctrl-C)."""
+    its own (not reached by the terminal's Ctrl-C). ``spawn`` starts the child another way
+    than ``Popen(argv)`` (it gets ``stderr_path`` and returns what Popen would: a forked
+    gateway, :class:`gateway.tools.harness.gateway.Zygote`)."""
 
     def __init__(self, name: str, argv: list[str], *, new_session: bool = True,
                  stdin: bool = True, env: dict[str, str] | None = None,
-                 cwd: str | Path | None = None, stderr_path: str | None = None) -> None:
+                 cwd: str | Path | None = None, stderr_path: str | None = None,
+                 spawn: Callable[[str], Any] | None = None) -> None:
         self.name = name
         self.argv = argv
         self.err: IO[bytes] = (open(stderr_path, "w+b") if stderr_path  # noqa: SIM115
@@ -178,10 +181,14 @@ class Proc:
         self.lines: queue.Queue[str | None] = queue.Queue()
         self.other: list[str] = []
         self.ready: dict[str, Any] = {}
-        self.p = subprocess.Popen(argv, stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
-                                  stdout=subprocess.PIPE, stderr=self.err,
-                                  env=env if env is not None else child_env(), cwd=cwd,
-                                  text=True, bufsize=1, start_new_session=new_session)
+        if spawn is not None:
+            assert stderr_path, "a spawned child writes its stderr to a path"
+            self.p = spawn(stderr_path)
+        else:
+            self.p = subprocess.Popen(argv, stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
+                                      stdout=subprocess.PIPE, stderr=self.err,
+                                      env=env if env is not None else child_env(), cwd=cwd,
+                                      text=True, bufsize=1, start_new_session=new_session)
         self._reader = threading.Thread(target=self._read, daemon=True, name=f"proc-{name}")
         self._reader.start()
 

@@ -135,6 +135,33 @@ def native_options(pairs: list[tuple[str, str]]) -> dict[str, Any]:
     return {"security": security_of(read)}
 
 
+def remote_options(mechanism: str, role: str, bad: bool,
+                   m: Material | None = None) -> dict[str, Any]:
+    """The ``open`` options of a peer process (``peers/peerd.py``) for CURVE or PLAIN, keys
+    as Z85 text: a server admits the known client key (``zap_dir`` for a ZAP handler,
+    ``allow`` for a library that admits by itself) or the one PLAIN user; a client presents its
+    key or password (``bad``: a key the server does not know, a wrong password)."""
+    import zmq.auth
+
+    m = m or material()
+    if mechanism == "CURVE":
+        def pair(name: str) -> tuple[str, str]:
+            public, secret = zmq.auth.load_certificate(str(m.curve_secret(name)))
+            assert secret is not None
+            return public.decode(), secret.decode()
+
+        server_public, server_secret = pair("server")
+        if role == "server":
+            return {"curve": {"public": server_public, "secret": server_secret,
+                              "allow": [pair("client")[0]]}, "zap_dir": str(m.curve_allowed)}
+        public, secret = pair("stranger" if bad else "client")
+        return {"curve": {"public": public, "secret": secret, "server": server_public}}
+    if role == "server":
+        return {"plain": {"users": {USER: PASSWORD}}}
+    return {"plain": {"username": USER,
+                      "password": m.password_file(bad).read_text().strip()}}
+
+
 def configure_libzmq(sock: Any, ctx: Any, mechanism: str, role: str, bad: bool,
                      m: Material | None = None) -> Any:
     """Set CURVE or PLAIN on a pyzmq socket before it binds or connects; return the ZAP
@@ -195,4 +222,4 @@ def sp_url(sp: str, host: str = "127.0.0.1", port: int = 0) -> str:
 
 
 __all__ = ["Material", "configure_libzmq", "material", "native_options", "nng_tls_config",
-           "query", "settings", "sp_url"]
+           "query", "remote_options", "settings", "sp_url"]

@@ -62,8 +62,6 @@ send completed its handshake anyway); ``bad-reply``; ``error``.
 
 from __future__ import annotations
 
-import fnmatch
-import re
 from dataclasses import asdict, dataclass, fields
 from itertools import product
 from typing import Any
@@ -78,18 +76,24 @@ from gateway.patterns.pairing import (
 )
 from gateway.tools.harness.peers import RECEIVERS, SENDERS
 from gateway.tools.harness.peers import Security as Sec
+from gateway.tools.matrix.impls import IMPLEMENTATIONS
 
 MIB = 1 << 20
 
+#: the implementations every ordered type pairing runs between (the first matrix's); the others
+#: meet these (:func:`generation_cells`)
 ZMTP_IMPLS = ("native", "libzmq")
 SP_IMPLS = ("native", "nng", "nng-raw", "nanomsg", "nng-1.5")
 #: a ZMTP 2.0 implementation (RFC 15): it meets peers that negotiate versions, RFC 37
 JEROMQ = "jeromq-0.3"
-IMPLS = ("native", "libzmq", "nng", "nng-raw", "nanomsg", "nng-1.5", JEROMQ)
-CLI_IMPLS = frozenset({"nanomsg", "nng-1.5"})
+IMPLS = tuple(IMPLEMENTATIONS)
+CLI_IMPLS = frozenset(n for n, i in IMPLEMENTATIONS.items() if i.runtime == "cli")
 #: impls whose peers can tell a completed handshake from a refused one (libzmq's socket monitor,
 #: nng's pipe callbacks, the native engine's ``peers``); a pairing where nobody can send needs one.
-EVIDENCE_IMPLS = frozenset({"libzmq", "nng", "nng-raw", "native"})
+EVIDENCE_IMPLS = frozenset(n for n, i in IMPLEMENTATIONS.items() if i.evidence)
+#: the implementations of another generation or runtime, each meeting the reference ones
+ZMTP_NEW = ("libzmq-4.3.4", "libzmq-4.1", "omq")
+SP_NEW = ("nng-2.0", "nng-1.1")
 ZMTP_TYPES = SOCKET_TYPES  # REQ REP DEALER ROUTER
 SP_TYPES = ("REQ", "REP")
 WIRES = ("zmq", "sp")
@@ -118,30 +122,23 @@ SECURITY: dict[str, Sec] = {
     "curve+tls": Sec("CURVE", "tls+tcp"), "plain+tls": Sec("PLAIN", "tls+tcp"),
 }
 SHAPES.update({name: 100 for name in SECURITY})
-#: the implementations the security cells use (each can be told its keys and certificates)
+#: the implementations the first security cells use (each can be told its keys and
+#: certificates); which others can: ``IMPLEMENTATIONS[...].mechanisms`` / ``.sp_transports``
 SECURE_IMPLS = {"zmq": ("native", "libzmq"), "sp": ("native", "nng")}
 #: heartbeat cells: interval and timeout (milliseconds) on every ZMTP socket, idle seconds
 HEARTBEAT_IDLE = 1.0
 
 
-#: Default maximum *received* message size per implementation, in bytes (None: no limit).
-#: Measured on this machine, not assumed:
-#:  - libzmq 4.3.5: ZMQ_MAXMSGSIZE defaults to -1 (no limit);
-#:  - nng 1.11 (pynng 0.9.0) and nng 1.5.2 (nngcat): NNG_OPT_RECVMAXSZ defaults to 0 (no limit):
-#:    both accept 1 MiB + 1 KiB. DESIGN section 10 calls 1 MiB "nng's default": that is
-#:    nanomsg's default, not nng's (a finding of this matrix);
+#: Default maximum *received* message size per implementation, in bytes (None: no limit):
+#: ``impls.Impl.recv_limit``, measured on this machine, not assumed:
+#:  - libzmq 4.1.6, 4.3.4 and 4.3.5, JeroMQ 0.3.6: ZMQ_MAXMSGSIZE defaults to -1 (no limit);
+#:  - nng 1.1.1, 1.5.2, 1.11 and 2.0: NNG_OPT_RECVMAXSZ defaults to 0 (no limit): they accept
+#:    1 MiB + 1 KiB. DESIGN section 10 calls 1 MiB "nng's default": that is nanomsg's default,
+#:    not nng's (a finding of this matrix);
 #:  - nanomsg 1.1.5: NN_RCVMAXSIZE = 1 MiB, counted on the SP payload *including* the 4-byte
 #:    request id, so a REP refuses a request body of exactly 1 MiB;
 #:  - native: ``gateway.Socket(max_message_size=1 MiB)`` (DESIGN section 10).
-RECV_LIMITS: dict[str, int | None] = {
-    "native": MIB,
-    "libzmq": None,
-    "nng": None,
-    "nng-raw": None,
-    "nanomsg": MIB,
-    "nng-1.5": None,
-    JEROMQ: None,  # JeroMQ 0.3.6: maxMsgSize -1 (as libzmq)
-}
+RECV_LIMITS: dict[str, int | None] = {n: i.recv_limit for n, i in IMPLEMENTATIONS.items()}
 GATEWAY_LIMIT = Limits().max_message_size
 
 OUTCOMES = ("exchanged", "refused-handshake", "refused-limit", "refused-auth")
@@ -155,7 +152,7 @@ RESULT_COLUMNS = (
 
 
 def wire_of_impl(impl: str) -> tuple[str, ...]:
-    return {"native": WIRES, "libzmq": ("zmq",), JEROMQ: ("zmq",)}.get(impl, ("sp",))
+    return IMPLEMENTATIONS[impl].wires
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -283,10 +280,17 @@ class Cell:
                 raise ValueError(f"{impl} does not speak the {wire} wire")
             if kind not in (ZMTP_TYPES if wire == "zmq" else SP_TYPES):
                 raise ValueError(f"{kind} is not a socket type on the {wire} wire")
+            if kind not in IMPLEMENTATIONS[impl].reqrep:
+                raise ValueError(f"{impl} plays no {kind}")
+            if self.net not in IMPLEMENTATIONS[impl].nets:
+                raise ValueError(f"{impl} runs on {', '.join(sorted(IMPLEMENTATIONS[impl].nets))}")
+            if self.shape == "heartbeat" and wire == "zmq" and not IMPLEMENTATIONS[impl].heartbeat:
+                raise ValueError(f"{impl} sends no heartbeats")
         if self.net not in NETS:
             raise ValueError(f"unknown transport {self.net!r}")
-        if JEROMQ in (self.client_impl, self.server_impl) and self.net != "tcp":
-            raise ValueError(f"{JEROMQ} runs on tcp only")
+        if (not self.direct and self.client_type == "ROUTER"
+                and not IMPLEMENTATIONS[self.client_impl].router_client):
+            raise ValueError(f"{self.client_impl} cannot name the gateway (CONNECT_ROUTING_ID)")
         if not self.direct:
             front, back = self.backends
             fronts = (*BACKENDS[self.client_wire], ONE_PORT)
@@ -306,8 +310,11 @@ class Cell:
         if self.net != "tcp":
             raise ValueError("security cells run on tcp")
         for side, wire in (("client", self.client_wire), ("server", self.server_wire)):
-            if self.impl_of(side) not in SECURE_IMPLS[wire]:
-                raise ValueError(f"{self.impl_of(side)} takes no keys in the matrix")
+            impl = IMPLEMENTATIONS[self.impl_of(side)]
+            if wire == "zmq" and sec.zmtp and sec.zmtp not in impl.mechanisms:
+                raise ValueError(f"{impl.name} has no {sec.zmtp} in the matrix")
+            if wire == "sp" and sec.sp and sec.sp not in impl.sp_transports:
+                raise ValueError(f"{impl.name} has no {sec.sp} in the matrix")
         if not self.direct and ONE_PORT in self.backends:
             raise ValueError("a one-port front has no security")
 
@@ -470,49 +477,6 @@ def gateway_cells(net: str = "tcp", backends: str = "all") -> list[Cell]:
     return out
 
 
-def all_cells() -> list[Cell]:
-    """The full matrix (``gateway matrix run`` without ``--select``)."""
-    cells: list[Cell] = []
-    # direct ZMTP, tcp: every impl pair x every ordered type pair
-    for ci, si in product(ZMTP_IMPLS, repeat=2):
-        for ct, st in product(ZMTP_TYPES, repeat=2):
-            base = _direct("zmq", "tcp", ci, si, ct, st, "small")
-            if not _observable(base):
-                continue
-            cells += [_direct("zmq", "tcp", ci, si, ct, st, s) for s in _shapes_for(base)]
-    # direct ZMTP, ipc: the main pairings
-    for ci, si in product(ZMTP_IMPLS, repeat=2):
-        cells += [_direct("zmq", "ipc", ci, si, "REQ", "REP", s) for s in DATA_SHAPES]
-        cells += [_direct("zmq", "ipc", ci, si, "DEALER", "ROUTER", "small"),
-                  _direct("zmq", "ipc", ci, si, "REQ", "REQ", "small")]
-    # direct SP, tcp: every impl pair x every ordered type pair
-    for ci, si in product(SP_IMPLS, repeat=2):
-        for ct, st in product(SP_TYPES, repeat=2):
-            base = _direct("sp", "tcp", ci, si, ct, st, "small")
-            if not _observable(base):
-                continue
-            cells += [_direct("sp", "tcp", ci, si, ct, st, s) for s in _shapes_for(base)]
-    # direct SP, ipc: req-rep, three shapes
-    for ci, si in product(SP_IMPLS, repeat=2):
-        cells += [_direct("sp", "ipc", ci, si, "REQ", "REP", s) for s in ("small", "64k", "oversize")]
-    # through the gateway: every route and backend on tcp; default and native backends on ipc
-    cells += gateway_cells("tcp", "all")
-    cells += [c for c in gateway_cells("ipc", "default") if c.shape in ("small", "64k")]
-    cells += [c for c in gateway_cells("ipc", "native")
-              if c.shape == "small" and (c.client_impl, c.client_type) == GW_DEFAULT_CLIENT[c.client_wire]
-              and (c.server_impl, c.server_type) == GW_DEFAULT_SERVER[c.server_wire]]
-    assert len(set(cells)) == len(cells), "duplicate cells"
-    # the CI and demo selections are part of the matrix, whatever the loops above chose
-
-    cells += heartbeat_cells()
-    cells = list(dict.fromkeys(cells + jeromq_cells() + oneport_cells() + security_cells()
-                               + ci_cells()
-                               + small_selection() + pattern_cells()))
-    for c in cells:
-        c.validate()
-    return cells
-
-
 def heartbeat_cells() -> list[Cell]:
     """ZMTP liveness: native and libzmq heartbeats against each other, directly and through
     the gateway on every route with a ZeroMQ side (both backends)."""
@@ -526,66 +490,6 @@ def heartbeat_cells() -> list[Cell]:
             cells.append(_gw(cw, sw, "tcp", fb, bb, *GW_DEFAULT_CLIENT[cw],
                              *GW_DEFAULT_SERVER[sw], "heartbeat"))
     return cells
-
-
-def ci_cells() -> list[Cell]:
-    """The CI-sized selection: every impl pair (direct REQ-REP on each wire), every ZMTP
-    pairing against libzmq (so every illegal one), the SP illegal ones against nng and
-    nanomsg, one cell per shape and transport, every gateway route family with both the
-    library and the native backends, and an illegal peer on each side of the gateway."""
-    cells: list[Cell] = []
-    for ct, st in product(ZMTP_TYPES, repeat=2):  # all 16 ordered pairings, libzmq both ends
-        cells.append(_direct("zmq", "tcp", "libzmq", "libzmq", ct, st, "small"))
-    for ci, si in product(ZMTP_IMPLS, repeat=2):
-        if (ci, si) != ("libzmq", "libzmq"):
-            cells.append(_direct("zmq", "tcp", ci, si, "REQ", "REP", "small"))
-    cells += [
-        _direct("zmq", "tcp", "native", "libzmq", "REQ", "DEALER", "small"),  # illegal, native side
-        _direct("zmq", "tcp", "libzmq", "native", "DEALER", "ROUTER", "small"),
-        _direct("zmq", "tcp", "native", "libzmq", "ROUTER", "ROUTER", "small"),
-        _direct("zmq", "tcp", "libzmq", "libzmq", "REQ", "REP", "empty"),
-        _direct("zmq", "tcp", "libzmq", "libzmq", "DEALER", "ROUTER", "64k"),
-        _direct("zmq", "tcp", "libzmq", "libzmq", "REQ", "REP", "oversize"),  # no limit: exchanged
-        _direct("zmq", "tcp", "libzmq", "native", "REQ", "REP", "oversize"),  # refused-limit
-        _direct("zmq", "ipc", "libzmq", "native", "REQ", "REP", "small"),
-    ]
-    for ci, si in product(SP_IMPLS, repeat=2):  # every SP impl pair
-        cells.append(_direct("sp", "tcp", ci, si, "REQ", "REP", "small"))
-    cells += [
-        _direct("sp", "tcp", "nng", "nng", "REQ", "REQ", "small"),
-        _direct("sp", "tcp", "nng", "nng", "REP", "REP", "small"),
-        _direct("sp", "tcp", "nanomsg", "nng-1.5", "REQ", "REQ", "small"),
-        _direct("sp", "tcp", "nng-raw", "native", "REQ", "REQ", "small"),
-        _direct("sp", "tcp", "nng", "nanomsg", "REP", "REQ", "small"),
-        _direct("sp", "tcp", "nng-raw", "nng-1.5", "REQ", "REP", "empty"),
-        _direct("sp", "tcp", "native", "nng-raw", "REQ", "REP", "64k"),
-        _direct("sp", "tcp", "nng", "nanomsg", "REQ", "REP", "oversize"),  # nanomsg: 1 MiB limit
-        _direct("sp", "tcp", "nng", "nng-1.5", "REQ", "REP", "oversize"),  # nng: no limit
-        _direct("sp", "ipc", "nanomsg", "nng", "REQ", "REP", "small"),
-        _direct("sp", "ipc", "native", "nng-1.5", "REQ", "REP", "small"),
-    ]
-    for cw, sw in product(WIRES, repeat=2):
-        for fb, bb in ((BACKENDS[cw][0], BACKENDS[sw][0]), ("native", "native")):
-            cells.append(_gw(cw, sw, "tcp", fb, bb, *GW_DEFAULT_CLIENT[cw], *GW_DEFAULT_SERVER[sw], "small"))
-    cells += [
-        _gw("zmq", "sp", "tcp", "pyzmq", "pynng", "libzmq", "DEALER", "nng-raw", "REP", "small"),
-        _gw("sp", "zmq", "tcp", "pynng", "pyzmq", "nng-raw", "REQ", "libzmq", "ROUTER", "small"),
-        _gw("zmq", "sp", "tcp", "pyzmq", "pynng", "libzmq", "REP", "nng", "REP", "small"),  # bad client
-        _gw("sp", "zmq", "tcp", "pynng", "pyzmq", "nng", "REQ", "libzmq", "REQ", "small"),  # bad server
-        _gw("zmq", "sp", "tcp", "pyzmq", "pynng", "libzmq", "REQ", "nng", "REP", "oversize"),
-        _gw("sp", "zmq", "ipc", "pynng", "pyzmq", "nng", "REQ", "libzmq", "REP", "small"),
-        _direct("zmq", "tcp", "libzmq", "native", "DEALER", "ROUTER", "heartbeat"),
-        _direct("zmq", "tcp", "native", "libzmq", "REQ", "REP", "heartbeat"),
-        _gw("zmq", "sp", "tcp", "native", "native", "libzmq", "REQ", "nng", "REP", "heartbeat"),
-        _gw("sp", "zmq", "tcp", "native", "native", "nng", "REQ", "libzmq", "REP", "heartbeat"),
-    ]
-    cells += pattern_ci_cells()
-    cells += JEROMQ_CI
-    cells += ONEPORT_CI
-    cells += SECURITY_CI
-    for c in cells:
-        c.validate()
-    return list(dict.fromkeys(cells))
 
 
 def security_cells() -> list[Cell]:
@@ -709,73 +613,6 @@ JEROMQ_CI = (
 )
 
 
-# -- selection -------------------------------------------------------------------------------
-_KEYS = {f.name for f in fields(Cell)} | {"cell_id", "wire", "expected", "net", "impl", "type"}
-
-
-def _value(cell: Cell, key: str) -> list[str]:
-    if key == "expected":
-        return [expected(cell)]
-    if key == "impl":
-        return [cell.client_impl, cell.server_impl]
-    if key == "type":
-        return [cell.client_type, cell.server_type]
-    return [str(getattr(cell, key))]
-
-
-def select(cells: list[Cell], expr: str | None) -> list[Cell]:
-    """Filter cells with a small expression language (``--select``).
-
-    Terms are separated by ``,`` (or whitespace) and all must hold:
-
-    * ``key=value`` / ``key!=value``: a field equals (or not) the value; the value may be a glob
-      (``nng*``) and may list alternatives with ``|`` (``server_impl=nanomsg|nng-1.5``). Keys: the
-      cell fields, plus ``cell_id``, ``wire`` (``zmq``, ``sp``, ``zmq->sp``...), ``net`` (``tcp``,
-      ``ipc``), ``expected``, ``impl`` / ``type`` (either side).
-    * ``~text``  or bare ``text``: a substring of the cell id (``gateway``, ``nanomsg``, ``/64k``).
-    * ``@ci`` / ``@all`` / ``@small``: a named selection (``@small`` = ``gateway.tools.matrix.cells``).
-    * ``!term``: negates any of the above.
-
-    Example: ``--select 'wire=sp,impl=nanomsg,shape!=oversize'``.
-    """
-    if not expr or not expr.strip():
-        return list(cells)
-    terms = [t for t in re.split(r"[,\s]+", expr.strip()) if t]
-    preds = [_predicate(t) for t in terms]
-    return [c for c in cells if all(p(c) for p in preds)]
-
-
-def _predicate(term: str):  # type: ignore[no-untyped-def]
-    if term.startswith("!") and len(term) > 1:
-        inner = _predicate(term[1:])
-        return lambda c: not inner(c)
-    if term.startswith("@"):
-        name = term[1:]
-        if name == "all":
-            return lambda c: True
-        if name == "ci":
-            chosen = set(ci_cells())
-        elif name == "small":
-
-            chosen = set(small_selection())
-        else:
-            raise ValueError(f"unknown named selection {term!r} (known: @ci, @small, @all)")
-        return lambda c: c in chosen
-    m = re.fullmatch(r"([a-z_]+)(!=|=)(.*)", term)
-    if m:
-        key, op, raw = m.groups()
-        if key not in _KEYS:
-            raise ValueError(f"unknown key {key!r} in --select (known: {', '.join(sorted(_KEYS))})")
-        alts = raw.split("|")
-
-        def match(c: Cell, key: str = key, alts: list[str] = alts) -> bool:
-            return any(fnmatch.fnmatchcase(v, a) for v in _value(c, key) for a in alts)
-
-        return match if op == "=" else (lambda c: not match(c))
-    text = term[1:] if term.startswith("~") else term
-    return lambda c: text in c.cell_id
-
-
 # -- running ----------------------------------------------------------------------------------
 DEFAULT_TIMEOUT = 2.0
 
@@ -791,50 +628,6 @@ def error_row(cell: Cell, detail: str, duration: float = 0.0) -> dict[str, Any]:
                detail=detail[:2000], cell_id=cell.cell_id, wire=cell.wire,
                duration_s=round(duration, 3))
     return row
-
-
-# ---------------------------------------------------------------------------------------------
-# the small selection (@small)
-#
-# A small matrix (about 20 cells, well under a minute of cell time) for ``make demo`` and the
-# Spark test: every implementation once, the four illegal ZMTP pairings the seed note got wrong,
-# both SP illegal pairings, one size-limit refusal, and each cross-family gateway route.
-#
-#     gateway matrix run --out /tmp/matrix --select @small && gateway matrix report /tmp/matrix
-
-
-def small_selection() -> list[Cell]:
-    d, g = "direct", "gateway"
-    cells = [
-        # ZMTP, libzmq both ends: two legal, the four illegal pairings of the seed note
-        Cell("libzmq", "REQ", "libzmq", "REP", "zmq+tcp", d, "small"),
-        Cell("libzmq", "DEALER", "libzmq", "ROUTER", "zmq+tcp", d, "64k"),
-        Cell("libzmq", "REQ", "libzmq", "REQ", "zmq+tcp", d, "small"),
-        Cell("libzmq", "REQ", "libzmq", "DEALER", "zmq+tcp", d, "small"),
-        Cell("libzmq", "REP", "libzmq", "REP", "zmq+tcp", d, "small"),
-        Cell("libzmq", "REP", "libzmq", "ROUTER", "zmq+tcp", d, "small"),
-        # the native engine against libzmq and nng
-        Cell("native", "REQ", "libzmq", "ROUTER", "zmq+tcp", d, "small"),
-        Cell("libzmq", "DEALER", "native", "REP", "zmq+ipc", d, "empty"),
-        Cell("nng", "REQ", "native", "REP", "sp+tcp", d, "small"),
-        Cell("native", "REQ", "nng-raw", "REP", "sp+tcp", d, "small"),
-        # SP libraries and CLIs
-        Cell("nanomsg", "REQ", "nng", "REP", "sp+tcp", d, "small"),
-        Cell("nng-raw", "REQ", "nng-1.5", "REP", "sp+tcp", d, "small"),
-        Cell("nng", "REQ", "nng", "REQ", "sp+tcp", d, "small"),
-        Cell("nng", "REP", "nng", "REP", "sp+tcp", d, "small"),
-        Cell("nng", "REQ", "nanomsg", "REP", "sp+tcp", d, "oversize"),  # nanomsg's 1 MiB limit
-        # through the gateway, both directions, library and native backends
-        Cell("libzmq", "REQ", "nng", "REP", "zmq+tcp->sp+tcp", f"{g}:pyzmq->pynng", "small"),
-        Cell("libzmq", "DEALER", "nanomsg", "REP", "zmq+tcp->sp+tcp", f"{g}:native->native", "small"),
-        Cell("nng", "REQ", "libzmq", "REP", "sp+tcp->zmq+tcp", f"{g}:pynng->pyzmq", "small"),
-        Cell("nng-1.5", "REQ", "libzmq", "ROUTER", "sp+tcp->zmq+tcp", f"{g}:native->pyzmq", "small"),
-        Cell("libzmq", "REQ", "libzmq", "REP", "zmq+tcp->zmq+tcp", f"{g}:pyzmq->pyzmq", "small"),
-        Cell("nng", "REQ", "nng-raw", "REP", "sp+tcp->sp+tcp", f"{g}:pynng->pynng", "small"),
-    ]
-    for c in cells:
-        c.validate()
-    return cells
 
 
 # ---------------------------------------------------------------------------------------------
@@ -854,8 +647,12 @@ PATTERN_TYPES = {"zmq": ("PUB", "SUB", "XPUB", "XSUB", "PUSH", "PULL", "PAIR"),
 FAMILY_OF = {"PUB": "pubsub", "SUB": "pubsub", "XPUB": "pubsub", "XSUB": "pubsub",
              "PUSH": "pipeline", "PULL": "pipeline", "PAIR": "pair", "PAIR0": "pair",
              "PAIR1": "pair"}
-PATTERN_SHAPES = ("topic", "prefix", "all", "multi", "stream")
+PATTERN_SHAPES = ("topic", "prefix", "all", "multi", "unsubscribe", "late", "stream")
 PUBSUB_SHAPES = ("topic", "prefix", "all", "multi")
+#: pub/sub shapes over time: ``unsubscribe`` (the subscriber holds ``a.`` and ``b.``, gets a
+#: round, drops ``b.``, gets the next round without it), ``late`` (a second subscriber of the
+#: same implementation, holding ``b.``, joins after a first round: the next round reaches both)
+DYNAMIC_SHAPES = ("unsubscribe", "late")
 #: ZMTP (RFC 37's compatibility table, as libzmq 4.3.5 checks it at READY)
 ZMTP_PATTERN_PEERS: dict[str, frozenset[str]] = {
     "PUB": frozenset({"SUB", "XSUB"}), "XPUB": frozenset({"SUB", "XSUB"}),
@@ -876,10 +673,7 @@ GATEWAY_PATTERN_KINDS = {
     "pair1": {"zmq": ("PAIR", "PAIR"), "sp": ("PAIR1", "PAIR1")},
 }
 PATTERN_BACKENDS = {"zmq": ("pyzmq", "native"), "sp": ("pynng", "native")}
-PATTERN_IMPLS = ("libzmq", "nng", "nanomsg", "nng-1.5")
-#: what the CLIs speak: nanocat's --pair is nanomsg's pair (pair0); nngcat's --pair0/--pair1
-CLI_PATTERN_TYPES = {"nanomsg": frozenset({"PUB", "SUB", "PUSH", "PULL", "PAIR0"}),
-                     "nng-1.5": frozenset({"PUB", "SUB", "PUSH", "PULL", "PAIR0", "PAIR1"})}
+PATTERN_IMPLS = tuple(n for n, i in IMPLEMENTATIONS.items() if i.patterns)
 
 
 def pattern_legal(wire: str, a: str, b: str) -> bool:
@@ -910,17 +704,22 @@ def pattern_sender(cell: Cell) -> str:
 
 #: what the subscribing side holds, per pub/sub shape
 SHAPE_TOPICS: dict[str, tuple[bytes, ...]] = {"topic": (b"a.",), "prefix": (b"a",),
-                                             "all": (b"",), "multi": (b"a.", b"b.")}
+                                             "all": (b"",), "multi": (b"a.", b"b."),
+                                             "unsubscribe": (b"a.", b"b."), "late": (b"a.",)}
+#: ``unsubscribe``: what the subscriber drops after its first round; ``late``: what the late
+#: joiner holds
+SHAPE_CHANGE: dict[str, bytes] = {"unsubscribe": b"b.", "late": b"b."}
 #: one round: subscribed, not subscribed, a prefix of another (``a`` vs ``a.``), the empty one
 PUBSUB_ROUND = (b"a.1", b"b.1", b"c.1", b"a", b"ab", b"a.2", b"", b"b.2", b"bb", b"a.3")
 STREAM_ROUND = tuple(b"m-%02d" % i for i in range(20))
 
 
-def delivery_expected(cell: Cell) -> list[bytes]:
-    """What the receiving side must get from one round, exactly and in order."""
-    if cell.shape in SHAPE_TOPICS:
-        topics = SHAPE_TOPICS[cell.shape]
-        return [m for m in PUBSUB_ROUND if any(m.startswith(t) for t in topics)]
+def delivery_expected(cell: Cell, topics: tuple[bytes, ...] | None = None) -> list[bytes]:
+    """What the receiving side must get from one round, exactly and in order (``topics``:
+    what it holds, when not the shape's first set)."""
+    if topics is not None or cell.shape in SHAPE_TOPICS:
+        held = SHAPE_TOPICS[cell.shape] if topics is None else topics
+        return [m for m in PUBSUB_ROUND if any(m.startswith(t) for t in held)]
     return list(STREAM_ROUND)
 
 
@@ -934,10 +733,18 @@ def validate_pattern_cell(cell: Cell) -> None:
             raise ValueError(f"{impl} on the {wire} wire is not a pattern peer")
         if kind not in PATTERN_TYPES[wire]:
             raise ValueError(f"{kind} is not a pattern socket type on the {wire} wire")
-        if impl in CLI_PATTERN_TYPES and kind not in CLI_PATTERN_TYPES[impl]:
+        if kind not in IMPLEMENTATIONS[impl].patterns:
             raise ValueError(f"{impl} has no {kind}")
+        if cell.net not in IMPLEMENTATIONS[impl].nets:
+            raise ValueError(f"{impl} has no {cell.net}")
     if cell.net not in NETS:
         raise ValueError(f"unknown transport {cell.net!r}")
+    if cell.shape in DYNAMIC_SHAPES:
+        if cell.client_type not in ("SUB", "XSUB") or not IMPLEMENTATIONS[cell.client_impl].unsubscribe:
+            raise ValueError(f"shape {cell.shape}: the client is a subscriber that can change "
+                             "its subscriptions")
+        if IMPLEMENTATIONS[cell.server_impl].fixed_sender:
+            raise ValueError(f"shape {cell.shape}: the publisher sends rounds")
     if not cell.direct:
         if cell.gateway_pattern not in GATEWAY_PATTERN_KINDS:
             raise ValueError(f"bad pattern in route {cell.route!r}")

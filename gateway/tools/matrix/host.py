@@ -48,6 +48,11 @@ def _run_forked(cell: Cell, timeout: float) -> dict[str, Any]:
                     view = view[n:]
 
             try:
+                if not cell.direct:  # fork the gateway's process now, before any thread
+                    from gateway.tools.harness.gateway import Zygote
+                    from gateway.tools.matrix import runner
+
+                    runner.ZYGOTE = Zygote()
                 row = run_cell_inline(cell, timeout,
                                       on_played=lambda early: send({**early, "_early": True}))
             except BaseException as exc:  # noqa: BLE001
@@ -102,6 +107,11 @@ def main() -> int:
 
     with contextlib.suppress(Exception):
         import gateway.engine.socket  # noqa: F401
+    with contextlib.suppress(Exception):  # what a forked gateway (harness Zygote) runs
+        import gateway.cli  # noqa: F401
+        from gateway.plugins import manager
+
+        manager()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     for line in sys.stdin:
         if not line.strip():

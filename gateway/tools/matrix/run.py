@@ -17,14 +17,8 @@ import threading
 import time
 from typing import Any
 
-from gateway.tools.matrix.cells import (
-    DEFAULT_TIMEOUT,
-    RESULT_COLUMNS,
-    Cell,
-    all_cells,
-    expected,
-    select,
-)
+from gateway.tools.matrix.catalog import all_cells, select
+from gateway.tools.matrix.cells import DEFAULT_TIMEOUT, RESULT_COLUMNS, Cell, expected
 
 
 def configure_parser(p: argparse.ArgumentParser) -> None:

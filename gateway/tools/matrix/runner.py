@@ -16,6 +16,7 @@ request), replies byte for byte (the raw nng REQ gets back exactly the header it
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 import statistics
 import tempfile
@@ -26,7 +27,7 @@ from typing import Any
 
 from gateway.patterns.pairing import sp_protocol, zmtp_socket_type
 from gateway.tools.harness import security as sec_material
-from gateway.tools.harness.gateway import Gateway
+from gateway.tools.harness.gateway import Gateway, Zygote
 from gateway.tools.harness.peers import (
     GATEWAY_ID,
     HEARTBEAT,
@@ -37,15 +38,20 @@ from gateway.tools.harness.peers import (
     make_peer,
 )
 from gateway.tools.harness.peers.cli import CliPeer
-from gateway.tools.harness.procs import lib_url
+from gateway.tools.harness.procs import Unavailable, lib_url
 from gateway.tools.matrix.cells import (
     CLI_IMPLS,
+    DYNAMIC_SHAPES,
     HEARTBEAT_IDLE,
+    IMPLS,
     JEROMQ,
     ONE_PORT,
+    PUBSUB_ROUND,
     SECURITY,
+    SHAPE_CHANGE,
     SHAPE_TOPICS,
     SHAPES,
+    STREAM_ROUND,
     Cell,
     delivery_expected,
     expected,
@@ -72,13 +78,20 @@ def reply_of(request: bytes) -> bytes:
     return request.translate(REPLY_TABLE)
 
 
-SP_SERVER_SCHEME = {"native": "sp", "nng": "nng", "nng-raw": "nng", "nng-1.5": "nng",
-                    "nanomsg": "nanomsg"}
+#: how the gateway's back URL names an SP server's wire (nng+, nanomsg+ are sp+ aliases)
+SP_SERVER_SCHEME = {"native": "sp", "nanomsg": "nanomsg", **{n: "nng" for n in IMPLS
+                                                           if n.startswith("nng")}}
 
 
-def start_gateway(front: str, back: str) -> tuple[Gateway, str]:
+#: a prepared gateway process (``gateway.tools.harness.gateway.Zygote``) for this cell, set by
+#: the cell host before anything else runs; None: start ``python -m gateway`` instead
+ZYGOTE: Zygote | None = None
+
+
+def start_gateway(front: str, back: str, workdir: str) -> tuple[Gateway, str]:
     """``gateway bridge FRONT BACK`` (JSON logs), started; it and its front as a library URL."""
-    gw = Gateway("bridge", front, back, "--log-format", "json", ready_timeout=20.0).start()
+    gw = Gateway("bridge", front, back, "--log-format", "json", ready_timeout=20.0,
+                 stderr_path=os.path.join(workdir, "gateway.err"), zygote=ZYGOTE).start()
     return gw, lib_url(gw.front)
 
 
@@ -124,6 +137,9 @@ def run_cell_inline(cell: Cell, timeout: float,
         gw = play(cell, timeout, workdir, peers, out)
         if on_played is not None:
             on_played(_row(cell, out, t0))
+    except Unavailable as exc:  # an implementation missing on this machine: skipped, with why
+        out.observed = "skipped"
+        out.note(f"skipped: {exc}")
     except Exception as exc:  # noqa: BLE001 - one broken cell must not stop the matrix
         out.observed = "error"
         tb = traceback.format_exception(type(exc), exc, exc.__traceback__)
@@ -142,13 +158,14 @@ def run_cell_inline(cell: Cell, timeout: float,
 
 def _row(cell: Cell, out: Outcome, t0: float) -> dict[str, Any]:
     exp = expected(cell)
-    if out.observed != exp and not any(d.startswith("expected ") for d in out.details):
+    if out.observed not in (exp, "skipped") and not any(d.startswith("expected ")
+                                                         for d in out.details):
         out.note(f"expected {exp} ({expected_reason(cell)})")
     row: dict[str, Any] = dict(cell.as_dict())
     row.update(
         expected=exp,
         observed=out.observed,
-        envelope_ok=(out.observed != "error" and not out.envelope_problems),
+        envelope_ok=(out.observed not in ("error", "skipped") and not out.envelope_problems),
         rtt_us=(round(statistics.median(out.rtts) * 1e6, 1) if out.rtts else None),
         detail="; ".join(out.details + out.envelope_problems)[:2000],
         cell_id=cell.cell_id,
@@ -196,7 +213,7 @@ def _play(cell: Cell, timeout: float, workdir: str, peers: list[Any], out: Outco
                     f"&heartbeat_timeout={HEARTBEAT['timeout_ms']}")
             front += beat if cell.client_wire == "zmq" else ""
             back += beat if cell.server_wire == "zmq" else ""
-        gw, connect_url = start_gateway(front, back)
+        gw, connect_url = start_gateway(front, back, workdir)
         out.note(f"gateway {fb}->{bb} READY front={gw.front}")
 
     crid = GATEWAY_ID if (not cell.direct and cell.client_type == "ROUTER") else None
@@ -517,12 +534,17 @@ def _play_pattern(cell: Cell, timeout: float, workdir: str, peers: list[Any],
         front = (f"@{cell.client_wire}+{_bind_url(cell.net, workdir, 'front')}?backend={fb}"
                  + ("" if on_back else f"&pattern={pattern}"))
         back = f">{scheme}+{server_url}?backend={bb}" + (f"&pattern={pattern}" if on_back else "")
-        gw, connect_url = start_gateway(front, back)
+        gw, connect_url = start_gateway(front, back, workdir)
         out.note(f"gateway {cell.gateway_pattern} {fb}->{bb} READY front={gw.front}")
     client = peer("client")
     peers.append(client)
     client.connect(connect_url)
     by_side = {"client": client, "server": server}
+    if cell.shape in DYNAMIC_SHAPES:
+        out.observed = _dynamic(cell, server, client, connect_url, workdir, peers, timeout, out)
+        if gw is not None and not gw.alive():
+            out.bad(f"gateway died: {gw.stderr_tail(3)}")
+        return gw
     directions = [(sender, receiver)]
     if cell.client_type.startswith("PAIR") and cell.server_type.startswith("PAIR"):
         directions.append((receiver, sender))  # pair: the other way too
@@ -540,11 +562,40 @@ def _play_pattern(cell: Cell, timeout: float, workdir: str, peers: list[Any],
     return gw
 
 
-def _deliver(cell: Cell, src: Any, dst: Any, timeout: float, out: Outcome) -> str:
+def _dynamic(cell: Cell, publisher: Peer, sub: Peer, url: str, workdir: str,
+             peers: list[Any], timeout: float, out: Outcome) -> str:
+    """``unsubscribe``: a round, the subscriber drops a topic, a round without it. ``late``: a
+    round, a second subscriber of the client's implementation joins holding another topic, a
+    round that reaches both. Each round exact (``delivery_expected``)."""
+    first = _deliver(cell, publisher, sub, timeout, out)
+    if first != "exchanged":
+        return first
+    change = SHAPE_CHANGE[cell.shape]
+    held = SHAPE_TOPICS[cell.shape]
+    if cell.shape == "unsubscribe":
+        sub.unsubscribe(change)
+        time.sleep(0.5)  # the cancel travels to the publisher (and through the gateway)
+        held = tuple(t for t in held if t != change)
+        return _deliver(cell, publisher, sub, timeout, out, topics=held, what="after unsubscribe")
+    late = make_peer(cell.client_impl, cell.client_type, cell.client_wire, "client", workdir,
+                     topics=(change,))
+    peers.append(late)
+    late.connect(url)
+    got = _deliver(cell, publisher, late, timeout, out, topics=(change,), what="late joiner",
+                   also=[(sub, held)])
+    return got
+
+
+def _deliver(cell: Cell, src: Any, dst: Any, timeout: float, out: Outcome,
+             topics: tuple[bytes, ...] | None = None, what: str = "",
+             also: list[tuple[Any, tuple[bytes, ...]]] = ()) -> str:  # type: ignore[assignment]
     """One direction: ``exchanged``, ``refused-handshake`` (nothing crossed) or ``bad-delivery``."""
     quiet = 0.3
-    if src.impl in CLI_IMPLS:  # repeats its one message
-        got = dst.drain(quiet=max(1.5, timeout), deadline=time.monotonic() + 3 * timeout + 3)
+    if src.impl in CLI_IMPLS:  # repeats its one message: two copies tell
+        got: list[bytes] = []
+        deadline = time.monotonic() + 3 * timeout + 3
+        while len(got) < 2 and time.monotonic() < deadline:
+            got += dst.drain(quiet=max(1.5, timeout), deadline=min(deadline, time.monotonic() + 0.5))
         if not got:
             return "refused-handshake"
         data = CLI_DATA[cell.family]
@@ -555,8 +606,8 @@ def _deliver(cell: Cell, src: Any, dst: Any, timeout: float, out: Outcome) -> st
             return "exchanged"
         out.note(f"{dst.label}: got {got[:5]!r}")
         return "bad-delivery"
-    topics = SHAPE_TOPICS.get(cell.shape)
-    probe = (topics[0] if topics else b"") + b"probe"
+    held = SHAPE_TOPICS.get(cell.shape) if topics is None else topics
+    probe = (held[0] if held else b"") + b"probe"
     t0 = time.monotonic()
     deadline = t0 + 3 * timeout + 2  # a subscription takes a moment to reach the publisher
     crossed = False
@@ -564,18 +615,21 @@ def _deliver(cell: Cell, src: Any, dst: Any, timeout: float, out: Outcome) -> st
         src.send(probe)
         crossed = any(m == probe for m in dst.drain(quiet=0.1, deadline=time.monotonic() + 0.5))
     if not crossed:
+        out.note(f"{dst.label}: nothing crossed{' ' + what if what else ''}")
         return "refused-handshake"
     out.rtts.append(time.monotonic() - t0)
-    dst.drain(quiet=quiet, deadline=time.monotonic() + 2)  # probes still on the way
-    from gateway.tools.matrix.cells import PUBSUB_ROUND, STREAM_ROUND
-
-    msgs = PUBSUB_ROUND if topics else STREAM_ROUND
+    receivers = [(dst, held), *also]
+    for peer, _ in receivers:
+        peer.drain(quiet=quiet, deadline=time.monotonic() + 2)  # probes still on the way
+    msgs = PUBSUB_ROUND if held is not None else STREAM_ROUND
     for m in msgs:
         src.send(m)
-    got = [m for m in dst.drain(quiet=quiet, deadline=time.monotonic() + 3 * timeout + 2)
-           if not m.endswith(b"probe")]
-    want = delivery_expected(cell)
-    if got == want:
-        return "exchanged"
-    out.note(f"{dst.label}: expected {want!r}, got {got!r}")
-    return "bad-delivery"
+    verdict = "exchanged"
+    for peer, topics_held in receivers:
+        got = [m for m in peer.drain(quiet=quiet, deadline=time.monotonic() + 3 * timeout + 2)
+               if not m.endswith(b"probe")]
+        want = delivery_expected(cell, topics_held)
+        if got != want:
+            out.note(f"{peer.label}{' ' + what if what else ''}: expected {want!r}, got {got!r}")
+            verdict = "bad-delivery"
+    return verdict

@@ -153,6 +153,11 @@ IMPLEMENTATIONS: dict[str, tuple[str, str]] = {
     "nanomsg": ("cli", "CliPeer"),
     "nng-1.5": ("cli", "CliPeer"),
     "jeromq-0.3": ("jeromq", "JeromqPeer"),
+    "libzmq-4.3.4": ("remote", "RemotePeer"),
+    "libzmq-4.1": ("remote", "RemotePeer"),
+    "omq": ("remote", "RemotePeer"),
+    "nng-2.0": ("remote", "RemotePeer"),
+    "nng-1.1": ("remote", "RemotePeer"),
 }
 
 
