@@ -8,11 +8,14 @@ export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 
 .PHONY: env system-deps demo test test-fast lint bench matrix clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml gateway/tools/harness/peers/remote.py
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[test,bench,matrix]'
 	$(PY) -m pip install -q -e examples/plugin-skeleton
+	# the matrix's peers of other generations and runtimes, each in its own environment under
+	# .venv/peers (one missing here makes its cells "skipped", with the reason)
+	$(PY) -m gateway.tools.harness.peers.remote install
 	touch $(STAMP)
 
 system-deps:

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Debian packages the interop tests and the matrix need: nanomsg's and nng 1.5's CLIs, JeroMQ 0.3
-# (a ZMTP 2.0 peer) and a JDK (Spark's Java runtime, and javac for the JeroMQ peer program,
-# compiled at test time). Installs only what is missing; needs root (CI and dev machines are).
+# (a ZMTP 2.0 peer), a JDK (Spark's Java runtime, and javac for the JeroMQ peer program,
+# compiled at test time), Debian's pyzmq (libzmq 4.3.4, another libzmq generation for the
+# matrix) and Chromium (the matrix report opened in a headless browser). Installs only what is
+# missing; needs root (CI and dev machines are).
 set -euo pipefail
 need=()
 command -v nanocat >/dev/null 2>&1 || need+=(nanomsg-utils)
@@ -10,6 +12,8 @@ command -v javac >/dev/null 2>&1 || need+=(default-jdk-headless)
 [ -f /usr/share/java/jeromq.jar ] || need+=(libjeromq-java)
 command -v openssl >/dev/null 2>&1 || need+=(openssl)  # test certificates (SP over TLS)
 command -v curl >/dev/null 2>&1 || need+=(curl)  # the README's metrics example
+[ -d /usr/lib/python3/dist-packages/zmq ] || need+=(python3-zmq)  # libzmq 4.3.4, /usr/bin/python3
+command -v chromium >/dev/null 2>&1 || need+=(chromium)  # the report in a headless browser
 [ ${#need[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" != 0 ]; then
   echo "system-deps: missing ${need[*]}; run as root or: sudo apt-get install ${need[*]}" >&2

@@ -28,7 +28,7 @@ def python_path() -> str:
     return child_env()["PYTHONPATH"]
 
 
-def spark_session(master: str | None, app: str) -> Any:
+def spark_session(master: str | None, app: str, conf: dict[str, str] | None = None) -> Any:
     """A quiet SparkSession whose executors run this interpreter with this repo importable.
 
     ``PYSPARK_PYTHON``/``spark.pyspark.python`` = the running interpreter (or the executors
@@ -57,6 +57,8 @@ def spark_session(master: str | None, app: str) -> Any:
         .config("spark.task.maxFailures", "1")
         .config("spark.sql.execution.arrow.pyspark.enabled", "false")
     )
+    for key, value in (conf or {}).items():
+        builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark

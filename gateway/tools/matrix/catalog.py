@@ -235,7 +235,8 @@ def all_cells() -> list[Cell]:
 
     cells += heartbeat_cells()
     cells = list(dict.fromkeys(cells + jeromq_cells() + oneport_cells() + security_cells()
-                               + ci_cells() + small_selection() + pattern_cells()
+                               + first_ci_cells() + generation_ci_cells() + small_selection()
+                               + pattern_cells()
                                + generation_cells() + pattern_generation_cells()))
     for c in cells:
         c.validate()
@@ -245,7 +246,59 @@ def all_cells() -> list[Cell]:
 
 
 def ci_cells() -> list[Cell]:
-    """The CI-sized selection: every impl pair (direct REQ-REP on each wire), every ZMTP
+    """The CI-sized selection (:func:`first_ci_cells`), each newer implementation's main cells
+    (:func:`generation_ci_cells`), then, for every value of every column (implementation,
+    socket type, transport, route, shape, expected outcome) that no cell of those has, the first
+    cell of the whole matrix that has it: every implementation, shape and route at least once."""
+    cells = first_ci_cells() + generation_ci_cells()
+    everything = all_cells()
+    for key in COVERED:
+        have = {v for c in cells for v in _value(c, key)}
+        for c in everything:
+            missing = set(_value(c, key)) - have
+            if missing:
+                cells.append(c)
+                have |= set(_value(c, key))
+    return list(dict.fromkeys(cells))
+
+
+#: the columns whose every value the CI selection covers
+COVERED = ("client_impl", "server_impl", "client_type", "server_type", "transport", "route",
+           "shape", "expected")
+
+
+def generation_ci_cells() -> list[Cell]:
+    """Each implementation of another generation or runtime: both roles against the reference
+    of its wire, the engine, a refused pairing, the gateway as client and as server (library and
+    native backends), a pattern, keys where it has them."""
+    cells: list[Cell] = []
+    for wire, new in (("zmq", ZMTP_NEW), ("sp", SP_NEW)):
+        ref, far = REFERENCE[wire], "sp" if wire == "zmq" else "zmq"
+        lib, flib = BACKENDS[wire][0], BACKENDS[far][0]
+        for n in new:
+            cells += [
+                _direct(wire, "tcp", n, ref, "REQ", "REP", "small"),
+                _direct(wire, "tcp", ref, n, "REQ", "REP", "64k"),
+                _direct(wire, "tcp", n, "native", "REQ", "REP", "small"),
+                _direct(wire, "ipc", "native", n, "REQ", "REP", "small"),
+                _direct(wire, "tcp", n, ref, "REQ", "REQ", "small"),  # refused
+                _gw(wire, far, "tcp", lib, flib, n, "REQ", *GW_DEFAULT_SERVER[far], "small"),
+                _gw(far, wire, "tcp", "native", "native", *GW_DEFAULT_CLIENT[far], n, "REP",
+                    "small"),
+                _pc(n, "SUB", ref, "PUB", f"{wire}+tcp", "direct", "multi"),
+                _pc(ref, "PUSH", n, "PULL", f"{wire}+tcp", "direct", "stream"),
+                _direct(wire, "tcp", n, "native", "REQ", "REP", "curve"),
+                _direct(wire, "tcp", "native", n, "REQ", "REP", "plain-badpass"),
+                _pc(n, "SUB", REFERENCE[far], "PUB", f"{wire}+tcp->{far}+tcp",
+                    "gateway-pubsub:native->native", "late"),
+                _pc(n, "SUB", REFERENCE[far], "PUB", f"{wire}+tcp->{far}+tcp",
+                    f"gateway-pubsub:{lib}->{flib}", "unsubscribe"),
+            ]
+    return _valid(cells)
+
+
+def first_ci_cells() -> list[Cell]:
+    """The first CI-sized selection: every impl pair (direct REQ-REP on each wire), every ZMTP
     pairing against libzmq (so every illegal one), the SP illegal ones against nng and
     nanomsg, one cell per shape and transport, every gateway route family with both the
     library and the native backends, and an illegal peer on each side of the gateway."""

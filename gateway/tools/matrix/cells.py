@@ -148,7 +148,10 @@ RESULT_COLUMNS = (
     "client_impl", "client_type", "server_impl", "server_type", "transport", "route", "shape",
     "expected", "observed", "envelope_ok", "rtt_us", "detail",
     "cell_id", "wire", "duration_s",
+    "bytes_seen", "executor",
 )
+#: an observed outcome that is no finding: the implementation is missing on this machine
+SKIPPED = "skipped"
 
 
 def wire_of_impl(impl: str) -> tuple[str, ...]:
@@ -622,11 +625,20 @@ def hard_timeout(timeout: float) -> float:
     return 30.0 + 6 * timeout
 
 
+def executor() -> str:
+    """Where a cell ran: host and working directory (on a Spark worker, the executor's own
+    directory: ``.../work/app-.../<executor id>``)."""
+    import os
+    import socket
+
+    return f"{socket.gethostname()}:{os.getcwd()}"
+
+
 def error_row(cell: Cell, detail: str, duration: float = 0.0) -> dict[str, Any]:
     row: dict[str, Any] = dict(cell.as_dict())
     row.update(expected=expected(cell), observed="error", envelope_ok=False, rtt_us=None,
                detail=detail[:2000], cell_id=cell.cell_id, wire=cell.wire,
-               duration_s=round(duration, 3))
+               duration_s=round(duration, 3), bytes_seen="", executor=executor())
     return row
 
 

@@ -53,8 +53,11 @@ def gather(spark: Any, path: str) -> dict[str, Any]:
     d["totals"] = _rows(spark, """
         SELECT count(*) AS cells,
                sum(CASE WHEN observed = expected THEN 1 ELSE 0 END) AS as_expected,
-               sum(CASE WHEN observed <> expected THEN 1 ELSE 0 END) AS mismatches,
-               sum(CASE WHEN envelope_ok THEN 0 ELSE 1 END) AS envelope_bad,
+               sum(CASE WHEN observed <> expected AND observed <> 'skipped' THEN 1 ELSE 0 END)
+                   AS mismatches,
+               sum(CASE WHEN observed = 'skipped' THEN 1 ELSE 0 END) AS skipped,
+               sum(CASE WHEN envelope_ok OR observed = 'skipped' THEN 0 ELSE 1 END)
+                   AS envelope_bad,
                round(sum(duration_s), 1) AS cell_seconds
         FROM cells""")[0]
     d["confusion"] = _rows(spark, """
@@ -114,9 +117,25 @@ def gather(spark: Any, path: str) -> dict[str, Any]:
         ORDER BY rtt_us DESC LIMIT 10""")
     d["longest"] = _rows(spark, """
         SELECT cell_id, observed, duration_s FROM cells ORDER BY duration_s DESC LIMIT 8""")
-    d["problems"] = _rows(spark, """
-        SELECT cell_id, expected, observed, envelope_ok, detail FROM cells
-        WHERE observed <> expected OR NOT envelope_ok ORDER BY cell_id""")
+    has_bytes = "bytes_seen" in df.columns
+    d["problems"] = _rows(spark, f"""
+        SELECT cell_id, expected, observed, envelope_ok, detail,
+               {'bytes_seen' if has_bytes else "''"} AS bytes_seen FROM cells
+        WHERE (observed <> expected OR NOT envelope_ok) AND observed <> 'skipped'
+        ORDER BY cell_id""")
+    d["skipped"] = _rows(spark, """
+        SELECT detail, count(*) AS n FROM cells WHERE observed = 'skipped'
+        GROUP BY detail ORDER BY n DESC""")
+    d["impl_pairs"] = _rows(spark, """
+        SELECT client_impl, server_impl, client_type, server_type, count(*) AS n,
+               sum(CASE WHEN observed = expected AND envelope_ok THEN 1 ELSE 0 END) AS ok,
+               sum(CASE WHEN observed = 'skipped' THEN 1 ELSE 0 END) AS skipped,
+               collect_list(concat(shape, ' ', transport, ' ', route, ': ', observed)) AS lines,
+               collect_list(observed) AS observed
+        FROM cells GROUP BY client_impl, server_impl, client_type, server_type""")
+    d["all_cells"] = _rows(spark, """
+        SELECT cell_id, client_impl, client_type, server_impl, server_type, transport, route,
+               shape, expected, observed, envelope_ok, rtt_us FROM cells ORDER BY cell_id""")
     return d
 
 
@@ -268,7 +287,8 @@ def render_markdown(d: dict[str, Any], path: str) -> str:
     t = d["totals"]
     parts = [f"# Interop matrix report\n\nSource: `{path}`; {_stamp_line(d)}\n",
              f"**{t['cells']} cells: {t['as_expected']} as expected, {t['mismatches']} mismatch(es), "
-             f"{t['envelope_bad']} envelope problem(s)**; {t['cell_seconds']} s of cell time.\n",
+             f"{t.get('skipped') or 0} skipped, {t['envelope_bad']} envelope problem(s)**; "
+             f"{t['cell_seconds']} s of cell time.\n",
              "Legend: ex = exchanged, hs = refused at handshake, lim = refused by the size limit, auth = refused the credentials, "
              "to = timeout, conn = connected although nobody could send, err = error; a number is "
              "how many cells (shapes x transports) ended that way. ✓ = every cell as expected.\n",
@@ -336,6 +356,8 @@ th{background:#f3f3f3}
 td.ok{background:#c8f0c8}
 td.bad{background:#f5b5b5;font-weight:bold}
 td.none{background:#fafafa}
+td.skip{background:#ddd}
+td.mono{font-family:monospace;font-size:11px;word-break:break-all}
 .small{color:#666;font-size:12px}
 """
 
@@ -358,7 +380,8 @@ def render_html(d: dict[str, Any], path: str) -> str:
          "<h1>Interop matrix report</h1>",
          f"<p class=small>Source: {html.escape(path)}; {html.escape(_stamp_line(d))}</p>",
          f"<p><b>{t['cells']} cells: {t['as_expected']} as expected, {t['mismatches']} mismatch(es), "
-         f"{t['envelope_bad']} envelope problem(s)</b>; {t['cell_seconds']} s of cell time.</p>",
+         f"{t.get('skipped') or 0} skipped, {t['envelope_bad']} envelope problem(s)</b>; "
+         f"{t['cell_seconds']} s of cell time.</p>",
          "<p class=small>ex = exchanged, hs = refused at handshake, lim = refused by the size limit, auth = refused the credentials, "
          "to = timeout, conn = connected although nobody could send, err = error. Green: every cell "
          "of the group as expected; red: at least one mismatch or envelope problem. Hover a cell for "
@@ -420,16 +443,143 @@ def render_html(d: dict[str, Any], path: str) -> str:
     p.append(_h_table(["cell", "observed", "cell time (s)"],
                       [[r["cell_id"], r["observed"], r["duration_s"]] for r in d["longest"]]))
     if d["problems"]:  # what went wrong comes first, right after the totals
-        p[5:5] = ["<h2>Mismatches and envelope problems</h2>",
-                  _h_table(["cell", "expected", "observed", "envelope ok", "detail"],
+        p[5:5] = ["<h2 id=problems>Mismatches and envelope problems</h2>",
+                  "<p class=small>Each with the bytes each side saw (hex, each message cut at "
+                  "24 bytes).</p>",
+                  _h_table(["cell", "expected", "observed", "envelope ok", "detail",
+                            "bytes each side saw"],
                            [[r["cell_id"], r["expected"], r["observed"], r["envelope_ok"],
-                             (r["detail"] or "")[:600]] for r in d["problems"]],
-                           [["", "", "bad", "", ""] for _ in d["problems"]])]
+                             (r["detail"] or "")[:600], r.get("bytes_seen") or ""]
+                            for r in d["problems"]],
+                           [["", "", "bad", "", "", "mono"] for _ in d["problems"]])]
     else:
         p.append("<h2>Mismatches and envelope problems</h2>")
         p.append("<p>None: every cell behaved as the pairing tables and limits predict.</p>")
-    p.append("</body></html>")
+    p += html_skipped(d) + html_implementations(d) + html_impl_pairs(d) + html_cells(d)
+    p.append(f"<script>{FILTER_JS}</script></body></html>")
     return "\n".join(p) + "\n"
+
+
+def html_skipped(d: dict[str, Any]) -> list[str]:
+    if not d.get("skipped"):
+        return []
+    return ["<h2>Skipped cells</h2>",
+            "<p class=small>An implementation missing on the machine that ran the matrix: "
+            "its cells are reported here, with the reason, never dropped.</p>",
+            _h_table(["reason", "cells"], [[r["detail"], r["n"]] for r in d["skipped"]])]
+
+
+def html_implementations(d: dict[str, Any]) -> list[str]:
+    from gateway.tools.matrix.impls import IMPLEMENTATIONS
+
+    cells: dict[str, int] = defaultdict(int)
+    for r in d.get("impl_pairs", []):
+        cells[r["client_impl"]] += r["n"]
+        if r["server_impl"] != r["client_impl"]:
+            cells[r["server_impl"]] += r["n"]
+    return ["<h2>Implementations</h2>",
+            _h_table(["name", "wire", "the wire implementation inside", "runs as", "cells"],
+                     [[i.name, "/".join(i.wires), i.what, i.runtime, cells.get(i.name, 0)]
+                      for i in IMPLEMENTATIONS.values()])]
+
+
+def html_impl_pairs(d: dict[str, Any]) -> list[str]:
+    """One pairing table per implementation pair (client implementation > server
+    implementation): client types down, server types across, every cell of the pair counted
+    there (all shapes, transports and routes); hover for each cell's outcome."""
+    by: dict[tuple[str, str], dict[tuple[str, str], dict[str, Any]]] = defaultdict(dict)
+    for r in d.get("impl_pairs", []):
+        by[(r["client_impl"], r["server_impl"])][(r["client_type"], r["server_type"])] = r
+    out = ["<h2>Pairing tables per implementation pair</h2>",
+           "<p class=small>Client implementation &gt; server implementation; rows: the client's "
+           "socket type, columns: the server's; each square counts that pairing's cells over "
+           "every shape, transport and route (direct and through the gateway). Green: all as "
+           "expected; red: at least one not; grey: skipped here.</p>"]
+    for (ci, si), grid in sorted(by.items()):
+        rows_t = sorted({a for a, _ in grid})
+        cols_t = sorted({b for _, b in grid})
+        rows, classes = [], []
+        for a in rows_t:
+            row, cls = [f"<b>{html.escape(a)}</b>"], [""]
+            for b in cols_t:
+                r = grid.get((a, b))
+                if r is None:
+                    row.append("")
+                    cls.append("none")
+                    continue
+                tip = html.escape("\n".join(r["lines"]), quote=True)
+                row.append(f"<span title=\"{tip}\">{html.escape(summary_text(r))}</span>")
+                cls.append("skip" if r["skipped"] == r["n"] else
+                           "ok" if r["ok"] + r["skipped"] == r["n"] else "bad")
+            rows.append(row)
+            classes.append(cls)
+        n = sum(r["n"] for r in grid.values())
+        out.append(f"<h3>{html.escape(ci)} &gt; {html.escape(si)} ({n} cells)</h3>")
+        out.append(_h_table([f"{ci} \\ {si}"] + cols_t, rows, classes))
+    return out
+
+
+def html_cells(d: dict[str, Any]) -> list[str]:
+    """Every cell, filtered in the page by shape, route and outcome."""
+    cells = d.get("all_cells", [])
+    if not cells:
+        return []
+
+    def options(key: str) -> str:
+        values = sorted({str(r[key]) for r in cells})
+        return "".join(f"<option>{html.escape(v)}</option>" for v in values)
+
+    out = ["<h2 id=cells>Every cell</h2>",
+           "<p class=small>Filter: "
+           f"shape <select id=f-shape data-col=shape><option value=''>all</option>{options('shape')}</select> "
+           f"route <select id=f-route data-col=route><option value=''>all</option>{options('route')}</select> "
+           f"outcome <select id=f-outcome data-col=outcome><option value=''>all</option>"
+           "<option value=as-expected>as expected</option><option value=not-as-expected>not as "
+           f"expected</option>{options('observed')}</select> "
+           "<span id=f-count></span></p>",
+           "<table id=cells-table><tr><th>cell</th><th>client</th><th>server</th><th>transport</th>"
+           "<th>route</th><th>shape</th><th>expected</th><th>observed</th><th>rtt (µs)</th></tr>"]
+    for r in cells:
+        good = r["observed"] == r["expected"] and r["envelope_ok"]
+        state = ("skip" if r["observed"] == "skipped" else "ok" if good else "bad")
+        verdict = "as-expected" if good else "not-as-expected"
+        out.append(
+            f"<tr data-shape=\"{html.escape(r['shape'])}\" data-route=\"{html.escape(r['route'])}\" "
+            f"data-outcome=\"{html.escape(r['observed'])} {verdict}\">"
+            f"<td>{html.escape(r['cell_id'])}</td>"
+            f"<td>{html.escape(r['client_impl'])} {html.escape(r['client_type'])}</td>"
+            f"<td>{html.escape(r['server_impl'])} {html.escape(r['server_type'])}</td>"
+            f"<td>{html.escape(r['transport'])}</td><td>{html.escape(r['route'])}</td>"
+            f"<td>{html.escape(r['shape'])}</td><td>{html.escape(r['expected'])}</td>"
+            f"<td class={state}>{html.escape(r['observed'])}</td><td>{_us(r['rtt_us'])}</td></tr>")
+    out.append("</table>")
+    return out
+
+
+FILTER_JS = """
+(function () {
+  var sels = ['f-shape', 'f-route', 'f-outcome'].map(function (i) { return document.getElementById(i); });
+  var rows = Array.prototype.slice.call(document.querySelectorAll('#cells-table tr[data-shape]'));
+  function apply() {
+    var shown = 0;
+    rows.forEach(function (tr) {
+      var ok = sels.every(function (s) {
+        if (!s || !s.value) { return true; }
+        var have = tr.getAttribute('data-' + s.getAttribute('data-col')).split(' ');
+        return have.indexOf(s.value) >= 0;
+      });
+      tr.style.display = ok ? '' : 'none';
+      if (ok) { shown += 1; }
+    });
+    var c = document.getElementById('f-count');
+    if (c) { c.textContent = shown + ' of ' + rows.length + ' cells'; }
+  }
+  sels.forEach(function (s) { if (s) { s.addEventListener('change', apply); } });
+  var q = new URLSearchParams(window.location.search);
+  sels.forEach(function (s) { if (s && q.get(s.getAttribute('data-col'))) { s.value = q.get(s.getAttribute('data-col')); } });
+  apply();
+})();
+"""
 
 
 def run(args: argparse.Namespace) -> int:

@@ -18,7 +18,13 @@ import time
 from typing import Any
 
 from gateway.tools.matrix.catalog import all_cells, select
-from gateway.tools.matrix.cells import DEFAULT_TIMEOUT, RESULT_COLUMNS, Cell, expected
+from gateway.tools.matrix.cells import (
+    DEFAULT_TIMEOUT,
+    RESULT_COLUMNS,
+    SKIPPED,
+    Cell,
+    expected,
+)
 
 
 def configure_parser(p: argparse.ArgumentParser) -> None:
@@ -36,7 +42,12 @@ def configure_parser(p: argparse.ArgumentParser) -> None:
                         "net wire route shape expected cell_id; values are globs, a|b alternatives)")
     p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, metavar="S",
                    help=f"seconds to wait for a reply or a handshake in a cell (default {DEFAULT_TIMEOUT})")
-    p.add_argument("--list", action="store_true", help="print the selected cell ids and exit (no Spark)")
+    p.add_argument("--list", action="store_true",
+                   help="print the selected cell ids and exit (no Spark); counts per "
+                        "implementation, shape, transport, mechanism and route on stderr")
+    p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
+                   help="a Spark setting for the run (repeatable), e.g. spark.cores.max=8 on "
+                        "a cluster")
 
 
 def out_dir_problem(path: str, force: bool = False) -> str | None:
@@ -56,6 +67,37 @@ def out_dir_problem(path: str, force: bool = False) -> str | None:
         return (f"--out {path} holds files that are not a matrix output ({shown}); "
                 f"choose another directory, or --force to replace it")
     return None
+
+
+def counts(cells: list[Cell]) -> list[str]:
+    """How many cells per implementation (either side), shape, transport, mechanism and
+    route: the lines ``--list`` ends with (on stderr)."""
+    from collections import Counter
+
+    from gateway.tools.matrix.cells import SECURITY
+
+    def mechanism(c: Cell) -> str:
+        sec = SECURITY.get(c.shape)
+        zmq = "zmq" in (c.client_wire, c.server_wire)
+        return (sec.zmtp if sec is not None and sec.zmtp else "NULL") if zmq else "(SP only)"
+
+    def transport(c: Cell) -> str:
+        sec = SECURITY.get(c.shape)
+        nets = {f"{w}+{sec.sp if sec is not None and sec.sp and w == 'sp' else c.net}"
+                for w in (c.client_wire, c.server_wire)}
+        return ",".join(sorted(nets))
+
+    tables = {
+        "implementation": Counter(i for c in cells for i in {c.client_impl, c.server_impl}),
+        "shape": Counter(c.shape for c in cells),
+        "transport": Counter(transport(c) for c in cells),
+        "mechanism": Counter(mechanism(c) for c in cells),
+        "route": Counter(c.route.partition(":")[0] if c.direct else
+                         f"{c.wire} {c.route}" for c in cells),
+        "expected": Counter(expected(c) for c in cells),
+    }
+    return [f"by {name}: " + ", ".join(f"{k} {v}" for k, v in sorted(t.items()))
+            for name, t in tables.items()]
 
 
 def estimated_cost(cell: Cell, timeout: float) -> float:
@@ -134,6 +176,8 @@ def run(args: argparse.Namespace) -> int:
         for c in cells:
             print(c.cell_id, expected(c))
         print(f"{len(cells)} cells", file=sys.stderr)
+        for line in counts(cells):
+            print(line, file=sys.stderr)
         return 0
     if not args.out:
         print("gateway matrix run: --out DIR is required (or --list to see the cells)",
@@ -152,7 +196,8 @@ def run(args: argparse.Namespace) -> int:
 
     from gateway.tools.matrix import spark_session
 
-    spark = spark_session(args.master, "gateway-matrix-run")
+    conf = dict(kv.split("=", 1) for kv in getattr(args, "conf", []) if "=" in kv)
+    spark = spark_session(args.master, "gateway-matrix-run", conf)
     try:
         sc = spark.sparkContext
         n = len(cells)
@@ -169,7 +214,7 @@ def run(args: argparse.Namespace) -> int:
                 d.pop("cell_index", None)
                 res = run_cell(Cell.from_dict(d), timeout)
                 done_acc.add(1)
-                if res.get("observed") != res.get("expected"):
+                if res.get("observed") not in (res.get("expected"), SKIPPED):
                     bad_acc.add(1)
                 yield _row_tuple(res)
 
@@ -186,8 +231,11 @@ def run(args: argparse.Namespace) -> int:
         print(progress.line(), file=sys.stderr, flush=True)
         results = spark.createDataFrame(rows, result_schema())
         results.coalesce(1).write.mode("overwrite").parquet(args.out)
-        mism = [r for r in rows if r[RESULT_COLUMNS.index("observed")] != r[RESULT_COLUMNS.index("expected")]]
-        env_bad = [r for r in rows if not r[RESULT_COLUMNS.index("envelope_ok")]]
+        obs, exp = RESULT_COLUMNS.index("observed"), RESULT_COLUMNS.index("expected")
+        skipped = [r for r in rows if r[obs] == SKIPPED]
+        mism = [r for r in rows if r[obs] not in (r[exp], SKIPPED)]
+        env_bad = [r for r in rows if not r[RESULT_COLUMNS.index("envelope_ok")]
+                   and r[obs] != SKIPPED]
         ci = RESULT_COLUMNS.index("cell_id")
         for r in mism[:60]:
             print(f"MISMATCH {r[ci]}: expected {r[RESULT_COLUMNS.index('expected')]}, observed "
@@ -196,8 +244,21 @@ def run(args: argparse.Namespace) -> int:
         for r in env_bad[:20]:
             if r not in mism:
                 print(f"ENVELOPE {r[ci]}: {r[RESULT_COLUMNS.index('detail')][:300]}", file=sys.stderr)
-        print(f"[matrix] {n} cells in {time.monotonic() - t0:.0f}s: {n - len(mism)} as expected, "
-              f"{len(mism)} mismatch(es), {len(env_bad)} envelope problem(s); Parquet: {args.out}",
+        why: dict[str, int] = {}
+        for r in skipped:
+            reason = str(r[RESULT_COLUMNS.index("detail")]).partition("skipped: ")[2][:200]
+            why[reason] = why.get(reason, 0) + 1
+        for reason, k in sorted(why.items()):
+            print(f"SKIPPED {k} cell(s): {reason}", file=sys.stderr)
+        where: dict[str, int] = {}
+        for r in rows:
+            e = str(r[RESULT_COLUMNS.index("executor")])
+            where[e] = where.get(e, 0) + 1
+        for e, k in sorted(where.items()):
+            print(f"[matrix] executor {e}: {k} cell(s)", file=sys.stderr)
+        print(f"[matrix] {n} cells in {time.monotonic() - t0:.0f}s: "
+              f"{n - len(mism) - len(skipped)} as expected, {len(mism)} mismatch(es), "
+              f"{len(skipped)} skipped, {len(env_bad)} envelope problem(s); Parquet: {args.out}",
               file=sys.stderr, flush=True)
         return 1 if (mism or env_bad) else 0
     finally:

@@ -54,6 +54,7 @@ from gateway.tools.matrix.cells import (
     STREAM_ROUND,
     Cell,
     delivery_expected,
+    executor,
     expected,
     expected_reason,
     limits_on_path,
@@ -114,6 +115,13 @@ class Outcome:
         self.details: list[str] = []
         self.envelope_problems: list[str] = []
         self.rtts: list[float] = []
+        self.bytes_seen: list[str] = []  # what each side received, for people (hex, cut)
+
+    def saw(self, who: str, messages: list[bytes] | tuple[bytes, ...]) -> None:
+        """Record (cut short) the messages ``who`` received."""
+        shown = " ".join(m[:24].hex() + ("…" if len(m) > 24 else "") for m in messages[:6])
+        more = f" (+{len(messages) - 6})" if len(messages) > 6 else ""
+        self.bytes_seen.append(f"{who}: {shown or '(nothing)'}{more}")
 
     def note(self, text: str) -> None:
         self.details.append(text)
@@ -171,6 +179,8 @@ def _row(cell: Cell, out: Outcome, t0: float) -> dict[str, Any]:
         cell_id=cell.cell_id,
         wire=cell.wire,
         duration_s=round(time.monotonic() - t0, 3),
+        bytes_seen="; ".join(out.bytes_seen)[:2000],
+        executor=executor(),
     )
     return row
 
@@ -377,6 +387,8 @@ def _lost_while_idle(peers: list[Peer], gw: Gateway | None, out: Outcome) -> boo
 
 def _check_reply(cell: Cell, requester: Peer, rep: Reply, want: bytes, peer_id: bytes,
                  out: Outcome, what: str) -> None:
+    if what in ("probe", "round 1"):
+        out.saw(f"{requester.label} ({what} reply)", rep.frames or (rep.body,))
     if rep.body != want:
         out.bad(f"{what}: reply body {len(rep.body)} B != expected {len(want)} B")
         return
@@ -411,6 +423,11 @@ def _check_responder(cell: Cell, responder: Peer, payload: bytes, probe: bytes, 
             time.sleep(0.01)
     allowed = {payload, probe}
     want = expected_hops(cell, responder)
+    seen = list(responder.seen)
+    if seen:
+        out.saw(f"{responder.label} (requests)", [b"|".join((*x.frames, x.body)) if x.frames
+                                                  else (x.header or b"") + x.body
+                                                  for x in seen[:3]])
     rids: list[int] = []
     for i, s in enumerate(list(responder.seen)):
         if s.body not in allowed:
@@ -629,6 +646,7 @@ def _deliver(cell: Cell, src: Any, dst: Any, timeout: float, out: Outcome,
         got = [m for m in peer.drain(quiet=quiet, deadline=time.monotonic() + 3 * timeout + 2)
                if not m.endswith(b"probe")]
         want = delivery_expected(cell, topics_held)
+        out.saw(f"{peer.label}{' ' + what if what else ''}", got)
         if got != want:
             out.note(f"{peer.label}{' ' + what if what else ''}: expected {want!r}, got {got!r}")
             verdict = "bad-delivery"
