@@ -295,9 +295,17 @@ def serve_nng_device(cfg: dict[str, Any]) -> None:
     else:
         front.listen("tcp://127.0.0.1:0")
     back.dial(cfg["server"], block=False)
+    run_nng_device(front, back)
+
+
+def run_nng_device(front: Any, back: Any) -> None:
+    """``nng_device(front, back)`` in a thread (it blocks in C with the GIL released until a
+    socket closes); READY with the front's URL; exit 1 when the device returns."""
+    import pynng
+
     result: list[int] = []
 
-    def device() -> None:  # blocks in C with the GIL released until a socket closes
+    def device() -> None:
         result.append(pynng.lib.nng_device(front.socket, back.socket))
 
     t = threading.Thread(target=device, daemon=True)
@@ -1278,17 +1286,7 @@ def serve_pattern_device(cfg: dict[str, Any]) -> None:
                 pass
     front.listen("tcp://127.0.0.1:0")
     back.dial(cfg["upstream"], block=False)
-    result: list[int] = []
-
-    def device() -> None:
-        result.append(lib.nng_device(front.socket, back.socket))
-
-    t = threading.Thread(target=device, daemon=True)
-    t.start()
-    emit("READY", {"url": bound_url(nng_port(front))})
-    t.join()
-    sys.stderr.write(f"nng_device returned {result}\n")
-    sys.exit(1)
+    run_nng_device(front, back)
 
 
 ROLES = {

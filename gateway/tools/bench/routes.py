@@ -100,6 +100,21 @@ def _stream_routes() -> list[Route]:
     return out
 
 
+def _secure_bridge(front: str, back: str) -> Route:
+    """A native bridge whose front is secured: CURVE for a ZeroMQ front (a libzmq client),
+    TLS for an SP one (an nng client); its plain twin is the ratios' reference."""
+    security, client = ("curve", "zmq") if front == "zmq" else ("tls", "nng")
+    shown = {"curve": "libzmq REQ/DEALER (CURVE)", "tls": "nng Req0 (TLS)"}[security]
+    front_shown = "CURVE front" if front == "zmq" else "sp+tls+tcp front"
+    echo = "zmq echo" if back == "zmq" else "SP echo"
+    return Route(name=f"gw-{front}-{back}-{security}", group="security",
+                 description=f"{shown} -> gateway bridge {front}->{back} (native, "
+                             f"{front_shown}) -> {echo}",
+                 client=client, server=LIB_SERVER[back], middle="bridge", front=front,
+                 back=back, backend="native", security=security,
+                 plain=f"gw-{front}-{back}-native")
+
+
 ROUTES: list[Route] = [
     Route(name="zmq-direct", group="library", description="libzmq REQ <-> REP (pyzmq)",
           client="zmq", server="zmq-rep"),
@@ -135,30 +150,12 @@ ROUTES: list[Route] = [
           description="libzmq REQ (CURVE) -> zmq.proxy(ROUTER CURVE server/DEALER) -> zmq echo",
           client="zmq", server=LIB_SERVER["zmq"], middle="zmq-proxy", security="curve",
           plain="zmq-proxy"),
-    Route(name="gw-zmq-zmq-curve", group="security",
-          description="libzmq REQ/DEALER (CURVE) -> gateway bridge zmq->zmq (native, CURVE "
-                      "front) -> zmq echo",
-          client="zmq", server=LIB_SERVER["zmq"], middle="bridge", backend="native",
-          security="curve", plain="gw-zmq-zmq-native"),
-    Route(name="gw-zmq-sp-curve", group="security",
-          description="libzmq REQ/DEALER (CURVE) -> gateway bridge zmq->sp (native, CURVE "
-                      "front) -> SP echo",
-          client="zmq", server=LIB_SERVER["sp"], middle="bridge", back="sp", backend="native",
-          security="curve", plain="gw-zmq-sp-native"),
+    *(_secure_bridge("zmq", back) for back in ("zmq", "sp")),
     Route(name="nng-device-tls", group="security",
           description="nng Req0 (TLS) -> nng_device(raw Rep0 on tls+tcp/raw Req0) -> SP echo",
           client="nng", server=LIB_SERVER["sp"], middle="nng-device", front="sp", back="sp",
           security="tls", plain="nng-device"),
-    Route(name="gw-sp-zmq-tls", group="security",
-          description="nng Req0 (TLS) -> gateway bridge sp->zmq (native, sp+tls+tcp front) -> "
-                      "zmq echo",
-          client="nng", server=LIB_SERVER["zmq"], middle="bridge", front="sp", backend="native",
-          security="tls", plain="gw-sp-zmq-native"),
-    Route(name="gw-sp-sp-tls", group="security",
-          description="nng Req0 (TLS) -> gateway bridge sp->sp (native, sp+tls+tcp front) -> "
-                      "SP echo",
-          client="nng", server=LIB_SERVER["sp"], middle="bridge", front="sp", back="sp",
-          backend="native", security="tls", plain="gw-sp-sp-native"),
+    *(_secure_bridge("sp", back) for back in ("zmq", "sp")),
 
     # issue 13's throughput (``--routes stream``): the middles' own ceilings
     *_stream_routes(),

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import fnmatch
 import re
+from collections.abc import Iterable
 from dataclasses import fields
 from itertools import product
 
@@ -53,6 +54,7 @@ from gateway.tools.matrix.cells import (
     pattern_cells,
     pattern_ci_cells,
     security_cells,
+    validated,
 )
 from gateway.tools.matrix.impls import IMPLEMENTATIONS, REFERENCE
 
@@ -69,6 +71,20 @@ def _valid(cells: list[Cell]) -> list[Cell]:
     return out
 
 
+def every_pairing(wire: str, impl_pairs: Iterable[tuple[str, str]]) -> list[Cell]:
+    """Direct tcp cells between each (client, server) implementation pair: every ordered
+    socket type pairing that can be observed, the legal ones where the client asks in every
+    data shape (``cells._shapes_for``)."""
+    types = ZMTP_TYPES if wire == "zmq" else SP_TYPES
+    out: list[Cell] = []
+    for ci, si in impl_pairs:
+        for ct, st in product(types, repeat=2):
+            base = _direct(wire, "tcp", ci, si, ct, st, "small")
+            if _observable(base):
+                out += [_direct(wire, "tcp", ci, si, ct, st, s) for s in _shapes_for(base)]
+    return out
+
+
 def generation_cells() -> list[Cell]:
     """Request-reply with the implementations of another generation or runtime: each against
     the reference of its wire and the engine (both roles, every ordered type pairing, the legal
@@ -79,13 +95,9 @@ def generation_cells() -> list[Cell]:
     cells: list[Cell] = []
     for wire, new, others in (("zmq", ZMTP_NEW, ("libzmq", "native")),
                               ("sp", SP_NEW, ("nng", "native"))):
-        types = ZMTP_TYPES if wire == "zmq" else SP_TYPES
         for n, other in product(new, others):
+            cells += every_pairing(wire, ((n, other), (other, n)))
             for ci, si in ((n, other), (other, n)):
-                for ct, st in product(types, repeat=2):
-                    base = _direct(wire, "tcp", ci, si, ct, st, "small")
-                    if _observable(base):
-                        cells += [_direct(wire, "tcp", ci, si, ct, st, s) for s in _shapes_for(base)]
                 main = ("REQ", "REP") if wire == "sp" else ("DEALER", "ROUTER")
                 cells += [_direct(wire, "ipc", ci, si, "REQ", "REP", "small"),
                           _direct(wire, "ipc", ci, si, *main, "64k")]
@@ -201,26 +213,15 @@ def pattern_generation_cells() -> list[Cell]:
 
 def all_cells() -> list[Cell]:
     """The full matrix (``gateway matrix run`` without ``--select``)."""
-    cells: list[Cell] = []
     # direct ZMTP, tcp: every impl pair x every ordered type pair
-    for ci, si in product(ZMTP_IMPLS, repeat=2):
-        for ct, st in product(ZMTP_TYPES, repeat=2):
-            base = _direct("zmq", "tcp", ci, si, ct, st, "small")
-            if not _observable(base):
-                continue
-            cells += [_direct("zmq", "tcp", ci, si, ct, st, s) for s in _shapes_for(base)]
+    cells = every_pairing("zmq", product(ZMTP_IMPLS, repeat=2))
     # direct ZMTP, ipc: the main pairings
     for ci, si in product(ZMTP_IMPLS, repeat=2):
         cells += [_direct("zmq", "ipc", ci, si, "REQ", "REP", s) for s in DATA_SHAPES]
         cells += [_direct("zmq", "ipc", ci, si, "DEALER", "ROUTER", "small"),
                   _direct("zmq", "ipc", ci, si, "REQ", "REQ", "small")]
     # direct SP, tcp: every impl pair x every ordered type pair
-    for ci, si in product(SP_IMPLS, repeat=2):
-        for ct, st in product(SP_TYPES, repeat=2):
-            base = _direct("sp", "tcp", ci, si, ct, st, "small")
-            if not _observable(base):
-                continue
-            cells += [_direct("sp", "tcp", ci, si, ct, st, s) for s in _shapes_for(base)]
+    cells += every_pairing("sp", product(SP_IMPLS, repeat=2))
     # direct SP, ipc: req-rep, three shapes
     for ci, si in product(SP_IMPLS, repeat=2):
         cells += [_direct("sp", "ipc", ci, si, "REQ", "REP", s) for s in ("small", "64k", "oversize")]
@@ -238,9 +239,7 @@ def all_cells() -> list[Cell]:
                                + first_ci_cells() + generation_ci_cells() + small_selection()
                                + pattern_cells()
                                + generation_cells() + pattern_generation_cells()))
-    for c in cells:
-        c.validate()
-    return cells
+    return validated(cells)
 
 
 
@@ -352,9 +351,7 @@ def first_ci_cells() -> list[Cell]:
     cells += JEROMQ_CI
     cells += ONEPORT_CI
     cells += SECURITY_CI
-    for c in cells:
-        c.validate()
-    return list(dict.fromkeys(cells))
+    return validated(cells)
 
 
 
@@ -467,8 +464,6 @@ def small_selection() -> list[Cell]:
         Cell("libzmq", "REQ", "libzmq", "REP", "zmq+tcp->zmq+tcp", f"{g}:pyzmq->pyzmq", "small"),
         Cell("nng", "REQ", "nng-raw", "REP", "sp+tcp->sp+tcp", f"{g}:pynng->pynng", "small"),
     ]
-    for c in cells:
-        c.validate()
-    return cells
+    return validated(cells)
 
 

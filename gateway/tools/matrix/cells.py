@@ -327,6 +327,15 @@ class Cell:
         return SECURITY.get(self.shape)
 
 
+def validated(cells: list[Cell]) -> list[Cell]:
+    """``cells`` once each, in order, each checked (``Cell.validate`` raises on a cell that
+    makes no sense: a generator's mistake, not a finding)."""
+    out = list(dict.fromkeys(cells))
+    for c in out:
+        c.validate()
+    return out
+
+
 # -- expected outcome ----------------------------------------------------------------------
 def legal(wire: str, a: str, b: str) -> bool:
     """The pairing tables, for socket types ``a`` and ``b`` on ``wire``."""
@@ -519,9 +528,7 @@ def security_cells() -> list[Cell]:
                     continue  # the gateway's ws and wss are the native engine's
                 cells.append(_gw(cw, sw, "tcp", fb, bb, *GW_DEFAULT_CLIENT[cw],
                                  *GW_DEFAULT_SERVER[sw], shape))
-    for c in cells:
-        c.validate()
-    return list(dict.fromkeys(cells))
+    return validated(cells)
 
 
 #: the security cells CI runs: CURVE and PLAIN right and wrong against libzmq, TLS and wss
@@ -558,9 +565,7 @@ def oneport_cells() -> list[Cell]:
                       for shape in ("empty", "64k", "oversize")]
         cells.append(_gw(cw, sw, "ipc", ONE_PORT, "native", *GW_DEFAULT_CLIENT[cw], *ds,
                          "small"))
-    for c in cells:
-        c.validate()
-    return list(dict.fromkeys(cells))
+    return validated(cells)
 
 
 #: the one-port cells CI runs: each client wire to each server wire, a DEALER with its own
@@ -601,9 +606,7 @@ def jeromq_cells() -> list[Cell]:
             cells.append(_gw("sp", "zmq", "tcp", fb, bb, "nng", "REQ", JEROMQ, st, "small"))
     cells.append(_gw("zmq", "zmq", "tcp", "native", "native", JEROMQ, "DEALER", JEROMQ, "ROUTER",
                      "small"))
-    for c in cells:
-        c.validate()
-    return list(dict.fromkeys(cells))
+    return validated(cells)
 
 
 #: the JeroMQ cells CI runs (a JVM per peer: a handful, each a different path)
@@ -854,10 +857,7 @@ def pattern_cells() -> list[Cell]:
         ]
     cells.append(_pc("nng-1.5", "PAIR1", "libzmq", "PAIR", "sp+tcp->zmq+tcp",
                      "gateway-pair1:pynng->pyzmq", "stream"))
-    out = list(dict.fromkeys(cells))
-    for c in out:
-        c.validate()
-    return out
+    return validated(cells)
 
 
 def pattern_ci_cells() -> list[Cell]:
@@ -887,6 +887,4 @@ def pattern_ci_cells() -> list[Cell]:
         _pc("nng", "PUSH", "libzmq", "PULL", g_sz, "gateway-pipeline:native->native", "stream"),
         _pc("libzmq", "PAIR", "nng", "PAIR1", g_zs, "gateway-pair1:native->native", "stream"),
     ]
-    for c in cells:
-        c.validate()
-    return cells
+    return validated(cells)

@@ -373,6 +373,29 @@ def _h_table(headers: list[str], rows: list[list[Any]], classes: list[list[str]]
     return "\n".join(out + ["</table>"])
 
 
+def _h_grid(corner: str, rows_keys: list[str], cols_keys: list[str],
+            cells: dict[tuple[str, str], dict[str, Any]]) -> str:
+    """A grid of groups of cells: green when every cell of the square is as expected (or
+    skipped), red otherwise, grey when all were skipped; hover for each cell's outcome."""
+    rows, classes = [], []
+    for a in rows_keys:
+        row, cls = [f"<b>{html.escape(a)}</b>"], [""]
+        for b in cols_keys:
+            r = cells.get((a, b))
+            if r is None:
+                row.append("")
+                cls.append("none")
+                continue
+            tip = html.escape("\n".join(r["lines"]), quote=True)
+            row.append(f"<span title=\"{tip}\">{html.escape(summary_text(r))}</span>")
+            skipped = r.get("skipped") or 0
+            cls.append("skip" if skipped == r["n"] else
+                       "ok" if r["ok"] + skipped == r["n"] else "bad")
+        rows.append(row)
+        classes.append(cls)
+    return _h_table([corner] + cols_keys, rows, classes)
+
+
 def render_html(d: dict[str, Any], path: str) -> str:
     t = d["totals"]
     p = [f"<!doctype html><html><head><meta charset=\"utf-8\"><title>Interop matrix</title>"
@@ -418,21 +441,7 @@ def render_html(d: dict[str, Any], path: str) -> str:
     p.append("<h2>Grids (client rows &times; server columns)</h2>")
     for wire, route, clients, servers, cells in grids(d):
         p.append(f"<h3>{html.escape(wire)} &mdash; {html.escape(route)}</h3>")
-        rows, classes = [], []
-        for c in clients:
-            row, cls = [f"<b>{html.escape(c)}</b>"], [""]
-            for s in servers:
-                r = cells.get((c, s))
-                if r is None:
-                    row.append("")
-                    cls.append("none")
-                    continue
-                tip = html.escape("\n".join(r["lines"]), quote=True)
-                row.append(f"<span title=\"{tip}\">{html.escape(summary_text(r))}</span>")
-                cls.append("ok" if r["ok"] == r["n"] else "bad")
-            rows.append(row)
-            classes.append(cls)
-        p.append(_h_table(["client \\ server"] + servers, rows, classes))
+        p.append(_h_grid("client \\ server", clients, servers, cells))
     p.append("<h2>Slowest cells (median round trip)</h2>")
     p.append(_h_table(["cell", "rtt (µs)", "cell time (s)"],
                       [[r["cell_id"], _us(r["rtt_us"]), r["duration_s"]] for r in d["slowest"]]))
@@ -496,26 +505,10 @@ def html_impl_pairs(d: dict[str, Any]) -> list[str]:
            "every shape, transport and route (direct and through the gateway). Green: all as "
            "expected; red: at least one not; grey: skipped here.</p>"]
     for (ci, si), grid in sorted(by.items()):
-        rows_t = sorted({a for a, _ in grid})
-        cols_t = sorted({b for _, b in grid})
-        rows, classes = [], []
-        for a in rows_t:
-            row, cls = [f"<b>{html.escape(a)}</b>"], [""]
-            for b in cols_t:
-                r = grid.get((a, b))
-                if r is None:
-                    row.append("")
-                    cls.append("none")
-                    continue
-                tip = html.escape("\n".join(r["lines"]), quote=True)
-                row.append(f"<span title=\"{tip}\">{html.escape(summary_text(r))}</span>")
-                cls.append("skip" if r["skipped"] == r["n"] else
-                           "ok" if r["ok"] + r["skipped"] == r["n"] else "bad")
-            rows.append(row)
-            classes.append(cls)
         n = sum(r["n"] for r in grid.values())
         out.append(f"<h3>{html.escape(ci)} &gt; {html.escape(si)} ({n} cells)</h3>")
-        out.append(_h_table([f"{ci} \\ {si}"] + cols_t, rows, classes))
+        out.append(_h_grid(f"{ci} \\ {si}", sorted({a for a, _ in grid}),
+                           sorted({b for _, b in grid}), grid))
     return out
 
 

@@ -146,19 +146,15 @@ def request_frames(kind: str, payload: bytes, peer_id: bytes) -> list[bytes]:
 
 #: implementation name -> (module, class) of its peer, imported when first used
 IMPLEMENTATIONS: dict[str, tuple[str, str]] = {
-    "libzmq": ("zmq", "ZmqPeer"),
-    "nng": ("nng", "NngPeer"),
-    "nng-raw": ("nng", "NngPeer"),
-    "native": ("native", "NativePeer"),
-    "nanomsg": ("cli", "CliPeer"),
-    "nng-1.5": ("cli", "CliPeer"),
-    "jeromq-0.3": ("jeromq", "JeromqPeer"),
-    "libzmq-4.3.4": ("remote", "RemotePeer"),
-    "libzmq-4.1": ("remote", "RemotePeer"),
-    "omq": ("remote", "RemotePeer"),
-    "nng-2.0": ("remote", "RemotePeer"),
-    "nng-1.1": ("remote", "RemotePeer"),
-}
+    impl: (module, cls)
+    for (module, cls), impls in {
+        ("zmq", "ZmqPeer"): ("libzmq",),
+        ("nng", "NngPeer"): ("nng", "nng-raw"),
+        ("native", "NativePeer"): ("native",),
+        ("cli", "CliPeer"): ("nanomsg", "nng-1.5"),
+        ("jeromq", "JeromqPeer"): ("jeromq-0.3",),
+        ("remote", "RemotePeer"): ("libzmq-4.3.4", "libzmq-4.1", "omq", "nng-2.0", "nng-1.1"),
+    }.items() for impl in impls}
 
 
 def make_peer(impl: str, kind: str, wire: str, side: str, workdir: str, *,

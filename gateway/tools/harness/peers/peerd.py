@@ -81,6 +81,33 @@ class Driver:
 
 
 # -- pyzmq and pyomq ----------------------------------------------------------------------
+class HandshakeEvents:
+    """A libzmq socket monitor's events, read as the matrix's handshake evidence: ``ok`` once
+    a handshake succeeded, ``refused`` when a connection failed or closed before any did,
+    ``lost`` when one that had succeeded closed (also used in the matrix's own process)."""
+
+    def __init__(self, z: Any) -> None:
+        self.ok_event = z.EVENT_HANDSHAKE_SUCCEEDED if hasattr(z, "EVENT_HANDSHAKE_SUCCEEDED") else -1
+        self.bad_events = {getattr(z, name) for name in (
+            "EVENT_DISCONNECTED", "EVENT_HANDSHAKE_FAILED_PROTOCOL",
+            "EVENT_HANDSHAKE_FAILED_NO_DETAIL", "EVENT_HANDSHAKE_FAILED_AUTH") if hasattr(z, name)}
+        self.ok = self.refused = self.lost = False
+
+    def feed(self, event: int) -> None:
+        if event == self.ok_event:
+            self.ok = True
+        elif event in self.bad_events:
+            if self.ok:
+                self.lost = True
+            else:
+                self.refused = True
+
+    def verdict(self) -> Optional[str]:
+        if self.ok:
+            return "lost" if self.lost else "ok"
+        return "refused" if self.refused else None
+
+
 class ZmqDriver(Driver):
     module = "zmq"
     contexts = {}  # type: Dict[str, Any]
@@ -106,7 +133,7 @@ class ZmqDriver(Driver):
         for t in options.get("topics", []):
             self.subscribe(bytes.fromhex(t), True)
         self.mon = None  # type: Any
-        self._ok = self._refused = self._lost = False
+        self.events = HandshakeEvents(z)
         if hasattr(z, "EVENT_HANDSHAKE_SUCCEEDED") and hasattr(s, "get_monitor_socket"):
             self.mon = s.get_monitor_socket()
 
@@ -180,21 +207,10 @@ class ZmqDriver(Driver):
             self.s.send((b"\x01" if on else b"\x00") + topic)
 
     def evidence(self) -> Optional[str]:
-        z = self.z
         while self.mon is not None and self.mon.poll(0):
             frames = self.mon.recv_multipart()
-            ev = int.from_bytes(frames[0][:2], "little")
-            if ev == z.EVENT_HANDSHAKE_SUCCEEDED:
-                self._ok = True
-            elif ev in (z.EVENT_DISCONNECTED, z.EVENT_HANDSHAKE_FAILED_PROTOCOL,
-                        z.EVENT_HANDSHAKE_FAILED_NO_DETAIL, z.EVENT_HANDSHAKE_FAILED_AUTH):
-                if self._ok:
-                    self._lost = True
-                else:
-                    self._refused = True
-        if self._ok:
-            return "lost" if self._lost else "ok"
-        return "refused" if self._refused else None
+            self.events.feed(int.from_bytes(frames[0][:2], "little"))
+        return self.events.verdict()
 
     def close(self) -> None:
         if self.mon is not None:
@@ -232,48 +248,28 @@ class OmqDriver(ZmqDriver):
 
 
 # -- nng: pynng (old generations) and python-nng (nng 2) ------------------------------------
-class PynngDriver(Driver):
-    def __init__(self, kind: str, side: str, options: Dict[str, Any]) -> None:
-        Driver.__init__(self, kind, side, options)
-        import pynng
+class SpDriver(Driver):
+    """What both nng bindings share: one body per message, timeouts in milliseconds."""
 
-        self.pynng = pynng
-        cls = {"REQ": pynng.Req0, "REP": pynng.Rep0, "PUB": pynng.Pub0, "SUB": pynng.Sub0,
-               "PUSH": pynng.Push0, "PULL": pynng.Pull0, "PAIR0": pynng.Pair0,
-               "PAIR1": pynng.Pair1}[kind]
-        self.s = cls()
-        if kind in ("SUB", "PULL", "PAIR0", "PAIR1"):
-            try:  # nng 1.1's queues are short: a burst would be dropped
-                self.s.recv_buffer_size = 1024
-            except Exception:  # noqa: BLE001 - an older binding without the option
-                pass
-        for t in options.get("topics", []):
-            self.subscribe(bytes.fromhex(t), True)
+    s = None  # type: Any
+    timeout_error = TimeoutError  # type: Any
 
-    def bind(self, url: str) -> str:
-        listener = self.s.listen(url)
-        if url.startswith("tcp://"):
-            import socket
-
-            return f"tcp://127.0.0.1:{socket.ntohs(listener.local_address.port)}"
-        return url
-
-    def connect(self, url: str) -> None:
-        self.s.dial(url, block=False)
+    def _recv_one(self) -> bytes:
+        return bytes(self.s.recv())
 
     def send(self, frames: List[bytes], timeout: float) -> bool:
         self.s.send_timeout = max(1, int(timeout * 1000))
         try:
             self.s.send(frames[-1])
             return True
-        except self.pynng.Timeout:
+        except self.timeout_error:
             return False
 
     def recv(self, timeout: float) -> Optional[List[bytes]]:
         self.s.recv_timeout = max(1, int(timeout * 1000))
-        try:  # recv_msg: pynng's recv() fails on an empty message
-            return [bytes(self.s.recv_msg().bytes)]
-        except self.pynng.Timeout:
+        try:
+            return [self._recv_one()]
+        except self.timeout_error:
             return None
 
     def subscribe(self, topic: bytes, on: bool) -> None:
@@ -286,14 +282,47 @@ class PynngDriver(Driver):
         self.s.close()
 
 
-class NngDriver(Driver):
+class PynngDriver(SpDriver):
+    def __init__(self, kind: str, side: str, options: Dict[str, Any]) -> None:
+        Driver.__init__(self, kind, side, options)
+        import pynng
+
+        self.timeout_error = pynng.Timeout
+        cls = {"REQ": pynng.Req0, "REP": pynng.Rep0, "PUB": pynng.Pub0, "SUB": pynng.Sub0,
+               "PUSH": pynng.Push0, "PULL": pynng.Pull0, "PAIR0": pynng.Pair0,
+               "PAIR1": pynng.Pair1}[kind]
+        self.s = cls()
+        if kind in ("SUB", "PULL", "PAIR0", "PAIR1"):
+            try:  # nng 1.1's queues are short: a burst would be dropped
+                self.s.recv_buffer_size = 1024
+            except Exception:  # noqa: BLE001 - an older binding without the option
+                pass
+        for t in options.get("topics", []):
+            self.subscribe(bytes.fromhex(t), True)
+
+    def _recv_one(self) -> bytes:
+        return bytes(self.s.recv_msg().bytes)  # recv() fails on an empty message
+
+    def bind(self, url: str) -> str:
+        listener = self.s.listen(url)
+        if url.startswith("tcp://"):
+            import socket
+
+            return f"tcp://127.0.0.1:{socket.ntohs(listener.local_address.port)}"
+        return url
+
+    def connect(self, url: str) -> None:
+        self.s.dial(url, block=False)
+
+
+class NngDriver(SpDriver):
     """python-nng (nng 2.0)."""
 
     def __init__(self, kind: str, side: str, options: Dict[str, Any]) -> None:
         Driver.__init__(self, kind, side, options)
         import nng
 
-        self.nng = nng
+        self.timeout_error = nng.NngTimeout
         if kind == "PAIR0":
             self.s = nng.PairSocket(v0=True)
         else:
@@ -316,37 +345,12 @@ class NngDriver(Driver):
     def connect(self, url: str) -> None:
         self.s.add_dialer(url).start(block=False)
 
-    def send(self, frames: List[bytes], timeout: float) -> bool:
-        self.s.send_timeout = max(1, int(timeout * 1000))
-        try:
-            self.s.send(frames[-1])
-            return True
-        except self.nng.NngTimeout:
-            return False
-
-    def recv(self, timeout: float) -> Optional[List[bytes]]:
-        self.s.recv_timeout = max(1, int(timeout * 1000))
-        try:
-            got = self.s.recv()
-        except self.nng.NngTimeout:
-            return None
-        return [bytes(got)]
-
-    def subscribe(self, topic: bytes, on: bool) -> None:
-        if on:
-            self.s.subscribe(topic)
-        else:
-            self.s.unsubscribe(topic)
-
     def evidence(self) -> Optional[str]:
         n = len(self.s.pipes)
         self.max_pipes = max(self.max_pipes, n)
         if self.max_pipes:
             return "ok" if n else "lost"
         return None
-
-    def close(self) -> None:
-        self.s.close()
 
 
 DRIVERS = {"pyzmq": ZmqDriver, "pyomq": OmqDriver, "pynng": PynngDriver, "nng": NngDriver}

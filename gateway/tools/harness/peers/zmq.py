@@ -17,6 +17,7 @@ from typing import Any
 from gateway.tools.harness import peers as base
 from gateway.tools.harness import security as keys
 from gateway.tools.harness.peers import Peer, Reply, Seen
+from gateway.tools.harness.peers.peerd import HandshakeEvents
 
 #: the socket types that announce a routing id when they serve (a ROUTER client addresses them)
 _NAMED = ("DEALER", "ROUTER")
@@ -55,7 +56,7 @@ class ZmqPeer(Peer):
         for t in self.topics:
             self.subscribe(t)
         self.mon = self.sock.get_monitor_socket()
-        self._ev_ok = self._ev_refused = self._ev_lost = False
+        self._handshakes = HandshakeEvents(zmq)
         self.events: list[str] = []
         self._ev_lock = threading.Lock()
         self._stop = threading.Event()
@@ -77,20 +78,10 @@ class ZmqPeer(Peer):
         with self._ev_lock, contextlib.suppress(Exception):
             while self.mon.poll(0):
                 ev = recv_monitor_message(self.mon)["event"]
-                name = zmq.Event(ev).name if ev in zmq.Event._value2member_map_ else str(ev)
-                self.events.append(name)
-                if ev == zmq.EVENT_HANDSHAKE_SUCCEEDED:
-                    self._ev_ok = True
-                elif ev in (zmq.EVENT_DISCONNECTED, zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL,
-                            zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL,
-                            zmq.EVENT_HANDSHAKE_FAILED_AUTH):
-                    if self._ev_ok:
-                        self._ev_lost = True
-                    else:
-                        self._ev_refused = True
-        if self._ev_ok:
-            return "lost" if self._ev_lost else "ok"
-        return "refused" if self._ev_refused else None
+                self.events.append(zmq.Event(ev).name if ev in zmq.Event._value2member_map_
+                                   else str(ev))
+                self._handshakes.feed(ev)
+        return self._handshakes.verdict()
 
     # -- request-reply ---------------------------------------------------------------------
     def request(self, payload: bytes, deadline: float, abort: Callable[[], bool],
