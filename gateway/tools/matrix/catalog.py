@@ -71,7 +71,7 @@ def _valid(cells: list[Cell]) -> list[Cell]:
     return out
 
 
-def every_pairing(wire: str, impl_pairs: Iterable[tuple[str, str]]) -> list[Cell]:
+def every_pairing(wire: str, impl_pairs: Iterable[tuple[str, ...]]) -> list[Cell]:
     """Direct tcp cells between each (client, server) implementation pair: every ordered
     socket type pairing that can be observed, the legal ones where the client asks in every
     data shape (``cells._shapes_for``)."""
