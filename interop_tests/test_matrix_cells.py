@@ -58,8 +58,16 @@ def _check(cell: Cell, timeout: float) -> None:
         assert row["rtt_us"] is not None and row["rtt_us"] > 0
 
 
+def _params(cells: list[Cell]) -> list[object]:
+    """Each cell, a known issue (``cells.KNOWN_ISSUES``) marked xfail (strict) with its reason."""
+    from gateway.tools.matrix.cells import known_issue
+
+    return [pytest.param(c, id=c.cell_id, marks=[pytest.mark.xfail(reason=why, strict=True)]
+                         if (why := known_issue(c)) else []) for c in cells]
+
+
 @pytest.mark.timeout(120)
-@pytest.mark.parametrize("cell", ci_cells(), ids=lambda c: c.cell_id)
+@pytest.mark.parametrize("cell", _params(ci_cells()))
 def test_ci_cell(cell: Cell) -> None:
     _check(cell, CI_TIMEOUT)
 
@@ -71,7 +79,7 @@ def _slow_cells() -> list[Cell]:
 
 @pytest.mark.slow
 @pytest.mark.timeout(120)
-@pytest.mark.parametrize("cell", _slow_cells(), ids=lambda c: c.cell_id)
+@pytest.mark.parametrize("cell", _params(_slow_cells()))
 def test_matrix_cell(cell: Cell) -> None:
     _check(cell, 2.0)
 

@@ -3,7 +3,7 @@
 * ``run``: the selected cells (``gateway.tools.matrix.cells``) become a Spark DataFrame, one cell per
   partition; executors run the cells (each isolated in its own forked process group with a hard
   timeout) and the driver writes the results as Parquet. ``--master`` is any Spark master URL:
-  ``local[*]`` (default, embedded), ``local[4]``, ``spark://host:7077`` (a standalone cluster:
+  ``local[N]`` (default three task slots a core, embedded), ``spark://host:7077`` (a standalone cluster:
   every worker needs this repo importable with its dependencies, nanocat/nngcat on PATH, and the
   same Python path as the driver — see ``spark_session``).
 * ``report``: Spark SQL over the Parquet: a client x server grid per wire and route, totals, the

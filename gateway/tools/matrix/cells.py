@@ -62,6 +62,7 @@ send completed its handshake anyway); ``bad-reply``; ``error``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields
 from itertools import product
 from typing import Any
@@ -325,6 +326,34 @@ class Cell:
     def security(self) -> Sec | None:
         """What this cell's shape puts on its hops (None: plain tcp/ipc, NULL mechanism)."""
         return SECURITY.get(self.shape)
+
+
+def _omq_native_curve(cell: Cell) -> bool:
+    """A CURVE hop between omq.rs and the native engine (directly, or the gateway's native
+    front or back)."""
+    if cell.shape not in ("curve", "curve+tls"):
+        return False
+    if cell.direct:
+        return {cell.client_impl, cell.server_impl} == {"omq", "native"}
+    front, back = cell.backends
+    return ((cell.client_impl == "omq" and front == "native")
+            or (cell.server_impl == "omq" and back == "native"))
+
+
+#: Cells whose observed outcome differs from the tables because of a bug the matrix found,
+#: with the reason. pytest marks them xfail (strict: a fix makes them fail until removed
+#: here); ``gateway matrix run`` counts them as known, not as unexplained mismatches.
+KNOWN_ISSUES: tuple[tuple[Callable[[Cell], bool], str], ...] = (
+    (_omq_native_curve,
+     "native engine: a CURVE MESSAGE whose ZMTP frame carries the MORE flag is refused "
+     "('bad CURVE MESSAGE frame flags: 0x01', gateway/wire/zmtp_curve.py); omq.rs sets it on "
+     "multipart messages, libzmq accepts it (omq <-> libzmq CURVE exchanges)"),
+)
+
+
+def known_issue(cell: Cell) -> str | None:
+    """Why ``cell`` is known not to end as the tables say (None: it must)."""
+    return next((why for applies, why in KNOWN_ISSUES if applies(cell)), None)
 
 
 def validated(cells: list[Cell]) -> list[Cell]:

@@ -628,9 +628,12 @@ def _deliver(cell: Cell, src: Any, dst: Any, timeout: float, out: Outcome,
     t0 = time.monotonic()
     deadline = t0 + 3 * timeout + 2  # a subscription takes a moment to reach the publisher
     crossed = False
-    while time.monotonic() < deadline and not crossed:
+    refused = False
+    while time.monotonic() < deadline and not crossed and not refused:
         src.send(probe)
         crossed = any(m == probe for m in dst.drain(quiet=0.1, deadline=time.monotonic() + 0.5))
+        # a handshake refused on a direct link is proof enough (a gateway's side may retry)
+        refused = cell.direct and "refused" in (src.evidence(), dst.evidence())
     if not crossed:
         out.note(f"{dst.label}: nothing crossed{' ' + what if what else ''}")
         return "refused-handshake"
