@@ -129,6 +129,8 @@ class Zygote:
             from gateway.cli import main
 
             code = main(job["argv"])
+        except SystemExit as exc:  # argparse's --help, --version and usage errors
+            code = exc.code if isinstance(exc.code, int) else int(exc.code is not None)
         except BaseException:  # noqa: BLE001 - what it said is on its stderr
             import traceback
 

@@ -208,6 +208,19 @@ def pattern_generation_cells() -> list[Cell]:
                         _pc(REFERENCE[far], "PUSH", impl, "PULL", rt,
                             f"gateway-pipeline:{route_back}", "stream"),
                     ]
+    # the mixed backend pairs (a library on one side, the engine on the other), each family
+    for cw, sw in product(WIRES, repeat=2):
+        t = f"{cw}+tcp->{sw}+tcp"
+        kinds = ("PAIR" if cw == "zmq" else "PAIR0", "PAIR" if sw == "zmq" else "PAIR0")
+        for fb, bb in ((BACKENDS[cw][0], "native"), ("native", BACKENDS[sw][0])):
+            route = f"{fb}->{bb}"
+            ref_c, ref_s = REFERENCE[cw], REFERENCE[sw]
+            cells += [
+                _pc(ref_c, "SUB", ref_s, "PUB", t, f"gateway-pubsub:{route}", "multi"),
+                _pc(ref_c, "SUB", ref_s, "PUB", t, f"gateway-pubsub:{route}", "unsubscribe"),
+                _pc(ref_c, "PUSH", ref_s, "PULL", t, f"gateway-pipeline:{route}", "stream"),
+                _pc(ref_c, kinds[0], ref_s, kinds[1], t, f"gateway-pair:{route}", "stream"),
+            ]
     return _valid(cells)
 
 

@@ -180,6 +180,14 @@ class Cell:
         return asdict(self)
 
     @classmethod
+    def from_id(cls, cell_id: str) -> Cell:
+        """The cell of a ``cell_id`` (``client:TYPE>server:TYPE@transport/route/shape``)."""
+        pair, _, rest = cell_id.strip().partition("@")
+        client, _, server = pair.partition(">")
+        transport, route, shape = rest.rsplit("/", 2)
+        return cls(*client.split(":"), *server.split(":"), transport, route, shape)
+
+    @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Cell:
         return cls(**{f.name: d[f.name] for f in fields(cls)})
 
@@ -354,6 +362,11 @@ KNOWN_ISSUES: tuple[tuple[Callable[[Cell], bool], str], ...] = (
 def known_issue(cell: Cell) -> str | None:
     """Why ``cell`` is known not to end as the tables say (None: it must)."""
     return next((why for applies, why in KNOWN_ISSUES if applies(cell)), None)
+
+
+def cells_from_ids(text: str) -> tuple[Cell, ...]:
+    """Cells written as their ids, one a line."""
+    return tuple(Cell.from_id(line) for line in text.splitlines() if line.strip())
 
 
 def validated(cells: list[Cell]) -> list[Cell]:
@@ -562,22 +575,20 @@ def security_cells() -> list[Cell]:
 
 #: the security cells CI runs: CURVE and PLAIN right and wrong against libzmq, TLS and wss
 #: right and wrong against nng, and the chains of the issue through the gateway
-SECURITY_CI = (
-    Cell("libzmq", "REQ", "native", "REP", "zmq+tcp", "direct", "curve"),
-    Cell("libzmq", "REQ", "native", "REP", "zmq+tcp", "direct", "curve-badkey"),
-    Cell("native", "REQ", "libzmq", "REP", "zmq+tcp", "direct", "plain-badpass"),
-    Cell("nng", "REQ", "native", "REP", "sp+tcp", "direct", "tls-untrusted"),
-    Cell("native", "REQ", "nng", "REP", "sp+tcp", "direct", "wss"),
-    Cell("libzmq", "REQ", "nng", "REP", "zmq+tcp->sp+tcp", "gateway:native->native", "curve+tls"),
-    Cell("nng", "REQ", "libzmq", "REP", "sp+tcp->zmq+tcp", "gateway:native->pyzmq", "plain+tls"),
-    Cell("nng", "REQ", "libzmq", "REP", "sp+tcp->zmq+tcp", "gateway:native->native", "ws"),
-    Cell("libzmq", "REQ", "nng", "REP", "zmq+tcp->sp+tcp", "gateway:pyzmq->native",
-         "plain-badpass"),
-    Cell("libzmq", "DEALER", "native", "ROUTER", "zmq+tcp", "direct", "plain"),
-    Cell("native", "REQ", "nng", "REP", "sp+tcp", "direct", "tls"),
-    Cell("nng", "REQ", "libzmq", "REP", "sp+tcp->zmq+tcp", "gateway:native->native",
-         "wss-untrusted"),
-)
+SECURITY_CI = cells_from_ids("""
+libzmq:REQ>native:REP@zmq+tcp/direct/curve
+libzmq:REQ>native:REP@zmq+tcp/direct/curve-badkey
+native:REQ>libzmq:REP@zmq+tcp/direct/plain-badpass
+nng:REQ>native:REP@sp+tcp/direct/tls-untrusted
+native:REQ>nng:REP@sp+tcp/direct/wss
+libzmq:REQ>nng:REP@zmq+tcp->sp+tcp/gateway:native->native/curve+tls
+nng:REQ>libzmq:REP@sp+tcp->zmq+tcp/gateway:native->pyzmq/plain+tls
+nng:REQ>libzmq:REP@sp+tcp->zmq+tcp/gateway:native->native/ws
+libzmq:REQ>nng:REP@zmq+tcp->sp+tcp/gateway:pyzmq->native/plain-badpass
+libzmq:DEALER>native:ROUTER@zmq+tcp/direct/plain
+native:REQ>nng:REP@sp+tcp/direct/tls
+nng:REQ>libzmq:REP@sp+tcp->zmq+tcp/gateway:native->native/wss-untrusted
+""")
 
 
 def oneport_cells() -> list[Cell]:
@@ -599,13 +610,13 @@ def oneport_cells() -> list[Cell]:
 
 #: the one-port cells CI runs: each client wire to each server wire, a DEALER with its own
 #: envelope, and an illegal client on the shared port
-ONEPORT_CI = (
-    Cell("libzmq", "REQ", "nng", "REP", "zmq+tcp->sp+tcp", "gateway:any->native", "small"),
-    Cell("libzmq", "DEALER", "libzmq", "REP", "zmq+tcp->zmq+tcp", "gateway:any->native", "small"),
-    Cell("nng", "REQ", "nng", "REP", "sp+tcp->sp+tcp", "gateway:any->native", "small"),
-    Cell("nng", "REQ", "libzmq", "REP", "sp+tcp->zmq+tcp", "gateway:any->pyzmq", "small"),
-    Cell("libzmq", "REP", "nng", "REP", "zmq+tcp->sp+tcp", "gateway:any->native", "small"),
-)
+ONEPORT_CI = cells_from_ids("""
+libzmq:REQ>nng:REP@zmq+tcp->sp+tcp/gateway:any->native/small
+libzmq:DEALER>libzmq:REP@zmq+tcp->zmq+tcp/gateway:any->native/small
+nng:REQ>nng:REP@sp+tcp->sp+tcp/gateway:any->native/small
+nng:REQ>libzmq:REP@sp+tcp->zmq+tcp/gateway:any->pyzmq/small
+libzmq:REP>nng:REP@zmq+tcp->sp+tcp/gateway:any->native/small
+""")
 
 
 def jeromq_cells() -> list[Cell]:
@@ -639,13 +650,13 @@ def jeromq_cells() -> list[Cell]:
 
 
 #: the JeroMQ cells CI runs (a JVM per peer: a handful, each a different path)
-JEROMQ_CI = (
-    Cell(JEROMQ, "REQ", "native", "REP", "zmq+tcp", "direct", "small"),
-    Cell("native", "DEALER", JEROMQ, "ROUTER", "zmq+tcp", "direct", "small"),
-    Cell(JEROMQ, "REP", "native", "REP", "zmq+tcp", "direct", "small"),  # illegal: 2.0 type byte
-    Cell(JEROMQ, "DEALER", "nng", "REP", "zmq+tcp->sp+tcp", "gateway:native->native", "small"),
-    Cell("nng", "REQ", JEROMQ, "ROUTER", "sp+tcp->zmq+tcp", "gateway:native->native", "small"),
-)
+JEROMQ_CI = cells_from_ids("""
+jeromq-0.3:REQ>native:REP@zmq+tcp/direct/small
+native:DEALER>jeromq-0.3:ROUTER@zmq+tcp/direct/small
+jeromq-0.3:REP>native:REP@zmq+tcp/direct/small
+jeromq-0.3:DEALER>nng:REP@zmq+tcp->sp+tcp/gateway:native->native/small
+nng:REQ>jeromq-0.3:ROUTER@sp+tcp->zmq+tcp/gateway:native->native/small
+""")
 
 
 # -- running ----------------------------------------------------------------------------------

@@ -112,6 +112,10 @@ def main() -> int:
         from gateway.plugins import manager
 
         manager()
+    with contextlib.suppress(Exception):  # the keys and certificates, made once (openssl, RSA)
+        from gateway.tools.harness.security import material
+
+        material()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     for line in sys.stdin:
         if not line.strip():

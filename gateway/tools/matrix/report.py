@@ -314,6 +314,14 @@ def render_markdown(d: dict[str, Any], path: str) -> str:
     parts.append(_md_table(["server impl", "cells", "refused", "accepted", "as expected"],
                            [[r["impl"], r["n"], r["refused"], r["accepted"], r["as_expected"]]
                             for r in d["limits"]]))
+    pairs = impl_pair_totals(d)
+    if pairs:
+        clients = sorted({c for c, _ in pairs})
+        servers = sorted({v for _, v in pairs})
+        parts.append("\n## Implementation pairs (cells as expected / cells; client rows)\n")
+        parts.append(_md_table(["client \\ server"] + servers,
+                               [[f"**{c}**"] + [pairs.get((c, v), "") for v in servers]
+                                for c in clients]))
     parts.append("\n## Grids (client rows x server columns)\n")
     for wire, route, clients, servers, cells in grids(d):
         parts.append(f"\n### {wire} — {route}\n")
@@ -341,6 +349,17 @@ def render_markdown(d: dict[str, Any], path: str) -> str:
         parts.append("\n## Mismatches and envelope problems\n")
         parts.append("None: every cell behaved as the pairing tables and limits predict.")
     return "\n".join(parts) + "\n"
+
+
+def impl_pair_totals(d: dict[str, Any]) -> dict[tuple[str, str], str]:
+    """``ok/n`` per (client implementation, server implementation), skipped cells as ``-``."""
+    acc: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0, 0])
+    for r in d.get("impl_pairs", []):
+        a = acc[(r["client_impl"], r["server_impl"])]
+        a[0] += r["ok"]
+        a[1] += r["n"]
+        a[2] += r.get("skipped") or 0
+    return {k: (f"{ok}/{n}" + (f" ({sk} skipped)" if sk else "")) for k, (ok, n, sk) in acc.items()}
 
 
 def _us(v: Any) -> str:
