@@ -185,7 +185,9 @@ class Cell:
         pair, _, rest = cell_id.strip().partition("@")
         client, _, server = pair.partition(">")
         transport, route, shape = rest.rsplit("/", 2)
-        return cls(*client.split(":"), *server.split(":"), transport, route, shape)
+        (client_impl, client_type), (server_impl, server_type) = (
+            client.split(":"), server.split(":"))
+        return cls(client_impl, client_type, server_impl, server_type, transport, route, shape)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Cell:
@@ -348,6 +350,12 @@ def _omq_native_curve(cell: Cell) -> bool:
             or (cell.server_impl == "omq" and back == "native"))
 
 
+def _omq_bound_subscriber(cell: Cell) -> bool:
+    """omq.rs as a subscriber that binds, a publisher connecting to it."""
+    return (cell.direct and cell.server_impl == "omq" and cell.server_type in ("SUB", "XSUB")
+            and cell.client_type in ("PUB", "XPUB") and cell.client_impl != "omq")
+
+
 #: Cells whose observed outcome differs from the tables because of a bug the matrix found,
 #: with the reason. pytest marks them xfail (strict: a fix makes them fail until removed
 #: here); ``gateway matrix run`` counts them as known, not as unexplained mismatches.
@@ -356,6 +364,9 @@ KNOWN_ISSUES: tuple[tuple[Callable[[Cell], bool], str], ...] = (
      "native engine: a CURVE MESSAGE whose ZMTP frame carries the MORE flag is refused "
      "('bad CURVE MESSAGE frame flags: 0x01', gateway/wire/zmtp_curve.py); omq.rs sets it on "
      "multipart messages, libzmq accepts it (omq <-> libzmq CURVE exchanges)"),
+    (_omq_bound_subscriber,
+     "omq.rs 0.21: a SUB that binds sends its subscriptions to no publisher that connects to "
+     "it (nothing crosses; a connecting omq SUB is served, and libzmq's bound SUB is too)"),
 )
 
 
@@ -400,8 +411,14 @@ def hops_legal(cell: Cell) -> list[tuple[str, bool]]:
     """Each link of the cell with its verdict from the pairing tables."""
     if cell.direct:
         w = cell.client_wire
-        return [(f"{w}: {cell.client_type}-{cell.server_type}",
+        hops = [(f"{w}: {cell.client_type}-{cell.server_type}",
                  legal(w, cell.client_type, cell.server_type))]
+        if w == "zmq":  # a ZMTP 2.0-only peer meets only peers that still speak 2.0
+            a, b = (IMPLEMENTATIONS[i].zmtp for i in (cell.client_impl, cell.server_impl))
+            if not set(a) & set(b):
+                hops.append((f"zmq: ZMTP {'/'.join(map(str, a))} vs "
+                             f"{'/'.join(map(str, b))}", False))
+        return hops
     cw, sw = cell.client_wire, cell.server_wire
     front = _as_wire_type(cw, GATEWAY_FRONT_TYPE, raw=True)
     back = _as_wire_type(sw, GATEWAY_BACK_TYPE, raw=True)

@@ -54,6 +54,8 @@ class Impl:
     #: pattern kinds it can play only as a repeating sender or a plain receiver (CLIs)
     fixed_sender: bool = False
     unsubscribe: bool = True  # a subscriber that can drop a subscription while running
+    #: the ZMTP major versions it speaks (a 3.x peer that negotiates also meets a 2.0 one)
+    zmtp: tuple[int, ...] = (2, 3)
     tags: tuple[str, ...] = field(default=())
 
 
@@ -74,9 +76,9 @@ IMPLEMENTATIONS: dict[str, Impl] = {i.name: i for i in (
          _ZMTP_PATTERNS, mechanisms=frozenset({"PLAIN", "CURVE"})),
     Impl("omq", ("zmq",), "omq.rs 0.21, a ZeroMQ implementation in Rust (its own ZMTP code), "
          "through pyomq", "remote", _ZMTP_REQREP, _ZMTP_PATTERNS,
-         mechanisms=frozenset({"PLAIN", "CURVE"})),
+         mechanisms=frozenset({"PLAIN", "CURVE"}), zmtp=(3,)),  # measured: no ZMTP 2.0
     Impl("jeromq-0.3", ("zmq",), "JeroMQ 0.3.6, Debian's pure-Java ZeroMQ (ZMTP 2.0)", "java",
-         _ZMTP_REQREP, nets=frozenset({"tcp"})),
+         _ZMTP_REQREP, nets=frozenset({"tcp"}), zmtp=(2,)),
     Impl("nng", ("sp",), "nng 1.11, bundled in pynng 0.9", "in-process", _SP_REQREP,
          _SP_PATTERNS, sp_transports=frozenset({"tls+tcp", "ws", "wss"}), evidence=True),
     Impl("nng-raw", ("sp",), "nng 1.11 raw sockets (pynng, headers by hand)", "in-process",
@@ -86,7 +88,7 @@ IMPLEMENTATIONS: dict[str, Impl] = {i.name: i for i in (
     Impl("nng-1.5", ("sp",), "nng 1.5.2, Debian's nngcat", "cli", _SP_REQREP, _SP_PATTERNS,
          fixed_sender=True, unsubscribe=False),
     Impl("nng-1.1", ("sp",), "nng 1.1.1, bundled in pynng 0.4.1 on Python 3.7", "remote",
-         _SP_REQREP, _SP_PATTERNS),
+         _SP_REQREP, _SP_PATTERNS, recv_limit=MIB),  # measured: 1 MiB by default (then none)
     Impl("nanomsg", ("sp",), "nanomsg 1.1.5, Debian's nanocat", "cli", _SP_REQREP,
          _SP_PATTERNS - {"PAIR1"}, recv_limit=MIB, fixed_sender=True, unsubscribe=False),
 )}

@@ -9,7 +9,8 @@ python-nng), or a library with its own runtime (omq.rs through pyomq). Kept to P
 
 Drivers: ``pyzmq`` (module ``zmq``), ``pyomq``, ``pynng``, ``nng`` (python-nng). Protocol: one
 ``READY {json}`` line (library and version), then one JSON command per stdin line and one
-``RESULT {json}`` line per command (``{"error": ...}`` when it failed):
+``RESULT {json}`` line per command (``{"error": ...}`` when it failed; a command's ``seq``
+comes back in its result):
 
     {"op": "open", "sock": 1, "kind": "REQ", "side": "client", "options": {...}}
     {"op": "bind", "sock": 1, "url": "tcp://127.0.0.1:0"}     -> {"url": real url}
@@ -478,10 +479,14 @@ def main(argv: List[str]) -> int:
     for line in sys.stdin:
         if not line.strip():
             continue
+        cmd = {}  # type: Dict[str, Any]
         try:
-            out = handle(socks, driver, json.loads(line))
+            cmd = json.loads(line)
+            out = handle(socks, driver, cmd)
         except Exception as exc:  # noqa: BLE001 - said to the caller, which decides
             out = {"error": f"{type(exc).__name__}: {exc}"}
+        if "seq" in cmd:  # the caller's number: it skips an answer it stopped waiting for
+            out["seq"] = cmd["seq"]
         emit("RESULT " + json.dumps(out) + "\n")
         sys.stdout.flush()
     handle(socks, driver, {"op": "reset"})

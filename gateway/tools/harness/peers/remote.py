@@ -168,6 +168,7 @@ class RemotePeer(Peer):
 
     _seen: list[Seen]
     _serving = False
+    _seq = 0
 
     def __init__(self, impl: str, kind: str, wire: str, side: str, workdir: str = "", *,
                  heartbeat: bool = False, sec: Security | None = None, **options: Any) -> None:
@@ -182,7 +183,7 @@ class RemotePeer(Peer):
         self.proc = Proc(f"{impl}-{side}", [python, "-I", "-u", str(PEERD), rt.driver], env=env,
                          stderr_path=os.path.join(workdir, f"{side}-{impl}.err") if workdir
                          else None)
-        self.library = self.proc.wait_ready(30)
+        self.library = self.proc.wait_ready(20)
         opts: dict[str, Any] = {"topics": [t.hex() for t in self.topics]}
         if kind in ("DEALER", "ROUTER") and side == "server":
             opts["identity"] = SERVER_ID.hex()
@@ -198,8 +199,16 @@ class RemotePeer(Peer):
             opts.update(keys.remote_options(sec.zmtp, self.role, sec.bad and side == "client"))
         self._ask("open", kind=kind, side=side, options=opts)
 
-    def _ask(self, op: str, wait: float = 30.0, **cmd: Any) -> dict[str, Any]:
-        res = self.proc.request(wait, op=op, sock=1, **cmd)
+    def _ask(self, op: str, wait: float = 10.0, **cmd: Any) -> dict[str, Any]:
+        """One command and its result; a result of an earlier command this peer stopped
+        waiting for (its ``seq`` is older) is skipped, not taken for this one's."""
+        self._seq += 1
+        self.proc.send(op=op, sock=1, seq=self._seq, **cmd)
+        deadline = time.monotonic() + wait
+        while True:
+            res = self.proc.result(max(0.01, deadline - time.monotonic()))
+            if res.get("seq", self._seq) == self._seq:
+                break
         if "error" in res:
             raise RuntimeError(f"{self.label}: {op}: {res['error']}")
         return res
@@ -222,7 +231,7 @@ class RemotePeer(Peer):
         from gateway.tools.harness.peers import request_frames
 
         frames = request_frames(self.kind, payload, peer_id) if self.wire == "zmq" else [payload]
-        res = self._ask("request", wait=remaining(deadline) + 30,
+        res = self._ask("request", wait=remaining(deadline) + 5,
                         frames=[f.hex() for f in frames], timeout=remaining(deadline))
         if "frames" not in res:
             return None
@@ -260,7 +269,7 @@ class RemotePeer(Peer):
         self._ask("send", data=msg.hex())
 
     def drain(self, quiet: float, deadline: float) -> list[bytes]:
-        res = self._ask("drain", wait=remaining(deadline) + 30, quiet=quiet,
+        res = self._ask("drain", wait=remaining(deadline) + 5, quiet=quiet,
                         timeout=remaining(deadline))
         return [bytes.fromhex(m) for m in res["messages"]]
 
