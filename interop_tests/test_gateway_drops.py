@@ -20,15 +20,13 @@ import pytest
 import zmq
 
 from gateway.tools.harness.gateway import Gateway, local_bridge
+from gateway.tools.harness.peers.nng import nng_raw_recv, nng_raw_send, open_raw
 from gateway.tools.harness.peers.servers import (
     NngServer,
     ZmqServer,
     echo_rep,
     echo_router,
-    nng_raw_recv,
-    nng_raw_send,
     nng_req,
-    open_raw,
     zmq_client,
 )
 from gateway.tools.harness.procs import free_port, lib_url

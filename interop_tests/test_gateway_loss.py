@@ -20,15 +20,8 @@ import pynng
 import pytest
 
 from gateway.tools.harness.gateway import Gateway, bridge_args, url
-from gateway.tools.harness.peers.servers import (
-    NngServer,
-    ZmqServer,
-    nng_raw_recv,
-    nng_raw_send,
-    nng_req,
-    open_raw,
-    zmq_client,
-)
+from gateway.tools.harness.peers.nng import nng_raw_recv, nng_raw_send, open_raw
+from gateway.tools.harness.peers.servers import NngServer, ZmqServer, nng_req, zmq_client
 from gateway.tools.harness.procs import LOCAL, free_port, lib_url
 
 pytestmark = pytest.mark.timeout(90)

@@ -17,14 +17,12 @@ import pytest
 import zmq
 
 from gateway.tools.harness.gateway import local_bridge
+from gateway.tools.harness.peers.nng import nng_raw_recv, nng_raw_send, open_raw
 from gateway.tools.harness.peers.servers import (
     NngRawServer,
     NngServer,
     ZmqServer,
-    nng_raw_recv,
-    nng_raw_send,
     nng_req,
-    open_raw,
     zmq_client,
 )
 from gateway.tools.harness.procs import LOCAL, free_port, lib_url, port_of, proc

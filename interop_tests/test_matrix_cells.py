@@ -60,10 +60,11 @@ def _check(cell: Cell, timeout: float) -> None:
 
 def _params(cells: list[Cell]) -> list[object]:
     """Each cell, a known issue (``cells.KNOWN_ISSUES``) marked xfail (strict) with its reason."""
-    from gateway.tools.matrix.cells import known_issue
+    from gateway.tools.matrix.cells import known_issue, known_issue_strict
 
-    return [pytest.param(c, id=c.cell_id, marks=[pytest.mark.xfail(reason=why, strict=True)]
-                         if (why := known_issue(c)) else []) for c in cells]
+    return [pytest.param(c, id=c.cell_id, marks=[pytest.mark.xfail(
+        reason=why, strict=known_issue_strict(c))] if (why := known_issue(c)) else [])
+        for c in cells]
 
 
 @pytest.mark.timeout(120)

@@ -356,9 +356,19 @@ def _omq_bound_subscriber(cell: Cell) -> bool:
             and cell.client_type in ("PUB", "XPUB") and cell.client_impl != "omq")
 
 
-#: Cells whose observed outcome differs from the tables because of a bug the matrix found,
-#: with the reason. pytest marks them xfail (strict: a fix makes them fail until removed
-#: here); ``gateway matrix run`` counts them as known, not as unexplained mismatches.
+def _native_router_omq_req(cell: Cell) -> bool:
+    """The native engine's ROUTER and omq.rs's REQ, directly."""
+    sides = {(cell.client_impl, cell.client_type), (cell.server_impl, cell.server_type)}
+    return cell.direct and sides == {("native", "ROUTER"), ("omq", "REQ")}
+
+
+#: intermittent known issues: pytest marks them xfail without ``strict`` (they pass at times)
+INTERMITTENT = frozenset({_native_router_omq_req})
+
+#: Cells whose observed outcome (or wire check) differs from the tables because of a bug the
+#: matrix found, with the reason. pytest marks them xfail (strict, unless INTERMITTENT: a fix
+#: makes them fail until removed here); ``gateway matrix run`` counts them as known issues,
+#: not as unexplained mismatches.
 KNOWN_ISSUES: tuple[tuple[Callable[[Cell], bool], str], ...] = (
     (_omq_native_curve,
      "native engine: a CURVE MESSAGE whose ZMTP frame carries the MORE flag is refused "
@@ -367,7 +377,16 @@ KNOWN_ISSUES: tuple[tuple[Callable[[Cell], bool], str], ...] = (
     (_omq_bound_subscriber,
      "omq.rs 0.21: a SUB that binds sends its subscriptions to no publisher that connects to "
      "it (nothing crosses; a connecting omq SUB is served, and libzmq's bound SUB is too)"),
+    (_native_router_omq_req,
+     "intermittent (about 1 run in 3): the native engine's ROUTER sees an extra empty frame "
+     "before omq.rs's first REQ body ([id, '', '', body]); libzmq's ROUTER never does with "
+     "the same omq.rs REQ (to investigate: the engine's frame reader, or omq.rs's first send)"),
 )
+
+
+def known_issue_strict(cell: Cell) -> bool:
+    """False for an intermittent known issue (see :data:`INTERMITTENT`)."""
+    return not any(applies in INTERMITTENT and applies(cell) for applies, _ in KNOWN_ISSUES)
 
 
 def known_issue(cell: Cell) -> str | None:

@@ -290,8 +290,9 @@ def run(args: argparse.Namespace) -> int:
         skipped = [r for r in rows if r[obs] == SKIPPED]
         by_id = {c.cell_id: c for c in cells}
         ci = RESULT_COLUMNS.index("cell_id")
-        known = [r for r in rows if r[obs] not in (r[exp], SKIPPED)
-                 and known_issue(by_id[r[ci]])]
+        env = RESULT_COLUMNS.index("envelope_ok")
+        known = [r for r in rows if (r[obs] not in (r[exp], SKIPPED) or not r[env])
+                 and r[obs] != SKIPPED and known_issue(by_id[r[ci]])]
         mism = [r for r in rows if r[obs] not in (r[exp], SKIPPED) and r not in known]
         env_bad = [r for r in rows if not r[RESULT_COLUMNS.index("envelope_ok")]
                    and r[obs] != SKIPPED and r not in known]

@@ -444,8 +444,9 @@ def _check_responder(cell: Cell, responder: Peer, payload: bytes, probe: bytes, 
         out.bad(f"{responder.label} received a request on a refused pairing")
     if out.observed == "refused-limit":
         lim = [s for s in responder.seen if s.body == payload]
-        resp_impl = cell.impl_of(cell.responder or "server")
-        if lim and any(resp_impl in x for x in limits_on_path(cell)):
+        side = cell.responder or "server"
+        refuser = f"{side} {cell.impl_of(side)} (request,"  # limits_on_path's own words
+        if lim and any(x.startswith(refuser) for x in limits_on_path(cell)):
             out.bad(f"{responder.label} accepted the oversize request despite its limit")
     # a cooked SP requester counts its request ids up by one (nng, nanomsg, DESIGN section 3)
     requester_impl = cell.impl_of(cell.requester or "client")

@@ -191,3 +191,31 @@ class NngPeer(Peer):
             self._thread.join(2)
         with contextlib.suppress(Exception):
             self.sock.close()
+
+
+# -- raw sockets for the suites (the pynng adapter's header codec) --------------------------------
+def open_raw(kind: str, recv_timeout_ms: int = 5000) -> Any:
+    """A raw nng socket: ``"REP"`` (xrep) or ``"REQ"`` (xreq)."""
+    import pynng
+
+    if kind == "REP":
+        s = pynng.Rep0(opener=pynng.lib.nng_rep0_open_raw)
+    else:
+        s = pynng.Req0(opener=pynng.lib.nng_req0_open_raw)
+    s.recv_timeout = recv_timeout_ms
+    return s
+
+
+def nng_raw_recv(sock: Any) -> tuple[list[bytes], bytes]:
+    """Receive on a raw nng socket: (backtrace words, body). Raises ``pynng.Timeout``."""
+    from gateway_plugins.pynng_adapter import recv_raw
+
+    msg = recv_raw(sock)
+    return list(msg.hops), msg.body[0]
+
+
+def nng_raw_send(sock: Any, words: list[bytes], body: bytes) -> None:
+    """Send ``words`` (the backtrace, on the wire as is) + ``body`` on a raw nng socket."""
+    from gateway_plugins.pynng_adapter import send_raw
+
+    send_raw(sock, tuple(words), body)

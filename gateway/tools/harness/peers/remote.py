@@ -183,7 +183,11 @@ class RemotePeer(Peer):
         self.proc = Proc(f"{impl}-{side}", [python, "-I", "-u", str(PEERD), rt.driver], env=env,
                          stderr_path=os.path.join(workdir, f"{side}-{impl}.err") if workdir
                          else None)
-        self.library = self.proc.wait_ready(20)
+        try:
+            self.library = self.proc.wait_ready(20)
+        except Unavailable as exc:  # installed, but it did not start: an error, said as such
+            self.proc.stop(grace=1.0)
+            raise RuntimeError(str(exc)) from None
         opts: dict[str, Any] = {"topics": [t.hex() for t in self.topics]}
         if kind in ("DEALER", "ROUTER") and side == "server":
             opts["identity"] = SERVER_ID.hex()
@@ -203,12 +207,15 @@ class RemotePeer(Peer):
         """One command and its result; a result of an earlier command this peer stopped
         waiting for (its ``seq`` is older) is skipped, not taken for this one's."""
         self._seq += 1
-        self.proc.send(op=op, sock=1, seq=self._seq, **cmd)
         deadline = time.monotonic() + wait
-        while True:
-            res = self.proc.result(max(0.01, deadline - time.monotonic()))
-            if res.get("seq", self._seq) == self._seq:
-                break
+        try:  # a peer that does not answer is a finding (an error), not a missing runtime
+            self.proc.send(op=op, sock=1, seq=self._seq, **cmd)
+            while True:
+                res = self.proc.result(max(0.01, deadline - time.monotonic()))
+                if res.get("seq", self._seq) == self._seq:
+                    break
+        except Unavailable as exc:
+            raise RuntimeError(f"{self.label}: {op}: {exc}") from None
         if "error" in res:
             raise RuntimeError(f"{self.label}: {op}: {res['error']}")
         return res
@@ -222,7 +229,7 @@ class RemotePeer(Peer):
     def evidence(self) -> str | None:
         try:
             ev = self._ask("evidence", wait=5).get("evidence")
-        except (RuntimeError, Unavailable):
+        except RuntimeError:
             return None
         return str(ev) if ev else None
 
@@ -249,7 +256,7 @@ class RemotePeer(Peer):
         if self._serving and self.proc.alive():
             try:
                 got = self._ask("seen", wait=10)["seen"]
-            except (RuntimeError, Unavailable):
+            except RuntimeError:
                 return self._seen
             self._seen = [Seen(body=bytes.fromhex(f[-1]),
                                frames=tuple(bytes.fromhex(x) for x in f[:-1])) for f in got]

@@ -2,8 +2,8 @@
 
 * :class:`ZmqServer` (REP or ROUTER in its own thread: a libzmq socket is created, used and
   closed by that thread only), :class:`NngServer` (cooked rep0), :class:`NngRawServer` (raw
-  rep0 that sees the backtrace words); :func:`nng_raw_send` / :func:`nng_raw_recv` for raw req0
-  clients (the pynng adapter's header codec); :func:`zmq_client`, :func:`nng_req`.
+  rep0 that sees the backtrace words; the raw helpers are in
+  :mod:`gateway.tools.harness.peers.nng`); :func:`zmq_client`, :func:`nng_req`.
 
 Every loop is bounded, every wait has a timeout; only 127.0.0.1 and ephemeral ports.
 """
@@ -18,9 +18,9 @@ from typing import Any
 
 import pynng
 import zmq
-from gateway_plugins.pynng_adapter import recv_raw, send_raw
 from pynng import lib
 
+from gateway.tools.harness.peers.nng import nng_raw_recv, nng_raw_send, open_raw
 from gateway.tools.harness.procs import LOCAL, port_of
 
 
@@ -211,27 +211,6 @@ class NngServer(_NngServer):
         reply = self.handler(request)
         if reply is not None:
             self.sock.send(reply)
-
-
-def open_raw(kind: str, recv_timeout_ms: int = 5000) -> pynng.Socket:
-    """A raw nng socket: ``"REP"`` (xrep) or ``"REQ"`` (xreq)."""
-    if kind == "REP":
-        s = pynng.Rep0(opener=lib.nng_rep0_open_raw)
-    else:
-        s = pynng.Req0(opener=lib.nng_req0_open_raw)
-    s.recv_timeout = recv_timeout_ms
-    return s
-
-
-def nng_raw_recv(sock: pynng.Socket) -> tuple[list[bytes], bytes]:
-    """Receive on a raw nng socket: (backtrace words, body). Raises ``pynng.Timeout``."""
-    msg = recv_raw(sock)
-    return list(msg.hops), msg.body[0]
-
-
-def nng_raw_send(sock: pynng.Socket, words: list[bytes], body: bytes) -> None:
-    """Send ``words`` (the backtrace, on the wire as is) + ``body`` on a raw nng socket."""
-    send_raw(sock, tuple(words), body)
 
 
 class NngRawServer(_NngServer):
