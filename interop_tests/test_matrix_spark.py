@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 from gateway.tools.harness.procs import child_env
-from gateway.tools.matrix.cells import RESULT_COLUMNS, small_selection
+from gateway.tools.matrix.catalog import small_selection
+from gateway.tools.matrix.cells import RESULT_COLUMNS
 from gateway.tools.matrix.report import render_html, render_markdown
 
 pytestmark = pytest.mark.spark
