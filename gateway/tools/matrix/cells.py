@@ -338,18 +338,6 @@ class Cell:
         return SECURITY.get(self.shape)
 
 
-def _omq_native_curve(cell: Cell) -> bool:
-    """A CURVE hop between omq.rs and the native engine (directly, or the gateway's native
-    front or back)."""
-    if cell.shape not in ("curve", "curve+tls"):
-        return False
-    if cell.direct:
-        return {cell.client_impl, cell.server_impl} == {"omq", "native"}
-    front, back = cell.backends
-    return ((cell.client_impl == "omq" and front == "native")
-            or (cell.server_impl == "omq" and back == "native"))
-
-
 def _omq_bound_subscriber(cell: Cell) -> bool:
     """omq.rs as a subscriber that binds, a publisher connecting to it."""
     return (cell.direct and cell.server_impl == "omq" and cell.server_type in ("SUB", "XSUB")
@@ -370,10 +358,6 @@ INTERMITTENT = frozenset({_native_router_omq_req})
 #: makes them fail until removed here); ``gateway matrix run`` counts them as known issues,
 #: not as unexplained mismatches.
 KNOWN_ISSUES: tuple[tuple[Callable[[Cell], bool], str], ...] = (
-    (_omq_native_curve,
-     "native engine: a CURVE MESSAGE whose ZMTP frame carries the MORE flag is refused "
-     "('bad CURVE MESSAGE frame flags: 0x01', gateway/wire/zmtp_curve.py); omq.rs sets it on "
-     "multipart messages, libzmq accepts it (omq <-> libzmq CURVE exchanges)"),
     (_omq_bound_subscriber,
      "omq.rs 0.21: a SUB that binds sends its subscriptions to no publisher that connects to "
      "it (nothing crosses; a connecting omq SUB is served, and libzmq's bound SUB is too)"),
