@@ -31,7 +31,9 @@ def _cythonized(force: bool = False) -> list[Extension]:
         args = ["-O1", "-g", "-fno-omit-frame-pointer", "-fsanitize=address,undefined",
                 "-fno-sanitize-recover=undefined"]
         link = ["-fsanitize=address,undefined"]
-    ext = Extension("gateway._kernel", [PYX], extra_compile_args=args, extra_link_args=link)
+    # libsodium: the kernel seals and opens CURVE MESSAGE boxes itself (Debian libsodium-dev)
+    ext = Extension("gateway._kernel", [PYX], extra_compile_args=args, extra_link_args=link,
+                    libraries=["sodium"])
     try:
         from Cython.Build import cythonize
     except ImportError:  # an sdist: its generated C

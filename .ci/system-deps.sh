@@ -18,6 +18,7 @@ command -v curl >/dev/null 2>&1 || need+=(curl)  # the README's metrics example
 # built from source, as pyenv's, has its own; Debian's python3 needs python3-dev); libasan and
 # libubsan come with gcc (the sanitizer build, .ci/sanitize.sh)
 command -v gcc >/dev/null 2>&1 || need+=(gcc libc6-dev)
+[ -f /usr/include/sodium.h ] || need+=(libsodium-dev)  # the kernel's CURVE boxes
 python3 -c 'import sysconfig, os, sys; sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))' \
   || need+=(python3-dev)
 # a real Prometheus scraping the gateway, and promtool testing the shipped alert rules

@@ -42,6 +42,19 @@ from gateway.wire.sp import SpCodec
 from gateway.wire.zmtp import ZmtpCodec
 
 
+cdef extern from "sodium.h" nogil:
+    int sodium_init()
+    int crypto_box_easy_afternm(unsigned char* c, const unsigned char* m,
+                                unsigned long long mlen, const unsigned char* n,
+                                const unsigned char* k)
+    int crypto_box_open_easy_afternm(unsigned char* m, const unsigned char* c,
+                                     unsigned long long clen, const unsigned char* n,
+                                     const unsigned char* k)
+
+if sodium_init() < 0:
+    raise ImportError("libsodium failed to initialise")
+
+
 cdef extern from "<time.h>" nogil:
     int clock_gettime(int clk_id, timespec *tp)
     enum: CLOCK_MONOTONIC
@@ -63,6 +76,8 @@ cdef enum:
     F_ZMTP = 1
     F_SP = 2
     F_SP_IPC = 3
+    F_CURVE = 4  # ZMTP frames in CURVE MESSAGE boxes
+    CURVE_OVERHEAD = 33  # "\x07MESSAGE", the short nonce, the MAC, the flags byte
 
 
 cdef Py_ssize_t FAIR_SHARE = 256
@@ -495,20 +510,78 @@ cdef inline int _sp_backtrace(const uint8_t* p, Frame payload, int limit,
 # encoding into a destination's buffer
 
 cdef class _Out:
-    """What one read writes to one pipe: its encoded messages, in order."""
+    """What one read writes to one pipe: its encoded messages, in order (CURVE: plain frames,
+    sealed at the end of the read)."""
     cdef object pipe
     cdef bytearray data
-    cdef Py_ssize_t size
+    cdef Py_ssize_t size  # bytes in data
+    cdef Py_ssize_t wire  # the same on the pipe's wire (CURVE: sealed)
     cdef Py_ssize_t room  # bytes the pipe's batch may still take (see Writes.write_frames)
     cdef int framing
+    # CURVE: the mechanism, its precomputed key, our nonce prefix and next short nonce
+    cdef object mech
+    cdef bytes precom, prefix
+    cdef uint64_t nonce
 
-    cdef uint8_t* grow(self, Py_ssize_t n) except NULL:
+    cdef uint8_t* grow(self, Py_ssize_t n, Py_ssize_t wire) except NULL:
         cdef Py_ssize_t have = PyByteArray_GET_SIZE(self.data)
         if self.size + n > have:
             PyByteArray_Resize(self.data, max(self.size + n, 2 * have, 256))
         cdef uint8_t* at = <uint8_t*>PyByteArray_AS_STRING(self.data) + self.size
         self.size += n
+        self.wire += wire
         return at
+
+    cdef inline Py_ssize_t fsize(self, Py_ssize_t size) noexcept:
+        """A ZMTP frame of ``size`` bytes on this pipe's wire (CURVE: its MESSAGE box)."""
+        if self.framing == F_CURVE:
+            size += CURVE_OVERHEAD
+        return size + (2 if size <= 255 else 9)
+
+
+cdef inline bint _zmtp_framing(int framing) noexcept:
+    return framing == F_ZMTP or framing == F_CURVE
+
+
+cdef bytearray _seal(_Out out):
+    """``out``'s plain ZMTP frames as CURVE MESSAGE boxes (RFC 26), in order, each with the next
+    short nonce (what the reference's ``seal`` makes, frame by frame); the mechanism learns how
+    far its nonce went."""
+    cdef bytearray sealed = bytearray(out.wire)
+    cdef uint8_t* src = <uint8_t*>PyByteArray_AS_STRING(out.data)
+    cdef uint8_t* at = <uint8_t*>PyByteArray_AS_STRING(sealed)
+    cdef const uint8_t* key = <const uint8_t*>PyBytes_AS_STRING(out.precom)
+    cdef Py_ssize_t pos = 0, size, body
+    cdef uint8_t flags
+    cdef uint8_t full[24]
+    memcpy(full, PyBytes_AS_STRING(out.prefix), 16)
+    while pos < out.size:
+        flags = src[pos]
+        if flags & 0x02:
+            size = <Py_ssize_t>_be64(src + pos + 1)
+            pos += 9
+        else:
+            size = src[pos + 1]
+            pos += 2
+        body = CURVE_OVERHEAD + size
+        if body <= 255:
+            at[0] = 0
+            at[1] = <uint8_t>body
+            at += 2
+        else:
+            at[0] = 2
+            _put64(at + 1, <uint64_t>body)
+            at += 9
+        memcpy(at, b"\x07MESSAGE", 8)
+        _put64(at + 8, out.nonce)
+        memcpy(full + 16, at + 8, 8)
+        src[pos - 1] = flags & 0x01  # the byte before the payload: its flags, inside the box
+        crypto_box_easy_afternm(at + 16, src + pos - 1, size + 1, full, key)
+        at += 16 + 16 + 1 + size
+        out.nonce += 1
+        pos += size
+    out.mech.advance(out.nonce, out.mech.session()[4])
+    return sealed
 
 
 cdef inline Py_ssize_t _zmtp_frame_size(Py_ssize_t size) noexcept nogil:
@@ -572,6 +645,7 @@ cdef class Kernel:
     cdef dict filters  # pub/sub: the front's subscribers' prefixes, by routing id
     cdef Py_ssize_t filtered
     cdef bytearray scratch
+    cdef bytearray plain  # CURVE: the boxes of one message, opened
     cdef list matched
 
     def __init__(self, fwd, front, back, translator, loss, ledger, buckets) -> None:
@@ -601,6 +675,7 @@ cdef class Kernel:
         self.f_out = front.routing.out
         self.f_pattern, self.b_pattern = front.pattern, back.pattern
         self.scratch = bytearray()
+        self.plain = bytearray(256)
         self.matched = []
 
     # -- the per-read entry points (Pipe.fast) ---------------------------------------------------
@@ -631,10 +706,8 @@ cdef class Kernel:
 
     cdef Py_ssize_t _run(self, object pipe, bint request) except -1:
         codec = pipe.codec
-        if pipe.close_reason or not codec.streaming:
-            return 0
-        cdef int framing = _framing(codec)
-        if framing == 0:
+        cdef int framing = _framing(codec)  # first: a plugin's codec has no ``streaming``
+        if framing == 0 or pipe.close_reason or not codec.streaming:
             return 0
         rx = codec.rx
         data = rx.data
@@ -650,11 +723,22 @@ cdef class Kernel:
         cdef double t0 = _now()
         cdef Frame frames[MAX_FRAMES]
         cdef int count = 0, done
-        cdef bint zmtp = framing == F_ZMTP
+        cdef bint curve = framing == F_CURVE
+        cdef bint zmtp = framing == F_ZMTP or curve
         cdef bytes rid = pipe.routing_id
+        # CURVE: the message's frames are its opened boxes (self.plain), not the read
+        cdef const uint8_t* m = p
+        cdef uint64_t peer_nonce = 0, opened = 0
+        cdef bytes key = None, prefix = None
+        if curve:
+            key, _, prefix, _, peer_nonce = codec.security.session()
         try:
             while n < FAIR_SHARE:
-                if zmtp:
+                if curve:
+                    opened = peer_nonce
+                    nxt = self._open(p, pos, end, limit, frames, &count, key, prefix, &opened)
+                    m = <const uint8_t*>PyByteArray_AS_STRING(self.plain)
+                elif zmtp:
                     nxt = _zmtp_message(p, pos, end, limit, frames, &count)
                 else:
                     nxt = _sp_message(p, pos, end, limit, framing == F_SP_IPC, &frames[0])
@@ -662,25 +746,89 @@ cdef class Kernel:
                 if nxt < 0:
                     break
                 if self.pattern == PIPELINE:
-                    done = self._pipeline(p, frames, count)
+                    done = self._pipeline(m, frames, count)
                 elif self.pattern == PUBSUB:
-                    done = self._publish(p, frames, count)
+                    done = self._publish(m, frames, count)
                 elif request:
-                    done = self._request(p, frames, count, zmtp, rid, t0)
+                    done = self._request(m, frames, count, zmtp, rid, t0)
                 else:
-                    done = self._reply(p, frames, count, zmtp, t0)
+                    done = self._reply(m, frames, count, zmtp, t0)
                 if not done:
                     break
                 if done == FORWARDED:
                     sent += 1
                 pos = nxt
+                peer_nonce = opened
                 n += 1
         finally:
             rx.pos = pos
             self._flush()
+            if curve and n:  # the boxes opened, up to the peer's nonce
+                mech = codec.security
+                mech.advance(mech.session()[3], peer_nonce)
         if sent:
             self._account(request, sent, _now() - t0)
         return n
+
+    cdef Py_ssize_t _open(self, const uint8_t* p, Py_ssize_t pos, Py_ssize_t end,
+                          Py_ssize_t limit, Frame* frames, int* count, bytes key, bytes prefix,
+                          uint64_t* nonce) except -2:
+        """The end of the whole CURVE message at ``pos``, its MESSAGE boxes opened into
+        ``self.plain`` (``frames``: offsets there) and ``nonce`` moved to the last one's; -1:
+        not one the kernel takes (incomplete, a command inside a box, a box that does not open,
+        a nonce that does not grow, the size limit: the reference's, which refuses or handles
+        it)."""
+        cdef Py_ssize_t flimit = limit + 64 + 1 + 32, start, used = 0, total = 0, clen
+        cdef uint64_t size, short
+        cdef uint8_t flags, inner
+        cdef int n = 0
+        cdef uint8_t full[24]
+        cdef uint8_t* plain
+        memcpy(full, PyBytes_AS_STRING(prefix), 16)
+        while True:
+            if end - pos < 2:
+                return -1
+            flags = p[pos]
+            if flags & 0xFC:
+                return -1
+            if flags & 0x02:
+                if end - pos < 9:
+                    return -1
+                size = _be64(p + pos + 1)
+                start = pos + 9
+            else:
+                size = p[pos + 1]
+                start = pos + 2
+            if size > <uint64_t>flimit or size > <uint64_t>(end - start) or n == MAX_FRAMES:
+                return -1
+            if size < CURVE_OVERHEAD or memcmp(p + start, b"\x07MESSAGE", 8) != 0:
+                return -1
+            short = _be64(p + start + 8)
+            if short <= nonce[0]:
+                return -1
+            clen = <Py_ssize_t>size - 16
+            if PyByteArray_GET_SIZE(self.plain) < used + clen:
+                PyByteArray_Resize(self.plain, max(used + clen, 2 * PyByteArray_GET_SIZE(self.plain)))
+            plain = <uint8_t*>PyByteArray_AS_STRING(self.plain)
+            memcpy(full + 16, p + start + 8, 8)
+            if crypto_box_open_easy_afternm(plain + used, p + start + 16, clen, full,
+                                            <const uint8_t*>PyBytes_AS_STRING(key)) != 0:
+                return -1
+            inner = plain[used]
+            if inner & 0x02:  # a command inside the box (PING ...): the reference's
+                return -1
+            total += clen - 17
+            if total > limit:
+                return -1
+            frames[n].start = used + 1
+            frames[n].size = clen - 17
+            n += 1
+            used += clen - 16
+            nonce[0] = short
+            pos = start + <Py_ssize_t>size
+            if not inner & 0x01:
+                count[0] = n
+                return pos
 
     cdef void _account(self, bint request, Py_ssize_t n, double dt) except *:
         ledger = self.ledger
@@ -719,7 +867,7 @@ cdef class Kernel:
         cdef _Out out = self._pick()
         if out is None:
             return False
-        cdef int dest_zmtp = out.framing == F_ZMTP
+        cdef int dest_zmtp = _zmtp_framing(out.framing)
         if not dest_zmtp and nbody != 1:
             return False  # SP carries one body frame (the reference refuses and counts)
         cdef tuple key
@@ -812,7 +960,7 @@ cdef class Kernel:
         cdef _Out out = self._out(fpipe)
         if out is None:
             return False
-        cdef int dest_zmtp = out.framing == F_ZMTP
+        cdef int dest_zmtp = _zmtp_framing(out.framing)
         if self.tokens:  # parked hops[1:] + body, to the ZeroMQ client
             if not self._zmtp_parked(out, parked, p, payload, words):
                 return False
@@ -840,7 +988,7 @@ cdef class Kernel:
         cdef _Out out = self._pick()
         if out is None:
             return 0
-        if out.framing == F_ZMTP:
+        if _zmtp_framing(out.framing):
             if not self._zmtp_write(out, None, p, frames, 0, count):
                 return 0
         elif count != 1 or not self._sp_payload(out, p, frames, 1):
@@ -879,10 +1027,10 @@ cdef class Kernel:
         for item in matched:
             if type(item) is _Out:
                 out = <_Out>item
-                if out.framing == F_ZMTP:
+                if _zmtp_framing(out.framing):
                     need = 0
                     for i in range(count):
-                        need += _zmtp_frame_size(frames[i].size)
+                        need += out.fsize(frames[i].size)
                 else:
                     need = (out.framing == F_SP_IPC) + 8 + size
                 if not self._fits(out, need):
@@ -890,7 +1038,7 @@ cdef class Kernel:
         for item in matched:
             if type(item) is _Out:
                 out = <_Out>item
-                if out.framing == F_ZMTP:
+                if _zmtp_framing(out.framing):
                     self._zmtp_write(out, None, p, frames, 0, count)
                 else:
                     self._sp_payload(out, p, frames, count)
@@ -904,43 +1052,55 @@ cdef class Kernel:
         cdef _Out out = self.outs.get(pipe)
         if out is not None:
             return out
-        cdef int framing = _framing(pipe.codec)
+        codec = pipe.codec
+        cdef int framing = _framing(codec)
         if framing == 0:
             return None
         out = _Out.__new__(_Out)
         out.pipe = pipe
         out.data = bytearray()
-        out.size = 0
+        out.size = out.wire = 0
         out.framing = framing
         out.room = pipe._high - pipe._wbuf_size
+        if framing == F_CURVE:
+            out.mech = codec.security
+            out.precom, out.prefix, _, out.nonce, _ = out.mech.session()
         self.outs[pipe] = out
         self.order.append(out)
         return out
 
     cdef inline bint _fits(self, _Out out, Py_ssize_t n) noexcept:
-        """The pipe's batch takes ``n`` more bytes without reaching its mark (past it, the
-        reference flushes, which may change what is writable: its business)."""
-        return out.size + n < out.room
+        """The pipe's batch takes ``n`` more bytes (on its wire) without reaching its mark
+        (past it, the reference flushes, which may change what is writable: its business)."""
+        return out.wire + n < out.room
 
     cdef void _flush(self) except *:
-        """Each destination's bytes into its pipe's write batch (Writes.write_frames), once."""
+        """Each destination's bytes into its pipe's write batch (Writes.write_frames), once;
+        CURVE destinations get their frames sealed here, in order (their nonces go up)."""
         cdef _Out out
         for out in self.order:
             if out.size:
-                PyByteArray_Resize(out.data, out.size)
+                if out.framing == F_CURVE:
+                    data = _seal(out)
+                else:
+                    PyByteArray_Resize(out.data, out.size)
+                    data = out.data
                 pipe = out.pipe
                 if not pipe.wbuf:
                     pipe._batch.dirty.append(pipe)
-                pipe.wbuf.append(out.data)
-                pipe._wbuf_size += out.size
+                pipe.wbuf.append(data)
+                pipe._wbuf_size += out.wire
         self.outs.clear()
         del self.order[:]
 
     # -- encoders (each checks the mark first; False: nothing written) ----------------------------
-    cdef void _sp_write(self, _Out out, bytes token, const uint8_t* body,
-                        Py_ssize_t size) except *:
+    cdef bint _sp_write(self, _Out out, bytes token, const uint8_t* body,
+                        Py_ssize_t size) except -1:
+        """zmtp -> sp request: [token][body] as one SP message."""
         cdef int ipc = out.framing == F_SP_IPC
-        cdef uint8_t* at = out.grow(ipc + 8 + 4 + size)
+        if not self._fits(out, ipc + 8 + 4 + size):
+            return False
+        cdef uint8_t* at = out.grow(ipc + 8 + 4 + size, ipc + 8 + 4 + size)
         if ipc:
             at[0] = 1
             at += 1
@@ -948,19 +1108,22 @@ cdef class Kernel:
         memcpy(at + 8, PyBytes_AS_STRING(token), 4)
         if size:
             memcpy(at + 12, body, size)
+        return True
 
     cdef bint _zmtp_write(self, _Out out, bytes rid, const uint8_t* p, Frame* frames,
                           int first, int count) except -1:
         """ZMTP frames: ``rid`` (if any), then ``frames[first:count]`` of the read."""
-        cdef Py_ssize_t need = 0
+        cdef Py_ssize_t need = 0, wneed = 0
         cdef int i
         if rid is not None:
             need += _zmtp_frame_size(len(rid))
+            wneed += out.fsize(len(rid))
         for i in range(first, count):
             need += _zmtp_frame_size(frames[i].size)
-        if count - first + (rid is not None) == 0 or not self._fits(out, need):
+            wneed += out.fsize(frames[i].size)
+        if count - first + (rid is not None) == 0 or not self._fits(out, wneed):
             return False
-        cdef uint8_t* at = out.grow(need)
+        cdef uint8_t* at = out.grow(need, wneed)
         if rid is not None:
             at = _zmtp_frame(at, <const uint8_t*>PyBytes_AS_STRING(rid), len(rid),
                              count > first)
@@ -972,14 +1135,16 @@ cdef class Kernel:
                            Py_ssize_t words) except -1:
         """zmtp -> sp reply: the parked hops but the first (the front's routing id), then the
         SP body after the token."""
-        cdef Py_ssize_t need = 0, n = PyTuple_GET_SIZE(parked), size = payload.size - words
-        cdef Py_ssize_t i
+        cdef Py_ssize_t need = 0, wneed = 0, n = PyTuple_GET_SIZE(parked)
+        cdef Py_ssize_t size = payload.size - words, i
         for i in range(1, n):
             need += _zmtp_frame_size(PyBytes_GET_SIZE(parked[i]))
+            wneed += out.fsize(PyBytes_GET_SIZE(parked[i]))
         need += _zmtp_frame_size(size)
-        if not self._fits(out, need):
+        wneed += out.fsize(size)
+        if not self._fits(out, wneed):
             return False
-        cdef uint8_t* at = out.grow(need)
+        cdef uint8_t* at = out.grow(need, wneed)
         for i in range(1, n):
             hop = parked[i]
             at = _zmtp_frame(at, <const uint8_t*>PyBytes_AS_STRING(hop),
@@ -990,16 +1155,18 @@ cdef class Kernel:
     cdef bint _sp_to_zmtp(self, _Out out, bytes rid, const uint8_t* p, Frame payload,
                           Py_ssize_t words) except -1:
         """sp -> zmtp request: the SP pipe id, each backtrace word, "", the body."""
-        cdef Py_ssize_t need = 6 + 2 + _zmtp_frame_size(payload.size - words) + words // 4 * 6
-        if not self._fits(out, need):
+        cdef Py_ssize_t body = payload.size - words, off
+        cdef Py_ssize_t need = 6 + 2 + _zmtp_frame_size(body) + words // 4 * 6
+        cdef Py_ssize_t wneed = (out.fsize(4) * (1 + words // 4) + out.fsize(0)
+                                 + out.fsize(body))
+        if not self._fits(out, wneed):
             return False
-        cdef uint8_t* at = out.grow(need)
-        cdef Py_ssize_t off
+        cdef uint8_t* at = out.grow(need, wneed)
         at = _zmtp_frame(at, <const uint8_t*>PyBytes_AS_STRING(rid), 4, True)
         for off in range(0, words, 4):
             at = _zmtp_frame(at, p + payload.start + off, 4, True)
         at = _zmtp_frame(at, NULL, 0, True)
-        _zmtp_frame(at, p + payload.start + words, payload.size - words, False)
+        _zmtp_frame(at, p + payload.start + words, body, False)
         return True
 
     cdef bint _sp_payload(self, _Out out, const uint8_t* p, Frame* frames, int count) except -1:
@@ -1010,7 +1177,7 @@ cdef class Kernel:
             size += frames[i].size
         if not self._fits(out, ipc + 8 + size):
             return False
-        cdef uint8_t* at = out.grow(ipc + 8 + size)
+        cdef uint8_t* at = out.grow(ipc + 8 + size, ipc + 8 + size)
         if ipc:
             at[0] = 1
             at += 1
@@ -1029,7 +1196,7 @@ cdef class Kernel:
         cdef Py_ssize_t need = ipc + 8 + 4 + payload.size
         if not self._fits(out, need):
             return False
-        cdef uint8_t* at = out.grow(need)
+        cdef uint8_t* at = out.grow(need, need)
         if ipc:
             at[0] = 1
             at += 1
@@ -1044,7 +1211,7 @@ cdef class Kernel:
         cdef Py_ssize_t size = payload.size - 4
         if not self._fits(out, ipc + 8 + size):
             return False
-        cdef uint8_t* at = out.grow(ipc + 8 + size)
+        cdef uint8_t* at = out.grow(ipc + 8 + size, ipc + 8 + size)
         if ipc:
             at[0] = 1
             at += 1
@@ -1060,7 +1227,7 @@ cdef class Kernel:
         cdef Py_ssize_t size = (nhops - 2) * 4 + frames[count - 1].size
         if not self._fits(out, ipc + 8 + size):
             return False
-        cdef uint8_t* at = out.grow(ipc + 8 + size)
+        cdef uint8_t* at = out.grow(ipc + 8 + size, ipc + 8 + size)
         cdef int i
         if ipc:
             at[0] = 1
@@ -1072,7 +1239,6 @@ cdef class Kernel:
             at += 4
         memcpy(at, p + frames[count - 1].start, frames[count - 1].size)
         return True
-
 
 cdef inline bytes _frame(const uint8_t* p, Frame f):
     if f.size == 0:
@@ -1167,7 +1333,10 @@ cdef int _framing(object codec) except -1:
     reference's: CURVE's boxes, WebSocket, another prefix)."""
     cdef type kind = type(codec)
     if kind is ZmtpCodec:
-        return 0 if codec.sealed else F_ZMTP
+        if not codec.sealed:
+            return F_ZMTP
+        session = getattr(codec.security, "session", None)  # CURVE's (gateway.wire.zmtp_curve)
+        return F_CURVE if session is not None and session() is not None else 0
     if kind is SpCodec:
         prefix = codec.message_prefix
         if not prefix:

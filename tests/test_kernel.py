@@ -35,13 +35,18 @@ from gateway.envelope import PatternTranslator, TokenTable, Translator
 from gateway.errors import DROP_REASONS
 from gateway.metrics import METRICS
 from gateway.plugins import registry
+from gateway.security import Security
 from gateway.wire.sp import SpCodec
 from gateway.wire.zmtp import ZmtpCodec
+from gateway.wire.zmtp_curve import CurveClient, CurveServer, keypair
 
 needs_kernel = pytest.mark.skipif(
     kernel.compiled is None, reason="the compiled kernel is not built (GATEWAY_NO_EXTENSIONS)")
 
 MAX = 700  # max_message_size: small, so that oversize messages are cheap
+#: long-term CURVE key pairs: the gateway's front (a server), its back (a client), the ZeroMQ
+#: servers behind it and the clients in front
+KEYS = {who: keypair() for who in ("front", "back", "server", "client")}
 HWM = METRICS.declare("gateway_socket_dropped_messages_total", reason="hwm")
 TTL = 60.0
 
@@ -129,6 +134,7 @@ class Rig:
     back_family: str
     compiled: bool
     pattern: str = "reqrep"
+    curve: bool = False  # ZeroMQ sides with CURVE (the front a server, the back a client)
     fwd: Any = None
     hwm_before: int = 0
     clients: list[Peer] = field(default_factory=list)
@@ -138,10 +144,16 @@ class Rig:
         # a small mark (hwm 2: 2 KiB a pipe) so that reads reach it now and then
         self.hwm_before = METRICS.value(HWM)
         f_kind, b_kind = SIDES[self.pattern]
+        f_sec = b_sec = None
+        if self.curve:  # the gateway's front a CURVE server, its back a CURVE client
+            f_sec = Security("CURVE", True, *KEYS["front"])
+            b_sec = Security("CURVE", False, *KEYS["back"], server_key=KEYS["server"][0])
         opts = SideOptions(max_message_size=MAX, router_mandatory=self.pattern == "reqrep",
-                           hwm=2)
+                           hwm=2, security=f_sec if self.front_family == "zmtp" else None)
         front = NativeSide(f_kind, opts, "k/front")
-        back = NativeSide(b_kind, SideOptions(max_message_size=MAX, hwm=2), "k/back")
+        back = NativeSide(b_kind, SideOptions(
+            max_message_size=MAX, hwm=2, security=b_sec if self.back_family == "zmtp" else None),
+            "k/back")
         front.socket._last_zmtp_id = back.socket._last_zmtp_id = 0  # the same ids in both runs
         translator: Any
         if self.pattern == "reqrep":
@@ -161,21 +173,28 @@ class Rig:
         assert (self.fwd.kernel is not None) == self.compiled
         self.fwd.start()
         (zc, sc), (zs, ss) = PEERS[self.pattern]
+        c_mech = (lambda: CurveClient(*KEYS["client"], KEYS["front"][0])) if self.curve else None
+        s_mech = (lambda: CurveServer(*KEYS["server"])) if self.curve else None
         for _ in range(clients):
             self.clients.append(await _connect(front.socket, self.front_family,
-                                               zc if self.front_family == "zmtp" else sc))
+                                               zc if self.front_family == "zmtp" else sc, c_mech))
         for _ in range(servers):
             self.servers.append(await _connect(back.socket, self.back_family,
-                                               zs if self.back_family == "zmtp" else ss))
+                                               zs if self.back_family == "zmtp" else ss, s_mech))
         for _ in range(3):  # pub/sub: the standing subscription goes out
             await asyncio.sleep(0)
 
     def state(self) -> dict[str, Any]:
         fwd = self.fwd
         ledger = fwd.ledger
+        if self.curve:  # boxes differ from run to run (random keys): what each peer opens
+            wires = {"clients": [_opened(p) for p in self.clients],
+                     "servers": [_opened(p) for p in self.servers]}
+        else:
+            wires = {"clients": [bytes(p.wire.data) for p in self.clients],
+                     "servers": [bytes(p.wire.data) for p in self.servers]}
         return {
-            "clients": [bytes(p.wire.data) for p in self.clients],
-            "servers": [bytes(p.wire.data) for p in self.servers],
+            **wires,
             "closed": [p.pipe.close_reason for p in self.clients + self.servers],
             "tokens": [(t, h) for t, h, _ in fwd.translator.table.entries()],
             "inflight": [(k, p) for k, p, _ in fwd.loss.inflight.items()],
@@ -195,19 +214,35 @@ class Rig:
         self.fwd.back.close(0)
 
 
-async def _connect(socket: Any, family: str, kind: str) -> Peer:
-    """A peer's connection to ``socket``, handshaken: a ZeroMQ or SP socket of ``kind``."""
+def _opened(peer: Peer) -> list[Any]:
+    """What the gateway wrote to ``peer`` since it last read, as its codec reads it (boxes
+    opened: a box that does not open, or a nonce out of order, fails here)."""
+    peer.codec.receive_data(bytes(peer.wire.data[peer.read:]))
+    peer.read = len(peer.wire.data)
+    events = []
+    while (event := peer.codec.next_event()) is not None:
+        events.append(event if isinstance(event, tuple) else type(event).__name__)
+    return events
+
+
+async def _connect(socket: Any, family: str, kind: str, mech: Any = None) -> Peer:
+    """A peer's connection to ``socket``, handshaken: a ZeroMQ or SP socket of ``kind``
+    (``mech``: makes the ZeroMQ peer's CURVE mechanism)."""
     reg = registry()
     wire = reg.wire_for(family)
     transport = reg.transport("tcp")
     pipe = socket.endpoints.new_pipe(wire, transport, f"{family}+tcp://peer", "peer:1")
     recorder = Recorder(kind)
     recorder.protocol = pipe
-    peer: Any = (ZmtpCodec(zmtp_role(kind, False)) if family == "zmtp"
-                 else SpCodec(sp_role(kind)))
+    peer: Any
+    if family == "zmtp":
+        peer = (ZmtpCodec(zmtp_role(kind, False), security=mech()) if mech is not None
+                else ZmtpCodec(zmtp_role(kind, False)))
+    else:
+        peer = SpCodec(sp_role(kind))
     pipe.connection_made(recorder)
     pipe.data_received(peer.initiate())
-    for _ in range(6):  # the handshake both ways
+    for _ in range(12):  # the handshake both ways (CURVE takes four commands)
         await asyncio.sleep(0)  # the pipe's writes go out at the end of the loop's iteration
         peer.receive_data(bytes(recorder.data))
         recorder.data.clear()
@@ -224,7 +259,17 @@ async def _connect(socket: Any, family: str, kind: str) -> Peer:
 
 
 # -- what the peers send ---------------------------------------------------------------------
+#: the codec that seals what _zmtp_frames and _ping make (a CURVE peer's), or None: plain
+_SEALER: list[Any] = [None]
+
+
+def _ping() -> bytes:
+    return PING if _SEALER[0] is None else _SEALER[0].ping(0, b"ctx")
+
+
 def _zmtp_frames(frames: list[bytes], flags: list[int] | None = None) -> bytes:
+    if _SEALER[0] is not None:
+        return bytes(_SEALER[0].send_message(tuple(frames)))
     out = bytearray()
     for i, f in enumerate(frames):
         more = 1 if i < len(frames) - 1 else 0
@@ -254,7 +299,7 @@ def _published(r: random.Random, family: str, i: int) -> bytes:
     if roll < 0.9:
         return _zmtp_frames([topic, body, b"more"])
     if roll < 0.95:
-        return PING
+        return _ping()
     if roll < 0.98:
         return _zmtp_frames([b""] * 40)
     return _zmtp_frames([topic, bytes(MAX)])  # over the limit: the pipe closes
@@ -273,7 +318,7 @@ def _client_message(r: random.Random, family: str, i: int, pattern: str = "reqre
         if roll < 0.85:
             return _zmtp_frames([b"part", body])  # toward SP: refused (one frame)
         if roll < 0.95:
-            return PING
+            return _ping()
         return _zmtp_frames([b""] * 40)
     if family == "zmtp":
         if roll < 0.70:
@@ -290,7 +335,7 @@ def _client_message(r: random.Random, family: str, i: int, pattern: str = "reqre
         if choice == "probe":
             return _zmtp_frames([b""])
         if choice == "ping":
-            return PING
+            return _ping()
         if choice == "long":
             return _zmtp_frames([b"", bytes(300)], flags=[1, 2])  # a LONG flag on a long frame
         if choice == "big":
@@ -320,6 +365,7 @@ def _server_replies(r: random.Random, peer: Peer, family: str, mangle: bool = Tr
     codec = peer.codec
     codec.receive_data(bytes(peer.wire.data[peer.read:]))
     peer.read = len(peer.wire.data)
+    _SEALER[0] = codec if family == "zmtp" and codec.sealed else None
     out = bytearray()
     while (event := codec.next_event()) is not None:
         if not isinstance(event, tuple):
@@ -336,7 +382,7 @@ def _server_replies(r: random.Random, peer: Peer, family: str, mangle: bool = Tr
             elif roll < 0.9:
                 out += _zmtp_frames([b"\x00\x00\x00\x05"] + env[1:] + [b"x"])  # another client
             elif roll < 0.95:
-                out += PING + _zmtp_frames(env + [b"late"])
+                out += _ping() + _zmtp_frames(env + [b"late"])
             else:
                 out += _zmtp_frames([b"no-envelope"])
         else:
@@ -393,22 +439,30 @@ async def _feed(r: random.Random, peers: list[Peer], streams: list[bytes],
 
 
 async def _run(front: str, back: str, compiled: bool, seed: int, n: int,
-               pattern: str = "reqrep") -> dict[str, Any]:
+               pattern: str = "reqrep", curve: bool = False) -> dict[str, Any]:
     core._RUNNING_PIPE_IDS[0] = 100  # the same SP pipe ids in both runs
-    rig = Rig(front, back, compiled, pattern)
+    rig = Rig(front, back, compiled, pattern, curve)
     await rig.open(clients=3, servers=2)
     r = random.Random(seed)
     try:
         if pattern == "pubsub":
             if front == "zmtp":  # the subscribers' prefixes (one of them takes everything)
                 subs = [[b"", b"A"], [b"B", b"CC", b"Z"], [b"A", b"D"]]
-                await _feed(r, rig.clients, [b"".join(_zmtp_frames([b"\x01" + t]) for t in ts)
-                                             for ts in subs], rig.servers)
-            streams = [b"".join(_published(r, back, i) for i in range(n)) for _ in rig.servers]
+                streams = []
+                for c, ts in zip(rig.clients, subs, strict=True):
+                    _SEALER[0] = c.codec if c.codec.sealed else None
+                    streams.append(b"".join(_zmtp_frames([b"\x01" + t]) for t in ts))
+                await _feed(r, rig.clients, streams, rig.servers)
+            streams = []
+            for server in rig.servers:
+                _SEALER[0] = server.codec if back == "zmtp" and server.codec.sealed else None
+                streams.append(b"".join(_published(r, back, i) for i in range(n)))
             await _feed(r, rig.servers, streams, rig.clients)
             return rig.state()
-        streams = [b"".join(_client_message(r, front, i, pattern) for i in range(n))
-                   for _ in rig.clients]
+        streams = []
+        for c in rig.clients:
+            _SEALER[0] = c.codec if front == "zmtp" and c.codec.sealed else None
+            streams.append(b"".join(_client_message(r, front, i, pattern) for i in range(n)))
         await _feed(r, rig.clients, streams, rig.servers)
         if pattern == "pipeline":
             return rig.state()
@@ -618,3 +672,94 @@ def test_pipeline_and_published_messages_go_through_the_kernel(
         state = asyncio.run(go("pubsub"))
     assert calls == [] and state["forwarded"][1] == 20
     assert [data.count(b"A") for data in state["clients"]] == [20, 20]
+
+
+CURVE_ROUTES = [("zmtp", "sp"), ("zmtp", "zmtp"), ("sp", "zmtp")]
+
+
+@needs_kernel
+@pytest.mark.parametrize("pattern", ["reqrep", "pipeline", "pubsub"])
+@pytest.mark.parametrize(("front", "back"), CURVE_ROUTES,
+                         ids=[f"{f}-{b}" for f, b in CURVE_ROUTES])
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**32 - 1))
+def test_curve_sides_as_the_reference(front: str, back: str, pattern: str, seed: int) -> None:
+    """The ZeroMQ sides with CURVE (the kernel opens and seals the MESSAGE boxes itself,
+    through libsodium): every peer opens the same messages, in the same order (its codec checks
+    each box and nonce), and the tables and the ledger agree."""
+    compiled = asyncio.run(_run(front, back, True, seed, 30, pattern, curve=True))
+    reference = asyncio.run(_run(front, back, False, seed, 30, pattern, curve=True))
+    assert compiled == reference
+
+
+@needs_kernel
+@pytest.mark.parametrize(("front", "back"), CURVE_ROUTES, ids=[f"{f}-{b}" for f, b in CURVE_ROUTES])
+def test_curve_traffic_goes_through_the_kernel(front: str, back: str,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """Requests and replies in CURVE boxes are the kernel's too (no Python step, no PyNaCl
+    call per message once the handshake is done)."""
+    from gateway.device import step
+    from gateway.wire import zmtp_curve
+
+    calls: list[str] = []
+
+    async def go() -> dict[str, Any]:
+        core._RUNNING_PIPE_IDS[0] = 100
+        rig = Rig(front, back, True, "reqrep", curve=True)
+        await rig.open(clients=2, servers=2)
+        try:
+            with monkeypatch.context() as m:
+                for name in ("RequestStep", "ReplyStep"):
+                    m.setattr(getattr(step, name), "__call__",
+                              lambda self, *a, name=name: calls.append(name))
+                for peer in rig.clients + rig.servers:  # the gateway's side of each
+                    mech = getattr(peer.pipe.codec, "security", None)
+                    if isinstance(mech, zmtp_curve._Curve):
+                        for name in ("seal", "open"):
+                            m.setattr(mech, name, lambda *a, name=name: calls.append(name))
+                for c in rig.clients:
+                    _SEALER[0] = c.codec if front == "zmtp" else None
+                    for i in range(10):
+                        body = b"hello %d" % i
+                        if front == "zmtp":
+                            data = _zmtp_frames([b"", body])
+                        else:
+                            rid = (0x80000000 | i).to_bytes(4, "big")
+                            data = len(rid + body).to_bytes(8, "big") + rid + body
+                        c.pipe.data_received(data)
+                await asyncio.sleep(0)
+            for s in rig.servers:  # (the peers' own codecs seal and open as they like)
+                s.pipe.data_received(_server_replies(random.Random(0), s, back, mangle=False))
+            await asyncio.sleep(0)
+            return rig.state()
+        finally:
+            await rig.close()
+
+    state = asyncio.run(go())
+    assert calls == []
+    assert state["forwarded"] == (20, 20)
+    if front == "zmtp":
+        assert [sum(b"re:hello" in f for e in data for f in e) for data in state["clients"]] \
+            == [10, 10]
+
+
+@needs_kernel
+def test_a_wire_the_kernel_does_not_know_is_left_to_the_reference() -> None:
+    """A plugin's codec (WebSocket's: whole messages, no ``streaming`` or ``rx``) is the
+    reference's: the kernel takes nothing from its reads and writes nothing to it (the ws
+    bridges of CI run 26 failed here: the kernel read ``codec.streaming`` first)."""
+    from types import SimpleNamespace
+
+    class Foreign:  # the least a codec has: no kernel seam at all
+        family = "sp"
+
+    async def go() -> tuple[int, int]:
+        rig = Rig("zmtp", "sp", True)
+        await rig.open(clients=0, servers=0)
+        try:
+            pipe = SimpleNamespace(codec=Foreign(), close_reason=None, routing_id=b"\0\0\0\1")
+            return rig.fwd.kernel.request(pipe), rig.fwd.kernel.reply(pipe)
+        finally:
+            await rig.close()
+
+    assert asyncio.run(go()) == (0, 0)

@@ -1196,8 +1196,8 @@ def test_a_huge_socket_type_is_cut_in_the_error() -> None:
 
 
 def test_streaming_is_the_open_state_between_plain_messages() -> None:
-    """The kernel seam: ``streaming`` only between whole messages of an open, unsealed
-    stream; ``rx`` is the buffer a reader outside the codec takes them from."""
+    """The kernel seam: ``streaming`` only between whole messages of an open stream;
+    ``rx`` is the buffer a reader outside the codec takes them from."""
     codec = zmtp_codec("REQ")
     codec.initiate()
     assert not codec.streaming

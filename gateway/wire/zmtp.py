@@ -365,17 +365,18 @@ class ZmtpCodec:
 
     @property
     def sealed(self) -> bool:
-        """True when messages travel in CURVE boxes (the kernel seam: it writes plain frames
-        only)."""
+        """True when every frame is a CURVE MESSAGE box (the kernel seam: a reader opens and
+        seals them through the mechanism's ``session()``/``advance()``)."""
         return self._sealed
 
     @property
     def streaming(self) -> bool:
-        """The kernel seam: True between messages of a plain (unsealed) stream in the open
-        state. A reader may then take whole data messages straight from :attr:`rx` (moving
-        ``rx.pos`` past them) and stop before anything else, exactly as :meth:`next_messages`
-        does; whatever it leaves is this codec's, unchanged."""
-        return self._state == _OPEN and not self._sealed and not self._parts and self._error is None
+        """The kernel seam: True between messages in the open state. A reader may then take
+        whole data messages straight from :attr:`rx` (moving ``rx.pos`` past them; when
+        :attr:`sealed`, opening their boxes and telling the mechanism how far it got) and stop
+        before anything else, exactly as :meth:`next_messages` (or the sealed reader) does;
+        whatever it leaves is this codec's, unchanged."""
+        return self._state == _OPEN and not self._parts and self._error is None
 
     @property
     def partial(self) -> bool:

@@ -111,6 +111,20 @@ class _Curve:
             raise CryptoError("CURVE nonce not increasing (replayed or reordered)")
         self._peer_nonce = n
 
+    # -- the compiled kernel's seam: it seals and opens MESSAGE boxes itself --------------------
+    def session(self) -> tuple[bytes, bytes, bytes, int, int] | None:
+        """``(precomputed key, send nonce prefix, receive nonce prefix, our next short nonce,
+        the peer's last)`` once the handshake is done (None before)."""
+        if not self._precom:
+            return None
+        return self._precom, self._send_prefix, self._recv_prefix, self._nonce, self._peer_nonce
+
+    def advance(self, nonce: int, peer_nonce: int) -> None:
+        """The kernel sealed up to ``nonce - 1`` and opened up to the peer's ``peer_nonce``."""
+        if nonce < self._nonce or peer_nonce < self._peer_nonce:
+            raise LocalProtocolError("CURVE nonces only go up")
+        self._nonce, self._peer_nonce = nonce, peer_nonce
+
     def seal(self, flags: int, payload: bytes) -> bytes:
         if not self._precom:
             raise LocalProtocolError("CURVE handshake not complete")
