@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from gateway.errors import LocalProtocolError, RemoteProtocolError
 from gateway.wire._buffer import ReceiveBuffer
@@ -381,3 +382,19 @@ READERS: dict[int, Callable[[ZmtpCodec], Event | None]] = {
     SEALED: readers.read_sealed,
     CLOSED: _closed,
 }
+
+
+if TYPE_CHECKING:  # the codec meets the contract of gateway.wire (mypy checks these lines)
+    from gateway.wire import (
+        BatchReading,
+        Heartbeats,
+        KernelSeam,
+        WireCodec,
+        ZmtpCodecFactory,
+        ZmtpFace,
+    )
+
+    _factory: ZmtpCodecFactory = ZmtpCodec
+
+    def _faces(c: ZmtpCodec) -> tuple[WireCodec, BatchReading, Heartbeats, ZmtpFace, KernelSeam]:
+        return c, c, c, c, c
