@@ -1,5 +1,5 @@
-"""ZeroMQ (ZMTP) <-> nanomsg/nng (SP) gateway and native engine: request-reply, pub/sub,
-pipeline and pair across both families.
+"""Bridges between ZeroMQ (ZMTP) and nanomsg/nng (SP) applications, and a native engine that
+speaks both wires: request-reply, pub/sub, pipeline and pair.
 
     async with gateway.Socket("REQ") as s:
         s.connect("zmq+tcp://127.0.0.1:5555")     # or sp+tcp://...

@@ -38,12 +38,15 @@ def _add_workers(p: argparse.ArgumentParser) -> None:
     p.add_argument("--workers", type=int, default=1, metavar="N",
                    help="run N gateway processes sharing each front's port (SO_REUSEPORT; "
                         "native tcp fronts, connecting backs), metrics summed on one endpoint, "
-                        "signals passed to all (default 1; see docs/design.md, Operating)")
+                        "signals passed to all (default 1; see the docs: design, Operating)")
 
 
 def _add_logging(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--log-format", choices=("console", "json"), default=None)
-    p.add_argument("--log-level", choices=("debug", "info", "warning", "error"), default=None)
+    p.add_argument("--log-format", choices=("console", "json"), default=None,
+                   help="log lines on stderr: console (for people) or json (one object per "
+                        "line; default console, or the config's [gateway] log_format)")
+    p.add_argument("--log-level", choices=("debug", "info", "warning", "error"), default=None,
+                   help="the least level logged (default info, or the config's)")
     p.add_argument("--metrics", metavar="HOST:PORT",
                    help="serve /metrics (Prometheus), /healthz and /readyz over HTTP, "
                         "e.g. 127.0.0.1:9100 (port 0: any; the READY line says which)")
@@ -63,14 +66,32 @@ def options_help() -> str:
     return help_text()
 
 
+def _version() -> str:
+    """``gateway --version``: the version and which forwarding path runs."""
+    from gateway.kernel import IMPLEMENTATION, NO_EXTENSIONS
+
+    why = {"compiled": "compiled kernel",
+           "pure": "pure Python: GATEWAY_NO_EXTENSIONS is set" if NO_EXTENSIONS
+           else "pure Python: the compiled kernel is not built"}[IMPLEMENTATION]
+    return f"gateway {__version__} ({why})"
+
+
 def build_parser(with_matrix: bool = True) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="gateway", allow_abbrev=False,
-        description="ZeroMQ (ZMTP) <-> nanomsg/nng (SP) request-reply gateway.",
-        epilog="Endpoints: [@|>]wire+transport://address[?backend=native|pyzmq|pynng], "
-               "wire zmq or sp (nng, nanomsg), transport tcp, ipc or inproc. "
-               "'@' binds, '>' connects.")
-    parser.add_argument("--version", action="version", version=f"gateway {__version__}")
+        description="Bridges ZeroMQ (ZMTP) and nanomsg/nng (SP) applications, both ways: "
+                    "request-reply, pub/sub, pipeline and pair, with exact envelope "
+                    "translation, on a native engine that speaks both wires (or on libzmq "
+                    "and nng themselves), with Prometheus metrics and health checks.",
+        epilog="Endpoints: [@|>]wire+transport://address[?key=value&...]. "
+               "Wire: zmq, or sp (aliases nng, nanomsg), or any (a bound front that takes "
+               "both wires on one port). Transport: tcp, ipc or inproc; for sp also tls+tcp, "
+               "ws and wss; and any a plugin adds. '@' binds, '>' connects. "
+               "?pattern=reqrep (default), pubsub, pipeline, pair or pair1; "
+               "?backend=native (default), pyzmq, pynng or a plugin's; ZeroMQ security CURVE "
+               "(?curve_server=1&curve_cert=FILE...) or PLAIN (?plain_server=1&"
+               "plain_passwords=FILE...). `gateway bridge --help` lists every setting.")
+    parser.add_argument("--version", action="version", version=_version())
     sub = parser.add_subparsers(dest="command", metavar="COMMAND",
                                 parser_class=_Strict)  # no --metric for --metrics
 
@@ -83,7 +104,8 @@ def build_parser(with_matrix: bool = True) -> argparse.ArgumentParser:
                               "front_options / back_options):\n" + options_help())
     p.add_argument("front", metavar="FRONT", help="e.g. @zmq+tcp://127.0.0.1:5555")
     p.add_argument("back", metavar="BACK", help="e.g. >sp+tcp://127.0.0.1:6000?backend=native")
-    p.add_argument("--name", default="bridge")
+    p.add_argument("--name", default="bridge",
+                   help="the bridge's name in logs, metrics and READY lines (default bridge)")
     p.add_argument("--forwarder", choices=("auto", "proxy"), default="auto",
                    help="proxy: libzmq's own zmq_proxy for a zmq->zmq bridge on pyzmq "
                         "(fastest; counts frames, not messages, and no hop latency)")

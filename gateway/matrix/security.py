@@ -93,7 +93,7 @@ def _make(root: Path) -> Material:
 
 
 def settings(mechanism: str, sp: str, wire: str, role: str, bad: bool = False) -> list[tuple[str, str]]:
-    """The endpoint settings (``gateway.options`` names) of a ``role`` on a ``wire`` hop."""
+    """The endpoint settings (``gateway.settings.schema`` names) of a ``role`` on a ``wire`` hop."""
     m = material()
     out: list[tuple[str, str]] = []
     if wire == "zmq" and mechanism == "CURVE":
