@@ -36,10 +36,10 @@ without them:
   takes (a pub/sub pipe always asks), and for a peer that closed during the handshake how far
   it got (``handshake_stage``, read with ``getattr``: a codec without it reports no stage) and
   our type (``socket_type``, asked when the stage is ``"ready"``).
-* :class:`KernelSeam` (``rx``, ``streaming``; SP: ``message_prefix``): the compiled kernel's
-  seam. ``codec.streaming`` is True between messages of a plain stream in the open state;
-  ``codec.rx`` is the receive buffer (``gateway.wire._buffer.ReceiveBuffer``). While
-  ``streaming``, a reader outside the codec may consume whole data messages from ``rx``
+* :class:`KernelSeam` (``rx``, ``streaming``; ZMTP: ``sealed``; SP: ``message_prefix``): the
+  compiled kernel's seam. ``codec.streaming`` is True between messages of a plain stream in the
+  open state; ``codec.rx`` is the receive buffer (``gateway.wire._buffer.ReceiveBuffer``).
+  While ``streaming``, a reader outside the codec may consume whole data messages from ``rx``
   (advancing ``rx.pos``) exactly as ``next_messages`` would, stopping before anything else;
   the codec's state is then as if it had read them.
 
@@ -105,8 +105,9 @@ class ZmtpFace(Protocol):
 
 
 class KernelSeam(Protocol):
-    """Optional: the compiled kernel's seam (see the module doc); SP codecs also have
-    ``message_prefix`` (the bytes before each message's length)."""
+    """Optional: the compiled kernel's seam (see the module doc). ZMTP codecs also have
+    ``sealed`` (True when messages travel in CURVE boxes: the kernel writes plain frames only),
+    SP codecs ``message_prefix`` (the bytes before each message's length)."""
 
     @property
     def rx(self) -> ReceiveBuffer: ...
