@@ -86,6 +86,9 @@ def pump(a: ZmtpCodec, b: ZmtpCodec) -> tuple[list, list]:
 
 #: every (ours, theirs) pair of socket types
 PAIRS = list(itertools.product(pairing.SOCKET_TYPES, repeat=2))
+#: the pairs libzmq accepts at READY, and the ones it refuses
+LEGAL = [(a, b) for a, b in PAIRS if pairing.zmtp_legal(a, b)]
+ILLEGAL = [(a, b) for a, b in PAIRS if not pairing.zmtp_legal(a, b)]
 
 #: a message's frames, as hypothesis draws them
 frames = st.lists(st.binary(max_size=300), min_size=1, max_size=6).map(tuple)

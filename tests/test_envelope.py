@@ -13,11 +13,19 @@ import gateway.envelope as envelope
 from gateway.envelope import (
     EnvelopeError,
     MixedTranslator,
+    PatternTranslator,
+    Subscriptions,
     TableFull,
     TokenTable,
     UnknownToken,
+    cancel,
+    flatten,
+    pair1_add,
+    pair1_strip,
+    relay_to_sp,
     sp_to_zmtp,
     sp_to_zmtp_reply,
+    subscription,
     zmtp_to_sp_reply,
     zmtp_to_sp_request,
 )
@@ -434,17 +442,6 @@ def test_pop_of_an_expired_token_counts_as_expired() -> None:
 
 # ---------------------------------------------------------------------------------------------
 # pub/sub, pipeline, pair (docs/patterns.md)
-
-from gateway.envelope import (  # noqa: E402
-    PatternTranslator,
-    Subscriptions,
-    cancel,
-    flatten,
-    pair1_add,
-    pair1_strip,
-    relay_to_sp,
-    subscription,
-)
 
 
 def _sub(frame: bytes) -> Message:

@@ -8,8 +8,9 @@ import socket
 import pytest
 from _zmtp import (
     GREETING,
+    ILLEGAL,
+    LEGAL,
     LIBZMQ_GREETING,
-    PAIRS,
     READY_REP,
     READY_REQ,
     REST,
@@ -151,8 +152,6 @@ def test_ping_context_too_long() -> None:
 
 # -- pairing --------------------------------------------------------------------------------
 
-LEGAL = [(a, b) for a, b in PAIRS if pairing.zmtp_legal(a, b)]
-ILLEGAL = [(a, b) for a, b in PAIRS if not pairing.zmtp_legal(a, b)]
 
 
 def test_pairing_table_shape() -> None:

@@ -18,16 +18,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Protocol
 
+from gateway.envelope import reqrep
 from gateway.envelope.errors import EnvelopeError
 from gateway.envelope.patterns import BodyCodec, Subscriptions, relay
-from gateway.envelope.reqrep import (
-    same_family,
-    same_family_reply,
-    sp_to_zmtp,
-    sp_to_zmtp_reply,
-    zmtp_to_sp_reply,
-    zmtp_to_sp_request,
-)
 from gateway.envelope.tokens import TokenTable
 from gateway.errors import PeerGone
 from gateway.message import Message
@@ -112,16 +105,17 @@ class Translator:
         self._body_codec = codec
         table = self.table
         if codec is None:  # the common case: the envelope functions themselves
+            to_sp, from_sp = reqrep.zmtp_to_sp_request, reqrep.sp_to_zmtp_reply
             cross: dict[str, tuple[Callable[..., Message], Callable[..., Message]]] = {
-                "zmtp->sp": (lambda msg, now: zmtp_to_sp_request(msg, table, now),
-                             lambda msg, now: sp_to_zmtp_reply(msg, table, now)),
-                "sp->zmtp": (sp_to_zmtp, zmtp_to_sp_reply),
+                "zmtp->sp": (lambda msg, now: to_sp(msg, table, now),
+                             lambda msg, now: from_sp(msg, table, now)),
+                "sp->zmtp": (reqrep.sp_to_zmtp, reqrep.zmtp_to_sp_reply),
             }
         else:
             cross = {"zmtp->sp": (self._request_to_sp, self._reply_from_sp),
                      "sp->zmtp": (self._request_from_sp, self._reply_to_sp)}
-        plan = {**cross, "zmtp->zmtp": (same_family, same_family_reply),
-                "sp->sp": (same_family, same_family_reply)}.get(self.mode)
+        same = (reqrep.same_family, reqrep.same_family_reply)
+        plan = {**cross, "zmtp->zmtp": same, "sp->sp": same}.get(self.mode)
         if plan is None:
             raise ValueError(f"no translation for {self.mode}")
         self.request, self.reply = plan
@@ -145,16 +139,16 @@ class Translator:
         return msg if unpacked is None else _new(Message, (msg[0], unpacked))
 
     def _request_to_sp(self, msg: Message, now: float) -> Message:
-        return zmtp_to_sp_request(self._to_sp_body(msg), self.table, now)
+        return reqrep.zmtp_to_sp_request(self._to_sp_body(msg), self.table, now)
 
     def _reply_from_sp(self, msg: Message, now: float) -> Message:
-        return self._to_zmtp_body(sp_to_zmtp_reply(msg, self.table, now))
+        return self._to_zmtp_body(reqrep.sp_to_zmtp_reply(msg, self.table, now))
 
     def _request_from_sp(self, msg: Message, now: float) -> Message:
-        return self._to_zmtp_body(sp_to_zmtp(msg))
+        return self._to_zmtp_body(reqrep.sp_to_zmtp(msg))
 
     def _reply_to_sp(self, msg: Message, now: float) -> Message:
-        return zmtp_to_sp_reply(self._to_sp_body(msg))
+        return reqrep.zmtp_to_sp_reply(self._to_sp_body(msg))
 
     def forget(self, sent: list[tuple[bytes, ...]]) -> None:
         """Requests (by the hops they were sent with) counted lost elsewhere: their tokens go."""
