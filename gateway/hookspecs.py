@@ -36,11 +36,13 @@ def gateway_register_wires(register: Callable[..., None]) -> None:
 
     Call ``register(name, family, codec_factory, aliases=())``: ``family`` is ``"zmtp"`` or
     ``"sp"`` (the envelope rules the patterns apply). ``codec_factory`` returns a sans-IO
-    ``gateway.wire.WireCodec`` and gets its identity as data from the engine:
-    ``codec_factory(ZmtpRole, *, identity, max_message_size)`` for family ``"zmtp"``,
-    ``codec_factory(SpRole, *, max_message_size, message_prefix)`` for ``"sp"`` (roles from
-    ``gateway.wire.zmtp`` / ``gateway.wire.sp``; ``message_prefix`` is the transport's
-    ``sp_message_prefix``).
+    ``gateway.wire.WireCodec`` (with the optional parts that contract names) and gets its
+    identity as data from the engine: ``codec_factory(ZmtpRole, *, identity,
+    max_message_size, security=None)`` for family ``"zmtp"`` (``security``: a
+    ``gateway.wire.zmtp_mechanism.Mechanism``, passed only when the endpoint has PLAIN or
+    CURVE), ``codec_factory(SpRole, *, max_message_size, message_prefix)`` for ``"sp"`` (roles
+    from ``gateway.wire.zmtp`` / ``gateway.wire.sp``; ``message_prefix`` is the transport's
+    ``sp_message_prefix``): ``gateway.wire.ZmtpCodecFactory`` and ``SpCodecFactory``.
     """
 
 

@@ -13,15 +13,23 @@ import gateway.envelope as envelope
 from gateway.envelope import (
     EnvelopeError,
     MixedTranslator,
+    PatternTranslator,
+    Subscriptions,
     TableFull,
     TokenTable,
     UnknownToken,
+    cancel,
+    flatten,
+    pair1_add,
+    pair1_strip,
+    relay_to_sp,
     sp_to_zmtp,
     sp_to_zmtp_reply,
+    subscription,
     zmtp_to_sp_reply,
     zmtp_to_sp_request,
 )
-from gateway.errors import GatewayError, RemoteProtocolError
+from gateway.errors import DROP_REASONS, Drop, GatewayError, ProtocolError, RemoteProtocolError
 from gateway.message import Message
 
 PIPE1 = b"\x00\x00\x00\x11"  # nng pipe ids: top bit clear
@@ -33,26 +41,53 @@ ZID = b"\x00k\x8bEg"  # libzmq generated ROUTER identity: 00 + uint32
 # --- purity -------------------------------------------------------------------------------------
 
 
+PACKAGE = pathlib.Path(envelope.__file__).parent
+
+
 def test_envelope_module_is_pure() -> None:
-    tree = ast.parse(pathlib.Path(envelope.__file__).read_text())
     imported: set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            imported.update(a.name.split(".")[0] for a in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module:
-            imported.add(node.module.split(".")[0])
+    for path in sorted(PACKAGE.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                imported.update(a.name.split(".")[0] for a in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                imported.add(node.module.split(".")[0])
     forbidden = {"socket", "asyncio", "zmq", "pynng", "threading", "selectors", "time", "trio"}
     assert not imported & forbidden, imported & forbidden
 
 
 def test_error_tree() -> None:
     assert issubclass(EnvelopeError, RemoteProtocolError)
-    assert issubclass(TableFull, EnvelopeError) and issubclass(UnknownToken, EnvelopeError)
+    assert issubclass(UnknownToken, EnvelopeError)
     assert issubclass(EnvelopeError, GatewayError)
     e = EnvelopeError("not-4-bytes", "frame 0 is 5 bytes")
     assert e.reason == "not-4-bytes" and "frame 0" in str(e)
+    # a full table is our own limit: one message dropped and counted, not the peer's fault
+    assert issubclass(TableFull, Drop) and not issubclass(TableFull, ProtocolError)
     assert TableFull().reason == "table-full"
     assert UnknownToken().reason == "unknown-token"
+
+
+def _raised_reasons() -> set[str]:
+    """Every reason word the package's source raises: ``EnvelopeError("...")``,
+    ``UnknownToken("...")`` and :class:`TableFull`'s own."""
+    found = {TableFull().reason, UnknownToken().reason}
+    for path in PACKAGE.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+                    and node.func.id in ("EnvelopeError", "UnknownToken") and node.args
+                    and isinstance(node.args[0], ast.Constant)):
+                found.add(node.args[0].value)
+    return found
+
+
+def test_the_package_doc_names_exactly_the_reasons_it_raises() -> None:
+    doc = envelope.__doc__ or ""
+    rows = doc[doc.index("reason   "):].split("====\n")[1]  # between the 2nd and 3rd rules
+    listed = {line.split()[0] for line in rows.splitlines() if line and line[0].isalpha()}
+    raised = _raised_reasons()
+    assert listed == raised, (listed - raised, raised - listed)
+    assert raised <= set(DROP_REASONS), raised - set(DROP_REASONS)  # the one table's words
 
 
 # --- SP clients -> ZMTP servers (stateless) -----------------------------------------------------
@@ -407,17 +442,6 @@ def test_pop_of_an_expired_token_counts_as_expired() -> None:
 
 # ---------------------------------------------------------------------------------------------
 # pub/sub, pipeline, pair (docs/patterns.md)
-
-from gateway.envelope import (  # noqa: E402
-    PatternTranslator,
-    Subscriptions,
-    cancel,
-    flatten,
-    pair1_add,
-    pair1_strip,
-    relay_to_sp,
-    subscription,
-)
 
 
 def _sub(frame: bytes) -> Message:

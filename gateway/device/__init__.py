@@ -3,7 +3,7 @@
 :class:`Bridge` (``bridge.py``) is planned from its description (``plan.py``), opens the two
 sides (``sides.py``) and runs one forwarder (``forward_async.py``, ``forward_poll.py``,
 ``forward_proxy.py``); each message goes through one step per direction (``step.py``):
-translation is :class:`gateway.envelope.Translator`'s and accounting the :class:`Ledger`'s
+translation is :class:`gateway.envelope.Translation`'s and accounting the :class:`Ledger`'s
 (``ledger.py``), the same on every route.
 """
 

@@ -16,7 +16,7 @@ anything else (the native engine on a side)     :class:`AsyncForwarder` (asyncio
                                                 when both sides are native)
 ==============================================  ==========================================
 
-Translation is :class:`gateway.envelope.Translator`'s, the per-message step
+Translation is :class:`gateway.envelope.Translation`'s, the per-message step
 :mod:`gateway.device.step`'s, accounting the :class:`Ledger`'s: the same for every forwarder
 and every pattern.
 """
@@ -38,7 +38,7 @@ from gateway.device.forward_poll import PollForwarder
 from gateway.device.forward_proxy import ProxyForwarder
 from gateway.device.ledger import REQUEST, Ledger
 from gateway.device.plan import KINDS, BridgePlan, plan
-from gateway.envelope import MixedTranslator, PatternTranslator, Translator
+from gateway.envelope import MixedTranslator, PatternTranslator, Translation, Translator
 from gateway.errors import ConfigError
 from gateway.logging import get_logger
 from gateway.metrics import METRICS
@@ -98,7 +98,7 @@ class Bridge:
         self.pattern, self.sp_pair1, self.mode = p.pattern, p.sp_pair1, p.mode
         front, back = p.front.ep, p.back.ep
         self.table = kernel.token_table(self.limits.pending_tokens, self.limits.token_ttl)
-        self.translator: Translator
+        self.translator: Translation
         if self.pattern == "reqrep":
             if front.family == ANY:
                 self.translator = MixedTranslator(back.family, self.table, body_codec_hook())

@@ -23,7 +23,7 @@ from gateway.device.inflight import LossTracker
 from gateway.device.ledger import Ledger, clock
 from gateway.device.step import ReplyStep, RequestStep
 from gateway.engine.hooks import SocketHooks
-from gateway.envelope import PatternTranslator, Translator
+from gateway.envelope import PatternTranslator, Translation, Translator
 from gateway.errors import Drop, GatewayError
 from gateway.message import Message
 from gateway.metrics import BUCKETS
@@ -109,7 +109,7 @@ class _Back(SocketHooks):
 class AsyncForwarder:
     """Both directions on the running loop; the callback path when both sides have it."""
 
-    def __init__(self, front: Any, back: Any, translator: Translator, ledger: Ledger) -> None:
+    def __init__(self, front: Any, back: Any, translator: Translation, ledger: Ledger) -> None:
         self.front, self.back = front, back
         self.translator, self.ledger = translator, ledger
         ledger.pairs_replies = translator.pairs_replies  # in flight: request-reply only

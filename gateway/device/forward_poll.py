@@ -26,7 +26,7 @@ from gateway.adapter import POLLIN, make_poller
 from gateway.device.inflight import LossTracker
 from gateway.device.ledger import REQUEST, Ledger, clock
 from gateway.device.step import ReplyStep, RequestStep
-from gateway.envelope import Translator
+from gateway.envelope import Translation
 from gateway.errors import PeerBusy
 from gateway.message import Message
 
@@ -34,7 +34,7 @@ BATCH = 256
 
 
 class PollForwarder:
-    def __init__(self, front: Any, back: Any, translator: Translator, ledger: Ledger,
+    def __init__(self, front: Any, back: Any, translator: Translation, ledger: Ledger,
                  hwm: int = 1000) -> None:
         self.front, self.back = front, back
         self.translator, self.ledger = translator, ledger

@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 from gateway import kernel
 from gateway.device.ledger import REPLY, Ledger
-from gateway.envelope import Translator
+from gateway.envelope import Translation
 from gateway.message import Message
 
 Key = tuple[bytes, ...]
@@ -121,7 +121,7 @@ class LossTracker:
 
     WHOLE = b""  # the one pipe name of a library back end
 
-    def __init__(self, translator: Translator, ledger: Ledger, peers: Callable[[], int]) -> None:
+    def __init__(self, translator: Translation, ledger: Ledger, peers: Callable[[], int]) -> None:
         table = translator.table
         compiled = kernel.compiled
         self.inflight: InFlight = (compiled.InFlight if compiled is not None else InFlight)(

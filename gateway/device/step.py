@@ -4,7 +4,7 @@ forwarder (the native callbacks, the asyncio loops, the library poller).
 A step is three parts, so that each forwarder can put its own send between them (a native side
 sends at once, a library's asyncio face is awaited, the poller's is non-blocking):
 
-* ``prepare(msg, now)``: translate (:class:`gateway.envelope.Translator`); a refusal is counted
+* ``prepare(msg, now)``: translate (:class:`gateway.envelope.Translation`); a refusal is counted
   in the ledger by its reason and the message dropped (``None``);
 * the send, by the forwarder;
 * ``done(out, pipe, t0)``: account (in flight on that pipe, forwarded, the hop's latency from
@@ -22,7 +22,7 @@ from collections.abc import Callable
 
 from gateway.device.inflight import LossTracker
 from gateway.device.ledger import REPLY, REQUEST, Ledger, client_of, clock
-from gateway.envelope import Translator, same_family
+from gateway.envelope import Translation, same_family
 from gateway.errors import GatewayError
 from gateway.message import Message
 
@@ -35,7 +35,7 @@ class RequestStep:
 
     __slots__ = ("_same", "_translate", "ledger", "loss", "room", "send_now", "translator")
 
-    def __init__(self, translator: Translator, ledger: Ledger, loss: LossTracker,
+    def __init__(self, translator: Translation, ledger: Ledger, loss: LossTracker,
                  send_now: SendNow | None = None,
                  room: Callable[[], bool] | None = None) -> None:
         self.translator, self.ledger, self.loss = translator, ledger, loss
@@ -93,7 +93,7 @@ class ReplyStep:
 
     __slots__ = ("_translate", "answered", "ledger", "send_now")
 
-    def __init__(self, translator: Translator, ledger: Ledger, loss: LossTracker,
+    def __init__(self, translator: Translation, ledger: Ledger, loss: LossTracker,
                  send_now: SendNow | None = None) -> None:
         self.ledger = ledger
         self._translate = translator.reply

@@ -1,6 +1,6 @@
 """Sans-IO wire codecs: bytes in, events out, bytes to send. No socket, no asyncio.
 
-Both codecs share one shape (``WireCodec``)::
+Every codec has one shape (:class:`WireCodec`, what the engine calls on each)::
 
     codec = ZmtpCodec(ZmtpRole("REQ", frozenset({"REP", "ROUTER"}), sends_identity=True))
     out = codec.initiate()          # bytes to write as soon as the connection exists
@@ -9,48 +9,129 @@ Both codecs share one shape (``WireCodec``)::
     out = codec.data_to_send()      # bytes the codec wants written (READY, PONG); may be b""
     out = codec.send_message(parts) # encode one message (tuple of frames) -> bytes
 
-Optional: ``codec.partial`` (a property) is True when bytes of an incomplete message are
-buffered (ZMTP: or frames of a multipart message wait for its last frame); the engine asks it
-after ``next_event()`` returned ``None`` to enforce its per-message receive deadline
-(``Socket(message_timeout=...)``). A codec without it gets no deadline.
-
-Optional, for speed: ``codec.next_messages(limit)`` returns up to ``limit`` whole messages in
-one call (a list of frame tuples) and stops before anything else, never raising: what it leaves
-is ``next_event``'s, with the same result as if ``next_event`` had parsed everything
-(``gateway.testing.codec_checks.same_in_batches`` checks that). The engine calls it first on
-every read; a codec that has it must have ``partial`` too.
-
-The compiled kernel's seam (optional): ``codec.streaming`` (a property) is True between
-messages of a plain stream in the open state; ``codec.rx`` is the receive buffer
-(``gateway.wire._buffer.ReceiveBuffer``). While ``streaming``, a reader outside the codec may
-consume whole data messages from ``rx`` (advancing ``rx.pos``) exactly as ``next_messages``
-would, stopping before anything else; the codec's state is then as if it had read them.
-
-A codec whose peer can send PINGs (ZMTP 3.x) queues the PONG itself, at most one (a later
-PING's replaces it), and has ``discard_pong()``: the engine calls it when the peer does not
-read what we send, so a PING flood queues nothing.
-
 ``receive_data`` never raises; ``next_event`` raises ``RemoteProtocolError`` (or a subclass:
 ``PairingError``, ``MessageTooLarge``) when the peer broke the protocol — the pipe must then be
-closed. ``send_message`` before the handshake finished raises ``LocalProtocolError``.
+closed (after writing ``data_to_send()`` when the error has ``farewell``: a ZMTP ERROR).
+``send_message`` before the handshake finished raises ``LocalProtocolError``.
+
+The optional parts, each a Protocol of its own; the engine asks for them as this says and does
+without them:
+
+* :class:`BatchReading` (``partial``, ``next_messages``): ``partial`` is True when bytes of an
+  incomplete message are buffered (ZMTP: or frames of a multipart message wait for its last
+  frame); the engine asks it after ``next_event()`` returned ``None`` to enforce its
+  per-message receive deadline (``Socket(message_timeout=...)``); a codec without it gets no
+  deadline. ``next_messages(limit)`` returns up to ``limit`` whole messages in one call (a list
+  of frame tuples) and stops before anything else, never raising: what it leaves is
+  ``next_event``'s, with the same result as if ``next_event`` had parsed everything
+  (``gateway.testing.codec_checks.same_in_batches`` checks that). The engine calls it first on
+  every read; a codec that has it must have ``partial`` too.
+* :class:`Heartbeats` (``ping``, ``discard_pong``): a codec whose peer can send PINGs (ZMTP
+  3.x) queues the PONG itself, at most one (a later PING's replaces it), and has
+  ``discard_pong()``: the engine calls it when the peer does not read what we send, so a PING
+  flood queues nothing. ``ping(ttl)`` encodes our heartbeat: the engine sends them on a ZMTP
+  pipe whose peer speaks 3.x when the codec has it (``hasattr``).
+* :class:`ZmtpFace` (``socket_type``, ``subscription_frame``, ``handshake_stage``): what the
+  engine asks of a ``zmtp``-family codec besides: the subscription form the peer's version
+  takes (a pub/sub pipe always asks), and for a peer that closed during the handshake how far
+  it got (``handshake_stage``, read with ``getattr``: a codec without it reports no stage) and
+  our type (``socket_type``, asked when the stage is ``"ready"``).
+* :class:`KernelSeam` (``rx``, ``streaming``; ZMTP: ``sealed``; SP: ``message_prefix``): the
+  compiled kernel's seam. ``codec.streaming`` is True between messages of a plain stream in the
+  open state; ``codec.rx`` is the receive buffer (``gateway.wire._buffer.ReceiveBuffer``).
+  While ``streaming``, a reader outside the codec may consume whole data messages from ``rx``
+  (advancing ``rx.pos``) exactly as ``next_messages`` would, stopping before anything else;
+  the codec's state is then as if it had read them.
 
 A codec's identity is data it is given (``ZmtpRole``, ``SpRole``: what to announce, which peers
 to accept); the engine builds it from ``gateway.patterns.pairing``. No codec imports a pattern.
+The constructors the engine calls are :class:`ZmtpCodecFactory` and :class:`SpCodecFactory`
+(``gateway.engine.codecs.make_codec``; the wire hookspec registers them).
 """
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from gateway.wire.events import Event
 
+if TYPE_CHECKING:
+    from gateway.wire._buffer import ReceiveBuffer
+    from gateway.wire.sp import SpRole
+    from gateway.wire.zmtp import ZmtpRole
+    from gateway.wire.zmtp_mechanism import Mechanism
+
 
 class WireCodec(Protocol):
+    """What the engine calls on every codec (one per connection)."""
+
     family: str  # "zmtp" or "sp"
     handshake_done: bool
+    #: the largest message accepted (a plain attribute: the engine and the kernel read it)
+    max_message_size: int
 
     def initiate(self) -> bytes: ...
     def receive_data(self, data: bytes) -> None: ...
     def next_event(self) -> Event | None: ...
     def data_to_send(self) -> bytes: ...
     def send_message(self, parts: tuple[bytes, ...]) -> bytes: ...
+
+
+class BatchReading(Protocol):
+    """Optional, for speed and the message deadline (the engine: ``getattr``/``hasattr``)."""
+
+    @property
+    def partial(self) -> bool: ...
+    def next_messages(self, limit: int) -> list[tuple[bytes, ...]]: ...
+
+
+class Heartbeats(Protocol):
+    """Optional: a wire with PING/PONG (``discard_pong`` is required of a codec that emits
+    :class:`~gateway.wire.events.Ping`; ``ping`` is asked with ``hasattr``)."""
+
+    def ping(self, ttl: int = 0, context: bytes = b"") -> bytes: ...
+    def discard_pong(self) -> None: ...
+
+
+class ZmtpFace(Protocol):
+    """What the engine asks of a ``zmtp``-family codec besides :class:`WireCodec`
+    (``handshake_stage`` with ``getattr``: optional)."""
+
+    socket_type: str
+
+    @property
+    def handshake_stage(self) -> str: ...
+    def subscription_frame(self, subscribe: bool, topic: bytes) -> bytes: ...
+
+
+class KernelSeam(Protocol):
+    """Optional: the compiled kernel's seam (see the module doc). ZMTP codecs also have
+    ``sealed`` (True when messages travel in CURVE boxes: the kernel writes plain frames only),
+    SP codecs ``message_prefix`` (the bytes before each message's length)."""
+
+    @property
+    def rx(self) -> ReceiveBuffer: ...
+    @property
+    def streaming(self) -> bool: ...
+
+
+class ZmtpCodecFactory(Protocol):
+    """How the engine makes a ``zmtp``-family codec: ``security`` only when the endpoint has a
+    mechanism (PLAIN, CURVE); without it, NULL."""
+
+    def __call__(self, role: ZmtpRole, *, identity: bytes, max_message_size: int,
+                 security: Mechanism | None = None) -> WireCodec: ...
+
+
+class SpCodecFactory(Protocol):
+    """How the engine makes an ``sp``-family codec: ``message_prefix`` is the transport's
+    ``sp_message_prefix`` (nng's ipc: ``b"\\x01"``). A transport with its own message framing
+    (``framing`` other than ``"stream"``, e.g. ``ws``) brings a wire whose factory takes
+    ``address`` and ``client`` instead of ``message_prefix``."""
+
+    def __call__(self, role: SpRole, *, max_message_size: int,
+                 message_prefix: bytes = b"") -> WireCodec: ...
+
+
+__all__ = ["BatchReading", "Heartbeats", "KernelSeam", "SpCodecFactory", "WireCodec",
+           "ZmtpCodecFactory", "ZmtpFace"]
