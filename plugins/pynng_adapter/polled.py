@@ -45,6 +45,13 @@ class NngPolled:
                                              **reconnect_options((options.reconnect_ivl,
                                                                   options.reconnect_ivl_max)))
         set_ttl(self._pynng, options.hop_limit if self.kind == "REP" else None)
+        if self.kind == "REQ":
+            # replies queue in nng (NNG_OPT_RECVBUF), not one at a time: with nng's default of
+            # 1 the pipe reads the next reply only after the poller took the last one (a hop
+            # through nng's threads each), so the poller got a reply or two per wake-up while
+            # requests went out in batches, and the replies piled up in TCP. Not on the front:
+            # there a deep nng queue would be one first-come queue of every client's requests
+            self._pynng.recv_buffer_size = min(options.hwm, 8192)
         self._tls = options.tls
         self.sock = self._pynng.socket
         self.confirms_delivery = self.kind == "REQ"  # see PynngRawSocket
