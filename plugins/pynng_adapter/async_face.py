@@ -45,7 +45,6 @@ from __future__ import annotations
 import asyncio
 import collections
 import threading
-from collections.abc import Callable
 
 import pynng
 from pynng import ffi, lib
@@ -55,10 +54,10 @@ from gateway.errors import Closed, LocalProtocolError, TransportError
 from gateway.message import Message
 from gateway.tls import TlsSettings
 
-from .message import TAKERS, build, outgoing, strerror, take_plain
+from .message import build, outgoing, strerror
 from .sockets import (
     RECEIVES,
-    LivePipes,
+    NngFace,
     lib_listen,
     open_socket,
     reconnect_options,
@@ -72,7 +71,7 @@ _EAGAIN = lib.NNG_EAGAIN
 _ECLOSED = lib.NNG_ECLOSED
 
 
-class PynngRawSocket:
+class PynngRawSocket(NngFace):
     """An nng raw REP (clients connect to it) or raw REQ (talks to servers) for the device.
 
     ``kind``: "REP" or "REQ" (raw), or "ROUTER"/"DEALER" for the same sockets. ``hwm`` bounds
@@ -81,9 +80,6 @@ class PynngRawSocket:
     (default 1 MiB, nng's default). ``ttl`` sets nng's hop limit
     (``NNG_OPT_MAXTTL``, 1..15, default 8) on raw REP.
     """
-
-    callbacks = False  # (the adapter contract, gateway.adapter)
-    backlog = 0  # nng holds what it received
 
     family = "sp"
 
@@ -101,21 +97,12 @@ class PynngRawSocket:
         tls: TlsSettings | None = None,
     ) -> None:
         self._tls = tls  # tls+tcp:// and wss:// (gateway.tls), applied at bind or connect
-        self.kind, self._sock = open_socket(kind, raw, recv_max_size,
-                                            send_buffer_size=min(send_buffer, 8192),
-                                            recv_buffer_size=min(hwm, 8192),  # sub0/pull0/pair
-                                            tcp_keepalive=tcp_keepalive,
-                                            **reconnect_options(reconnect))
+        k, self._sock = open_socket(kind, raw, recv_max_size,
+                                    send_buffer_size=min(send_buffer, 8192),
+                                    recv_buffer_size=min(hwm, 8192),  # sub0/pull0/pair
+                                    tcp_keepalive=tcp_keepalive, **reconnect_options(reconnect))
         set_ttl(self._sock, ttl)
-        # replies: nng takes them, then drops one silently when the client's pipe queue is full
-        self.confirms_delivery = self.kind == "REQ"
-        #: called (on nng's thread) when a peer's pipe goes away
-        self.on_peer_lost: Callable[[], None] | None = None
-        self._pipes = LivePipes(self._sock, self)
-        self._live = self._pipes if self.kind == "REP" else None
-        self._takes = TAKERS.get(self.kind, take_plain)
-        if self.kind == "XPUB":  # pub0 drops for a full subscriber without a word
-            self.confirms_delivery = False
+        self._adopt(k, self._sock)
         self._hwm = hwm
         self._queue: collections.deque[Message | BaseException] = collections.deque()
         self._space = threading.Event()
@@ -283,11 +270,6 @@ class PynngRawSocket:
     @property
     def closed(self) -> bool:
         return self._closed
-
-    @property
-    def peers(self) -> int:
-        """Connected pipes (see :class:`LivePipes`)."""
-        return len(self._pipes.ids)
 
     def __repr__(self) -> str:
         return f"<PynngRawSocket raw {self.kind}{' closed' if self._closed else ''}>"

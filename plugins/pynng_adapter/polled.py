@@ -3,7 +3,6 @@ driven by the device's poller thread and never blocking (:class:`gateway.adapter
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from pynng import ffi, lib
@@ -12,11 +11,11 @@ from gateway.adapter import SideOptions
 from gateway.errors import LocalProtocolError, TransportError
 from gateway.message import Message
 
-from .message import TAKERS, build, outgoing, strerror, take_plain
+from .message import build, outgoing, strerror
 from .sockets import (
     RECEIVES,
     SENDS,
-    LivePipes,
+    NngFace,
     lib_listen,
     open_socket,
     reconnect_options,
@@ -29,23 +28,22 @@ _NONBLOCK = lib.NNG_FLAG_NONBLOCK
 _EAGAIN = lib.NNG_EAGAIN
 
 
-class NngPolled:
+class NngPolled(NngFace):
     """The polled face: nng raw rep0 (front) or raw req0 (back) through nng's C API, never
     blocking; nng's ``recv-fd`` and ``send-fd`` are what the poller waits on."""
 
-    callbacks = False
-    backlog = 0
     name = ""
 
     def __init__(self, kind: str, options: SideOptions) -> None:
-        self.kind, self._pynng = open_socket(kind, True, options.max_message_size,
-                                             send_buffer_size=min(options.hwm, 8192),
-                                             tcp_keepalive=options.tcp_keepalive,
-                                             recv_buffer_size=min(options.hwm, 8192),
-                                             **reconnect_options((options.reconnect_ivl,
-                                                                  options.reconnect_ivl_max)))
-        set_ttl(self._pynng, options.hop_limit if self.kind == "REP" else None)
-        if self.kind == "REQ":
+        k, self._pynng = open_socket(kind, True, options.max_message_size,
+                                     send_buffer_size=min(options.hwm, 8192),
+                                     tcp_keepalive=options.tcp_keepalive,
+                                     recv_buffer_size=min(options.hwm, 8192),
+                                     **reconnect_options((options.reconnect_ivl,
+                                                          options.reconnect_ivl_max)))
+        set_ttl(self._pynng, options.hop_limit if k == "REP" else None)
+        self._adopt(k, self._pynng)
+        if k == "REQ":
             # replies queue in nng (NNG_OPT_RECVBUF), not one at a time: with nng's default of
             # 1 the pipe reads the next reply only after the poller took the last one (a hop
             # through nng's threads each), so the poller got a reply or two per wake-up while
@@ -54,13 +52,6 @@ class NngPolled:
             self._pynng.recv_buffer_size = min(options.hwm, 8192)
         self._tls = options.tls
         self.sock = self._pynng.socket
-        self.confirms_delivery = self.kind == "REQ"  # see PynngRawSocket
-        self.on_peer_lost: Callable[[], None] | None = None  # see PynngRawSocket
-        self._pipes = LivePipes(self._pynng, self)
-        self._live = self._pipes if self.kind == "REP" else None
-        self._takes = TAKERS.get(self.kind, take_plain)
-        if self.kind == "XPUB":
-            self.confirms_delivery = False
         # None where nng has no such fd (pub0 and push0 never receive; sub0 and pull0 never
         # send, and a sub0's (un)subscribe never waits)
         self.pollable = self._pynng.recv_fd if self.kind in RECEIVES else None
@@ -101,10 +92,6 @@ class NngPolled:
         if rv == _EAGAIN:
             return False
         raise TransportError(strerror(rv))
-
-    @property
-    def peers(self) -> int:
-        return len(self._pipes.ids)
 
     def close(self) -> None:
         self._pynng.close()

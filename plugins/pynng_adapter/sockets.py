@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 import socket as _socket
+from collections.abc import Callable
 from typing import Any
 
 import pynng
@@ -13,7 +14,7 @@ from pynng import ffi, lib
 
 from gateway.errors import ConfigError, LocalProtocolError, PeerGone, TransportError
 
-from .message import strerror
+from .message import TAKERS, strerror, take_plain
 
 #: a bridge side's kind (and its ZeroMQ names) -> the nng socket that serves it
 KINDS = {"REP": "REP", "REQ": "REQ", "ROUTER": "REP", "DEALER": "REQ",
@@ -120,10 +121,34 @@ class LivePipes:
             raise PeerGone(f"no client pipe {hops[0].hex() if hops else '-'}")
 
 
+class NngFace:
+    """What both faces of the adapter keep of their nng socket (:meth:`_adopt`): the kind, the
+    connected pipes, the header codec, and what the adapter contract asks of a face."""
+
+    callbacks = False  # (the adapter contract, gateway.adapter)
+    backlog = 0  # nng holds what it received
+
+    def _adopt(self, kind: str, sock: Any) -> None:
+        self.kind = kind
+        # replies: nng takes them, then drops one silently when the client's pipe queue is
+        # full; pub0 drops for a full subscriber without a word
+        self.confirms_delivery = kind == "REQ"
+        #: called (on nng's thread) when a peer's pipe goes away
+        self.on_peer_lost: Callable[[], None] | None = None
+        self._pipes = LivePipes(sock, self)
+        self._live = self._pipes if kind == "REP" else None
+        self._takes = TAKERS.get(kind, take_plain)
+
+    @property
+    def peers(self) -> int:
+        """Connected pipes (see :class:`LivePipes`)."""
+        return len(self._pipes.ids)
+
+
 def reconnect_options(ivl: tuple[float, float]) -> dict[str, int]:
     """nng's redial backoff (NNG_OPT_RECONNMINT / RECONNMAXT, milliseconds)."""
     return {"reconnect_time_min": round(ivl[0] * 1000), "reconnect_time_max": round(ivl[1] * 1000)}
 
 
-__all__ = ["HONOURED", "KINDS", "LivePipes", "OPENERS", "PLAIN", "RECEIVES", "SENDS",
+__all__ = ["HONOURED", "KINDS", "LivePipes", "NngFace", "OPENERS", "PLAIN", "RECEIVES", "SENDS",
            "lib_listen", "open_socket", "reconnect_options", "set_ttl", "subscribe"]
