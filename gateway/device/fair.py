@@ -175,17 +175,16 @@ class FairQueue(Generic[T]):
             self._turns.append(client)
 
     def tick(self, now: float) -> None:
-        """Free stale slots: of the parked clients now, of every client in the window's memory
-        now and then (call it once a second or so)."""
+        """Free the parked clients' stale slots (call it on every wake-up: it costs one look
+        per parked client)."""
         window = self.window
-        if window is None:
+        if window is None or not self._parked:
             return
         for client in list(self._parked):
             window.expire(client, now)
             if window.open(client):
                 self._parked.discard(client)
                 self._turns.append(client)
-        window.sweep(now)
 
     def clear_window(self) -> None:
         """The back end lost every peer: every slot is free, every client takes turns again."""

@@ -42,8 +42,12 @@ BATCH = 256
 #: a client's share, ``hwm // PER_CLIENT``: of the requests waiting in the poller, and of the
 #: back end (requests unanswered)
 PER_CLIENT = 16
-#: seconds after which a request the back end never answered stops holding a slot of the window
-STALE = 1.0
+#: seconds after which a request the back end has not answered stops holding its client's slot:
+#: far above a round trip through a busy back end (a client's share at a few thousand requests
+#: a second: tens of ms), short enough that a client whose requests the server never answers,
+#: and whose queue here is full, holds the front up (the front cannot be read for some clients
+#: only) for a quarter of a second at a time, not for good
+STALE = 0.25
 
 
 class PollForwarder:
@@ -180,6 +184,7 @@ class PollForwarder:
                 halt.wait(0.1)
                 ready = {}
             self._now = now = clock()
+            waiting.tick(now)  # stale slots free their clients
             if ready.get(back.pollable, 0) & readable:  # replies first: they free shares
                 self._replies()
             if waiting.ready:
@@ -196,4 +201,5 @@ class PollForwarder:
                 ledger.expired(expire(now))
                 self.loss.expire(now)
                 ledger.flush()
-                waiting.tick(now)
+                if self.window is not None:
+                    self.window.sweep(now)
