@@ -12,7 +12,7 @@ import pynng
 import pytest
 import zmq
 import zmq.asyncio
-from gateway_plugins.pynng_adapter import PynngRawSocket, _to_message
+from gateway_plugins.pynng_adapter import PynngRawSocket, to_message
 from gateway_plugins.pyzmq_adapter import PyzmqRawSocket
 
 from gateway.adapter import SideOptions
@@ -59,14 +59,14 @@ def test_kinds() -> None:
 
 def test_header_words_to_message() -> None:
     # nng: whole backtrace in the header
-    assert _to_message(b"\x00\x00\x00\x05" + RID, b"hi") == Message(
+    assert to_message(b"\x00\x00\x00\x05" + RID, b"hi") == Message(
         (b"\x00\x00\x00\x05", RID), (b"hi",)
     )
-    assert _to_message(RID, b"") == Message((RID,), (b"",))
+    assert to_message(RID, b"") == Message((RID,), (b"",))
     three = b"\x00\x00\x00\x05\x00\x00\x00\x06" + RID
-    assert _to_message(three, b"x") == Message((three[:4], three[4:8], RID), (b"x",))
+    assert to_message(three, b"x") == Message((three[:4], three[4:8], RID), (b"x",))
     # nanomsg style: only 4 bytes moved; the rest of the backtrace is still in the body
-    assert _to_message(b"\x00\x00\x00\x05", RID + b"hi") == Message(
+    assert to_message(b"\x00\x00\x00\x05", RID + b"hi") == Message(
         (b"\x00\x00\x00\x05", RID), (b"hi",)
     )
 

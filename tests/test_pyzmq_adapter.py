@@ -78,10 +78,10 @@ def test_liveness_options_reach_libzmq() -> None:
     finally:
         s.close()
     # ROUTER_HANDOVER cannot be read back from libzmq: the option table says it
-    assert pyzmq_adapter._options("REP", opts)[zmq.ROUTER_HANDOVER] == 1
-    assert zmq.ROUTER_HANDOVER not in pyzmq_adapter._options("REQ", opts)
-    assert zmq.ROUTER_HANDOVER not in pyzmq_adapter._options("REP", SideOptions())
-    off = pyzmq_adapter._options("REP", SideOptions(tcp_keepalive=False))
+    assert pyzmq_adapter.libzmq_options("REP", opts)[zmq.ROUTER_HANDOVER] == 1
+    assert zmq.ROUTER_HANDOVER not in pyzmq_adapter.libzmq_options("REQ", opts)
+    assert zmq.ROUTER_HANDOVER not in pyzmq_adapter.libzmq_options("REP", SideOptions())
+    off = pyzmq_adapter.libzmq_options("REP", SideOptions(tcp_keepalive=False))
     assert off[zmq.TCP_KEEPALIVE] == 0 and zmq.HEARTBEAT_IVL not in off
 
 

@@ -7,10 +7,18 @@ forwarder (:mod:`gateway.device.step`) and never blocks on a peer:
 
 * every send is non-blocking. A reply a client cannot take (its pipe is full, or it left) is
   dropped and counted at once, as libzmq's ROUTER does, so one slow client never holds the
-  others' replies; a request the back end cannot take yet waits, untranslated, in a bounded
-  queue (``hwm``);
-* while that queue is full the front is not read: back-pressure reaches the clients through
-  the libraries' own queues and TCP, instead of a timeout per message;
+  others' replies;
+* clients take turns (:mod:`gateway.device.fair`): a request the back end cannot take yet
+  waits, untranslated, in its client's queue, and the queues go to the back end round robin,
+  one message per client per turn (as libzmq's ROUTER fair-queues its pipes). They are bounded
+  in all (``hwm``) and, for request-reply, per client (``hwm // PER_CLIENT``; the other
+  patterns' messages name no client: one queue); while that is reached the front is not read:
+  back-pressure reaches the clients through the libraries' own per-peer queues and TCP;
+* request-reply: each client has at most ``hwm // PER_CLIENT`` requests waiting in the back end
+  unanswered (a reply frees a slot, and so does ``STALE`` seconds without one), so that a
+  client flooding requests waits in its own queue here rather than ahead of everyone else in
+  nng's/libzmq's send buffer, the TCP buffers and the server's queue, which serve first come
+  first served;
 * each wake-up moves at most ``BATCH`` messages per direction, replies first, and the stop
   flag is checked on every one (the poll waits at most 100 ms).
 """
@@ -19,18 +27,27 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections import deque
 from typing import Any
 
 from gateway.adapter import POLLIN, make_poller
+from gateway.device.fair import FairQueue, Window
 from gateway.device.inflight import LossTracker
-from gateway.device.ledger import REQUEST, Ledger, clock
+from gateway.device.ledger import REQUEST, Ledger, client_of, clock
 from gateway.device.step import ReplyStep, RequestStep
 from gateway.envelope import Translation
 from gateway.errors import PeerBusy
 from gateway.message import Message
 
 BATCH = 256
+#: a client's share, ``hwm // PER_CLIENT``: of the requests waiting in the poller, and of the
+#: back end (requests unanswered)
+PER_CLIENT = 16
+#: seconds after which a request the back end has not answered stops holding its client's slot:
+#: far above a round trip through a busy back end (a client's share at a few thousand requests
+#: a second: tens of ms), short enough that a client whose requests the server never answers,
+#: and whose queue here is full, holds the front up (the front cannot be read for some clients
+#: only) for a quarter of a second at a time, not for good
+STALE = 0.25
 
 
 class PollForwarder:
@@ -43,15 +60,32 @@ class PollForwarder:
         self._halt = threading.Event()
         self._draining = threading.Event()
         self._task: asyncio.Future[None] | None = None
-        self._waiting: deque[tuple[Message, float]] = deque()  # untranslated, the back is busy
+        # request-reply only: the other patterns' messages carry no client (one queue, as
+        # before) and nothing waits for an answer
+        share = max(1, hwm // PER_CLIENT) if translator.pairs_replies else hwm
+        #: what the back end holds unanswered, per client
+        self.window = Window(share, STALE) if translator.pairs_replies else None
+        #: untranslated requests the back end (or the client's window) had no room for
+        self._waiting: FairQueue[tuple[Message, float]] = FairQueue(hwm, share, self.window)
+        self._now = clock()  # the loop's clock, read once per wake-up
+        self._client = b""  # whose request is being sent (the window's slot is its)
+        self._wants_room = False  # a request waits for room in the back end itself
         self.loss = LossTracker(translator, ledger, lambda: back.peers)
         self._peer_left = threading.Event()  # set by the back end's thread, read by ours
         back.on_peer_lost = self._peer_left.set
+        window = self.window
 
         def to_back(msg: Message) -> bytes | None:
-            return None if not back.send_nowait(msg) else b""
+            if not back.send_nowait(msg):
+                return None
+            if window is not None:
+                window.sent(self._client, self._now)
+            return b""
+
+        answered = self._waiting.answered
 
         def to_front(msg: Message) -> bytes:
+            answered(client_of(msg))  # its window has a free slot again
             if not front.send_nowait(msg):
                 raise PeerBusy("the client's pipe is full")
             return b""
@@ -87,13 +121,17 @@ class PollForwarder:
 
     # -- the thread ------------------------------------------------------------------------------
     def _flush(self) -> None:
-        """Hand waiting requests to the back end until it has no room."""
+        """Hand waiting requests to the back end, clients in turn, until it has no room or
+        every client waiting has its share of the back end out."""
         waiting, step = self._waiting, self.request
-        while waiting:
-            msg, t0 = waiting[0]
+        while waiting.ready:
+            self._client = waiting.turn
+            msg, t0 = waiting.head()
             if not step(msg, t0):
+                self._wants_room = True
                 return
-            waiting.popleft()
+            waiting.pop()
+        self._wants_room = False
 
     def _replies(self) -> None:
         recv, step = self.back.recv_nowait, self.reply
@@ -104,14 +142,15 @@ class PollForwarder:
             step(msg)
 
     def _requests(self) -> None:
-        recv, waiting = self.front.recv_nowait, self._waiting
-        for _ in range(min(BATCH, self.hwm - len(waiting))):
-            if self._halt.is_set() or self._draining.is_set():
+        recv, waiting, halt, draining = self.front.recv_nowait, self._waiting, self._halt, \
+            self._draining
+        for _ in range(BATCH):
+            if waiting.full or halt.is_set() or draining.is_set():
                 return
             msg = recv()
             if msg is None:
                 return
-            waiting.append((msg, clock()))
+            waiting.put(client_of(msg), (msg, clock()))
             self._flush()
 
     def _loop(self) -> None:
@@ -119,6 +158,7 @@ class PollForwarder:
         out_obj, out_flag = back.out_pollable or (None, 0)
         up, down = self.translator.up, self.translator.down
         expire, ledger = self.translator.expire, self.ledger
+        waiting = self._waiting
         for first in self.translator.initial():  # pub/sub: the standing subscriptions
             if not back.send_nowait(first):
                 ledger.dropped("backend-unavailable", REQUEST, "a standing subscription")
@@ -128,11 +168,11 @@ class PollForwarder:
         next_expiry = clock() + 1.0
         while not halt.is_set():
             want: dict[Any, int] = {back.pollable: readable} if down else {}
-            if self._waiting and out_obj is not None:  # wake when the back end has room again
-                want[out_obj] = want.get(out_obj, 0) | out_flag
-            if up and not draining.is_set() and len(self._waiting) < self.hwm:
+            if waiting.ready and self._wants_room and out_obj is not None:
+                want[out_obj] = want.get(out_obj, 0) | out_flag  # wake when it has room again
+            if up and not draining.is_set() and not waiting.full:
                 want[front.pollable] = want.get(front.pollable, 0) | readable
-            if want != registered:  # a full queue stops reading clients: back-pressure
+            if want != registered:  # full queues stop reading clients: back-pressure
                 for obj in registered.keys() - want.keys():
                     poller.unregister(obj)
                 for obj, flags in want.items():
@@ -143,18 +183,23 @@ class PollForwarder:
             else:  # an SP front with nothing to flush: nothing to wait on but the stop
                 halt.wait(0.1)
                 ready = {}
-            if self._waiting:
-                self._flush()
-            if ready.get(back.pollable, 0) & readable:
+            self._now = now = clock()
+            waiting.tick(now)  # stale slots free their clients
+            if ready.get(back.pollable, 0) & readable:  # replies first: they free shares
                 self._replies()
+            if waiting.ready:
+                self._flush()
             if ready.get(front.pollable, 0) & readable:
                 self._requests()
-            now = clock()
             if self._peer_left.is_set():  # the last peer gone? what it held is lost
                 self._peer_left.clear()
                 self.loss.peer_left()
+                if back.peers == 0:
+                    waiting.clear_window()
             if now >= next_expiry:
                 next_expiry = now + 1.0
                 ledger.expired(expire(now))
                 self.loss.expire(now)
                 ledger.flush()
+                if self.window is not None:
+                    self.window.sweep(now)
