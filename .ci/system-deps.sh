@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Debian packages the interop tests and the matrix need: nanomsg's and nng 1.5's CLIs, JeroMQ 0.3
-# (a ZMTP 2.0 peer) and a JDK (Spark's Java runtime, and javac for the JeroMQ peer program,
-# compiled at test time). Installs only what is missing; needs root (CI and dev machines are).
+# (a ZMTP 2.0 peer), a JDK (Spark's Java runtime, and javac for the JeroMQ peer program,
+# compiled at test time) and iproute2 (network namespaces for the multi-host fault tests). Installs only what is missing; needs root (CI and dev machines are).
 set -euo pipefail
 need=()
 command -v nanocat >/dev/null 2>&1 || need+=(nanomsg-utils)
@@ -10,6 +10,8 @@ command -v javac >/dev/null 2>&1 || need+=(default-jdk-headless)
 [ -f /usr/share/java/jeromq.jar ] || need+=(libjeromq-java)
 command -v openssl >/dev/null 2>&1 || need+=(openssl)  # test certificates (SP over TLS)
 command -v curl >/dev/null 2>&1 || need+=(curl)  # the README's metrics example
+# network namespaces, veth pairs and a bridge for the multi-host fault tests (ip, bridge)
+{ command -v ip && command -v bridge; } >/dev/null 2>&1 || need+=(iproute2)
 [ ${#need[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" != 0 ]; then
   echo "system-deps: missing ${need[*]}; run as root or: sudo apt-get install ${need[*]}" >&2
