@@ -12,6 +12,7 @@ command -v openssl >/dev/null 2>&1 || need+=(openssl)  # test certificates (SP o
 command -v curl >/dev/null 2>&1 || need+=(curl)  # the README's metrics example
 # network namespaces, veth pairs and a bridge for the multi-host fault tests (ip, bridge)
 { command -v ip && command -v bridge; } >/dev/null 2>&1 || need+=(iproute2)
+command -v cc >/dev/null 2>&1 || need+=(gcc)  # the connection-storm client, compiled at test time
 [ ${#need[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" != 0 ]; then
   echo "system-deps: missing ${need[*]}; run as root or: sudo apt-get install ${need[*]}" >&2

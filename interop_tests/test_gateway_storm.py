@@ -1,0 +1,295 @@
+"""A connection storm (issue 23, "Must show"): 10,000 connections opened in waves of 100 every
+20 ms, to a native gateway front and to a libzmq ROUTER (pyzmq) in the same run; then 3,000
+connections that never say a word.
+
+* Held: a connection is held once the server's ZMTP greeting and READY came back for the
+  DEALER greeting + READY it sent (the server accepted it and ran its handshake). Time from the
+  first connect to the last one held: the gateway must be within 2x libzmq's, and its
+  ``gateway_peers{side="front"}`` must reach 10,000.
+* Idle: 3,000 connections opened the same way while the 10,000 are held; each must be closed
+  by the gateway within its handshake timeout (here 3 s) + 1 s of being connected (the
+  client's view: the kernel completed the TCP handshake, so time spent waiting to be accepted
+  counts), and counted (``gateway_handshake_failures_total`` and
+  ``gateway_pipes_closed_total``, reason ``handshake-timeout``).
+
+The load comes from ``storm_client.c``, compiled for the run (non-blocking sockets on one epoll
+loop in C, a few dozen bytes a connection: never the bottleneck; a Python client on selectors
+fell behind the wave schedule when the machine was busy). Every process raises its soft
+RLIMIT_NOFILE to the hard limit (which must allow 13,500 descriptors, or the test skips).
+Both servers listen with the same backlog (the system maximum, the gateway's default; libzmq's
+default ZMQ_BACKLOG is 100), so the kernel's queue is the same for both. Figures are printed
+(``pytest -s``).
+
+Marked: while the engine lists ``/proc/self/fd`` on every accept (issue 23, item 1: the
+descriptor watch costs O(open descriptors) per connection), this test is an expected failure
+(xfail, not run: it would spend minutes failing). :func:`_accept_lists_descriptors` checks that
+on a native socket first, so the test runs by itself once the accept path is O(1).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import queue
+import resource
+import shutil
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import gateway
+from interop_tests.engine_helpers import run
+from interop_tests.gateway_helpers import (
+    LOCAL,
+    PY,
+    Gateway,
+    NngServer,
+    bridge_args,
+    child_env,
+    port_of,
+)
+
+pytestmark = pytest.mark.timeout(180)
+
+HOLD = 10_000
+IDLE = 3_000
+WAVE, EVERY = 100, 0.02
+HANDSHAKE = 3.0  #: the front's handshake timeout in this test (default 10 s)
+NEEDED = HOLD + IDLE + 500  #: descriptors of the gateway at the peak
+
+ROUTER = """
+import resource, sys, time, zmq
+soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+ctx = zmq.Context()
+s = ctx.socket(zmq.ROUTER)
+s.linger = 0
+s.setsockopt(zmq.BACKLOG, int(sys.argv[1]))
+port = s.bind_to_random_port("tcp://127.0.0.1")
+print(port, flush=True)
+sys.stdin.readline()  # until the test says so
+s.close(0)
+ctx.term()
+"""
+
+
+@pytest.fixture
+def descriptors() -> Iterator[None]:
+    """The soft RLIMIT_NOFILE at the hard limit while the test runs (children inherit it)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < NEEDED:
+        pytest.skip(f"RLIMIT_NOFILE hard limit {hard} < {NEEDED} descriptors")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def _backlog() -> int:
+    from gateway.transport import default_backlog
+
+    return default_backlog()
+
+
+@pytest.fixture(scope="module")
+def storm_client(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """``storm_client.c`` compiled for this run (skips without a C compiler)."""
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        pytest.skip("no C compiler (Debian: gcc) for the storm client")
+    exe = tmp_path_factory.mktemp("storm") / "storm_client"
+    subprocess.run([cc, "-O2", "-o", str(exe), str(Path(__file__).with_name("storm_client.c"))],
+                   check=True, timeout=60, capture_output=True)
+    return str(exe)
+
+
+class Storm:
+    """A ``storm_client`` process: its per-connection report, then (``hold``) the connections
+    stay open until :meth:`close`."""
+
+    def __init__(self, exe: str, mode: str, port: int, count: int, timeout: float) -> None:
+        self.mode = mode
+        self.proc = subprocess.Popen(
+            [exe, mode, LOCAL, str(port), str(count), str(WAVE), str(int(EVERY * 1e6)),
+             str(timeout)], text=True, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        self.lines: queue.Queue[str | None] = queue.Queue()
+        threading.Thread(target=self._pump, daemon=True).start()
+        assert self._line(20) == "READY"
+
+    def _pump(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.lines.put(line.strip())
+        self.lines.put(None)
+
+    def _line(self, timeout: float) -> str:
+        line = self.lines.get(timeout=timeout)
+        assert line is not None, "the storm client exited"
+        return line
+
+    def report(self, limit: float = 0.0, timeout: float = 90) -> dict[str, Any]:
+        """The storm's figures, from the client's record of every connection."""
+        conns = []
+        while (line := self._line(timeout)) != "END":
+            started, connected, ended, outcome = line.split()
+            conns.append((float(started), float(connected), float(ended), outcome))
+        return summary(self.mode, conns, limit)
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            with contextlib.suppress(OSError):
+                assert self.proc.stdin is not None
+                self.proc.stdin.write("close\n")
+                self.proc.stdin.flush()
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+
+
+def summary(mode: str, conns: list[tuple[float, float, float, str]],
+            limit: float) -> dict[str, Any]:
+    """``hold``: how long until every connection was held (from the first connect), p50/p99;
+    ``idle``: how long each lived, from connected to closed by the server."""
+    t0 = min(c[0] for c in conns)
+    outcomes: dict[str, int] = {}
+    for c in conns:
+        outcomes[c[3]] = outcomes.get(c[3], 0) + 1
+    out: dict[str, Any] = {"count": len(conns), "outcomes": outcomes,
+                           "opened_in": round(max(c[0] for c in conns) - t0, 3)}
+
+    def pick(xs: list[float], q: float) -> float | None:
+        return round(xs[min(len(xs) - 1, int(len(xs) * q))], 3) if xs else None
+
+    if mode == "hold":
+        held = sorted(c[2] - t0 for c in conns if c[3] == "H")
+        out.update(held=len(held), all_held_in=round(held[-1], 3) if len(held) == len(conns)
+                   else None,
+                   held_p50=pick(held, 0.5), held_p99=pick(held, 0.99))
+    else:
+        lives = sorted(c[2] - c[1] for c in conns if c[1] and c[3] in "ER")
+        out.update(closed=len(lives), life_min=pick(lives, 0.0), life_p50=pick(lives, 0.5),
+                   life_max=pick(lives, 1.0),
+                   over_limit=sum(1 for x in lives if x > limit) + len(conns) - len(lives))
+    return out
+
+
+@contextlib.contextmanager
+def storm(exe: str, mode: str, port: int, count: int, timeout: float = 60) -> Iterator[Storm]:
+    s = Storm(exe, mode, port, count, timeout)
+    try:
+        yield s
+    finally:
+        s.close()
+
+
+@contextlib.contextmanager
+def libzmq_router(backlog: int) -> Iterator[int]:
+    proc = subprocess.Popen([PY, "-c", ROUTER, str(backlog)], env=child_env(), text=True,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    try:
+        assert proc.stdout is not None
+        yield int(proc.stdout.readline())
+    finally:
+        with contextlib.suppress(OSError):
+            assert proc.stdin is not None
+            proc.stdin.write("\n")
+            proc.stdin.flush()
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
+
+
+def _settled(read: Any, target: float, timeout: float) -> float:
+    """``read()`` once it reaches ``target``, or its value after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    value = read()
+    while value < target and time.monotonic() < deadline:
+        time.sleep(0.2)
+        value = read()
+    return float(value)
+
+
+def _accept_lists_descriptors(monkeypatch: pytest.MonkeyPatch, connections: int = 20) -> bool:
+    """True when a native listener lists /proc/self/fd for each connection it accepts."""
+    import gateway.engine.socket as engine_socket
+
+    calls: list[str] = []
+    listdir = os.listdir
+
+    def counting(path: Any = ".") -> list[str]:
+        if str(path).startswith("/proc/self/fd"):
+            calls.append(str(path))
+        return listdir(path)
+
+    monkeypatch.setattr(engine_socket.os, "listdir", counting)
+
+    async def main() -> int:
+        async with gateway.Socket("ROUTER") as router:
+            host, _, port = router.bind(f"zmq+tcp://{LOCAL}:0").rpartition("//")[2] \
+                .partition(":")
+            before = len(calls)
+            opened = [await asyncio.open_connection(host, int(port))
+                      for _ in range(connections)]
+            await asyncio.sleep(0.3)  # every one accepted (admission runs at accept)
+            for _, writer in opened:
+                writer.close()
+            return len(calls) - before
+
+    try:
+        return bool(run(main()) >= connections)
+    finally:
+        monkeypatch.setattr(engine_socket.os, "listdir", listdir)
+
+
+def test_connection_storm_gateway_holds_them_within_twice_libzmq_and_closes_idle_ones(
+        descriptors: None, storm_client: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    if _accept_lists_descriptors(monkeypatch):
+        pytest.xfail("the native accept path lists /proc/self/fd on every connection (issue 23 "
+                     "item 1, being fixed on main); measured on this branch: the gateway held "
+                     "9,126 of 10,000 after 60 s (p50 10.6 s) where libzmq took 2.6 s, and idle "
+                     "connections lived 23-59 s against a 3 s handshake timeout")
+    backlog = _backlog()
+    with libzmq_router(backlog) as port, storm(storm_client, "hold", port, HOLD) as s:
+        libzmq = s.report()
+    assert libzmq["held"] == HOLD, libzmq
+
+    with NngServer() as server, Gateway(
+            *bridge_args(f"@zmq+tcp://{LOCAL}:0?backend=native&handshake_ivl={HANDSHAKE}s",
+                         f">sp+tcp://{LOCAL}:{server.port}?backend=native"),
+            metrics=True) as gw:
+        front = port_of(gw.front)
+        with storm(storm_client, "hold", front, HOLD) as held:
+            ours = held.report()
+            peers = _settled(lambda: gw.metric("gateway_peers", side="front"), HOLD, 30)
+            with storm(storm_client, "idle", front, IDLE) as idle:
+                quiet = idle.report(limit=HANDSHAKE + 1.0)
+            timeouts = _settled(lambda: gw.metric("gateway_handshake_failures_total",
+                                                  reason="handshake-timeout"), IDLE, 10)
+            closed = gw.metric("gateway_pipes_closed_total", reason="handshake-timeout")
+            still = gw.metric("gateway_peers", side="front")
+
+    print(f"\n{HOLD} connections in waves of {WAVE} every {EVERY * 1e3:.0f} ms (opened in "
+          f"{libzmq['opened_in']} s): libzmq ROUTER held all in {libzmq['all_held_in']} s "
+          f"(p50 {libzmq['held_p50']}, p99 {libzmq['held_p99']}); the gateway in "
+          f"{ours['all_held_in']} s (p50 {ours['held_p50']}, p99 {ours['held_p99']}), "
+          f"gateway_peers {peers:.0f}; ratio "
+          f"{(ours['all_held_in'] or float('inf')) / libzmq['all_held_in']:.2f}\n"
+          f"{IDLE} idle connections: lives {quiet['life_min']}..{quiet['life_max']} s "
+          f"(p50 {quiet['life_p50']}), {quiet['over_limit']} over {HANDSHAKE + 1:.0f} s; "
+          f"counted handshake-timeout {timeouts:.0f} (failures) / {closed:.0f} (pipes closed)")
+    assert ours["held"] == HOLD and peers == HOLD, ours
+    assert ours["all_held_in"] <= 2 * libzmq["all_held_in"], (ours, libzmq)
+    assert quiet["closed"] == IDLE and quiet["over_limit"] == 0, quiet
+    assert timeouts == closed == IDLE
+    assert still == HOLD  # the held ones were not touched
