@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 export PYSPARK_PYTHON := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 
-.PHONY: env system-deps demo test test-fast lint bench matrix clean
+.PHONY: env system-deps demo test test-fast lint bench matrix soak clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -46,6 +46,11 @@ matrix: env
 	$(PY) -m gateway matrix run --out out/matrix $(if $(MASTER),--master $(MASTER)); st=$$?; \
 	$(PY) -m gateway matrix report out/matrix --format html --output out/matrix.html; \
 	$(PY) -m gateway matrix report out/matrix --format markdown; exit $$st
+
+## make soak DURATION=30m: one `gateway run` under mixed traffic with churn, back-end restarts and
+## reloads; then RSS, descriptors, tasks and metric cells (flat?) and the books (not in CI)
+soak: env
+	$(PY) -m gateway.tools.soak --duration $(or $(DURATION),5m) --out out/soak
 
 clean:
 	rm -rf $(VENV) out build *.egg-info
