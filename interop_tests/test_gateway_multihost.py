@@ -195,7 +195,11 @@ def test_link_cut_between_gateway_and_server_then_restored(
         wait_for(lambda: steady.ask("stats")["ok"] >= 50, 10, "the client is served")
         t_cut = time.monotonic()
         lan.silence(srv_host)
-        time.sleep(3.0)
+        t_closed = None  # when the gateway gave up on the silent pipe (ZeroMQ: heartbeats)
+        while time.monotonic() - t_cut < 3.0:
+            if t_closed is None and gw.metric("gateway_pipes_closed_total") > 0:
+                t_closed = time.monotonic()
+            time.sleep(0.05)
         t_restore = time.monotonic()
         lan.unsilence(srv_host)
         wait_for(lambda: steady.ask("stats")["last_reply"] > t_restore, 10,
@@ -213,24 +217,29 @@ def test_link_cut_between_gateway_and_server_then_restored(
     lost, late = records(final, "lost"), records(final, "late")
     back_again = min(r[3] for r in records(final, "ok") if r[3] > t_restore) - t_restore
     backend_lost = metric("gateway_dropped_messages_total", reason="backend-lost")
+    closed_after = "never" if t_closed is None else f"{t_closed - t_cut:.2f} s"
     print(f"\n{front_wire}->{back_wire}: sent {final['sent']}, ok {final['ok']}, "
-          f"late {final['late']}, lost {final['lost']}; gateway backend-lost {backend_lost:.0f}; "
-          f"first reply {back_again:.2f}s after the restore; server got {served['received']}")
+          f"late {final['late']}, lost {final['lost']}; gateway backend-lost {backend_lost:.0f}, "
+          f"back pipe closed {closed_after} after the cut; first reply {back_again:.2f} s after "
+          f"the restore; server got {served['received']}")
     assert back_again < 0.5 + 1.5, "the reconnect interval (0.5 s) and one retransmission"
     assert metric("gateway_forwarded_messages_total", direction="request") == final["sent"]
     if back_wire == "zmq":
         assert metric("gateway_pipes_closed_total", reason="heartbeat-timeout") == 1
+        assert t_closed is not None and t_closed - t_cut < 0.2 + 1.0 + 0.8  # ivl + timeout
         # exactly the requests the client never got, and nothing else was dropped
         assert final["lost"] == backend_lost > 0
         assert metric("gateway_dropped_messages_total") == backend_lost
-        # in flight when the heartbeat gave up: sent between the cut and its timeout (+margin)
-        assert all(t_cut - TIMEOUT - 0.1 <= r[1] <= t_cut + 1.6 for r in lost), lost
-        # waited in the gateway for the redial: sent during the outage, answered after it
-        assert all(r[3] >= t_restore for r in late)
+        # in flight when the heartbeat gave up: sent between the cut (or up to a client timeout
+        # before it, a reply on its way back) and the pipe's closing (a scrape's margin)
+        assert all(t_cut - TIMEOUT - 0.1 <= r[1] <= t_closed + 0.1 for r in lost), lost
+        # waited in the gateway for the redial: sent after the closing, answered after the
+        # restore
+        assert all(r[1] >= t_closed - 0.1 and r[3] >= t_restore for r in late), late
     else:
         assert final["lost"] == 0 and metric("gateway_dropped_messages_total") == 0
         assert final["late"] > 0 and all(r[3] >= t_restore for r in late)
-        assert metric("gateway_pipes_closed_total") == 0  # the connection lived through it
+        assert t_closed is None  # the connection lived through it
     # every reply the server sent through the new connection came back
     assert metric("gateway_forwarded_messages_total", direction="reply") \
         == final["ok"] + final["late"]
@@ -258,10 +267,13 @@ def test_a_client_host_cut_off_has_its_replies_counted_and_costs_the_others_noth
     host, loses nothing and keeps its latency."""
     victim_host, other_host = lan.host("victim"), lan.host("other")
     gw_host, srv_host = lan.host("gateway"), lan.host("server")
-    srv = server(srv_host, "sp", "--delay", str(SLOW), "--slow", "victim")
+    # a libzmq ROUTER with no send limit: nng's raw rep drops replies without a word when its
+    # pipe's send queue is full (36 of these 2,000 in a burst, seen here), which would blur
+    # the gateway's books
+    srv = server(srv_host, "zmq", "--delay", str(SLOW), "--slow", "victim")
     front = f"tcp://{gw_host.address}:{FRONT}"
     with HostGateway(gw_host, "bridge", f"@zmq+tcp://{gw_host.address}:{FRONT}?{front_query}",
-                     f">sp+tcp://{srv_host.address}:{BACK}?{RECONNECT}") as gw:
+                     f">zmq+tcp://{srv_host.address}:{BACK}?{RECONNECT}") as gw:
         other = client(other_host, "zmq", [front], "--name", "other")
         wait_for(lambda: other.ask("stats")["ok"] >= 20, 10, "the other client is served")
         victim = client(victim_host, "zmq", [front], "--name", "victim", "--rate", "0",
@@ -290,10 +302,10 @@ def test_a_client_host_cut_off_has_its_replies_counted_and_costs_the_others_noth
     forwarded = metric("gateway_forwarded_messages_total", direction="reply")
     to_victim = forwarded - (final["ok"] + final["late"])  # written to its pipe before it filled
     latencies = sorted(r[3] - r[1] for r in records(final, "ok"))
-    p99 = latencies[int(len(latencies) * 0.99)]
+    p50, p99 = latencies[len(latencies) // 2], latencies[int(len(latencies) * 0.99)]
     print(f"\n{reason}: of {BURST} replies to the cut-off client, {dropped:.0f} counted "
           f"{reason}, {to_victim:.0f} written to its connection before that; the other client: "
-          f"sent {final['sent']}, lost {final['lost']}, p99 {p99 * 1e3:.1f} ms")
+          f"sent {final['sent']}, lost {final['lost']}, p50 {p50 * 1e3:.1f} ms, p99 {p99 * 1e3:.1f} ms")
     assert forwarded + metric("gateway_dropped_messages_total") == served
     assert metric("gateway_dropped_messages_total") == dropped  # no other reason
     assert dropped + to_victim == BURST
@@ -305,7 +317,10 @@ def test_a_client_host_cut_off_has_its_replies_counted_and_costs_the_others_noth
         # hundred KiB at most; everything else is counted
         assert dropped >= BURST * 0.6, (dropped, to_victim)
     assert final["lost"] == 0 and final["late"] == 0  # the other client lost nothing
-    assert p99 < 0.25, f"the other client's p99 {p99 * 1e3:.0f} ms"
+    # its replies share the server's connection with the 2 MB burst of replies to the cut-off
+    # client (one TCP stream, in order): a few of them wait behind it, the rest do not
+    assert p50 < 0.05 and p99 < 0.5, f"the other client's p50 {p50 * 1e3:.0f} ms, p99 " \
+                                      f"{p99 * 1e3:.0f} ms"
     assert all(r[1] < t_cut or r[2] == "ok" for r in records(final))
 
 
@@ -478,7 +493,7 @@ def test_a_silent_peer_is_noticed_across_hosts(lan: Lan, case: str) -> None:
         srv.proc.kill()
     if zmq_front:
         assert closed == 1
-        assert noticed < 0.2 + 1.0 + 0.5
+        assert noticed < 0.2 + 1.0 + 0.8  # interval + timeout, and a loaded machine's margin
     else:
         assert noticed < 1 + 2 * 1 + 1.0  # idle + count x interval, and a scrape's margin
     assert again < 0.5 + 1.5 + 1.0
