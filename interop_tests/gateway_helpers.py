@@ -479,8 +479,14 @@ def nng_raw_recv(sock: pynng.Socket) -> tuple[list[bytes], bytes]:
     data = (ffi.buffer(lib.nng_msg_header(m), lib.nng_msg_header_len(m))[:]
             + ffi.buffer(lib.nng_msg_body(m), lib.nng_msg_len(m))[:])
     lib.nng_msg_free(m)
+    return split_backtrace(data)
+
+
+def split_backtrace(data: bytes) -> tuple[list[bytes], bytes]:
+    """An SP message's wire bytes -> (backtrace words up to the one with the top bit, body):
+    nng and nanomsg split header and body differently, the wire bytes say it once."""
     words = []
-    while len(data) >= 4:  # nng and nanomsg split header/body differently: use the wire bytes
+    while len(data) >= 4:
         word, data = data[:4], data[4:]
         words.append(word)
         if word[0] & 0x80:

@@ -39,13 +39,19 @@ import queue
 import sys
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import pynng
 import zmq
 from pynng import ffi, lib
 
-from interop_tests.gateway_helpers import nng_raw_recv, nng_raw_send, open_raw
+from interop_tests.gateway_helpers import (
+    nng_raw_recv,
+    nng_raw_send,
+    open_raw,
+    split_backtrace,
+)
 
 TOP = 0x80000000
 
@@ -98,63 +104,70 @@ class _Delayed:
         return max(0.0, min(cap, self.heap[0][0] - time.monotonic()))
 
 
-def serve_zmq(url: str, pending: _Delayed, lifetime: float) -> None:
-    ctx = zmq.Context()
-    sock = ctx.socket(zmq.ROUTER)
-    sock.linger = 0
-    sock.sndhwm = sock.rcvhwm = 0
-    sock.bind(url)
+def serve(url: str, pending: _Delayed, lifetime: float,
+          receive: Callable[[float], list[tuple[bytes, Any, str]]],
+          send: Callable[[Any], None]) -> None:
+    """The server loop of both libraries: ``receive(wait)`` gives ``(body, reply, via)`` for
+    each request that came within ``wait`` seconds; each reply is ``send`` when it is due."""
     _say_ready(url)
     commands = _commands()
     received: dict[str, int] = {}
     replied = 0
     deadline = time.monotonic() + lifetime
+    while time.monotonic() < deadline:
+        for body, reply, via in receive(pending.wait(0.02)):
+            received[via] = received.get(via, 0) + 1
+            pending.add(body, reply)
+        for reply in pending.due():
+            send(reply)
+            replied += 1
+        if _server_command(commands, received, replied):
+            return
+
+
+def serve_zmq(url: str, pending: _Delayed, lifetime: float) -> None:
+    """A libzmq ROUTER, no send limit (it would drop replies without a word)."""
+    ctx = zmq.Context()
+    sock = ctx.socket(zmq.ROUTER)
+    sock.linger = 0
+    sock.sndhwm = sock.rcvhwm = 0
+    sock.bind(url)
+
+    def receive(wait: float) -> list[tuple[bytes, Any, str]]:
+        out: list[tuple[bytes, Any, str]] = []
+        if sock.poll(int(wait * 1000), zmq.POLLIN):
+            while True:
+                try:
+                    frames = sock.recv_multipart(zmq.NOBLOCK, copy=False)
+                except zmq.Again:
+                    break
+                via, body = str(frames[-1].get("Peer-Address")), frames[-1].bytes
+                reply = [*(f.bytes for f in frames[:-1]), b"re:" + body + b"|" + via.encode()]
+                out.append((body, reply, via))
+        return out
+
     try:
-        while time.monotonic() < deadline:
-            if sock.poll(int(pending.wait(0.02) * 1000), zmq.POLLIN):
-                while True:
-                    try:
-                        frames = sock.recv_multipart(zmq.NOBLOCK, copy=False)
-                    except zmq.Again:
-                        break
-                    via = str(frames[-1].get("Peer-Address"))
-                    received[via] = received.get(via, 0) + 1
-                    reply = [f.bytes for f in frames[:-1]]
-                    reply.append(b"re:" + frames[-1].bytes + b"|" + via.encode())
-                    pending.add(frames[-1].bytes, reply)
-            for reply in pending.due():
-                sock.send_multipart(reply)
-                replied += 1
-            if _server_command(commands, received, replied):
-                return
+        serve(url, pending, lifetime, receive, sock.send_multipart)
     finally:
         sock.close(0)
         ctx.term()
 
 
 def serve_sp(url: str, pending: _Delayed, lifetime: float) -> None:
+    """A raw nng rep0 (its replies restore the backtrace by hand)."""
     sock = open_raw("REP", 20)
     sock.listen(url)
-    _say_ready(url)
-    commands = _commands()
-    received: dict[str, int] = {}
-    replied = 0
-    deadline = time.monotonic() + lifetime
+
+    def receive(wait: float) -> list[tuple[bytes, Any, str]]:
+        sock.recv_timeout = max(1, int(wait * 1000))
+        try:
+            words, body, via = _nng_recv_via(sock)
+        except pynng.Timeout:
+            return []
+        return [(body, (words, b"re:" + body + b"|" + via.encode()), via)]
+
     try:
-        while time.monotonic() < deadline:
-            sock.recv_timeout = max(1, int(pending.wait(0.02) * 1000))
-            try:
-                words, body, via = _nng_recv_via(sock)
-            except pynng.Timeout:
-                pass
-            else:
-                received[via] = received.get(via, 0) + 1
-                pending.add(body, (words, b"re:" + body + b"|" + via.encode()))
-            for words, reply in pending.due():
-                nng_raw_send(sock, words, reply)
-                replied += 1
-            if _server_command(commands, received, replied):
-                return
+        serve(url, pending, lifetime, receive, lambda reply: nng_raw_send(sock, *reply))
     finally:
         sock.close()
 
@@ -176,13 +189,8 @@ def _nng_recv_via(sock: pynng.Socket) -> tuple[list[bytes], bytes, str]:
     data = (ffi.buffer(lib.nng_msg_header(m), lib.nng_msg_header_len(m))[:]
             + ffi.buffer(lib.nng_msg_body(m), lib.nng_msg_len(m))[:])
     lib.nng_msg_free(m)
-    words = []
-    while len(data) >= 4:
-        word, data = data[:4], data[4:]
-        words.append(word)
-        if word[0] & 0x80:
-            break
-    return words, data, via
+    words, body = split_backtrace(data)
+    return words, body, via
 
 
 def _say_ready(url: str) -> None:
