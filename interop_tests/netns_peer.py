@@ -37,7 +37,6 @@ import heapq
 import json
 import queue
 import sys
-import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -46,6 +45,7 @@ import pynng
 import zmq
 from pynng import ffi, lib
 
+from gateway.tools.soak_peers import stdin_commands
 from interop_tests.gateway_helpers import (
     nng_raw_recv,
     nng_raw_send,
@@ -54,19 +54,6 @@ from interop_tests.gateway_helpers import (
 )
 
 TOP = 0x80000000
-
-
-def _commands() -> queue.Queue[str]:
-    """Lines of stdin, read by a daemon thread; EOF reads as ``stop``."""
-    q: queue.Queue[str] = queue.Queue()
-
-    def read() -> None:
-        for line in sys.stdin:
-            q.put(line.strip())
-        q.put("stop")
-
-    threading.Thread(target=read, daemon=True).start()
-    return q
 
 
 def _say(obj: Any) -> None:
@@ -110,7 +97,7 @@ def serve(url: str, pending: _Delayed, lifetime: float,
     """The server loop of both libraries: ``receive(wait)`` gives ``(body, reply, via)`` for
     each request that came within ``wait`` seconds; each reply is ``send`` when it is due."""
     _say_ready(url)
-    commands = _commands()
+    commands = stdin_commands()
     received: dict[str, int] = {}
     replied = 0
     deadline = time.monotonic() + lifetime
@@ -347,7 +334,7 @@ def run_client(wire: str, urls: list[str], args: argparse.Namespace) -> None:
     client = (ZmqClient if wire == "zmq" else NngClient)(urls, args.hwm, args.immediate,
                                                          args.heartbeat)
     ledger = Ledger(args.timeout)
-    commands = _commands()
+    commands = stdin_commands()
     _say_ready(",".join(urls))
     interval = 1.0 / args.rate if args.rate > 0 else 0.0
     next_id = 0

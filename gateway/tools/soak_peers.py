@@ -40,7 +40,8 @@ def _say(obj: Any) -> None:
     sys.stdout.flush()
 
 
-def _commands() -> queue.Queue[str]:
+def stdin_commands() -> queue.Queue[str]:
+    """Lines of stdin, read by a daemon thread; EOF reads as ``stop``."""
     q: queue.Queue[str] = queue.Queue()
 
     def read() -> None:
@@ -57,7 +58,7 @@ def _serve(step: Callable[[], None], stats: Callable[[], dict[str, Any]], lifeti
     """Run ``step`` (which waits briefly itself) until ``stop``; every command (``stats``,
     ``stop``, or one of the role's own, given to ``on_command`` first) is answered with the
     ``stats``."""
-    commands = _commands()
+    commands = stdin_commands()
     _say_ready()
     deadline = time.monotonic() + lifetime
     while time.monotonic() < deadline:
@@ -100,13 +101,23 @@ def rep_nng(cfg: dict[str, Any]) -> None:
     sock.close()
 
 
-def router_zmq(cfg: dict[str, Any]) -> None:
+def _bound(kind: int, port: int, **options: int) -> tuple[Any, Any]:
+    """A libzmq context and a socket of ``kind`` bound on the local ``port``."""
     import zmq
 
     ctx = zmq.Context()
-    sock = ctx.socket(zmq.ROUTER)
+    sock = ctx.socket(kind)
     sock.linger = 0
-    sock.bind(f"tcp://{LOCAL}:{cfg['port']}")
+    for name, value in options.items():
+        sock.setsockopt(getattr(zmq, name.upper()), value)
+    sock.bind(f"tcp://{LOCAL}:{port}")
+    return ctx, sock
+
+
+def router_zmq(cfg: dict[str, Any]) -> None:
+    import zmq
+
+    ctx, sock = _bound(zmq.ROUTER, cfg["port"])
     n = [0]
 
     def step() -> None:
@@ -124,11 +135,8 @@ def router_zmq(cfg: dict[str, Any]) -> None:
 def pub_zmq(cfg: dict[str, Any]) -> None:
     import zmq
 
-    ctx = zmq.Context()
-    sock = ctx.socket(zmq.XPUB)
-    sock.linger = 0
-    sock.sndhwm = 0  # nothing dropped on this side: the gateway's counters tell the rest
-    sock.bind(f"tcp://{LOCAL}:{cfg['port']}")
+    # no send limit: nothing dropped on this side, the gateway's counters tell the rest
+    ctx, sock = _bound(zmq.XPUB, cfg["port"], sndhwm=0)
     interval = 1.0 / cfg["rate"]
     state = {"subscribed": False, "sent": 0, "next": 0.0, "running": True, "go": False}
     pad = b"." * 64
@@ -161,10 +169,7 @@ def pub_zmq(cfg: dict[str, Any]) -> None:
 def pull_zmq(cfg: dict[str, Any]) -> None:
     import zmq
 
-    ctx = zmq.Context()
-    sock = ctx.socket(zmq.PULL)
-    sock.linger = 0
-    sock.bind(f"tcp://{LOCAL}:{cfg['port']}")
+    ctx, sock = _bound(zmq.PULL, cfg["port"])
     n = [0]
 
     def step() -> None:
