@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Debian packages the interop tests and the matrix need: nanomsg's and nng 1.5's CLIs, JeroMQ 0.3
-# (a ZMTP 2.0 peer), a JDK (Spark's Java runtime, and javac for the JeroMQ peer program,
-# compiled at test time) and iproute2 (network namespaces for the multi-host fault tests). Installs only what is missing; needs root (CI and dev machines are).
+# (a ZMTP 2.0 peer) and a JDK (Spark's Java runtime, and javac for the JeroMQ peer program,
+# compiled at test time); Prometheus (with promtool) and Chromium with its driver for the
+# operators' tests (metrics scraped by a real Prometheus, the documentation site in a browser);
+# iproute2 (network namespaces) and gcc (the storm client) for the reliability tests. Installs
+# only what is missing; needs root (CI and dev machines are).
 set -euo pipefail
 need=()
 command -v nanocat >/dev/null 2>&1 || need+=(nanomsg-utils)
@@ -10,6 +13,11 @@ command -v javac >/dev/null 2>&1 || need+=(default-jdk-headless)
 [ -f /usr/share/java/jeromq.jar ] || need+=(libjeromq-java)
 command -v openssl >/dev/null 2>&1 || need+=(openssl)  # test certificates (SP over TLS)
 command -v curl >/dev/null 2>&1 || need+=(curl)  # the README's metrics example
+# a real Prometheus scraping the gateway, and promtool testing the shipped alert rules
+command -v prometheus >/dev/null 2>&1 || need+=(prometheus)
+# the documentation site's pages checked in a real browser (headless, driven by selenium)
+command -v chromium >/dev/null 2>&1 || need+=(chromium)
+command -v chromedriver >/dev/null 2>&1 || need+=(chromium-driver)
 # network namespaces, veth pairs and a bridge for the multi-host fault tests (ip, bridge)
 { command -v ip && command -v bridge; } >/dev/null 2>&1 || need+=(iproute2)
 command -v cc >/dev/null 2>&1 || need+=(gcc)  # the connection-storm client, compiled at test time
