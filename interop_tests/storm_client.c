@@ -9,9 +9,10 @@
  *       (or EOF) on stdin.
  * idle: each sends nothing and ends when the server closes it (EOF or reset).
  * Stops when every connection ended (held, closed, failed) or after TIMEOUT_S seconds, then
- * prints one line per connection, "started connected ended outcome" (CLOCK_MONOTONIC seconds,
- * the clock of Python's time.monotonic; 0 = never; outcome H held, E eof, R reset, C closed
- * before held, F connect failed, P pending), then "END". "READY" first. The soft
+ * prints one line per connection, "started connected first ended outcome" (CLOCK_MONOTONIC
+ * seconds, the clock of Python's time.monotonic; first: the server's first bytes arrived, which
+ * a server that greets at once (ZMTP) sends when it accepts; 0 = never; outcome H held, E eof,
+ * R reset, C closed before held, F connect failed, P pending), then "END". "READY" first. The soft
  * RLIMIT_NOFILE is raised to the hard limit. */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -29,7 +30,7 @@
 
 struct conn {
     int fd;
-    double started, connected, ended;
+    double started, connected, first, ended;
     char outcome;
     int got;
     unsigned char buf[128];
@@ -161,6 +162,8 @@ int main(int argc, char **argv) {
             unsigned char *into = hold ? c->buf + c->got : scratch;
             size_t room = hold ? sizeof c->buf - (size_t)c->got : sizeof scratch;
             ssize_t r = recv(c->fd, into, room ? room : 1, 0);
+            if (r > 0 && !c->first)
+                c->first = now();
             if (r > 0 && hold) {
                 c->got += (int)r;
                 if (c->got >= 64 + 2 + 6
@@ -186,8 +189,8 @@ int main(int argc, char **argv) {
         }
     }
     for (int i = 0; i < opened; i++)
-        printf("%.6f %.6f %.6f %c\n", conns[i].started, conns[i].connected, conns[i].ended,
-               conns[i].outcome);
+        printf("%.6f %.6f %.6f %.6f %c\n", conns[i].started, conns[i].connected,
+               conns[i].first, conns[i].ended, conns[i].outcome);
     printf("END\n");
     fflush(stdout);
     if (hold) {
