@@ -7,7 +7,7 @@ connections that never say a word.
   first connect to the last one held: the gateway must be within 2x libzmq's, and its
   ``gateway_peers{side="front"}`` must reach 10,000.
 * Idle: 3,000 connections opened the same way while the 10,000 are held; each must be closed
-  by the gateway within its handshake timeout (here 3 s) + 1 s of being accepted (when the
+  by the gateway within its handshake timeout (10 s) + 1 s of being accepted (when the
   gateway's greeting, which it sends on accept, reached the client; the time from the client's
   connect, which adds the wait in the accept queue, is printed too), and counted
   (``gateway_handshake_failures_total`` and ``gateway_pipes_closed_total``, reason
@@ -53,7 +53,9 @@ pytestmark = pytest.mark.timeout(180)
 HOLD = 10_000
 IDLE = 3_000
 WAVE, EVERY = 100, 0.02
-HANDSHAKE = 3.0  #: the front's handshake timeout in this test (default 10 s)
+#: the front's handshake timeout (the default; a shorter one would also close held connections
+#: whose handshake a busy gateway reaches late)
+HANDSHAKE = 10.0
 NEEDED = HOLD + IDLE + 500  #: descriptors of the gateway at the peak
 
 ROUTER = """
@@ -259,7 +261,8 @@ def test_connection_storm_gateway_holds_them_within_twice_libzmq_and_closes_idle
           f"{quiet['life_max']} s (p50 {quiet['life_p50']}; from the client's connect at most "
           f"{quiet['from_connect_max']} s), {quiet['over_limit']} over {HANDSHAKE + 1:.0f} s; "
           f"counted handshake-timeout {timeouts:.0f} (failures) / {closed:.0f} (pipes closed)")
-    assert ours["held"] == HOLD and peers == HOLD, ours
+    warnings = [line for line in gw.stderr_lines if '"warning"' in line][:5]
+    assert ours["held"] == HOLD and peers == HOLD, (ours, warnings)
     assert ours["all_held_in"] <= 2 * libzmq["all_held_in"], (ours, libzmq)
     assert quiet["closed"] == IDLE and quiet["over_limit"] == 0, quiet
     assert timeouts == closed == IDLE
