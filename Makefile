@@ -8,7 +8,7 @@ export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 
 KERNEL := $(VENV)/.kernel
 
-.PHONY: env system-deps kernel demo test test-pure test-sanitize test-fast lint docs bench matrix clean
+.PHONY: env system-deps kernel demo test test-pure test-sanitize test-fast lint docs bench matrix soak clean
 
 # the editable install also compiles the kernel (gateway/_kernel.pyx: setup.py)
 $(STAMP): pyproject.toml setup.py gateway/tools/harness/peers/remote.py
@@ -77,6 +77,11 @@ matrix: env
 	$(PY) -m gateway matrix run --out out/matrix $(if $(MASTER),--master $(MASTER)); st=$$?; \
 	$(PY) -m gateway matrix report out/matrix --format html --output out/matrix.html; \
 	$(PY) -m gateway matrix report out/matrix --format markdown; exit $$st
+
+## make soak DURATION=30m: one `gateway run` under mixed traffic with churn, back-end restarts and
+## reloads; then RSS, descriptors, tasks and metric cells (flat?) and the books (not in CI)
+soak: env
+	$(PY) -m gateway.tools.soak --duration $(or $(DURATION),5m) --out out/soak
 
 clean:
 	rm -rf $(VENV) out build site *.egg-info

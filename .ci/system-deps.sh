@@ -2,9 +2,10 @@
 # Debian packages the interop tests and the matrix need: nanomsg's and nng 1.5's CLIs, JeroMQ 0.3
 # (a ZMTP 2.0 peer), a JDK (Spark's Java runtime, and javac for the JeroMQ peer program,
 # compiled at test time), Debian's pyzmq (libzmq 4.3.4, another libzmq generation for the
-# matrix), a C compiler and the Python headers (the compiled kernel), Prometheus (with promtool)
-# and Chromium with its driver (metrics scraped by a real Prometheus; the documentation site and
-# the matrix report in a headless browser). Installs only what is missing; needs root (CI and
+# matrix), a C compiler and the Python headers (the compiled kernel, the storm client),
+# Prometheus (with promtool) and Chromium with its driver (metrics scraped by a real Prometheus;
+# the documentation site and the matrix report in a headless browser), iproute2 (network
+# namespaces for the multi-host fault tests). Installs only what is missing; needs root (CI and
 # dev machines are).
 set -euo pipefail
 need=()
@@ -27,6 +28,8 @@ command -v prometheus >/dev/null 2>&1 || need+=(prometheus)
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
 command -v chromedriver >/dev/null 2>&1 || need+=(chromium-driver)
 [ -d /usr/lib/python3/dist-packages/zmq ] || need+=(python3-zmq)  # libzmq 4.3.4, /usr/bin/python3
+# network namespaces, veth pairs and a bridge for the multi-host fault tests (ip, bridge)
+{ command -v ip && command -v bridge; } >/dev/null 2>&1 || need+=(iproute2)
 [ ${#need[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" != 0 ]; then
   echo "system-deps: missing ${need[*]}; run as root or: sudo apt-get install ${need[*]}" >&2

@@ -166,16 +166,22 @@ class TransportSpec:
 
 
 class ServerListener:
-    """A listening socket bound synchronously, served by ``loop.create_server(sock=...)``."""
+    """A listening socket bound synchronously, served by ``loop.create_server(sock=...)``.
+
+    ``backlog`` must be the one the socket listens with: ``create_server`` calls ``listen``
+    again with its own (asyncio's and uvloop's default is 100), so it is passed on; ``None``
+    means the system maximum, as :func:`default_backlog`."""
 
     def __init__(self, sock: socket.socket, address: str, protocol_factory: ProtocolFactory,
-                 *, unix: bool = False) -> None:
+                 *, unix: bool = False, backlog: int | None = None) -> None:
         self.address = address
         self._sock = sock
         loop = asyncio.get_running_loop()
         create = loop.create_unix_server if unix else loop.create_server
         self._server: asyncio.AbstractServer | None = None
-        self._task = loop.create_task(create(protocol_factory, sock=sock))  # type: ignore[operator]
+        queue = default_backlog() if backlog is None else backlog
+        self._task = loop.create_task(create(protocol_factory, sock=sock,  # type: ignore[operator]
+                                             backlog=queue))
         self._task.add_done_callback(self._started)
 
     def _started(self, task: asyncio.Task[asyncio.AbstractServer]) -> None:

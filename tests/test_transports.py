@@ -219,6 +219,16 @@ def test_default_backlog_is_the_system_maximum() -> None:
     assert default_backlog() == _somaxconn()
 
 
+async def _serving(listener: Any) -> None:
+    """Until the loop serves the listening socket (``create_server`` ran: it calls ``listen``
+    again, by default with a backlog of 100)."""
+    for _ in range(200):
+        if listener._server is not None:
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("the listener never started serving")
+
+
 @pytest.mark.parametrize("backlog", [None, 7])
 def test_tcp_listen_backlog(backlog: int | None) -> None:
     async def main() -> None:
@@ -229,6 +239,8 @@ def test_tcp_listen_backlog(backlog: int | None) -> None:
             listener = transport.listen("127.0.0.1:0", Recorder, backlog=backlog)
         try:
             port = int(listener.address.rsplit(":", 1)[1])
+            assert tcp_queue(port) == (backlog or _somaxconn())
+            await _serving(listener)  # create_server listens again: with the same backlog
             assert tcp_queue(port) == (backlog or _somaxconn())
         finally:
             listener.close()
@@ -243,6 +255,8 @@ def test_ipc_listen_backlog(backlog: int | None, tmp_path: Path) -> None:
         listener = registry().transport("ipc").listen(path, Recorder, **(
             {} if backlog is None else {"backlog": backlog}))
         try:
+            assert listen_queue(["-x", "src", path]) == (backlog or _somaxconn())
+            await _serving(listener)
             assert listen_queue(["-x", "src", path]) == (backlog or _somaxconn())
         finally:
             listener.close()

@@ -4,7 +4,8 @@
   gateway launcher, the one Prometheus text reader and the one peer-process library;
 * :mod:`gateway.tools.bench`: latency and throughput side by side with libzmq, nng and
   ``zmq.proxy``;
-* :mod:`gateway.tools.matrix`: the interop matrix (the ``[matrix]`` extra, on Spark).
+* :mod:`gateway.tools.matrix`: the interop matrix (the ``[matrix]`` extra, on Spark);
+* :mod:`gateway.tools.soak`: a long run of one gateway under mixed traffic (``make soak``).
 
 The core never imports this package, not even lazily (``tests/test_imports.py`` walks the import
 graph of every core module): the tools add their ``gateway`` subcommands through the

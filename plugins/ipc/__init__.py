@@ -56,7 +56,7 @@ class IpcTransport:
         except OSError:
             sock.close()
             raise
-        return IpcListener(sock, address, protocol_factory, unix=True)
+        return IpcListener(sock, address, protocol_factory, unix=True, backlog=backlog)
 
     async def dial(self, address: str, protocol_factory: ProtocolFactory) -> None:
         await asyncio.get_running_loop().create_unix_connection(protocol_factory, address)

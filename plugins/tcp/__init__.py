@@ -47,7 +47,7 @@ class TcpTransport:
         shown = f"[{real_host}]" if family == socket.AF_INET6 else real_host
         if keepalive is not None:
             protocol_factory = _keeping_alive(protocol_factory, keepalive)
-        return ServerListener(sock, f"{shown}:{real_port}", protocol_factory)
+        return ServerListener(sock, f"{shown}:{real_port}", protocol_factory, backlog=backlog)
 
     async def dial(self, address: str, protocol_factory: ProtocolFactory, *,
                    keepalive: KeepAlive | None = None) -> None:
