@@ -6,12 +6,12 @@ STAMP  := $(VENV)/.installed
 export PYSPARK_PYTHON := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 
-.PHONY: env system-deps demo test test-fast lint bench matrix clean
+.PHONY: env system-deps demo test test-fast lint bench matrix fuzz fuzz-ci clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[test,bench,matrix]'
+	$(PY) -m pip install -q -e '.[test,bench,matrix,fuzz]'
 	$(PY) -m pip install -q -e examples/plugin-skeleton
 	touch $(STAMP)
 
@@ -22,16 +22,16 @@ env: system-deps $(STAMP)
 
 ## make test: unit tests, interop tests against libzmq/nng/nanomsg, a small Spark matrix
 test: env
-	$(PY) -m ruff check gateway plugins tests interop_tests examples
-	$(PY) -m mypy gateway plugins
+	$(PY) -m ruff check gateway plugins tests interop_tests examples fuzz
+	$(PY) -m mypy gateway plugins fuzz
 	$(PY) -m pytest -q -m "not slow" -p no:cacheprovider
 
 test-fast: env
 	$(PY) -m pytest -q -m "not slow and not spark" -x tests
 
 lint: env
-	$(PY) -m ruff check gateway plugins tests interop_tests examples
-	$(PY) -m mypy gateway plugins
+	$(PY) -m ruff check gateway plugins tests interop_tests examples fuzz
+	$(PY) -m mypy gateway plugins fuzz
 
 ## make demo: live bridges between real ZeroMQ and nng peers, then a small matrix and its report
 demo: env
@@ -40,6 +40,17 @@ demo: env
 ## make bench: latency/throughput side by side with libzmq, nng and zmq.proxy
 bench: env
 	$(PY) -m gateway bench --memory --json out/bench.json --png out/bench.png
+
+## make fuzz: every fuzzing harness (fuzz/README.md) for FUZZ_SECONDS each, one after the other:
+## atheris where it installs, hypothesis elsewhere; a crash is kept in fuzz/corpus/<harness>/
+## and fails the run. 60 s each: the seeded codecs stop finding new coverage within it here.
+FUZZ_SECONDS ?= 60
+fuzz: env
+	$(PY) -m fuzz run --seconds $(FUZZ_SECONDS) $(FUZZ_ARGS)
+
+## the short pass CI runs (.ci/run): 12 s a harness, about 1.5 minutes in all
+fuzz-ci: env
+	$(PY) -m fuzz run --seconds 12
 
 ## the full matrix (Spark, local[*] unless MASTER=spark://host:7077)
 matrix: env
