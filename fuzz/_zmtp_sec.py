@@ -4,16 +4,19 @@ drains a codec and says how a step ended."""
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from nacl import bindings as sodium
 from nacl.exceptions import RuntimeError as NaclRuntimeError
 
+from gateway.engine.pipe import zmtp_role
 from gateway.errors import ProtocolError, RemoteProtocolError
 from gateway.wire.events import HandshakeComplete, PeerError
 from gateway.wire.zmtp import ZmtpCodec, encode_properties
+from gateway.wire.zmtp_mechanism import AuthResult, Mechanism
 
-from ._data import Finding, check
+from ._data import Data, Finding, check
 from .zmtp_codec import greeting
 
 MAX_EVENTS = 1000
@@ -153,3 +156,78 @@ def start(codec: ZmtpCodec, minor: int, as_server: bool) -> bytes:
     if step.error is not None or step.events:
         raise Finding(f"a valid {codec.mechanism} greeting was refused: {step.error!r}")
     return codec.data_to_send()[GREETING_REST:]
+
+
+class Auth:
+    """A server's authenticator: records what it was asked, answers as the input says."""
+
+    def __init__(self, allow: bool) -> None:
+        self.allow = allow
+        self.asked: list[tuple[str, dict[str, str]]] = []
+
+    def __call__(self, mechanism: str, credentials: Mapping[str, str]) -> AuthResult:
+        self.asked.append((mechanism, dict(credentials)))
+        return AuthResult(self.allow, "fuzz-allow" if self.allow else "fuzz-deny")
+
+
+class Delivered:
+    """The data frames the harness sent once the handshake was done (the model: frame, MORE),
+    and the messages the codec gave; ``modelled`` False once a step did something the model
+    does not follow (then only "nothing but a protocol error escapes" is left)."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[bytes, bool]] = []
+        self.got: list[tuple[bytes, ...]] = []
+        self.modelled = True
+
+    def check(self) -> None:
+        """Delivered frames are the sent ones, in order, none missing up to the last complete
+        message."""
+        if not self.modelled:
+            return
+        flat = [f for m in self.got for f in m]
+        frames = [f for f, _ in self.sent]
+        if flat != frames[: len(flat)]:
+            raise Finding(f"data frames changed: delivered {flat!r:.120}, sent {frames!r:.120}")
+        complete = max((i + 1 for i, (_, more) in enumerate(self.sent) if not more), default=0)
+        if len(flat) < complete:
+            raise Finding(f"data frames lost: delivered {len(flat)} of {complete}")
+
+
+def check_step(op: int, step: Step, must_refuse: bool, honest_op: int, honest: bool,
+               kind: str) -> HandshakeComplete | None:
+    """A dishonest or out-of-order command is refused in its own step; the handshake completes
+    only on an honest ``honest_op`` and with a Socket-Type ``kind`` accepts."""
+    if must_refuse and not step.refused:
+        raise Finding(f"op {op}: a command that is not honest or not in order was taken "
+                      f"({step.events!r:.160})")
+    done = step.completed
+    if done is not None:
+        if op != honest_op or not honest:
+            raise Finding(f"the handshake completed on op {op} (honest {honest})")
+        if done.peer_type not in LEGAL_PEERS[kind]:
+            raise Finding(f"{kind} completed with {done.peer_type!r}")
+    return done
+
+
+Steps = Callable[[Data, str, bool, int, bool], None]
+
+
+def run(buf: bytes, strict: bool, kinds: tuple[str, ...], server: Steps, client: Steps,
+        raw_server: Callable[[Auth], Mechanism]) -> None:
+    """``target kind minor auth`` then the target's steps: 0 our server (``server``), 1 our
+    client (``client``; the auth byte is the server greeting's as-server flag), 2 our server
+    (``raw_server``) fed raw bytes after a valid greeting."""
+    data = Data(buf)
+    target = data.byte() % 3
+    kind = data.choice(kinds)
+    minor = data.byte() & 1
+    allow = not data.byte() & 1
+    if target == 0:
+        server(data, kind, allow, minor, strict)
+    elif target == 1:
+        client(data, kind, allow, minor, strict)
+    else:
+        codec = ZmtpCodec(zmtp_role(kind, False), security=raw_server(Auth(allow)))
+        codec.initiate()
+        feed(codec, greeting(minor, codec.mechanism.encode()) + data.rest(), strict)

@@ -28,7 +28,7 @@ Oracles, besides "only a ``RemoteProtocolError`` leaves the codec":
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from dataclasses import dataclass
 
 from nacl import bindings as sodium
 
@@ -36,28 +36,30 @@ from gateway.engine.pipe import zmtp_role
 from gateway.wire import z85
 from gateway.wire.zmtp import ZmtpCodec
 from gateway.wire.zmtp_curve import CurveClient, CurveServer
-from gateway.wire.zmtp_mechanism import AuthenticationFailed, AuthResult
+from gateway.wire.zmtp_mechanism import AuthenticationFailed
 
 from ._data import Data, Finding, Writer
 from ._zmtp_sec import (
     CLIENT,
     CLIENT_T,
-    LEGAL_PEERS,
     OTHER,
     PEER_TYPES,
     SERVER,
     SERVER_T,
+    Auth,
+    Delivered,
     Step,
+    check_step,
     command,
     commands_in,
     feed,
     frame,
     metadata,
+    run,
     split_command,
     start,
     u64,
 )
-from .zmtp_codec import greeting
 
 NAME = "curve"
 
@@ -71,16 +73,26 @@ def encode_input(*, target: int, kind: int = 0, minor: int = 1, auth: int = 0,
     return Writer().byte(target).byte(kind).byte(minor).byte(auth).raw(steps).bytes()
 
 
-class _Auth:
-    """The server's authenticator: records what it was asked, answers as the input says."""
+@dataclass
+class _Sealed:
+    """One MESSAGE the harness sealed, and what a correct codec does with it."""
 
-    def __init__(self, allow: bool) -> None:
-        self.allow = allow
-        self.asked: list[tuple[str, dict[str, str]]] = []
+    nonce: int
+    must_refuse: bool  # a box that does not open, a nonce not fresh, reserved outer bits
+    frame: bytes | None  # the frame it delivers (None: nothing the model knows)
+    more: bool
+    modelled: bool  # outer flags 0, inner flags data (MORE or not), a well-formed body
 
-    def __call__(self, mechanism: str, credentials: Mapping[str, str]) -> AuthResult:
-        self.asked.append((mechanism, dict(credentials)))
-        return AuthResult(self.allow, "fuzz-allow" if self.allow else "fuzz-deny")
+    def record(self, delivered: Delivered, step: Step, handshake_done: bool,
+               peer_last: int) -> int:
+        """What the codec took, into the model; the peer's last nonce after it."""
+        if step.refused:
+            return peer_last
+        if not self.modelled:
+            delivered.modelled = False
+        elif handshake_done and self.frame is not None:
+            delivered.sent.append((self.frame, self.more))
+        return max(peer_last, self.nonce)
 
 
 class _Sealer:
@@ -91,7 +103,7 @@ class _Sealer:
         self.precom = b""
         self.next = 1  # our next short nonce
 
-    def message(self, data: Data, ours: Step | None, peer_last: int) -> tuple[bytes, dict]:
+    def message(self, data: Data, peer_last: int) -> tuple[bytes, _Sealed]:
         """One MESSAGE frame from the input; and what a correct codec must do with it."""
         t = data.byte()
         inner = data.byte() if t & 1 else (0x01 if t & 2 else 0x00)
@@ -115,32 +127,15 @@ class _Sealer:
             body = data.short()
         fresh = n > peer_last
         plain = outer == 0 and inner in (0, 1) and not t & 64
-        expect = {
-            "nonce": n,
-            "must_refuse": corrupt or not fresh or bool(outer & 0xF8) or not self.precom,
-            "frame": payload if plain and fresh and not corrupt and self.precom else None,
-            "more": bool(inner & 1),
-            "modelled": plain,
-        }
-        return frame(outer, body), expect
-
-
-def _check_messages(got: list[tuple[bytes, ...]], want: list[tuple[bytes, bool]]) -> None:
-    """Delivered frames are the modelled ones, in order, none missing up to the last
-    complete message."""
-    flat = [f for m in got for f in m]
-    frames = [f for f, _ in want]
-    if flat != frames[: len(flat)]:
-        raise Finding(f"MESSAGE frames changed: delivered {flat!r:.120}, sealed "
-                      f"{frames!r:.120}")
-    complete = max((i + 1 for i, (_, more) in enumerate(want) if not more), default=0)
-    if len(flat) < complete:
-        raise Finding(f"MESSAGE frames lost: delivered {len(flat)} of {complete}")
+        sealed = _Sealed(n, corrupt or not fresh or bool(outer & 0xF8) or not self.precom,
+                         payload if plain and fresh and not corrupt and self.precom else None,
+                         bool(inner & 1), plain)
+        return frame(outer, body), sealed
 
 
 def _server_steps(data: Data, kind: str, allow: bool, minor: int, strict: bool) -> None:
     """Our CurveServer; the harness is the client."""
-    auth = _Auth(allow)
+    auth = Auth(allow)
     codec = ZmtpCodec(zmtp_role(kind, False),
                       security=CurveServer(SERVER[0], SERVER[1], auth))
     start(codec, minor, False)
@@ -150,9 +145,7 @@ def _server_steps(data: Data, kind: str, allow: bool, minor: int, strict: bool) 
     hello_ok = False
     peer_last = 0  # the last short nonce the server took from us
     n = 0
-    delivered: list[tuple[bytes, ...]] = []
-    want: list[tuple[bytes, bool]] = []
-    modelling = True
+    delivered = Delivered()
     synced = True  # every step's bytes were whole frames
     for _ in range(MAX_STEPS):
         if not len(data):
@@ -163,7 +156,7 @@ def _server_steps(data: Data, kind: str, allow: bool, minor: int, strict: bool) 
         must_refuse = False
         honest_initiate = False
         claimed = b""
-        expect = None
+        sealed = None
         if op == 0:  # HELLO
             t = data.byte()
             version = data.take(2) if t & 1 else b"\x01\x00"
@@ -179,7 +172,7 @@ def _server_steps(data: Data, kind: str, allow: bool, minor: int, strict: bool) 
             seal.next = max(seal.next, n + 1)
             honest = (name == b"HELLO" and version == b"\x01\x00" and signature == bytes(64)
                       and n > peer_last and not t & 16 and not hello_ok)
-            must_refuse = not honest  # (the padding is not checked: libzmq does not either)
+            must_refuse = not honest  # (whether the padding is checked is left open)
             wire = command(name, body)
         elif op == 1:  # INITIATE
             t = data.byte()
@@ -217,27 +210,24 @@ def _server_steps(data: Data, kind: str, allow: bool, minor: int, strict: bool) 
             if server_t:
                 seal.precom = precom
         elif op == 2:  # MESSAGE
-            wire, expect = seal.message(data, None, peer_last)
-            must_refuse = expect["must_refuse"] or not codec.handshake_done
-        elif op == 3:  # a plain command frame, any name
+            wire, sealed = seal.message(data, peer_last)
+            must_refuse = sealed.must_refuse or not codec.handshake_done
+        elif op == 3:  # a plain command frame, any name (an unknown one after READY: skipped)
             wire = command(data.short(), data.short())
-            must_refuse = False  # e.g. an unknown command after READY is skipped
         else:  # raw bytes
             wire = data.short()
         asked_before = len(auth.asked)
         step = feed(codec, wire, strict)
         out = codec.data_to_send()
-        delivered += step.messages
+        delivered.got += step.messages
         asked = auth.asked[asked_before:]
         if op == 4 and codec.partial:  # a frame cut short: the next steps' bytes finish it
-            synced = modelling = False
+            synced = delivered.modelled = False
         if not synced:  # step boundaries mean nothing any more: only "no crash" is left
             if step.refused:
                 break
             continue
         # -- what this step must have done
-        if must_refuse and not step.refused:
-            raise Finding(f"op {op}: a dishonest command was taken (events {step.events!r:.160})")
         if asked and not honest_initiate:
             raise Finding(f"authenticate was asked about {asked!r} after an INITIATE whose "
                           "vouch or cookie is not honest")
@@ -248,12 +238,7 @@ def _server_steps(data: Data, kind: str, allow: bool, minor: int, strict: bool) 
                 raise Finding(f"a refused client was not refused: {step!r:.160}")
             if not allow and not out.endswith(command(b"ERROR", b"\x03400")):
                 raise Finding(f"no ZMTP ERROR queued for a refused client: {out!r:.80}")
-        if step.completed is not None:
-            if op != 1 or not honest_initiate or not allow:
-                raise Finding(f"handshake completed on op {op} (honest INITIATE "
-                              f"{honest_initiate}, allowed {allow})")
-            if step.completed.peer_type not in LEGAL_PEERS[kind]:
-                raise Finding(f"{kind} completed with {step.completed.peer_type!r}")
+        if check_step(op, step, must_refuse, 1, honest_initiate and allow, kind) is not None:
             ready = [b for f, b in commands_in(out) if f & 0x04]
             if not ready or split_command(ready[-1])[0] != b"READY":
                 raise Finding(f"no READY after a completed handshake: {out!r:.80}")
@@ -269,22 +254,16 @@ def _server_steps(data: Data, kind: str, allow: bool, minor: int, strict: bool) 
                     peer_last = max(peer_last, n)
         elif op == 1 and not step.refused and honest_initiate:
             peer_last = max(peer_last, n)
-        elif op == 2 and expect is not None and not step.refused:
-            peer_last = max(peer_last, expect["nonce"])
-            if modelling and codec.handshake_done and expect["frame"] is not None:
-                want.append((expect["frame"], expect["more"]))
-            elif not expect["modelled"]:
-                modelling = False
+        elif sealed is not None:
+            peer_last = sealed.record(delivered, step, codec.handshake_done, peer_last)
         if op in (3, 4) and step.events:
-            modelling = False  # a command or raw bytes that made events: no more model
+            delivered.modelled = False
         if step.refused:
             break
-    if modelling:
-        _check_messages(delivered, want)
+    delivered.check()
 
 
-def _client_steps(data: Data, kind: str, minor: int, as_server: bool,
-                  strict: bool) -> None:
+def _client_steps(data: Data, kind: str, as_server: bool, minor: int, strict: bool) -> None:
     """Our CurveClient; the harness is the server."""
     codec = ZmtpCodec(zmtp_role(kind, False),
                       security=CurveClient(CLIENT[0], CLIENT[1], SERVER[0]))
@@ -301,10 +280,8 @@ def _client_steps(data: Data, kind: str, minor: int, as_server: bool,
     welcome_ok = False
     ready_ok = False
     peer_last = 0
-    delivered: list[tuple[bytes, ...]] = []
-    want: list[tuple[bytes, bool]] = []
-    modelling = True
-    synced = True  # every step's bytes were whole frames
+    delivered = Delivered()
+    synced = True
     precom = bytes(sodium.crypto_box_beforenm(client_t, SERVER_T[1]))
     server_t = cookie = b""
     n = 0
@@ -314,7 +291,7 @@ def _client_steps(data: Data, kind: str, minor: int, as_server: bool,
         op = data.byte() % 6
         if op == 5:
             break
-        expect = None
+        sealed = None
         must_refuse = False
         honest = False
         if op == 0:  # WELCOME
@@ -354,25 +331,22 @@ def _client_steps(data: Data, kind: str, minor: int, as_server: bool,
             must_refuse = not honest
             wire = command(b"READY", body)
         elif op == 2:
-            wire, expect = seal.message(data, None, peer_last)
-            must_refuse = expect["must_refuse"] or not codec.handshake_done
+            wire, sealed = seal.message(data, peer_last)
+            must_refuse = sealed.must_refuse or not codec.handshake_done
         elif op == 3:
             wire = command(data.short(), data.short())
         else:
             wire = data.short()
         step = feed(codec, wire, strict)
         out = codec.data_to_send()
-        delivered += step.messages
+        delivered.got += step.messages
         if op == 4 and codec.partial:  # a frame cut short: the next steps' bytes finish it
-            synced = modelling = False
+            synced = delivered.modelled = False
         if not synced:
             if step.refused:
                 break
             continue
-        if must_refuse and not step.refused:
-            raise Finding(f"op {op}: a dishonest command was taken (events {step.events!r:.160})")
-        if step.completed is not None and not (op == 1 and honest):
-            raise Finding(f"our client completed on op {op} (honest {honest})")
+        check_step(op, step, must_refuse, 1, honest, kind)
         if op == 0 and honest and not step.refused:
             welcome_ok = True
             initiate = [b for f, b in commands_in(out) if f & 0x04]
@@ -390,32 +364,15 @@ def _client_steps(data: Data, kind: str, minor: int, as_server: bool,
         elif op == 1 and honest and not step.refused:
             ready_ok = True
             peer_last = max(peer_last, n)
-        elif op == 2 and expect is not None and not step.refused:
-            peer_last = max(peer_last, expect["nonce"])
-            if modelling and codec.handshake_done and expect["frame"] is not None:
-                want.append((expect["frame"], expect["more"]))
-            elif not expect["modelled"]:
-                modelling = False
+        elif sealed is not None:
+            peer_last = sealed.record(delivered, step, codec.handshake_done, peer_last)
         if op in (3, 4) and step.events:
-            modelling = False
+            delivered.modelled = False
         if step.refused:
             break
-    if modelling:
-        _check_messages(delivered, want)
+    delivered.check()
 
 
 def one_input(buf: bytes, strict: bool = False) -> None:
-    data = Data(buf)
-    target = data.byte() % 3
-    kind = data.choice(KINDS)
-    minor = data.byte() & 1
-    allow = not data.byte() & 1
-    if target == 0:
-        _server_steps(data, kind, allow, minor, strict)
-    elif target == 1:
-        _client_steps(data, kind, minor, allow, strict)  # (that byte: the greeting's flag)
-    else:
-        codec = ZmtpCodec(zmtp_role(kind, False),
-                          security=CurveServer(SERVER[0], SERVER[1], _Auth(allow)))
-        codec.initiate()
-        feed(codec, greeting(minor, b"CURVE") + data.rest(), strict)
+    run(buf, strict, KINDS, _server_steps, _client_steps,
+        lambda auth: CurveServer(SERVER[0], SERVER[1], auth))

@@ -31,16 +31,19 @@ from ._data import Data, Finding, Writer
 from ._zmtp_sec import (
     LEGAL_PEERS,
     PEER_TYPES,
+    Auth,
+    Delivered,
+    Step,
+    check_step,
     command,
     commands_in,
     feed,
     frame,
     metadata,
+    run,
     split_command,
     start,
 )
-from .curve import _Auth
-from .zmtp_codec import greeting
 
 NAME = "plain"
 
@@ -67,35 +70,29 @@ def _text(raw: bytes) -> str:
     return raw.decode("utf-8", "replace")
 
 
-class _Frames:
-    """Data frames the harness sent after the handshake, and what came out."""
-
-    def __init__(self) -> None:
-        self.sent: list[tuple[bytes, bool]] = []
-        self.got: list[tuple[bytes, ...]] = []
-
-    def check(self) -> None:
-        flat = [f for m in self.got for f in m]
-        frames = [f for f, _ in self.sent]
-        if flat != frames[: len(flat)]:
-            raise Finding(f"data frames changed: delivered {flat!r:.120}, sent {frames!r:.120}")
-        complete = max((i + 1 for i, (_, more) in enumerate(self.sent) if not more), default=0)
-        if len(flat) < complete:
-            raise Finding(f"data frames lost: delivered {len(flat)} of {complete}")
+def _common_op(op: int, data: Data, handshake_done: bool) -> tuple[bytes, bool, bytes, bool]:
+    """Ops 2-4, the same for both roles: (wire, must_refuse, data frame payload, MORE)."""
+    if op == 2:  # a data frame: refused before the handshake
+        more = data.flag()
+        payload = data.short()
+        return frame(int(more), payload), not handshake_done, payload, more
+    if op == 3:  # any command
+        return command(data.short(), data.short()), False, b"", False
+    return data.short(), False, b"", False  # raw bytes
 
 
-def _data_frame(data: Data) -> tuple[bytes, bytes, bool]:
-    more = data.flag()
-    payload = data.short()
-    return frame(int(more), payload), payload, more
+def _synced(op: int, step: Step, codec: ZmtpCodec, did: object) -> bool:
+    """False when a command of any name or raw bytes did something, or left a frame cut
+    short: from then on the model's step boundaries mean nothing."""
+    return not (op >= 3 and (codec.partial or step.events or did))
 
 
 def _server_steps(data: Data, kind: str, allow: bool, minor: int, strict: bool) -> None:
-    auth = _Auth(allow)
+    auth = Auth(allow)
     codec = ZmtpCodec(zmtp_role(kind, False), security=PlainServer(auth))
     start(codec, minor, False)
     hello_ok = False
-    frames = _Frames()
+    delivered = Delivered()
     synced = True
     for _ in range(MAX_STEPS):
         if not len(data):
@@ -103,7 +100,6 @@ def _server_steps(data: Data, kind: str, allow: bool, minor: int, strict: bool) 
         op = data.byte() % 6
         if op == 5:
             break
-        must_refuse = False
         creds = None
         honest = legal = False
         payload, more = b"", False
@@ -128,26 +124,19 @@ def _server_steps(data: Data, kind: str, allow: bool, minor: int, strict: bool) 
             legal = honest and peer in LEGAL_PEERS[kind]
             must_refuse = not hello_ok
             wire = command(b"INITIATE", meta)
-        elif op == 2:
-            wire, payload, more = _data_frame(data)
-            must_refuse = not codec.handshake_done
-        elif op == 3:
-            wire = command(data.short(), data.short())
         else:
-            wire = data.short()
+            wire, must_refuse, payload, more = _common_op(op, data, codec.handshake_done)
         before = len(auth.asked)
         step = feed(codec, wire, strict)
         out = codec.data_to_send()
         asked = auth.asked[before:]
-        frames.got += step.messages
-        if op >= 3 and (codec.partial or step.events or asked or out):
-            synced = False  # a cut frame, or a command that did something: no more model
+        delivered.got += step.messages
+        synced = synced and _synced(op, step, codec, asked or out)
         if not synced:
+            delivered.modelled = False
             if step.refused:
                 break
             continue
-        if must_refuse and not step.refused:
-            raise Finding(f"op {op}: a command out of order was taken ({step.events!r:.160})")
         if asked and not (op == 0 and honest):
             raise Finding(f"authenticate was asked {asked!r} on op {op}")
         if op == 0 and honest:
@@ -164,26 +153,20 @@ def _server_steps(data: Data, kind: str, allow: bool, minor: int, strict: bool) 
                 raise Finding(f"an accepted user got no WELCOME: {out!r:.80} {step!r:.80}")
             else:
                 hello_ok = True
-        done = step.completed
-        if done is not None:
-            if op != 1 or not honest:
-                raise Finding(f"handshake completed on op {op} (honest {honest})")
-            if done.peer_type not in LEGAL_PEERS[kind]:
-                raise Finding(f"{kind} completed with {done.peer_type!r}")
+        if check_step(op, step, must_refuse, 1, honest, kind) is not None:
             sent = [split_command(b) for f, b in commands_in(out) if f & 0x04]
             if not sent or sent[-1] != (b"READY", codec.metadata()):
                 raise Finding(f"no READY with our metadata after the handshake: {out!r:.80}")
-        elif op == 1 and legal:
+        elif legal:
             raise Finding("an honest INITIATE with a legal Socket-Type did not complete")
         if op == 2 and codec.handshake_done and not step.refused and not must_refuse:
-            frames.sent.append((payload, more))
+            delivered.sent.append((payload, more))
         if step.refused:
             break
-    if synced:
-        frames.check()
+    delivered.check()
 
 
-def _client_steps(data: Data, kind: str, minor: int, as_server: bool, strict: bool) -> None:
+def _client_steps(data: Data, kind: str, as_server: bool, minor: int, strict: bool) -> None:
     user, password = data.short(), data.short()
     codec = ZmtpCodec(zmtp_role(kind, False), security=PlainClient(user, password))
     first = commands_in(start(codec, minor, as_server))
@@ -191,7 +174,7 @@ def _client_steps(data: Data, kind: str, minor: int, as_server: bool, strict: bo
     if [split_command(b) for _, b in first] != [(b"HELLO", hello)]:
         raise Finding(f"our PLAIN client's first command is not HELLO {hello!r}: {first!r:.80}")
     welcome_ok = False
-    frames = _Frames()
+    delivered = Delivered()
     synced = True
     for _ in range(MAX_STEPS):
         if not len(data):
@@ -200,7 +183,6 @@ def _client_steps(data: Data, kind: str, minor: int, as_server: bool, strict: bo
         if op == 5:
             break
         honest = legal = False
-        must_refuse = False
         payload, more = b"", False
         if op == 0:  # WELCOME
             t = data.byte()
@@ -217,56 +199,30 @@ def _client_steps(data: Data, kind: str, minor: int, as_server: bool, strict: bo
             legal = honest and peer in LEGAL_PEERS[kind]
             must_refuse = not welcome_ok or codec.handshake_done
             wire = command(b"READY", meta)
-        elif op == 2:
-            wire, payload, more = _data_frame(data)
-            must_refuse = not codec.handshake_done
-        elif op == 3:
-            wire = command(data.short(), data.short())
         else:
-            wire = data.short()
+            wire, must_refuse, payload, more = _common_op(op, data, codec.handshake_done)
         step = feed(codec, wire, strict)
         out = codec.data_to_send()
-        frames.got += step.messages
-        if op >= 3 and (codec.partial or step.events or out):
-            synced = False
+        delivered.got += step.messages
+        synced = synced and _synced(op, step, codec, out)
         if not synced:
+            delivered.modelled = False
             if step.refused:
                 break
             continue
-        if must_refuse and not step.refused:
-            raise Finding(f"op {op}: a command out of order was taken ({step.events!r:.160})")
         if op == 0 and honest:
             sent = [split_command(b) for f, b in commands_in(out) if f & 0x04]
             if step.refused or sent != [(b"INITIATE", codec.metadata())]:
                 raise Finding(f"no INITIATE with our metadata after WELCOME: {out!r:.80}")
             welcome_ok = True
-        done = step.completed
-        if done is not None:
-            if op != 1 or not honest:
-                raise Finding(f"our client completed on op {op} (honest {honest})")
-            if done.peer_type not in LEGAL_PEERS[kind]:
-                raise Finding(f"{kind} completed with {done.peer_type!r}")
-        elif op == 1 and legal:
+        if check_step(op, step, must_refuse, 1, honest, kind) is None and legal:
             raise Finding("an honest READY with a legal Socket-Type did not complete")
         if op == 2 and codec.handshake_done and not step.refused and not must_refuse:
-            frames.sent.append((payload, more))
+            delivered.sent.append((payload, more))
         if step.refused:
             break
-    if synced:
-        frames.check()
+    delivered.check()
 
 
 def one_input(buf: bytes, strict: bool = False) -> None:
-    data = Data(buf)
-    target = data.byte() % 3
-    kind = data.choice(KINDS)
-    minor = data.byte() & 1
-    allow = not data.byte() & 1
-    if target == 0:
-        _server_steps(data, kind, allow, minor, strict)
-    elif target == 1:
-        _client_steps(data, kind, minor, allow, strict)  # (that byte: the greeting's flag)
-    else:
-        codec = ZmtpCodec(zmtp_role(kind, False), security=PlainServer(_Auth(allow)))
-        codec.initiate()
-        feed(codec, greeting(minor, b"PLAIN") + data.rest(), strict)
+    run(buf, strict, KINDS, _server_steps, _client_steps, PlainServer)

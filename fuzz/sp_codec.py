@@ -16,18 +16,17 @@ error; every message, sent back by a codec of the same role and read by a fresh 
 from __future__ import annotations
 
 from gateway.engine.pipe import sp_role
-from gateway.errors import ProtocolError
 from gateway.testing.codec_checks import chunked, same_in_batches
 from gateway.wire.events import HandshakeComplete
 from gateway.wire.sp import SpCodec, sp_header
 
+from ._codec import read_all, round_trip
 from ._data import Data, Finding, Writer
 
 NAME = "sp_codec"
 
 KINDS = ("REQ", "REP", "DEALER", "ROUTER", "PUB", "SUB", "PUSH", "PULL", "PAIR", "PAIR1")
 SIZES = (1 << 20, 64, 255, 256, 1000, 65536)
-MAX_EVENTS = 10_000
 
 
 def encode_input(*, kind: int = 0, ipc: bool = False, prelude: int = 1, size: int = 0,
@@ -37,45 +36,6 @@ def encode_input(*, kind: int = 0, ipc: bool = False, prelude: int = 1, size: in
     for cut in cuts:
         w.uint(cut, 2)
     return w.raw(stream).bytes()
-
-
-def _read_all(codec: SpCodec, chunks: list[bytes]) -> list[object]:
-    events: list[object] = []
-    done = False
-    for chunk in chunks:
-        codec.receive_data(chunk)
-        try:
-            for _ in range(MAX_EVENTS):
-                ev = codec.next_event()
-                if ev is None:
-                    break
-                events.append(ev)
-                if isinstance(ev, HandshakeComplete):
-                    if done:
-                        raise Finding("a second HandshakeComplete")
-                    if codec.peer_protocol not in codec.role.accepts:
-                        raise Finding(f"handshake with protocol {codec.peer_protocol}, which "
-                                      f"{codec.role.protocol:#x} does not accept")
-                    done = True
-                elif type(ev) is tuple:
-                    if not done:
-                        raise Finding(f"a message before the header: {ev!r:.80}")
-                    if len(ev) != 1 or type(ev[0]) is not bytes:
-                        raise Finding(f"an SP message that is not a 1-tuple of bytes: {ev!r:.80}")
-                    if len(ev[0]) > codec.max_message_size:
-                        raise Finding(f"a message of {len(ev[0])} bytes passed the limit "
-                                      f"{codec.max_message_size}")
-                else:
-                    raise Finding(f"an SP codec event of type {type(ev).__name__}")
-        except ProtocolError as exc:
-            try:
-                again = codec.next_event()
-            except ProtocolError:
-                again = None
-            if again is not None:
-                raise Finding(f"an event after {exc!r}: {again!r:.80}") from None
-            break
-    return events
 
 
 def one_input(buf: bytes, strict: bool = False) -> None:
@@ -93,16 +53,23 @@ def one_input(buf: bytes, strict: bool = False) -> None:
     def make() -> SpCodec:
         return SpCodec(role, max_message_size=max_size, message_prefix=prefix)
 
+    def check(ev: object) -> None:
+        if isinstance(ev, HandshakeComplete):
+            if codec.peer_protocol not in role.accepts:
+                raise Finding(f"handshake with protocol {codec.peer_protocol}, which "
+                              f"{role.protocol:#x} does not accept")
+        elif type(ev) is not tuple:
+            raise Finding(f"an SP codec event of type {type(ev).__name__}")
+        elif len(ev) != 1:
+            raise Finding(f"an SP message of {len(ev)} parts: {ev!r:.80}")
+
+    def opened() -> SpCodec:
+        c = make()
+        c.receive_data(sp_header(codec.peer_protocol or 0))
+        c.next_event()
+        return c
+
     same_in_batches(make, chunks, limit)
     codec = make()
-    events = _read_all(codec, chunks)
-    messages = [ev for ev in events if type(ev) is tuple]
-    if messages:
-        sender, receiver = make(), make()
-        for c in (sender, receiver):
-            c.receive_data(sp_header(codec.peer_protocol or 0))
-            c.next_event()
-        receiver.receive_data(b"".join(sender.send_message(m) for m in messages[:64]))
-        got = [receiver.next_event() for _ in messages[:64]]
-        if got != messages[:64]:
-            raise Finding(f"round trip changed messages: {messages[:64]!r:.120} -> {got!r:.120}")
+    events = read_all(codec, chunks, check)
+    round_trip(opened, [ev for ev in events if type(ev) is tuple][:64])

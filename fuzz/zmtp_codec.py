@@ -24,11 +24,11 @@ Oracles:
 from __future__ import annotations
 
 from gateway.engine.pipe import zmtp_role
-from gateway.errors import ProtocolError
 from gateway.testing.codec_checks import chunked, same_in_batches
 from gateway.wire.events import HandshakeComplete
 from gateway.wire.zmtp import ZMTP2_SOCKET_TYPES, ZmtpCodec, encode_command, encode_properties
 
+from ._codec import read_all, round_trip
 from ._data import Data, Finding, Writer
 
 NAME = "zmtp_codec"
@@ -45,7 +45,6 @@ SIZES = (1 << 20, 64, 255, 256, 1000, 65536)
 #: libzmq 4.3.5's greeting, as captured (padding ends in 01: its routing id length + 1)
 LIBZMQ_SIGNATURE = bytes.fromhex("ff00000000000000017f")
 _TYPE_CODES = {name: code for code, name in ZMTP2_SOCKET_TYPES.items()}
-MAX_EVENTS = 10_000
 
 
 def greeting(minor: int = 1, mechanism: bytes = b"NULL", as_server: bool = False) -> bytes:
@@ -81,65 +80,12 @@ def encode_input(*, kind: int = 0, prelude: int = 1, peer: int = 0, size: int = 
     return w.raw(stream).bytes()
 
 
-def _read_all(codec: ZmtpCodec, chunks: list[bytes]) -> list[object]:
-    """``next_event`` alone over every chunk; the rules of the module doc checked on the way."""
-    events: list[object] = []
-    done = False
-    limit = codec.max_message_size
-    for chunk in chunks:
-        codec.receive_data(chunk)
-        try:
-            for _ in range(MAX_EVENTS):
-                ev = codec.next_event()
-                if ev is None:
-                    break
-                events.append(ev)
-                if isinstance(ev, HandshakeComplete):
-                    if done:
-                        raise Finding("a second HandshakeComplete")
-                    if ev.peer_type not in codec.role.accepts:
-                        raise Finding(f"handshake with {ev.peer_type!r}, which "
-                                      f"{codec.role.socket_type} does not accept")
-                    done = True
-                elif type(ev) is tuple:
-                    if not done:
-                        raise Finding(f"a message before the handshake: {ev!r:.80}")
-                    if not ev or any(type(f) is not bytes for f in ev):
-                        raise Finding(f"a message that is not a tuple of bytes: {ev!r:.80}")
-                    if sum(map(len, ev)) > limit:
-                        raise Finding(f"a message of {sum(map(len, ev))} bytes passed the "
-                                      f"limit {limit}")
-        except ProtocolError as exc:
-            try:  # the pipe is closed after an error; the codec must not come back to life
-                again = codec.next_event()
-            except ProtocolError:
-                again = None
-            if again is not None:
-                raise Finding(f"an event after {exc!r}: {again!r:.80}") from None
-            break
-    return events
-
-
-def _round_trip(kind: str, raw: bool, peer: str, messages: list[tuple[bytes, ...]],
-                max_size: int) -> None:
-    """Received messages, encoded by an open codec and decoded by another, are unchanged."""
-    if not messages:
-        return
-    role = zmtp_role(kind, raw)
-    sender = ZmtpCodec(role)
-    sender.receive_data(greeting(1) + ready(peer))
-    sender.next_event()
-    receiver = ZmtpCodec(role, max_message_size=max_size)
-    receiver.receive_data(greeting(1) + ready(peer))
-    receiver.next_event()
-    wire = b"".join(sender.send_message(m) for m in messages)
-    receiver.receive_data(wire)
-    got = []
-    for _ in range(len(messages)):
-        ev = receiver.next_event()
-        got.append(ev)
-    if got != messages:
-        raise Finding(f"round trip changed messages: sent {messages!r:.120}, got {got!r:.120}")
+def _open(kind: str, raw: bool, peer: str, max_size: int) -> ZmtpCodec:
+    """A codec of ``kind`` whose handshake with a 3.1 ``peer`` is done."""
+    codec = ZmtpCodec(zmtp_role(kind, raw), max_message_size=max_size)
+    codec.receive_data(greeting(1) + ready(peer))
+    codec.next_event()
+    return codec
 
 
 def one_input(buf: bytes, strict: bool = False) -> None:
@@ -157,9 +103,15 @@ def one_input(buf: bytes, strict: bool = False) -> None:
     def make() -> ZmtpCodec:
         return ZmtpCodec(role, max_message_size=max_size)
 
+    def check(ev: object) -> None:
+        if isinstance(ev, HandshakeComplete) and ev.peer_type not in role.accepts:
+            raise Finding(f"handshake with {ev.peer_type!r}, which {role.socket_type} does not "
+                          "accept")
+
     same_in_batches(make, chunks, limit)
-    events = _read_all(make(), chunks)
+    events = read_all(make(), chunks, check)
     messages = [ev for ev in events if type(ev) is tuple]
     hs = next((ev for ev in events if isinstance(ev, HandshakeComplete)), None)
     if hs is not None and hs.version >= (3, 0):
-        _round_trip(kind, raw, hs.peer_type, messages[:64], max_size)  # type: ignore[arg-type]
+        peer_type = hs.peer_type
+        round_trip(lambda: _open(kind, raw, peer_type, max_size), messages[:64])

@@ -115,7 +115,7 @@ def test_curve_harness_catches_a_server_that_takes_a_forged_vouch(
             return CLIENT_T[0] + SERVER[0]  # what a vouch should say, whoever made it
 
     monkeypatch.setattr(zmtp_curve, "_open", trusting_open)
-    with pytest.raises(Finding, match="dishonest"):
+    with pytest.raises(Finding, match="not honest"):
         curve.one_input(_forged_vouch_input(), strict=True)
 
 
