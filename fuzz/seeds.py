@@ -335,6 +335,11 @@ def known_inputs() -> dict[str, tuple[str, bytes]]:
         "curve-low-order": ("curve", curve_h.encode_input(
             target=1, kind=0, steps=Writer().byte(0).byte(1).raw(b"n" * 16).raw(bytes(32))
             .raw(b"c" * 96).bytes())),
+        "ws-non-ascii-header": ("ws", ws_h.encode_input(
+            role=0, proto=ws_h.KINDS.index("REP"), rest=(
+                b"GET / HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n"
+                b"Sec-WebSocket-Protocol: \x80\r\n\r\n"))),
     }
 
 

@@ -45,7 +45,7 @@ from gateway.patterns import pairing
 from gateway.testing.codec_checks import chunked
 from gateway.wire.sp import SpCodec
 
-from ._data import Data, Finding, Writer
+from ._data import Data, Finding, Writer, check, raised_in
 
 NAME = "ws"
 
@@ -263,8 +263,16 @@ def one_input(buf: bytes, strict: bool = False) -> None:
     for chunk in chunks:
         if raw.is_closing():
             break
-        if chunk:  # (asyncio and TlsShim never hand on an empty read: b"" is EOF to h11)
+        if not chunk:  # (asyncio and TlsShim never hand on an empty read: b"" is EOF to h11)
+            continue
+        try:
             shim.data_received(chunk)  # nothing may escape
+        except UnicodeDecodeError as exc:
+            if not raised_in(exc, "wsproto"):
+                raise
+            check(False, "ws-non-ascii-header", f"wsproto's {exc!r} left WsShim.data_received",
+                  strict)
+            return
     limit = shim.limit
     if any(len(m) > max_size for m in pipe.messages):
         raise Finding(f"a message over max_message_size {max_size} reached the pipe")
