@@ -2,6 +2,7 @@
 
     python -m fuzz run [NAME ...] [--seconds 60] [--engine auto|atheris|hypothesis] [--merge]
     python -m fuzz replay [NAME ...] [--strict]
+    python -m fuzz merge [NAME ...]
     python -m fuzz one NAME FILE [--strict]
     python -m fuzz seeds
 
@@ -49,6 +50,7 @@ class Result:
     coverage: int = 0  # libFuzzer's "cov" (atheris only)
     known: dict[str, int] = field(default_factory=dict)
     crashes: list[str] = field(default_factory=list)
+    kept: int = 0  # inputs --merge added to fuzz/corpus
 
 
 def corpus_files(name: str) -> list[Path]:
@@ -69,7 +71,32 @@ def has_atheris() -> bool:
 
 
 # -- atheris -----------------------------------------------------------------------------------
-def run_atheris(name: str, seconds: int, merge: bool) -> Result:
+def _launcher(name: str) -> dict[str, str]:
+    """The environment of an atheris process: ``FUZZ_ARGV0`` names a script that starts the
+    harness again (libFuzzer's ``-merge=1`` runs its argv[0] in a child process)."""
+    WORK.mkdir(parents=True, exist_ok=True)
+    script = WORK / f"run-{name}.sh"
+    script.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m fuzz._atheris {name} "$@"\n')
+    script.chmod(0o755)
+    return {**os.environ, "PYTHONPATH": str(ROOT), "FUZZ_ARGV0": str(script)}
+
+
+def merge(name: str) -> int:
+    """Add to ``fuzz/corpus/NAME`` the inputs of the working corpus that cover something the
+    kept ones do not (libFuzzer ``-merge=1``); how many were added."""
+    keep, work = CORPUS / name, WORK / "corpus" / name
+    if not work.is_dir():
+        return 0
+    before = len(list(keep.iterdir()))
+    with open(WORK / f"{name}.merge.log", "w") as out:
+        subprocess.run([sys.executable, "-m", "fuzz._atheris", name, "-merge=1",
+                        f"-max_len={HARNESSES[name][1]}", str(keep), str(work)],
+                       cwd=ROOT, env=_launcher(name), stdout=out, stderr=subprocess.STDOUT,
+                       check=False)
+    return len(list(keep.iterdir())) - before
+
+
+def run_atheris(name: str, seconds: int, merge_after: bool) -> Result:
     work = WORK / "corpus" / name
     work.mkdir(parents=True, exist_ok=True)
     keep = CORPUS / name
@@ -83,7 +110,7 @@ def run_atheris(name: str, seconds: int, merge: bool) -> Result:
              "-print_final_stats=1"]
     if (DICTS / f"{name}.dict").exists():
         flags.append(f"-dict={DICTS / f'{name}.dict'}")
-    env = {**os.environ, "FUZZ_SEEN_FILE": str(seen_file), "PYTHONPATH": str(ROOT)}
+    env = {**_launcher(name), "FUZZ_SEEN_FILE": str(seen_file)}
     cmd = [sys.executable, "-m", "fuzz._atheris", name, *flags, str(work), str(keep)]
     start = time.monotonic()
     with open(log, "w") as out:
@@ -103,11 +130,8 @@ def run_atheris(name: str, seconds: int, merge: bool) -> Result:
         result.known = json.loads(seen_file.read_text())
     result.crashes = sorted(p for p in {p.name for p in keep.iterdir()} - before
                             if p.startswith(("crash-", "timeout-", "oom-", "leak-")))
-    if merge:
-        subprocess.run([sys.executable, "-m", "fuzz._atheris", name, "-merge=1",
-                        f"-max_len={HARNESSES[name][1]}", str(keep), str(work)],
-                       cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
-                       stderr=subprocess.DEVNULL, check=False)
+    if merge_after:
+        result.kept = merge(name)
     return result
 
 
@@ -210,6 +234,8 @@ def main(argv: list[str] | None = None) -> int:
     one.add_argument("name", choices=list(HARNESSES))
     one.add_argument("file")
     one.add_argument("--strict", action="store_true")
+    mer = sub.add_parser("merge", help="keep the inputs of out/fuzz/corpus with new coverage")
+    mer.add_argument("names", nargs="*", metavar="NAME")
     sub.add_parser("seeds", help="capture real peers' bytes into fuzz/corpus/*/seed-*")
     args = parser.parse_args(argv)
 
@@ -226,6 +252,10 @@ def main(argv: list[str] | None = None) -> int:
     unknown = sorted(set(names) - set(HARNESSES))
     if unknown:
         parser.error(f"no harness {', '.join(unknown)} (there are: {', '.join(HARNESSES)})")
+    if args.command == "merge":
+        for name in names:
+            print(f"{name}: {merge(name)} inputs kept")
+        return 0
     if args.command == "replay":
         bad = 0
         for name in names:

@@ -10,6 +10,7 @@ product's). ``python -m fuzz run`` starts this; see ``fuzz/README.md``.
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 
 import atheris
@@ -28,7 +29,10 @@ def main() -> None:
     def test_one_input(data: bytes) -> None:
         one_input(data)
 
-    atheris.Setup([sys.argv[0], *sys.argv[2:]], test_one_input)
+    # libFuzzer runs argv[0] again for -merge=1: a launcher script (python -m fuzz run makes
+    # one), since this file is not a program of its own
+    argv0 = os.environ.get("FUZZ_ARGV0", sys.argv[0])
+    atheris.Setup([argv0, *sys.argv[2:]], test_one_input)
     atheris.Fuzz()
 
 
