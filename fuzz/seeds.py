@@ -335,6 +335,8 @@ def known_inputs() -> dict[str, tuple[str, bytes]]:
         "curve-low-order": ("curve", curve_h.encode_input(
             target=1, kind=0, steps=Writer().byte(0).byte(1).raw(b"n" * 16).raw(bytes(32))
             .raw(b"c" * 96).bytes())),
+        "config-name-too-long": ("config", config_h.encode_input(
+            0, b"zmq+tcp://127.0.0.1:5555?curve_server=1&curve_cert=" + b"a" * 300)),
         "ws-non-ascii-header": ("ws", ws_h.encode_input(
             role=0, proto=ws_h.KINDS.index("REP"), rest=(
                 b"GET / HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"

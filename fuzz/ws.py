@@ -267,7 +267,7 @@ def one_input(buf: bytes, strict: bool = False) -> None:
             continue
         try:
             shim.data_received(chunk)  # nothing may escape
-        except UnicodeDecodeError as exc:
+        except UnicodeError as exc:
             if not raised_in(exc, "wsproto"):
                 raise
             check(False, "ws-non-ascii-header", f"wsproto's {exc!r} left WsShim.data_received",
