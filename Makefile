@@ -6,12 +6,12 @@ STAMP  := $(VENV)/.installed
 export PYSPARK_PYTHON := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 
-.PHONY: env system-deps demo test test-fast lint bench matrix fuzz fuzz-ci clean
+.PHONY: env system-deps demo test test-fast lint docs bench matrix fuzz fuzz-ci clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[test,bench,matrix,fuzz]'
+	$(PY) -m pip install -q -e '.[test,bench,matrix,docs,fuzz]'
 	$(PY) -m pip install -q -e examples/plugin-skeleton
 	touch $(STAMP)
 
@@ -22,7 +22,7 @@ env: system-deps $(STAMP)
 
 ## make test: unit tests, interop tests against libzmq/nng/nanomsg, a small Spark matrix
 test: env
-	$(PY) -m ruff check gateway plugins tests interop_tests examples fuzz
+	$(PY) -m ruff check gateway plugins tests interop_tests examples docs fuzz
 	$(PY) -m mypy gateway plugins fuzz
 	$(PY) -m pytest -q -m "not slow" -p no:cacheprovider
 
@@ -30,8 +30,13 @@ test-fast: env
 	$(PY) -m pytest -q -m "not slow and not spark" -x tests
 
 lint: env
-	$(PY) -m ruff check gateway plugins tests interop_tests examples fuzz
+	$(PY) -m ruff check gateway plugins tests interop_tests examples docs fuzz
 	$(PY) -m mypy gateway plugins fuzz
+
+## make docs: the documentation site into site/ (open site/index.html); any warning fails, as
+## in CI (tests/test_docs_site.py builds it the same way and checks it in Chromium)
+docs: env
+	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict
 
 ## make demo: live bridges between real ZeroMQ and nng peers, then a small matrix and its report
 demo: env
@@ -62,4 +67,4 @@ matrix: env
 	$(PY) -m gateway matrix report out/matrix --format markdown; exit $$st
 
 clean:
-	rm -rf $(VENV) out build *.egg-info
+	rm -rf $(VENV) out build site *.egg-info

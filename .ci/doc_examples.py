@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Run every example command that README.md and examples/README.md document, as a newcomer would.
+"""Run every example command that README.md, examples/README.md and the documentation site's
+getting-started and task pages document, as a newcomer would.
 
 Each fenced block is one terminal session, run from the repository root in the environment the
 README's set-up builds (``make env``, then ``. .venv/bin/activate``, as the docs say):
@@ -8,7 +9,8 @@ README's set-up builds (``make env``, then ``. .venv/bin/activate``, as the docs
   bridge left running: when the block ends, each such job gets SIGINT (Ctrl-C) and must exit by
   itself within ``GRACE`` seconds;
 * ```` ```python ```` blocks run with the environment's python;
-* ```` ```text ```` and ```` ```toml ```` blocks are synopses and listings, not commands.
+* ```` ```text ````, ```` ```toml ````, ```` ```yaml ```` (and ini, json) blocks are synopses and
+  listings, not commands.
 
 A block whose first line is ``# docs: skip <reason>`` is listed with its reason and not run
 (``make test``: it is the command that runs this script). Exit 1 when any block fails, with
@@ -30,9 +32,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-DOCS = ("README.md", "examples/README.md")
+DOCS = ("README.md", "examples/README.md", "docs/getting-started.md", "docs/tasks/zmq-to-nng.md",
+        "docs/tasks/curve.md", "docs/tasks/systemd.md", "docs/tasks/metrics.md")
 RUN = {"sh": "bash", "python": "python"}
-SHOWN = {"text", "toml", "ini", "console", ""}
+SHOWN = {"text", "toml", "ini", "console", "yaml", "json", ""}
 TIMEOUT = 240.0  # seconds a block may take
 GRACE = 10.0  # seconds a background job may take to exit after Ctrl-C
 FENCE = re.compile(r"^```(\w*)\s*$")

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Debian packages the interop tests and the matrix need: nanomsg's and nng 1.5's CLIs, JeroMQ 0.3
 # (a ZMTP 2.0 peer) and a JDK (Spark's Java runtime, and javac for the JeroMQ peer program,
-# compiled at test time). Installs only what is missing; needs root (CI and dev machines are).
+# compiled at test time); Prometheus (with promtool) and Chromium with its driver for the
+# operators' tests (metrics scraped by a real Prometheus, the documentation site in a browser). Installs only what is missing; needs root (CI and dev machines are).
 set -euo pipefail
 need=()
 command -v nanocat >/dev/null 2>&1 || need+=(nanomsg-utils)
@@ -10,6 +11,11 @@ command -v javac >/dev/null 2>&1 || need+=(default-jdk-headless)
 [ -f /usr/share/java/jeromq.jar ] || need+=(libjeromq-java)
 command -v openssl >/dev/null 2>&1 || need+=(openssl)  # test certificates (SP over TLS)
 command -v curl >/dev/null 2>&1 || need+=(curl)  # the README's metrics example
+# a real Prometheus scraping the gateway, and promtool testing the shipped alert rules
+command -v prometheus >/dev/null 2>&1 || need+=(prometheus)
+# the documentation site's pages checked in a real browser (headless, driven by selenium)
+command -v chromium >/dev/null 2>&1 || need+=(chromium)
+command -v chromedriver >/dev/null 2>&1 || need+=(chromium-driver)
 [ ${#need[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" != 0 ]; then
   echo "system-deps: missing ${need[*]}; run as root or: sudo apt-get install ${need[*]}" >&2

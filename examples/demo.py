@@ -87,7 +87,8 @@ def matrix() -> int:
 def main() -> int:
     banner("1. native engine: one REQ socket, a libzmq REP and an nng REP, load-balanced")
     asyncio.run(native_engine())
-    banner("2. live bridges: ZeroMQ clients <-> gateway <-> nng servers, and back")
+    banner("2. live bridges: ZeroMQ clients <-> gateway <-> nng servers, and back; "
+           "one port for both; pub/sub; a CURVE front")
     bridges()
     banner("3. a small interop matrix on embedded Spark (local[*]) and its report")
     return matrix()

@@ -1,6 +1,6 @@
 """Live bridges between real ZeroMQ (pyzmq) and nng (pynng) peers, through the gateway CLI.
 
-``run_demo()`` runs six short scenes, each with its own ``gateway bridge`` process:
+``run_demo()`` runs eight short scenes, each with its own ``gateway bridge`` process:
 
 * zmq -> nng with the library backends (pyzmq front, pynng back), then with the native engine:
   a ZeroMQ REQ and a ZeroMQ DEALER with an application envelope talk to a raw nng REP server
@@ -9,7 +9,11 @@
 * nng -> zmq, the same two ways: an nng REQ talks to a ZeroMQ ROUTER server that shows the
   envelope it receives (the SP backtrace as 4-byte frames) and returns it, as ROUTERs do;
 * one port, both wires (``any+tcp://``): a ZeroMQ REQ, a ZeroMQ DEALER and an nng REQ on the
-  same gateway port, to the nng server and then to the ZeroMQ server.
+  same gateway port, to the nng server and then to the ZeroMQ server;
+* pub/sub: an nng publisher (pub0) -> gateway -> two ZeroMQ SUB subscribers, each getting only
+  the prefix it subscribed to (the gateway subscribes at the publisher to their union);
+* CURVE: a gateway front that lets in only the ZeroMQ clients whose public key it knows, in
+  front of an nng server: a known client gets its reply, an unknown key is refused and counted.
 
 It prints what crossed (requests, replies, envelopes in hex), stops each gateway with SIGTERM
 (exit code 0) and finishes in a few seconds. Run it alone with ``python examples/demo_bridges.py``.
@@ -50,11 +54,12 @@ def _say(who: str, text: str) -> None:
 class _Gateway:
     """``gateway bridge FRONT BACK`` as a child process; ``front``/``back`` from its READY line."""
 
-    def __init__(self, front: str, back: str) -> None:
+    def __init__(self, front: str, back: str, *extra: str) -> None:
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p)
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "gateway", "bridge", front, back, "--log-level", "warning"],
+            [sys.executable, "-m", "gateway", "bridge", front, back, "--log-level", "warning",
+             *extra],
             cwd=REPO, env=env, text=True, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE)
         lines: queue.Queue[str] = queue.Queue()
         stdout = self.proc.stdout
@@ -75,6 +80,7 @@ class _Gateway:
             raise RuntimeError(f"the gateway said {line!r}")
         fields = dict(part.split("=", 1) for part in line.split()[1:])
         self.front, self.back = fields["front"], fields["back"]
+        self.metrics = fields.get("metrics", "")
         _say("gateway", line.strip())
 
     def lib_front(self) -> str:  # zmq+tcp://h:p -> tcp://h:p, what pyzmq / pynng dial
@@ -259,14 +265,127 @@ def _one_port(back: str) -> None:
         ctx.term()
 
 
+def _pubsub() -> None:
+    """An nng publisher, two ZeroMQ subscribers with their own prefixes, the gateway between."""
+    print("\n== pub/sub: nng publisher -> gateway -> ZeroMQ subscribers ==", flush=True)
+    pub = pynng.Pub0()
+    listener = pub.listen(f"tcp://{HOST}:0")
+    port = int(str(listener.local_address).rsplit(":", 1)[1])
+    stop = threading.Event()
+
+    def publish() -> None:  # a publisher sends whether anyone listens or not
+        n = 0
+        while not stop.is_set():
+            for topic in (b"prices.eur", b"prices.usd", b"weather.paris"):
+                pub.send(b"%s %d" % (topic, n))
+            n += 1
+            time.sleep(0.05)
+
+    gw = None
+    ctx = zmq.Context()
+    publisher = threading.Thread(target=publish, daemon=True)
+    try:
+        gw = _Gateway(f"@zmq+tcp://{HOST}:0?pattern=pubsub", f">sp+tcp://{HOST}:{port}",
+                      "--metrics", f"{HOST}:0")
+        publisher.start()
+        subs = {}
+        for prefix in (b"prices.", b"weather."):
+            sub = ctx.socket(zmq.SUB)
+            sub.linger, sub.rcvtimeo = 0, TIMEOUT_MS
+            sub.subscribe(prefix)
+            sub.connect(gw.lib_front())
+            subs[prefix] = sub
+        for prefix, sub in subs.items():
+            got = [sub.recv() for _ in range(3)]
+            assert all(m.startswith(prefix) for m in got), got
+            _say("zmq SUB", f"subscribed {prefix!r}, got {got}")
+        prefixes = _metric(gw.metrics, "gateway_subscribed_prefixes")
+        _say("gateway", f"holds {prefixes:.0f} prefixes at the publisher (the union of its "
+                        "subscribers')")
+        for sub in subs.values():
+            sub.close()
+    finally:
+        stop.set()
+        if publisher.is_alive():
+            publisher.join(5)
+        if gw is not None:
+            gw.stop()
+        pub.close()
+        ctx.term()
+
+
+def _curve() -> None:
+    """A CURVE front: a ZeroMQ client with a known key gets through, an unknown one does not."""
+    import tempfile
+
+    import zmq.auth
+
+    print("\n== CURVE: ZeroMQ clients with keys -> gateway (CURVE server) -> nng server ==",
+          flush=True)
+    server = _RawNngServer(" (a plain SP request: CURVE ends at the gateway)")
+    gw = None
+    ctx = zmq.Context()
+    with tempfile.TemporaryDirectory() as tmp:
+        base = Path(tmp)
+        (base / "clients").mkdir()
+        keys = {}
+        for name in ("server", "alice", "mallory"):
+            _public, secret = zmq.auth.create_certificates(tmp, name)
+            os.chmod(secret, 0o600)
+            keys[name] = zmq.auth.load_certificate(secret)
+        (base / "clients" / "alice.key").write_text((base / "alice.key").read_text())
+        try:
+            gw = _Gateway(f"@zmq+tcp://{HOST}:0?curve_server=1&curve_cert={base}/server.key_secret"
+                          f"&curve_allow={base}/clients", f">sp+tcp://{HOST}:{server.port}",
+                          "--metrics", f"{HOST}:0")
+            for who in ("alice", "mallory"):
+                req = ctx.socket(zmq.REQ)
+                req.linger, req.rcvtimeo = 0, TIMEOUT_MS
+                req.curve_publickey, req.curve_secretkey = keys[who]
+                req.curve_serverkey = keys["server"][0]
+                req.connect(gw.lib_front())
+                req.send(b"hello from " + who.encode())
+                if who == "alice":
+                    _say(f"zmq REQ ({who})", f"got {req.recv()!r}")
+                else:  # refused at the handshake: its request never leaves the client
+                    deadline = time.monotonic() + TIMEOUT_MS / 1000
+                    while not _metric(gw.metrics, "gateway_auth_failures_total"):
+                        assert time.monotonic() < deadline, "mallory was not refused"
+                        time.sleep(0.05)
+                    assert not req.poll(100), "mallory got a reply"
+                    _say(f"zmq REQ ({who})", "refused: its key is not in curve_allow")
+                req.close()
+            refused = _metric(gw.metrics, "gateway_auth_failures_total")
+            _say("gateway", f"gateway_auth_failures_total{{reason=\"unknown-key\"}} {refused:.0f}")
+        finally:
+            if gw is not None:
+                gw.stop()
+            server.stop()
+            ctx.term()
+
+
+def _metric(address: str, name: str) -> float:
+    """The sum of a metric's samples on a gateway's /metrics."""
+    import urllib.request
+
+    from prometheus_client.parser import text_string_to_metric_families
+
+    with urllib.request.urlopen(f"http://{address}/metrics", timeout=5) as r:
+        text = r.read().decode()
+    return sum(s.value for f in text_string_to_metric_families(text) for s in f.samples
+               if s.name == name)
+
+
 def run_demo() -> None:
-    """The six scenes; raises if a reply does not come within 5 s."""
+    """The eight scenes; raises if a reply does not come within 5 s."""
     t0 = time.monotonic()
     for backend in ("lib", "native"):
         _zmq_to_nng(backend)
         _nng_to_zmq(backend)
     for back in ("sp", "zmq"):
         _one_port(back)
+    _pubsub()
+    _curve()
     print(f"\nbridges demo done in {time.monotonic() - t0:.1f} s", flush=True)
 
 

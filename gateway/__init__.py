@@ -1,4 +1,5 @@
-"""ZeroMQ (ZMTP) <-> nanomsg/nng (SP) request-reply gateway and native engine.
+"""Bridges between ZeroMQ (ZMTP) and nanomsg/nng (SP) applications, and a native engine that
+speaks both wires: request-reply, pub/sub, pipeline and pair.
 
     async with gateway.Socket("REQ") as s:
         s.connect("zmq+tcp://127.0.0.1:5555")     # or sp+tcp://...
@@ -30,7 +31,7 @@ if TYPE_CHECKING:
     from gateway.engine.socket import Socket
 
 
-def __getattr__(name: str) -> Any:  # the engine imports the plugins: load it on first use
+def __getattr__(name: str) -> Any:  # the engine is loaded on first use, not by every command
     if name == "Socket":
         from gateway.engine.socket import Socket
 

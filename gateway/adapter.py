@@ -2,7 +2,8 @@
 
 An adapter (pyzmq, pynng, a third party's) registers through ``gateway_register_adapters``::
 
-    register("pyzmq", "zmtp", open_async, polled=open_polled, proxy=open_proxy)
+    register("pyzmq", "zmtp", open_async, polled=open_polled, proxy=open_proxy,
+             options=frozenset({"hwm", ...}))
 
 and the bridge picks what to run from what the adapters of its two sides offer:
 
@@ -10,97 +11,63 @@ and the bridge picks what to run from what the adapters of its two sides offer:
 * ``polled=open_polled(kind, options) -> PolledSocket``: a non-blocking face for the
   poller thread (both sides of a bridge must have one);
 * ``proxy=open_proxy(front, back) -> LibraryProxy``: the library forwards by itself
-  (libzmq's ``zmq_proxy_steerable``), for a same-family bridge with this adapter on both sides.
+  (libzmq's ``zmq_proxy_steerable``), for a same-family bridge with this adapter on both sides;
+* ``options``: the settings (:class:`SideOptions` fields) it honours; a bridge refuses one it
+  would ignore. ``options.security`` and ``options.tls`` carry the CURVE/PLAIN and TLS material
+  the gateway loaded once from the files the settings name: use them, never the files.
 
-``kind`` is ``"REP"`` (raw rep: the ROUTER-like front clients connect to) or ``"REQ"`` (raw
-req: the DEALER-like back end). Every face maps the library's messages to
-:class:`~gateway.message.Message` exactly as the native engine does: ZMTP hops are the frames
-up to and including the first empty one (after the ROUTER identity), SP hops the 4-byte words
-of the backtrace. URLs handed to ``bind``/``connect`` are the library's own
-(``tcp://127.0.0.1:5555``); ``bind`` returns the real one (``:0`` resolved).
+``kind`` is the bridge side's socket kind: ``"REP"`` (raw rep: the ROUTER-like front clients
+connect to) or ``"REQ"`` (raw req: the DEALER-like back end) for request-reply; ``"XPUB"`` /
+``"XSUB"`` for pub/sub, ``"PULL"`` / ``"PUSH"`` for pipeline, ``"PAIR"`` (``"PAIR1"`` on SP) for
+pair. Every face maps the library's messages to :class:`~gateway.message.Message` exactly as
+the native engine does: ZMTP hops are the frames up to and including the first empty one (after
+the ROUTER identity), SP hops the 4-byte words of the backtrace. URLs handed to
+``bind``/``connect`` are the library's own (``tcp://127.0.0.1:5555``); ``bind`` returns the
+real one (``:0`` resolved).
 
-A face whose sends a library may still drop after taking them sets ``confirms_delivery =
-False``; the bridge then also counts such replies as ``gateway_unconfirmed_replies_total``.
+Every face declares what the forwarders need (nothing asks a face what it is):
+
+* ``callbacks = False`` (the native engine's sides forward in their own callbacks);
+* ``peers``: connected peers, ``-1`` when the library cannot tell;
+* ``backlog``: messages received and not yet taken (0 for a library, which holds them itself);
+* ``confirms_delivery``: False when the library may still drop a send it took; the bridge then
+  also counts such replies as ``gateway_unconfirmed_replies_total``;
+* ``on_peer_lost``: a callable (or None) the face calls, from any thread, when a peer
+  disconnects; a face that cannot tell never calls it.
 
 Errors a send raises, and how the device's ledger counts them: :class:`~gateway.errors.PeerGone`
 (``client-gone``), :class:`~gateway.errors.PeerBusy` (``hwm``),
 :class:`~gateway.errors.LocalProtocolError` (``bad-envelope``), any other
 :class:`~gateway.errors.TransportError` (``client-gone`` toward the front,
-``backend-unavailable`` toward the back).
+``backend-unavailable`` toward the back). ``gateway.testing.adapter_checks`` checks a face.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from gateway.message import Message
+from gateway.settings.schema import SideOptions
 
-
-@dataclass(frozen=True, slots=True)
-class SideOptions:
-    """The bridge's settings for one side, in the gateway's terms; adapters translate them.
-
-    Users set them per endpoint (``?hwm=5000``, TOML ``front_options``): the table of names and
-    units is :mod:`gateway.options`. An adapter names the fields it honours when it registers
-    (``register(..., options=frozenset({"hwm", ...}))``); a bridge refuses a setting its
-    adapter would ignore.
-    """
-
-    hwm: int = 1000  # messages per peer (libzmq SNDHWM/RCVHWM; a bounded queue elsewhere)
-    max_message_size: int = 1 << 20  # larger messages are refused by the library
-    hop_limit: int = 8  # SP TTL on the raw rep front (nng's ttl-max)
-    router_mandatory: bool = True  # a reply for an unknown or full peer raises, to be counted
-    message_timeout: float = 10.0  # a message started but not complete after it closes its pipe
-    backlog: int | None = None  # listen backlog (None: the system maximum)
-    reconnect_ivl: float = 0.1  # seconds before the first redial (libzmq RECONNECT_IVL)
-    reconnect_ivl_max: float = 2.0  # the redial wait doubles up to this (RECONNECT_IVL_MAX)
-    handshake_timeout: float = 10.0  # greeting/header deadline (libzmq HANDSHAKE_IVL)
-    linger: float = 0.5  # on close, seconds queued messages may still be sent (LINGER)
-    # ZMTP heartbeats (libzmq HEARTBEAT_IVL / TTL / TIMEOUT), seconds; 0: none; timeout None: ivl
-    heartbeat_ivl: float = 0.0
-    heartbeat_ttl: float = 0.0
-    heartbeat_timeout: float | None = None
-    #: a peer reconnecting with a connected routing id takes over (ROUTER_HANDOVER); the bridge
-    #: turns it on for its front
-    router_handover: bool = False
-    # TCP keepalive on every tcp connection (libzmq TCP_KEEPALIVE, _IDLE, _INTVL, _CNT)
-    tcp_keepalive: bool = True
-    tcp_keepalive_idle: float = 60.0  # seconds
-    tcp_keepalive_intvl: float = 10.0  # seconds
-    tcp_keepalive_cnt: int = 6
-    #: the bridge's pattern (:data:`gateway.options.PATTERNS`): a bridge setting, read
-    #: by the bridge itself and never handed to an adapter
-    pattern: str = ""
-    #: pub/sub: prefixes the subscribing side holds on its own (None: the pattern's default)
-    subscribe: tuple[bytes, ...] | None = None
-    # ZeroMQ security (gateway.security): paths to files, never secrets themselves
-    curve_server: bool = False  # this side is the CURVE server (CURVE_SERVER)
-    curve_cert: str | None = None  # this side's certificate, the .key_secret file
-    curve_serverkey: str | None = None  # client: the server's public key, Z85 (CURVE_SERVERKEY)
-    curve_server_cert: str | None = None  # client: the server's public certificate file
-    curve_allow: str | None = None  # server: directory of allowed client certificates
-    plain_server: bool = False  # this side is the PLAIN server (PLAIN_SERVER)
-    plain_passwords: str | None = None  # server: user=password file
-    plain_username: str | None = None  # client: PLAIN_USERNAME
-    plain_password_file: str | None = None  # client: file holding PLAIN_PASSWORD
-    # listener limits (native bound endpoints)
-    allow: tuple[str, ...] | None = None  # CIDR networks whose clients are accepted
-    max_connections: int | None = None  # connections accepted at once
-    # SP over TLS (gateway.tls): paths to PEM files
-    tls_cert: str | None = None  # this side's certificate chain
-    tls_key: str | None = None  # its private key (None: in the tls_cert file)
-    tls_ca: str | None = None  # CAs that verify the peer (None: the system's)
-    tls_verify: str | None = None  # none | optional | required (None: nng's default per side)
-    tls_server_name: str | None = None  # connecting: the expected name (None: the URL's host)
+#: the flag a pollable is polled with for "readable" (zmq.POLLIN = select.POLLIN)
+POLLIN = 1
 
 
 class RawSocket(Protocol):
     """The asyncio face of a bridge side."""
 
+    callbacks: bool
+    confirms_delivery: bool
+    on_peer_lost: Callable[[], None] | None
+
+    @property
+    def peers(self) -> int: ...
+    @property
+    def backlog(self) -> int: ...
     def bind(self, url: str) -> str: ...
     def connect(self, url: str) -> None: ...
-    async def send_msg(self, msg: Message) -> None: ...
+    async def send_msg(self, msg: Message) -> Any: ...
     async def recv_msg(self) -> Message: ...
     def close(self, linger: float = 0.5) -> None: ...
 
@@ -108,14 +75,20 @@ class RawSocket(Protocol):
 class PolledSocket(Protocol):
     """The poller face: driven by one thread, never blocking.
 
-    ``pollable`` is what ``zmq.Poller.register`` accepts (a zmq socket or a file descriptor)
-    and is readable while a message is waiting; ``out_pollable`` is ``(object, flag)`` to poll
-    for "a send would not block now" (``(sock, zmq.POLLOUT)``, or nng's send fd with POLLIN).
+    ``pollable`` is readable while a message is waiting; ``out_pollable`` is ``(object, flag)``
+    to poll for "a send would not block now" (``(sock, zmq.POLLOUT)``, or nng's send fd with
+    POLLIN). Both are what :func:`make_poller`'s poller takes: a zmq socket or a file
+    descriptor (the two libraries' faces share one poller thread).
     """
 
     pollable: Any
-    out_pollable: tuple[Any, int]
+    out_pollable: tuple[Any, int] | None
+    name: str
+    confirms_delivery: bool
+    on_peer_lost: Callable[[], None] | None
 
+    @property
+    def peers(self) -> int: ...
     def bind(self, url: str) -> str: ...
     def connect(self, url: str) -> None: ...
     def recv_nowait(self) -> Message | None: ...
@@ -124,6 +97,15 @@ class PolledSocket(Protocol):
         """Send without waiting; False (nothing taken) when the peer has no room."""
 
     def close(self) -> None: ...
+
+
+def make_poller() -> Any:
+    """The poller of the poller thread: pyzmq's ``zmq.Poller`` (pyzmq is the gateway's own
+    dependency), which takes zmq sockets and file descriptors alike (``register``,
+    ``unregister``, ``poll(ms)``)."""
+    import zmq
+
+    return zmq.Poller()
 
 
 class LibraryProxy(Protocol):
@@ -145,4 +127,4 @@ class LibraryProxy(Protocol):
     def close(self) -> None: ...
 
 
-__all__ = ["LibraryProxy", "PolledSocket", "RawSocket", "SideOptions"]
+__all__ = ["POLLIN", "LibraryProxy", "PolledSocket", "RawSocket", "SideOptions", "make_poller"]

@@ -13,6 +13,7 @@ import sys
 from collections.abc import Sequence
 
 from gateway import __version__
+from gateway.config import BridgeSpec, Config
 from gateway.engine.loop import run as run_loop
 from gateway.errors import ConfigError, GatewayError
 
@@ -37,12 +38,15 @@ def _add_workers(p: argparse.ArgumentParser) -> None:
     p.add_argument("--workers", type=int, default=1, metavar="N",
                    help="run N gateway processes sharing each front's port (SO_REUSEPORT; "
                         "native tcp fronts, connecting backs), metrics summed on one endpoint, "
-                        "signals passed to all (default 1; see docs/operations.md)")
+                        "signals passed to all (default 1; see the docs: design, Operating)")
 
 
 def _add_logging(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--log-format", choices=("console", "json"), default=None)
-    p.add_argument("--log-level", choices=("debug", "info", "warning", "error"), default=None)
+    p.add_argument("--log-format", choices=("console", "json"), default=None,
+                   help="log lines on stderr: console (for people) or json (one object per "
+                        "line; default console, or the config's [gateway] log_format)")
+    p.add_argument("--log-level", choices=("debug", "info", "warning", "error"), default=None,
+                   help="the least level logged (default info, or the config's)")
     p.add_argument("--metrics", metavar="HOST:PORT",
                    help="serve /metrics (Prometheus), /healthz and /readyz over HTTP, "
                         "e.g. 127.0.0.1:9100 (port 0: any; the READY line says which)")
@@ -57,7 +61,7 @@ class _Strict(argparse.ArgumentParser):
 
 
 def options_help() -> str:
-    from gateway.options import help_text
+    from gateway.settings.schema import help_text
 
     return help_text()
 
@@ -65,10 +69,18 @@ def options_help() -> str:
 def build_parser(with_matrix: bool = True) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="gateway", allow_abbrev=False,
-        description="ZeroMQ (ZMTP) <-> nanomsg/nng (SP) request-reply gateway.",
-        epilog="Endpoints: [@|>]wire+transport://address[?backend=native|pyzmq|pynng], "
-               "wire zmq or sp (nng, nanomsg), transport tcp, ipc or inproc. "
-               "'@' binds, '>' connects.")
+        description="Bridges ZeroMQ (ZMTP) and nanomsg/nng (SP) applications, both ways: "
+                    "request-reply, pub/sub, pipeline and pair, with exact envelope "
+                    "translation, on a native engine that speaks both wires (or on libzmq "
+                    "and nng themselves), with Prometheus metrics and health checks.",
+        epilog="Endpoints: [@|>]wire+transport://address[?key=value&...]. "
+               "Wire: zmq, or sp (aliases nng, nanomsg), or any (a bound front that takes "
+               "both wires on one port). Transport: tcp, ipc or inproc; for sp also tls+tcp, "
+               "ws and wss; and any a plugin adds. '@' binds, '>' connects. "
+               "?pattern=reqrep (default), pubsub, pipeline, pair or pair1; "
+               "?backend=native (default), pyzmq, pynng or a plugin's; ZeroMQ security CURVE "
+               "(?curve_server=1&curve_cert=FILE...) or PLAIN (?plain_server=1&"
+               "plain_passwords=FILE...). `gateway bridge --help` lists every setting.")
     parser.add_argument("--version", action="version", version=f"gateway {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND",
                                 parser_class=_Strict)  # no --metric for --metrics
@@ -82,7 +94,8 @@ def build_parser(with_matrix: bool = True) -> argparse.ArgumentParser:
                               "front_options / back_options):\n" + options_help())
     p.add_argument("front", metavar="FRONT", help="e.g. @zmq+tcp://127.0.0.1:5555")
     p.add_argument("back", metavar="BACK", help="e.g. >sp+tcp://127.0.0.1:6000?backend=native")
-    p.add_argument("--name", default="bridge")
+    p.add_argument("--name", default="bridge",
+                   help="the bridge's name in logs, metrics and READY lines (default bridge)")
     p.add_argument("--forwarder", choices=("auto", "proxy"), default="auto",
                    help="proxy: libzmq's own zmq_proxy for a zmq->zmq bridge on pyzmq "
                         "(fastest; counts frames, not messages, and no hop latency)")
@@ -160,16 +173,40 @@ def _workers(args: argparse.Namespace, shapes: list, metrics: str | None,  # typ
     return workers.Parent(args.argv, n, shapes, metrics, grace).run()
 
 
+def _load(path: str) -> Config:
+    """The config file, read; its mistakes with those the rules find in the bridges that
+    could be read, at once."""
+    from gateway.config import ConfigFileError, load
+    from gateway.device import check
+
+    try:
+        return load(path)
+    except ConfigFileError as exc:
+        more = [e for e in check(exc.readable, path) if e not in str(exc).splitlines()]
+        raise ConfigError("\n".join([str(exc), *more])) from None
+
+
+def _checked(specs: list[BridgeSpec], where: str = "") -> list[BridgeSpec]:
+    """The specs, once every rule of every bridge holds (the plugins say the transports and
+    backends; the settings' files are read): the same check for bridge, run and check."""
+    from gateway.device import check
+
+    errors = check(specs, where)
+    if errors:
+        raise ConfigError("\n".join(errors))
+    return specs
+
+
 def _cmd_bridge(args: argparse.Namespace) -> int:
     from gateway.logging import configure
 
     configure(args.log_format or "console", args.log_level or "info")
-    from gateway.supervisor import BridgeSpec, Supervisor
-    from gateway.workers import Shape, front_overrides
+    from gateway.supervisor import Supervisor
+    from gateway.workers import front_overrides
 
     limits = _limits(args)
-    rc = _workers(args, [Shape(args.name, args.front, args.back, args.forwarder)],
-                  args.metrics, limits.grace, fixed_ports=False)
+    spec = BridgeSpec(args.name, args.front, args.back, limits, args.forwarder)
+    rc = _workers(args, _checked([spec]), args.metrics, limits.grace, fixed_ports=False)
     if rc is not None:
         return rc
     front = front_overrides().get(args.name, args.front)  # worker 0's real port, for the others
@@ -178,48 +215,29 @@ def _cmd_bridge(args: argparse.Namespace) -> int:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from gateway.config import Config, load
     from gateway.logging import configure
 
-    cfg = load(args.config)
+    cfg = _load(args.config)
     configure(args.log_format or cfg.log_format, args.log_level or cfg.log_level)
     from gateway.plugins import manager
 
     manager().hook.gateway_configure.call_historic(kwargs={"config": cfg.raw})
-    from gateway.supervisor import BridgeSpec, Supervisor
-    from gateway.workers import Shape
+    from gateway.supervisor import Supervisor
 
-    rc = _workers(args, [Shape(b.name, b.front, b.back, b.forwarder) for b in cfg.bridges],
-                  args.metrics or cfg.metrics, cfg.limits.grace, fixed_ports=True)
+    specs = _checked(cfg.bridges, args.config)
+    rc = _workers(args, specs, args.metrics or cfg.metrics, cfg.limits.grace, fixed_ports=True)
     if rc is not None:
         return rc
 
-    def specs(config: Config) -> list[BridgeSpec]:
-        return [BridgeSpec(b.name, b.front, b.back, config.limits, b.forwarder,
-                           tuple(sorted(b.front_options.items())),
-                           tuple(sorted(b.back_options.items())))
-                for b in config.bridges]
-
     def reload() -> list[BridgeSpec]:  # SIGHUP: the file again, every mistake or nothing
-        return specs(load(args.config))
+        return _checked(_load(args.config).bridges, args.config)
 
-    return run_loop(Supervisor(specs(cfg), args.metrics or cfg.metrics, reload).run())
+    return run_loop(Supervisor(specs, args.metrics or cfg.metrics, reload).run())
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
-    from gateway.config import load
-    from gateway.device import Bridge
-
-    cfg = load(args.config)  # every syntax and schema mistake, at once
-    errors = []
-    for b in cfg.bridges:  # then what only the plugins know: transports, backends, pairings
-        try:
-            Bridge(b.front, b.back, name=b.name, limits=cfg.limits, forwarder=b.forwarder,
-                   front_options=b.front_options, back_options=b.back_options).close()
-        except ConfigError as exc:
-            errors.append(f"{args.config}: bridge {b.name!r}: {exc}")
-    if errors:
-        raise ConfigError("\n".join(errors))
+    cfg = _load(args.config)  # every syntax and schema mistake, at once
+    _checked(cfg.bridges, args.config)  # then every rule: transports, backends, settings, files
     names = ", ".join(b.name for b in cfg.bridges)
     print(f"{args.config}: ok, {len(cfg.bridges)} bridge(s): {names}")
     return 0

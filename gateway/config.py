@@ -22,48 +22,60 @@
     [plugins]                       # free-form: plugins read it in their gateway_configure hook
 
 Every mistake is a :class:`ConfigError` with one line saying what and where (the CLI prints it
-and exits 2): unknown sections and keys, wrong types, limits out of range.
+and exits 2): unknown sections and keys, wrong types, limits out of range, settings that do not
+parse. What needs the plugins (transports, backends) and the settings that go together is
+checked when the bridges are planned (:func:`gateway.device.plan.plan`), every mistake of
+every bridge at once too (:func:`gateway.device.check`); no file is read here.
 """
 
 from __future__ import annotations
 
 import math
 import tomllib
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, fields
 from typing import Any
 
-from gateway import options
 from gateway.errors import ConfigError
+from gateway.settings import schema
 from gateway.url import parse, split_host_port
 
+_DEFAULTS = schema.DEFAULTS
 
-@dataclass
+
+@dataclass(frozen=True)
 class Limits:
-    """The bridge's limits (docs/design.md); every one configurable."""
+    """The bridge's limits (docs/design.md); every one configurable. The endpoint ones take
+    their defaults from the settings schema."""
 
-    max_message_size: int = 1 << 20
-    hop_limit: int = 8
+    max_message_size: int = _DEFAULTS.max_message_size
+    hop_limit: int = _DEFAULTS.hop_limit
     pending_tokens: int = 100_000
     token_ttl: float = 60.0
     grace: float = 2.0  # drain time on SIGINT/SIGTERM
-    message_timeout: float = 10.0  # a message started but not complete after this closes its pipe
+    message_timeout: float = _DEFAULTS.message_timeout  # a started message must be whole within
     backlog: int = 0  # listen backlog of native fronts; 0: the system maximum
 
 
-@dataclass
-class BridgeConfig:
+@dataclass(frozen=True)
+class BridgeSpec:
+    """What a bridge is made of: the one description the config, the CLI, the supervisor, the
+    workers and :class:`gateway.device.Bridge` share; two equal specs are the same bridge
+    (kept across a reload)."""
+
     name: str
     front: str
     back: str
+    limits: Limits = field(default_factory=Limits)
     forwarder: str = "auto"
-    #: endpoint settings of :mod:`gateway.options`, as ``{SideOptions field: value}``
-    front_options: dict[str, Any] = field(default_factory=dict)
-    back_options: dict[str, Any] = field(default_factory=dict)
+    #: endpoint settings beyond the URL's, ``(SideOptions field, value)`` pairs (TOML's
+    #: ``front_options``/``back_options`` read by :func:`gateway.settings.schema.read`)
+    front_options: tuple[tuple[str, Any], ...] = ()
+    back_options: tuple[tuple[str, Any], ...] = ()
 
 
 @dataclass
 class Config:
-    bridges: list[BridgeConfig]
+    bridges: list[BridgeSpec]
     limits: Limits = field(default_factory=Limits)
     log_format: str = "console"
     log_level: str = "info"
@@ -73,8 +85,8 @@ class Config:
 
 def _limits_checked(table: dict[str, Any], base: Limits | None,
                     errors: list[str]) -> Limits:
-    limits = replace(base) if base is not None else Limits()
-    known = {f.name for f in fields(Limits)}
+    values = {f.name: getattr(base or Limits(), f.name) for f in fields(Limits)}
+    known = set(values)
     for key, value in table.items():
         if key not in known:
             errors.append(f"unknown limit {key!r} (known: {', '.join(sorted(known))})")
@@ -83,10 +95,11 @@ def _limits_checked(table: dict[str, Any], base: Limits | None,
                 or not math.isfinite(value) or value < 0 or (value == 0 and key != "backlog")):
             errors.append(f"limit {key} must be a positive number, not {value!r}")
             continue
-        if isinstance(getattr(limits, key), int) and value != int(value):
+        if isinstance(values[key], int) and value != int(value):
             errors.append(f"limit {key} must be a whole number, not {value!r}")
             continue
-        setattr(limits, key, type(getattr(limits, key))(value))
+        values[key] = type(values[key])(value)
+    limits = Limits(**values)
     if not 1 <= limits.hop_limit <= 15:
         errors.append(f"limit hop_limit must be within 1..15, not {limits.hop_limit}")
     return limits
@@ -99,6 +112,16 @@ def limits_from(table: dict[str, Any], base: Limits | None = None) -> Limits:
     if errors:
         raise ConfigError("\n".join(errors))
     return limits
+
+
+class ConfigFileError(ConfigError):
+    """A config file's mistakes; ``readable``: the bridges that could be read nonetheless
+    (their settings without the refused ones), so that the next stage's rules can report
+    their mistakes in the same breath (every mistake at once)."""
+
+    def __init__(self, message: str, readable: list[BridgeSpec]) -> None:
+        super().__init__(message)
+        self.readable = readable
 
 
 def load(path: str) -> Config:
@@ -148,7 +171,7 @@ def from_dict(data: dict[str, Any], source: str = "config") -> Config:
     if not isinstance(bridges, list) or not bridges:
         err("[[bridge]]", "no [[bridge]] tables: add at least one, with front and back")
         bridges = []
-    parsed: list[BridgeConfig] = []
+    parsed: list[BridgeSpec] = []
     seen: dict[str, int] = {}
     for i, entry in enumerate(bridges):
         if not isinstance(entry, dict):
@@ -163,17 +186,15 @@ def from_dict(data: dict[str, Any], source: str = "config") -> Config:
             if key in entry and not isinstance(entry[key], str):
                 err(f"{where} {key}", f"must be a string, not {entry[key]!r}")
                 ok = False
-        settings: dict[str, dict[str, Any]] = {}
+        tables: dict[str, tuple[tuple[str, Any], ...]] = {}
         for key in ("front", "back"):
             url_settings: dict[str, Any] = {}
-            wire_family = ""
             if key not in entry:
                 err(f"{where} {key}", "missing")
                 ok = False
             elif isinstance(entry[key], str):
                 try:
-                    endpoint = parse(entry[key])
-                    url_settings, wire_family = endpoint.settings, endpoint.family
+                    url_settings = parse(entry[key]).settings
                 except ConfigError as exc:
                     for line in str(exc).splitlines():
                         err(f"{where} {key}", line)
@@ -184,35 +205,16 @@ def from_dict(data: dict[str, Any], source: str = "config") -> Config:
                 err(f"{where} {table_key}", f"must be a table of settings, not {value!r}")
                 ok = False
                 continue
-            try:
-                read = options.read(value.items(), "")
-                options.merged(url_settings, read)
-                if wire_family:
-                    options.check_family(read, wire_family)
-            except ConfigError as exc:
-                for line in str(exc).splitlines():
-                    err(f"{where} {table_key}", line)
-                ok = False
-                continue
-            settings[key] = read
-            try:
-                ep = parse(entry[key]) if isinstance(entry.get(key), str) else None
-            except ConfigError:  # reported above
-                ep = None
-            if ep is not None:
-                from gateway import tls
-                from gateway.security import check_settings
-
-                both = {**url_settings, **read}
-                bound = (ep.mode or ("bind" if key == "front" else "connect")) == "bind"
-                misplaced = [f"{name}: applies to a bound endpoint (@), not a connecting one"
-                          for name in ("allow", "max_connections")
-                          if not bound and both.get(name) is not None]
-                for line in [*check_settings(both, ep.family),
-                             *tls.check_settings(both, ep.family, ep.transport, bound),
-                             *misplaced]:
-                    err(f"{where} {key}", line)
-                    ok = False
+            bad: list[str] = []
+            read = schema.read(value.items(), "", bad)
+            both = set(url_settings) & set(read)
+            if both:
+                bad.append(f"{schema.describe(both)} set both in the URL and in the table; "
+                           "keep one")
+                read = {k: v for k, v in read.items() if k not in both}
+            for line in bad:
+                err(f"{where} {table_key}", line)
+            tables[key] = tuple(sorted(read.items()))  # the good ones: checked further
         forwarder = entry.get("forwarder", "auto")
         if forwarder not in ("auto", "proxy"):
             err(f"{where} forwarder", f"must be auto or proxy, not {forwarder!r}")
@@ -222,9 +224,9 @@ def from_dict(data: dict[str, Any], source: str = "config") -> Config:
                 err(where, f"duplicate name (bridge #{seen[name] + 1} has it too)")
                 ok = False
             seen.setdefault(name, i)
-        if ok:
-            parsed.append(BridgeConfig(name, entry["front"], entry["back"], forwarder,
-                                       settings["front"], settings["back"]))
+        if ok:  # (its tables may have held mistakes: their good settings are kept)
+            parsed.append(BridgeSpec(name, entry["front"], entry["back"], limits, forwarder,
+                                     tables.get("front", ()), tables.get("back", ())))
 
     fmt = general.get("log_format", "console")
     if fmt not in ("console", "json"):
@@ -242,5 +244,5 @@ def from_dict(data: dict[str, Any], source: str = "config") -> Config:
             except ConfigError as exc:
                 err("[gateway] metrics", str(exc))
     if errors:
-        raise ConfigError("\n".join(errors))
+        raise ConfigFileError("\n".join(errors), parsed)
     return Config(parsed, limits, fmt, level, metrics, data)

@@ -10,11 +10,11 @@ class GatewayError(Exception):
 class ProtocolError(GatewayError):
     """A wire-protocol violation.
 
-    ``reason``: the ``gateway_pipes_closed_total`` reason when a pipe is closed for it; empty
-    means the class name (``RemoteProtocolError``, ``PairingError``, ...).
+    ``reason``: the ``gateway_pipes_closed_total`` reason when a pipe is closed for it (one of
+    :data:`PIPE_CLOSE_REASONS`: the same kebab-case word on the counter and the log line).
     """
 
-    reason: str = ""
+    reason: str = "protocol-error"
 
 
 class LocalProtocolError(ProtocolError):
@@ -35,6 +35,7 @@ class PairingError(RemoteProtocolError):
     """The peer announced a socket type this socket may not talk to (``ours``, ``theirs``:
     both types, for the log line)."""
 
+    reason = "pairing"
     handshake_reason = "pairing"
 
     def __init__(self, message: str, ours: str = "", theirs: str = "") -> None:
@@ -80,6 +81,8 @@ class WrongWireError(RemoteProtocolError):
 class MessageTooLarge(RemoteProtocolError):
     """The peer announced a message over the size limit."""
 
+    reason = "message-too-large"
+
 
 class SpHeaderError(RemoteProtocolError):
     """The peer's SP connection header has nonzero reserved bytes (6-7): nng closes such a
@@ -105,6 +108,19 @@ class PeerGone(TransportError):
 class PeerBusy(TransportError):
     """A routed send found its peer's pipe at the high-water mark (libzmq's EAGAIN with
     ROUTER_MANDATORY). Nothing was buffered; the device counts it as ``hwm``."""
+
+
+class LayerError(TransportError):
+    """A layer between the connection and the engine's pipe (TLS, WebSocket) failed; it hands
+    this to the pipe's ``connection_lost`` (a failure is a value that travels up, as uvloop's
+    ``_fatal_error``). ``reason`` is a :data:`HANDSHAKE_REASONS` key, ``fields`` go on the log
+    line."""
+
+    def __init__(self, reason: str, detail: str, fields: dict[str, str] | None = None) -> None:
+        super().__init__(detail)
+        self.reason = reason
+        self.detail = detail
+        self.fields = dict(fields or {})
 
 
 class Drop(GatewayError):
@@ -143,8 +159,9 @@ DROP_REASONS: dict[str, str] = {
                           "sub0 to PUSH/pub0, data from a SUB to a PUB, a subscription to a "
                           "socket that is no publisher)",
     "unknown-cancel": "a cancel (or unsubscribe) for a prefix that was not subscribed",
-    "too-many-subscriptions": "a subscription past the prefixes one subscriber may hold "
-                              "(max_subscriptions)",
+    "too-many-subscriptions": "a subscription past what one subscriber may hold: "
+                              "max_subscriptions prefixes (10,000) or max_subscription_bytes "
+                              "of them together (256 KiB)",
     # envelope translation (gateway.envelope)
     "no-request-id": "no hop at all, or the last SP hop lacks its top bit",
     "not-4-bytes": "an SP hop or ZeroMQ reply envelope frame that is not exactly 4 bytes",
@@ -181,16 +198,16 @@ HANDSHAKE_REASONS: dict[str, str] = {
     "mechanism": "the peer's greeting asks for a security mechanism (CURVE, PLAIN) this "
                  "endpoint has not configured; the log line names both",
     "pairing": "the peer's socket type may not talk to this one (ZMTP Socket-Type, the ZMTP 2.0 "
-               "socket-type byte, or the SP protocol); the log line names both (peer_type "
-               "`unknown`: a ZeroMQ peer closed after its greeting without its READY, refusing "
-               "ours, as libzmq does when our READY arrives with our greeting)",
+               "socket-type byte, or the SP protocol); the log line names both, or, with "
+               "`inferred` and `stage` `ready`, says that a ZeroMQ peer sent its greeting and "
+               "closed without its READY (what libzmq does when it refuses our socket type)",
     "sp-protocol": "an SP header this end refuses (reserved bytes set), or the wrong wire: an "
                    "SP peer on a ZeroMQ endpoint or a ZeroMQ peer on an SP endpoint",
     "handshake-timeout": "no complete handshake within the handshake timeout (10 s)",
     "garbage": "bytes that are neither a ZMTP greeting nor an SP header, or a malformed "
                "handshake (a bad READY, data before READY)",
     "peer-closed": "the peer closed the connection before the handshake completed (it refused "
-                   "us, or it was a port probe)",
+                   "us, or it was a port probe); the log line says how far it got (`stage`)",
     "peer-error": "the ZeroMQ peer sent an ERROR command during the handshake",
     "duplicate-identity": "a ZeroMQ peer announced a routing id another connected peer has",
     "protocol": "the library reports a failed handshake with a protocol error (pyzmq: "
@@ -208,4 +225,61 @@ HANDSHAKE_REASONS: dict[str, str] = {
     "unreachable": "a dial found no route to the host, or no such ipc path",
     "timeout": "a dial timed out",
     "error": "a dial failed for another reason (the log line has the error)",
+    "retried": "pyzmq: libzmq retried a failed connect (EVENT_CONNECT_RETRIED, which does not "
+               "say why)",
+}
+
+
+#: Every reason a native connection is closed because of its peer
+#: (``gateway_pipes_closed_total{reason}`` and the ``pipe.closed`` line): the table the engine,
+#: the exceptions' ``reason`` and docs/observability.md share.
+PIPE_CLOSE_REASONS: dict[str, str] = {
+    "handshake-timeout": "no complete handshake within the handshake timeout (10 s)",
+    "message-timeout": "a message started but was still incomplete after `message_timeout` "
+                       "(10 s)",
+    "sp-header": "an SP header with nonzero reserved bytes (nng closes those too)",
+    "duplicate-identity": "a ZeroMQ peer announced a routing id another connected peer already "
+                          "has, and `router_handover` is off (the newcomer is refused, libzmq's "
+                          "default), or it is on and the newcomer proved another CURVE key or "
+                          "PLAIN user",
+    "handover": "the old connection of a routing id a reconnecting ZeroMQ peer took over "
+                "(`router_handover`, off by default): the old pipe is closed, messages to that "
+                "routing id, replies in flight included, go to the new connection, as libzmq's "
+                "ROUTER_HANDOVER routes them",
+    "heartbeat-timeout": "a ZeroMQ peer sent nothing at all within `heartbeat_timeout` of our "
+                         "PING (`?heartbeat_ivl=` set), or within the TTL its own PING asked "
+                         "for (honoured even with our heartbeats off)",
+    "peer-error": "the ZeroMQ peer sent an ERROR command",
+    "pair-busy": "a second peer for a PAIR, pair0 or pair1 socket, which takes one (libzmq and "
+                 "nng refuse it too)",
+    "pairing": "the peer's socket type may not talk to this one (ZMTP Socket-Type, ZMTP 2.0 "
+               "socket-type byte, or SP protocol)",
+    "zmtp-version": "a ZMTP 1.0 peer, or a ZMTP 2.0 peer on an endpoint with security (RFC 37 "
+                    "forbids the downgrade)",
+    "wrong-wire": "an SP header on a ZeroMQ endpoint, or a ZMTP greeting on an SP endpoint",
+    "message-too-large": "the peer announced a message over the size limit",
+    "protocol-error": "any other malformed greeting, header or frame",
+    "mechanism": "the ZeroMQ peer's greeting names another security mechanism (NULL, PLAIN, "
+                 "CURVE) or the same as-server role (RFC 23)",
+    "auth": "the ZeroMQ peer's PLAIN or CURVE credentials were refused (it was sent an ERROR "
+            "\"400\" first; `gateway_auth_failures_total` says why)",
+    "curve": "a CURVE box that does not open, a replayed nonce, a cookie or vouch that does "
+             "not match (RFC 26)",
+    "tls": "a TLS error on an established `sp+tls+tcp://` or `sp+wss://` connection",
+}
+
+#: Why the built-in authenticator refuses a peer (``gateway_auth_failures_total{reason}`` and
+#: the ``auth.denied`` line); a ``gateway_authenticate`` plugin may add its own words.
+AUTH_REASONS: dict[str, str] = {
+    "unknown-key": "a CURVE client whose public key is in no `*.key` file of `curve_allow`",
+    "unknown-user": "a PLAIN user not in `plain_passwords`",
+    "bad-password": "a PLAIN user with the wrong password",
+    "no-user-list": "a PLAIN server without `plain_passwords` (and without `plain_allow_any`) "
+                    "refuses everyone, as libzmq's PLAIN server without ZAP",
+    "allow-dir-unreadable": "the `curve_allow` directory could not be read, or other users may "
+                            "write to it (everyone is refused)",
+    "password-file-unreadable": "the `plain_passwords` file could not be read (everyone is "
+                                "refused)",
+    "authenticator-error": "a `gateway_authenticate` plugin raised or answered something that "
+                           "is not an AuthResult (the peer is refused, the error logged)",
 }

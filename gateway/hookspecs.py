@@ -50,10 +50,11 @@ def gateway_register_adapters(register: Callable[..., None]) -> None:
 
     Call ``register(name, family, open_async, *, polled=None, proxy=None, options=None)``;
     ``options`` names the ``SideOptions`` fields the adapter honours (endpoint settings such as
-    ``hwm`` or ``reconnect_ivl``, see ``gateway.options``; None: not said, none refused); ``family`` is
+    ``hwm`` or ``reconnect_ivl``, see ``gateway.settings.schema``; None: not said, none refused); ``family`` is
     ``"zmtp"`` or ``"sp"``. ``open_async(kind, options)`` returns a
-    ``gateway.adapter.RawSocket`` (``kind`` "REP": the raw ROUTER-like front, "REQ": the raw
-    DEALER-like back; ``options`` a ``gateway.adapter.SideOptions``). The optional
+    ``gateway.adapter.RawSocket`` (``kind``: the side's raw socket kind, "REP"/"REQ" for
+    request-reply, "XPUB"/"XSUB", "PULL"/"PUSH", "PAIR"; ``options`` a
+    ``gateway.adapter.SideOptions``). The optional
     ``polled(kind, options)`` returns a ``gateway.adapter.PolledSocket`` (bridges with a polled
     face on both sides run on one poller thread), ``proxy(front_options, back_options)`` a
     ``gateway.adapter.LibraryProxy``. The contract, in full: ``gateway/adapter.py``.

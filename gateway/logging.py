@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import logging
 import sys
+import time
+from collections.abc import Callable, Hashable
 from typing import Any
 
 import structlog
@@ -51,3 +53,66 @@ def get_logger(name: str) -> Any:
     if not structlog.is_configured():
         configure(level="warning")
     return structlog.get_logger(name)
+
+
+#: the key lines beyond a throttle's table are counted under (``what="other"`` in the line)
+OVERFLOW = ("other",)
+
+
+class Throttle:
+    """One warning line per key every ``interval`` seconds, in bounded memory: what peers make
+    the gateway log (failed handshakes, refused connections, denied clients) never grows a
+    table or the log without limit.
+
+    ``throttle(key)`` returns ``None`` when the line is held back (counted), else how many
+    lines of that key were held back since the last one (the line says ``suppressed=N``).
+    At most ``max_keys`` keys are kept; a key whose last line is older than ``interval`` is
+    forgotten when room is needed, and new keys beyond that share one :data:`OVERFLOW` key,
+    so a peer inventing a new key per connection gets one line per interval, not one each.
+    """
+
+    __slots__ = ("_clock", "_seen", "interval", "max_keys")
+
+    def __init__(self, interval: float = 10.0, max_keys: int = 64,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.interval = interval
+        self.max_keys = max_keys
+        self._clock = clock
+        self._seen: dict[Hashable, list[float | int]] = {}  # key -> [last line, held since]
+
+    def __call__(self, key: Hashable) -> int | None:
+        now = self._clock()
+        seen = self._seen
+        entry = seen.get(key)
+        if entry is None:
+            if len(seen) >= self.max_keys:
+                self._prune(now)
+            if len(seen) >= self.max_keys:
+                key = OVERFLOW
+                entry = seen.get(key)
+            if entry is None:
+                seen[key] = [now, 0]
+                return 0
+        if now - entry[0] < self.interval:
+            entry[1] += 1
+            return None
+        held = int(entry[1])
+        entry[0], entry[1] = now, 0
+        return held
+
+    def _prune(self, now: float) -> None:
+        stale = [k for k, (last, _) in self._seen.items()
+                 if now - last >= self.interval and k != OVERFLOW]
+        for k in stale:
+            del self._seen[k]
+
+    def __len__(self) -> int:
+        return len(self._seen)
+
+
+def shown(value: str, limit: int = 64) -> str:
+    """A peer-supplied string as a log field: at most ``limit`` characters (the rest counted),
+    so a peer cannot make one line as long as its handshake."""
+    if len(value) <= limit:
+        return value
+    return f"{value[:limit]}...(+{len(value) - limit} chars)"

@@ -237,10 +237,6 @@ class Registry:
         for key in [k for k in self.gauges if wanted <= set(k[1])]:
             del self.gauges[key]
 
-    def read_gauge(self, name: str, **labels: str) -> float | None:
-        read = self.gauges.get(_key(name, labels))
-        return None if read is None else read()
-
     # -- exposition ---------------------------------------------------------------------------
     def render(self) -> str:
         return generate_latest(self.prometheus).decode()

@@ -17,6 +17,7 @@ import pluggy
 
 from gateway import hookspecs
 from gateway.errors import ConfigError
+from gateway.transport import TransportSpec
 
 BUILTIN_PLUGINS = {  # installed from the repository's plugins/ folder as gateway_plugins.*
     "auth": "gateway_plugins.auth",  # first registered, so asked last (firstresult hooks)
@@ -37,6 +38,9 @@ class WireSpec:
     family: str
     codec_factory: Callable[..., Any]
     plugin: str = ""
+    #: the transport framing it serves: "stream" (it frames messages in a byte stream), or a
+    #: transport's own ("ws": each message one WebSocket message)
+    framing: str = "stream"
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,12 +61,12 @@ class AdapterSpec:
 class Registry:
     """What the loaded plugins provide, collected once through the register callbacks."""
 
-    transports: dict[str, Any] = field(default_factory=dict)
+    transports: dict[str, TransportSpec] = field(default_factory=dict)
     wires: dict[str, WireSpec] = field(default_factory=dict)
     adapters: dict[str, AdapterSpec] = field(default_factory=dict)
     provided_by: dict[str, list[str]] = field(default_factory=dict)
 
-    def transport(self, scheme: str) -> Any:
+    def transport(self, scheme: str) -> TransportSpec:
         try:
             return self.transports[scheme]
         except KeyError:
@@ -74,6 +78,14 @@ class Registry:
             return self.wires[name]
         except KeyError:
             raise ConfigError(f"unknown wire {name!r} (loaded: {', '.join(sorted(self.wires))})") from None
+
+    def wire_for(self, family: str, framing: str = "stream") -> WireSpec:
+        """The codec of ``family`` for a transport's ``framing`` (its declared one)."""
+        for spec in self.wires.values():
+            if spec.family == family and spec.framing == framing:
+                return spec
+        raise ConfigError(f"no {family} wire for {framing} framing (a plugin of the transport "
+                          "registers one)")
 
     def adapter(self, name: str) -> AdapterSpec:
         try:
@@ -115,43 +127,50 @@ def manager() -> pluggy.PluginManager:
     return make_manager()
 
 
-def collect(pm: pluggy.PluginManager) -> Registry:
-    reg = Registry()
+class _Collector:
+    """The ``register`` callbacks of one plugin: what it provides goes into the registry under
+    its name."""
 
-    def who() -> str:
-        return current[0]
+    def __init__(self, reg: Registry, who: str) -> None:
+        self.reg, self.who = reg, who
 
-    current = [""]
+    def transport(self, scheme: str, transport: Any, **declared: Any) -> None:
+        self.reg.transports[scheme] = TransportSpec(scheme, transport, self.who, **declared)
+        self._provides(f"transport {scheme}")
 
-    def add_transport(scheme: str, transport: Any) -> None:
-        reg.transports[scheme] = transport
-        reg.provided_by.setdefault(who(), []).append(f"transport {scheme}")
-
-    def add_wire(name: str, family: str, codec_factory: Callable[..., Any], aliases: tuple[str, ...] = ()) -> None:
+    def wire(self, name: str, family: str, codec_factory: Callable[..., Any],
+             aliases: tuple[str, ...] = (), framing: str = "stream") -> None:
         for n in (name, *aliases):
-            reg.wires[n] = WireSpec(n, family, codec_factory, who())
-        reg.provided_by.setdefault(who(), []).append(f"wire {name} ({family})")
+            self.reg.wires[n] = WireSpec(n, family, codec_factory, self.who, framing)
+        self._provides(f"wire {name} ({family})")
 
-    def add_adapter(name: str, family: str, factory: Callable[..., Any], *,
-                    polled: Callable[..., Any] | None = None,
-                    proxy: Callable[..., Any] | None = None,
-                    options: frozenset[str] | None = None) -> None:
+    def adapter(self, name: str, family: str, factory: Callable[..., Any], *,
+                polled: Callable[..., Any] | None = None,
+                proxy: Callable[..., Any] | None = None,
+                options: frozenset[str] | None = None) -> None:
         if name == "native":
-            raise ConfigError(f"plugin {who()}: the backend name 'native' is the engine's")
-        reg.adapters[name] = AdapterSpec(name, family, factory, polled, proxy, who(),
-                                         None if options is None else frozenset(options))
+            raise ConfigError(f"plugin {self.who}: the backend name 'native' is the engine's")
+        self.reg.adapters[name] = AdapterSpec(name, family, factory, polled, proxy, self.who,
+                                              None if options is None else frozenset(options))
         faces = "".join(f", {f}" for f, on in (("polled", polled), ("proxy", proxy)) if on)
-        reg.provided_by.setdefault(who(), []).append(f"adapter {name} ({family}{faces})")
+        self._provides(f"adapter {name} ({family}{faces})")
 
-    # Call each implementation ourselves (in pluggy's order) to know which plugin provided what.
-    for caller, register in (
-        (pm.hook.gateway_register_wires, add_wire),
-        (pm.hook.gateway_register_transports, add_transport),
-        (pm.hook.gateway_register_adapters, add_adapter),
-    ):
-        for impl in reversed(caller.get_hookimpls()):
-            current[0] = impl.plugin_name
-            impl.function(register=register)
+    def _provides(self, what: str) -> None:
+        self.reg.provided_by.setdefault(self.who, []).append(what)
+
+
+def collect(pm: pluggy.PluginManager) -> Registry:
+    """What every plugin provides, through pluggy (one subset hook caller per plugin, so each
+    registration is known by its plugin and pluggy's tracing sees every call)."""
+    reg = Registry()
+    plugins = pm.list_name_plugin()
+    for name, _ in plugins:
+        add = _Collector(reg, name or "")
+        others = [p for n, p in plugins if n != name]
+        for hook, register in (("gateway_register_wires", add.wire),
+                               ("gateway_register_transports", add.transport),
+                               ("gateway_register_adapters", add.adapter)):
+            pm.subset_hook_caller(hook, remove_plugins=others)(register=register)
     return reg
 
 

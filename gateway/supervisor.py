@@ -18,9 +18,8 @@ import signal
 import socket
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
-from gateway.config import Limits
+from gateway.config import BridgeSpec
 from gateway.device import Bridge
 from gateway.errors import ConfigError, GatewayError
 from gateway.logging import get_logger
@@ -30,17 +29,18 @@ log = get_logger("gateway.supervisor")
 STATUS_EVERY = 5.0  # seconds between two STATUS updates to systemd
 
 
-@dataclass(frozen=True)
-class BridgeSpec:
-    """What a bridge is made of; two equal specs are the same bridge (kept across a reload)."""
+def ready_line(**fields: str) -> str:
+    """The line a started bridge prints on stdout: ``READY front=URL back=URL [name=..]
+    [metrics=HOST:PORT] [workers=N]`` (words without spaces; the one writer)."""
+    return "READY " + " ".join(f"{k}={v}" for k, v in fields.items() if v)
 
-    name: str
-    front: str
-    back: str
-    limits: Limits
-    forwarder: str = "auto"
-    front_options: tuple[tuple[str, Any], ...] = ()  # {SideOptions field: value} as items
-    back_options: tuple[tuple[str, Any], ...] = ()
+
+def parse_ready(line: str) -> dict[str, str] | None:
+    """The fields of a ``READY`` line (None: not one): the one reader, for ``--workers``, the
+    tools and scripts."""
+    if not line.startswith("READY "):
+        return None
+    return dict(word.split("=", 1) for word in line.split()[1:] if "=" in word)
 
 
 def sd_notify(message: str) -> bool:
@@ -94,9 +94,7 @@ class Supervisor:
         opened: list[Bridge] = []
         try:
             for spec in specs:
-                bridge = Bridge(spec.front, spec.back, name=spec.name, limits=spec.limits,
-                                forwarder=spec.forwarder, front_options=dict(spec.front_options),
-                                back_options=dict(spec.back_options))
+                bridge = Bridge.from_spec(spec)
                 bridge.open()
                 opened.append(bridge)
         except BaseException:
@@ -107,13 +105,13 @@ class Supervisor:
 
     def _start(self, specs: list[BridgeSpec], bridges: list[Bridge]) -> None:
         many = len(self.specs) > 1
-        shown = f" metrics={self.server.address}" if self.server is not None else ""
+        metrics = self.server.address if self.server is not None else ""
         for spec, bridge in zip(specs, bridges, strict=True):
             stop = asyncio.Event()
             task = asyncio.get_running_loop().create_task(bridge.run(stop), name=spec.name)
             self.running[spec.name] = _Running(spec, bridge, stop, task)
-            print(f"READY front={bridge.front_url} back={bridge.back_url}"
-                  + (f" name={bridge.name}" if many else "") + shown, flush=True)
+            print(ready_line(front=bridge.front_url, back=bridge.back_url,
+                             name=bridge.name if many else "", metrics=metrics), flush=True)
 
     async def _stop_bridges(self, names: list[str]) -> None:
         gone = [self.running.pop(name) for name in names]

@@ -1,59 +1,36 @@
-"""SP over TLS (``sp+tls+tcp://``, nng's ``tls+tcp``): settings and ``ssl`` contexts.
+"""SP over TLS (``sp+tls+tcp://``, nng's ``tls+tcp``; ``sp+wss://``): one endpoint's TLS
+material and its ``ssl`` contexts.
 
 The SP TLS mapping (nanomsg ``sp-tls-mapping-01``) is the TCP mapping inside TLS: the same
-8-byte header and length-prefixed messages. Settings are endpoint options naming files, never
-secrets (:mod:`gateway.options`)::
+8-byte header and length-prefixed messages. Settings name files, never secrets::
 
     @sp+tls+tcp://0.0.0.0:6443?tls_cert=/etc/gw/server.pem&tls_key=/etc/gw/server.key
     >sp+tls+tcp://backend:6443?tls_ca=/etc/gw/ca.pem&tls_server_name=backend
 
 Defaults as nng's: a server does not ask for client certificates (``tls_verify=none``; set
 ``optional`` or ``required`` with ``tls_ca`` to authenticate clients), a client verifies the
-server (``required``) against ``tls_ca`` or the system's CAs, with the URL's host as the
-expected name unless ``tls_server_name`` says otherwise. The handshake runs on the engine's pipe
+server (``required``; ``optional`` is the same for a client, a server always shows one) against
+``tls_ca`` or the system's CAs, with the URL's host as the expected name unless
+``tls_server_name`` says otherwise. :func:`tls_of` reads the files once per start or reload
+(a private key must be mode 600); the TLS transport asks :meth:`TlsSettings.context` for the
+``ssl.SSLContext`` of its side, made once. The handshake runs in front of the engine's pipe
 (:mod:`gateway_plugins.tls`), so a refused certificate is one ``handshake.failed`` line and
 ``gateway_handshake_failures_total{reason="tls"}``, like any failed handshake.
 """
 
 from __future__ import annotations
 
-import os
 import ssl
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from gateway.errors import ConfigError
+from gateway.settings import files
+from gateway.settings.checks import TLS_FIELDS
 
 VERIFY_MODES = {"none": ssl.CERT_NONE, "optional": ssl.CERT_OPTIONAL,
                 "required": ssl.CERT_REQUIRED}
-#: the transports that run inside TLS
-TLS_TRANSPORTS = ("tls+tcp", "wss")
-#: the SideOptions fields of this module
-TLS_FIELDS = ("tls_cert", "tls_key", "tls_ca", "tls_verify", "tls_server_name")
-
-
-def readable_file(value: object) -> str:
-    """A path to a readable file."""
-    if not isinstance(value, str) or not value.strip():
-        raise ValueError("a file path")
-    path = value.strip()
-    if not os.path.isfile(path) or not os.access(path, os.R_OK):
-        raise ValueError(f"a readable file ({path!r} is not one)")
-    return path
-
-
-def verify_mode(value: object) -> str:
-    text = str(value).strip().lower()
-    if text not in VERIFY_MODES:
-        raise ValueError("none, optional or required")
-    return text
-
-
-def server_name(value: object) -> str:
-    if not isinstance(value, str) or not value.strip() or any(c.isspace() for c in value.strip()):
-        raise ValueError("a host name")
-    return value.strip()
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,17 +40,30 @@ class TlsSettings:
     ca: str | None = None  # CAs to verify the peer with (PEM); None: the system's (clients)
     verify: str | None = None  # none | optional | required; None: none (server), required (client)
     server_name: str | None = None  # client: the name expected in the server's certificate
+    #: the contexts made so far, by side (server_side): each is made once
+    _contexts: dict[bool, ssl.SSLContext] = field(default_factory=dict, compare=False,
+                                                  repr=False)
 
     def context(self, server_side: bool) -> ssl.SSLContext:
-        """An ``ssl.SSLContext`` for one side; a :class:`ConfigError` naming the file when a
-        certificate or key does not load."""
+        """The ``ssl.SSLContext`` of one side, made the first time it is asked for; a
+        :class:`ConfigError` naming the file when a certificate or key does not load."""
+        made = self._contexts.get(server_side)
+        if made is None:
+            made = self._contexts[server_side] = self._make(server_side)
+        return made
+
+    def _make(self, server_side: bool) -> ssl.SSLContext:
         purpose = ssl.Purpose.CLIENT_AUTH if server_side else ssl.Purpose.SERVER_AUTH
         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER if server_side else ssl.PROTOCOL_TLS_CLIENT)
         ctx.minimum_version = ssl.TLSVersion.TLSv1_2
         mode = self.verify or ("none" if server_side else "required")
         if not server_side:
-            ctx.check_hostname = mode == "required"
+            # a client that verifies at all checks the name too (``optional`` is ``required``
+            # for a client: a server always presents a certificate, Python's CERT_OPTIONAL)
+            ctx.check_hostname = mode != "none"
         ctx.verify_mode = VERIFY_MODES[mode]
+        if server_side and not self.cert:
+            raise ConfigError("a bound sp+tls+tcp:// or sp+wss:// endpoint needs tls_cert")
         try:
             if self.cert:
                 ctx.load_cert_chain(self.cert, self.key)
@@ -82,53 +72,40 @@ class TlsSettings:
             elif mode != "none":
                 ctx.load_default_certs(purpose)
         except (ssl.SSLError, OSError) as exc:
-            files = ", ".join(f for f in (self.cert, self.key, self.ca) if f)
-            raise ConfigError(f"TLS: cannot load {files}: {exc}") from None
+            shown = ", ".join(f for f in (self.cert, self.key, self.ca) if f)
+            raise ConfigError(f"TLS: cannot load {shown}: {exc}") from None
         return ctx
 
 
-def check_settings(settings: Mapping[str, Any], family: str, transport: str,
-                   bound: bool) -> list[str]:
-    """Mistakes in combining TLS settings with an endpoint (every one, one line each)."""
-    given = [f for f in TLS_FIELDS if settings.get(f) is not None]
-    errors: list[str] = []
-    if transport in ("ws",) and family != "sp":
-        errors.append("ws is an SP transport (nng's WebSocket mapping); ZeroMQ's own (ZWS) is "
-                      "not supported: use zmq+tcp")
-    if transport not in TLS_TRANSPORTS:
-        if given:
-            errors.append(f"{', '.join(given)}: TLS settings need an sp+tls+tcp:// or sp+wss:// "
-                          "endpoint")
-        return errors
-    if family != "sp":
-        errors.append(f"{transport} is an SP transport (nng's); libzmq has no TLS transport: "
-                      "use CURVE (curve_server, curve_cert) for ZeroMQ")
-    if bound and not settings.get("tls_cert"):
-        errors.append(f"a bound sp+{transport}:// endpoint needs tls_cert (and tls_key unless "
-                      "the key is in the same file)")
-    if settings.get("tls_key") and not settings.get("tls_cert"):
-        errors.append("tls_key without tls_cert")
-    if bound and settings.get("tls_verify") in ("optional", "required") \
-            and not settings.get("tls_ca"):
-        errors.append("tls_verify on a bound endpoint needs tls_ca (the CAs of its clients)")
-    if not errors:
-        try:
-            (tls_of(settings) or TlsSettings()).context(server_side=bound)
-        except ConfigError as exc:
-            errors.append(str(exc))
-    return errors
-
-
-def tls_of(settings: Mapping[str, Any] | Any) -> TlsSettings | None:
-    """The TLS settings of an endpoint (a mapping or a SideOptions), or None when none is set."""
+def tls_of(settings: Mapping[str, Any] | Any, bound: bool | None = None) -> TlsSettings | None:
+    """An endpoint's TLS material from its settings (a mapping or a SideOptions), or None when
+    none is set. Its files are checked now (readable; a private key mode 600, also inside the
+    certificate file), and with ``bound`` given the context of that side is made (each file
+    read once per start or reload); :class:`ConfigError` naming the file otherwise."""
     get = settings.get if isinstance(settings, Mapping) else (
         lambda name: getattr(settings, name, None))
     values = {f: get(f) for f in TLS_FIELDS}
     if all(v is None for v in values.values()):
         return None
-    return TlsSettings(values["tls_cert"], values["tls_key"], values["tls_ca"],
+    errors = []
+    for name in ("tls_cert", "tls_key", "tls_ca"):
+        path = values[name]
+        if path is None:
+            continue
+        try:
+            files.readable_file(path)
+            if name == "tls_key" or (name == "tls_cert" and not values["tls_key"]
+                                     and files.holds_private_key(path)):
+                files.check_private_file(path, "the private key")
+        except ValueError as exc:
+            errors.append(f"{name}: {exc}")
+    if errors:
+        raise ConfigError("\n".join(errors))
+    made = TlsSettings(values["tls_cert"], values["tls_key"], values["tls_ca"],
                        values["tls_verify"], values["tls_server_name"])
+    if bound is not None:
+        made.context(server_side=bound)
+    return made
 
 
-__all__ = ["TLS_FIELDS", "TlsSettings", "check_settings", "readable_file", "server_name",
-           "tls_of", "verify_mode"]
+__all__ = ["VERIFY_MODES", "TlsSettings", "tls_of"]

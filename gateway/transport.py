@@ -2,34 +2,63 @@
 
 A transport makes byte streams; the engine puts a wire codec and a pattern on top. Two calls:
 
-* ``listen(address, protocol_factory, *, backlog=None) -> Listener``: bind *now*
-  (synchronously, so that ``Socket.bind`` can return the real address at once) and start
-  accepting on the running loop; ``backlog`` is the listen queue length, ``None`` meaning the
-  system maximum (:func:`default_backlog`; a transport without a kernel queue ignores it);
-* ``await dial(address, protocol_factory)``: connect once, raising ``OSError`` on failure (the
-  engine owns redial and backoff).
+* ``listen(address, protocol_factory, **declared) -> Listener``: bind *now* (synchronously, so
+  that ``Socket.bind`` can return the real address at once) and start accepting on the running
+  loop;
+* ``await dial(address, protocol_factory, **declared)``: connect once, raising ``OSError`` on
+  failure (the engine owns redial and backoff).
 
-A transport over TCP also takes ``keepalive=`` (a :class:`KeepAlive`, or ``None`` to leave the
-sockets as the system makes them) on both calls and applies it to every connection it makes or
-accepts; the engine passes it only to transports that take it (:func:`takes_keyword`).
+What a transport takes beyond that it declares when it registers, as data
+(``register(scheme, transport, backlog=True, keepalive=True, ...)``, kept in a
+:class:`TransportSpec`), and the engine passes exactly that, never guessing from signatures:
 
-``protocol_factory`` returns an ``asyncio.Protocol`` (the engine's pipe). The engine passes
-``backlog=`` only when the user set one (``Socket(backlog=N)``), through :func:`listen`, so a
-transport written before the keyword existed keeps working with the default. Every transport passes
-the shared verification suite (``gateway.testing.transport_suite``, run over every registered
-transport by ``tests/test_transports.py``). This module imports no engine.
+* ``backlog``: ``listen`` takes ``backlog=`` (the listen queue; ``None``: the system maximum,
+  :func:`default_backlog`); an explicit backlog on a transport that did not declare it is refused;
+* ``keepalive``: both calls take ``keepalive=`` (a :class:`KeepAlive`, or ``None``) and apply it
+  to every connection;
+* ``tls``: it runs inside TLS; both calls take ``tls=`` (a :class:`gateway.tls.TlsSettings`: the
+  transport asks it for the ``ssl`` context of its side) and the engine refuses TLS settings on
+  any other transport;
+* ``sp_only``: an SP (nng) transport, refused on a ZeroMQ endpoint;
+* ``framing``: ``"stream"`` (the wire codec frames messages in the byte stream), or the name of
+  the message mapping the transport needs (``"ws"``: one WebSocket message per SP message); the
+  engine then uses the wire codec registered for that framing;
+* ``sp_message_prefix``: bytes the SP codec puts before each message (nng's ipc: ``b"\\x01"``).
+
+``protocol_factory`` returns an ``asyncio.Protocol`` (the engine's pipe). A layer between the
+connection and the pipe (TLS) is a :class:`Layer`. Every transport passes the shared
+verification suite (``gateway.testing.transport_suite``, run over every registered transport by
+``tests/test_transports.py``). This module imports no engine.
 """
 
 from __future__ import annotations
 
 import asyncio
-import inspect
 import socket
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-ProtocolFactory = Callable[[], asyncio.Protocol]
+from gateway.errors import ConfigError
+
+
+class PipeProtocol(asyncio.Protocol):
+    """What a transport's protocol factory makes: an ``asyncio.Protocol`` (the engine's pipe)
+    with what a layer (TLS) asks of it beyond asyncio's calls."""
+
+    #: seconds the whole handshake may take, a layer's included
+    handshake_timeout: float = 10.0
+
+    def connection_arrived(self, transport: asyncio.BaseTransport) -> bool:
+        """The raw connection exists (before a layer's handshake); False refuses it."""
+        return True
+
+    def abort(self, reason: str, detail: str = "", farewell: bytes = b"") -> None:
+        """The connection failed after the pipe had it (``reason``: a pipe-close reason)."""
+        raise NotImplementedError
+
+
+ProtocolFactory = Callable[[], PipeProtocol]
 
 
 class Listener(Protocol):
@@ -41,10 +70,11 @@ class Listener(Protocol):
 class Transport(Protocol):
     scheme: str
 
-    def listen(self, address: str, protocol_factory: ProtocolFactory, *,
-               backlog: int | None = None) -> Listener: ...
+    def listen(self, address: str, protocol_factory: ProtocolFactory,
+               **declared: Any) -> Listener: ...
 
-    async def dial(self, address: str, protocol_factory: ProtocolFactory) -> None: ...
+    async def dial(self, address: str, protocol_factory: ProtocolFactory,
+                   **declared: Any) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,44 +125,44 @@ def default_backlog() -> int:
         return socket.SOMAXCONN
 
 
-def takes_keyword(method: Any, name: str) -> bool:
-    """True when ``method`` (a transport's ``listen`` or ``dial``) accepts the keyword ``name``."""
-    try:
-        params = inspect.signature(method).parameters.values()
-    except (TypeError, ValueError):
-        return False
-    return any(p.name == name or p.kind is p.VAR_KEYWORD for p in params)
+@dataclass(frozen=True, slots=True)
+class TransportSpec:
+    """A registered transport and what it declared (see the module doc); the engine calls its
+    :meth:`listen` and :meth:`dial`, which pass the transport only what it declared."""
 
+    scheme: str
+    transport: Any
+    plugin: str = ""
+    backlog: bool = False
+    keepalive: bool = False
+    tls: bool = False
+    sp_only: bool = False
+    framing: str = "stream"
+    sp_message_prefix: bytes = b""
 
-def takes_backlog(transport: Any) -> bool:
-    """True when ``transport.listen`` accepts the ``backlog`` keyword."""
-    return takes_keyword(transport.listen, "backlog")
+    def listen(self, address: str, protocol_factory: ProtocolFactory, *,
+               backlog: int | None = None, keepalive: KeepAlive | None = None,
+               tls: Any = None) -> Listener:
+        """Bind now; ``backlog`` only if declared (else an explicit one is a ConfigError)."""
+        extra: dict[str, Any] = {}
+        if backlog is not None:
+            if not self.backlog:
+                raise ConfigError(f"transport {self.scheme!r} takes no listen backlog")
+            extra["backlog"] = backlog
+        if self.keepalive:
+            extra["keepalive"] = keepalive
+        if self.tls:
+            extra["tls"] = tls
+        return self.transport.listen(address, protocol_factory, **extra)  # type: ignore[no-any-return]
 
-
-def listen(transport: Any, address: str, protocol_factory: ProtocolFactory, *,
-           backlog: int | None = None, keepalive: KeepAlive | None = None) -> Listener:
-    """``transport.listen``, passing ``backlog`` only when it is set: a transport without the
-    keyword keeps working with its default, and refuses an explicit one (``TypeError``, before
-    binding anything; ``Socket.bind`` says ``ConfigError``). ``keepalive`` goes to transports
-    that take it (TCP), the others have no TCP connection to keep alive."""
-    extra: dict[str, Any] = {}
-    if keepalive is not None and takes_keyword(transport.listen, "keepalive"):
-        extra["keepalive"] = keepalive
-    if backlog is None:
-        return transport.listen(address, protocol_factory, **extra)
-    if not takes_backlog(transport):
-        raise TypeError(f"transport {getattr(transport, 'scheme', transport)!r} "
-                          "takes no listen backlog")
-    return transport.listen(address, protocol_factory, backlog=backlog, **extra)
-
-
-async def dial(transport: Any, address: str, protocol_factory: ProtocolFactory, *,
-               keepalive: KeepAlive | None = None, **extra: Any) -> None:
-    """``transport.dial``, with ``keepalive`` when the transport takes it (see :func:`listen`);
-    ``extra`` keywords (a TLS transport's ``tls=``) are passed as they are."""
-    if keepalive is not None and takes_keyword(transport.dial, "keepalive"):
-        extra["keepalive"] = keepalive
-    await transport.dial(address, protocol_factory, **extra)
+    async def dial(self, address: str, protocol_factory: ProtocolFactory, *,
+                   keepalive: KeepAlive | None = None, tls: Any = None) -> None:
+        extra: dict[str, Any] = {}
+        if self.keepalive:
+            extra["keepalive"] = keepalive
+        if self.tls:
+            extra["tls"] = tls
+        await self.transport.dial(address, protocol_factory, **extra)
 
 
 class ServerListener:
@@ -164,9 +194,22 @@ class Layer(asyncio.Protocol):
     """A protocol layer between a connection and the engine's pipe (TLS, WebSocket): the
     connection's protocol on one side, the transport the pipe writes to on the other. This
     base delegates the flow-control and bookkeeping calls to the connection (``raw``); a layer
-    implements ``write``, ``close`` and its reading."""
+    implements ``write``, ``close`` and its reading.
+
+    A listening layer asks :meth:`connection_arrived` before its own handshake: the engine's
+    pipe applies the listener's limits (``allow``, ``max_connections``) there, so a refused
+    peer costs no TLS handshake and never sees the certificate."""
 
     raw: asyncio.Transport | None = None
+    #: the protocol above (:class:`PipeProtocol`); its ``connection_lost`` gets a
+    #: :class:`~gateway.errors.LayerError` when the layer failed before the pipe had the
+    #: connection
+    pipe: Any = None
+
+    def connection_arrived(self, transport: asyncio.BaseTransport) -> bool:
+        """The raw connection exists; True when the protocol above takes it (a pipe checks
+        its listener's limits; a protocol without the call takes every connection)."""
+        return bool(self.pipe.connection_arrived(transport))
 
     def abort(self) -> None:
         if self.raw is not None:
@@ -184,6 +227,9 @@ class Layer(asyncio.Protocol):
 
     def get_write_buffer_size(self) -> int:
         return self.raw.get_write_buffer_size() if self.raw is not None else 0
+
+    def get_write_buffer_limits(self) -> tuple[int, int]:
+        return self.raw.get_write_buffer_limits() if self.raw is not None else (0, 0)
 
     def pause_reading(self) -> None:
         if self.raw is not None:

@@ -6,20 +6,28 @@ only) takes peers of both wires on one port, told apart by their first byte
 (:mod:`gateway.wire.sniff`). CZMQ's convention:
 ``@url`` binds, ``>url`` connects; without a prefix the caller's default applies.
 
-Users write ``zmq+``; inside the code the wire family is called ``zmtp`` (``Endpoint.wire``
-and ``Endpoint.family`` are ``"zmtp"``, ``"sp"`` or ``"any"``), and URLs given back keep the
-user's scheme.
-Query options other than ``backend`` are the settings of :mod:`gateway.options` (``?hwm=5000``).
+Users write ``zmq+``; inside the code the wire family is called ``zmtp`` (``Endpoint.family`` is
+``"zmtp"``, ``"sp"`` or ``"any"``), and URLs given back keep the user's scheme.
+Query options other than ``backend`` are the settings of :mod:`gateway.settings.schema`
+(``?hwm=5000``), read for their syntax only: parsing reads no file, and which settings go with
+which endpoint is :mod:`gateway.settings.checks`'s to say.
+
+Values are percent-decoded (``%2F``; a ``+`` stays a plus), except a CURVE key: Z85 text uses
+``& = % + ? # / :`` itself, so the 40 characters after ``curve_serverkey=`` are taken as they
+are (``?curve_serverkey=rq:rM>}U?@Lns47E1%kR.o@n%FcmmsL/@{H8]yf7`` works as libzmq's docs
+write it); a key that was percent-encoded whole is decoded as any value. A URL in an error
+message never shows the value of a secret (an inline ``plain_password`` or
+``curve_secretkey``, refused anyway): it shows ``***``.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from typing import Any
-from urllib.parse import parse_qsl
+from urllib.parse import unquote
 
-from gateway import options as _options
 from gateway.errors import ConfigError
+from gateway.settings import schema
 
 #: URL wire spelling -> the canonical wire family.
 WIRE_ALIASES = {"zmq": "zmtp", "zmtp": "zmtp", "sp": "sp", "nng": "sp", "nanomsg": "sp",
@@ -27,11 +35,17 @@ WIRE_ALIASES = {"zmq": "zmtp", "zmtp": "zmtp", "sp": "sp", "nng": "sp", "nanomsg
 #: canonical wire family -> how a URL spells it when the user did not (``zmq+tcp://``).
 URL_WIRE = {"zmtp": "zmq", "sp": "sp", "any": "any"}
 _NAME = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_-.")
+#: query keys whose value is a Z85 CURVE key: 40 characters, taken as written
+Z85_KEYS = frozenset({"curve_serverkey", "curve_secretkey", "curve_secret_key",
+                      "curve_publickey", "curve_public_key"})
+#: query keys whose value is never shown in a message (secrets, refused inline)
+SECRET_KEYS = frozenset({"curve_secretkey", "curve_secret_key", "plain_password"})
+_Z85_LEN = 40
 
 
 @dataclass(frozen=True, slots=True)
 class Endpoint:
-    wire: str  # the wire family: "zmtp", "sp", or "any" (one port for both)
+    family: str  # the wire family: "zmtp", "sp", or "any" (one port for both)
     transport: str  # "tcp", "ipc", "inproc", or a plugin's scheme
     address: str  # "127.0.0.1:5555", "/tmp/x.sock", "name"
     mode: str | None = None  # "bind", "connect" or None (caller's default)
@@ -41,13 +55,8 @@ class Endpoint:
 
     @property
     def settings(self) -> dict[str, Any]:
-        """The query's settings as ``{SideOptions field: value}`` (see :mod:`gateway.options`)."""
+        """The query's settings as ``{SideOptions field: value}``."""
         return dict(self.options)
-
-    @property
-    def family(self) -> str:
-        """The wire family, ``"zmtp"`` or ``"sp"`` (the same value as ``wire``)."""
-        return self.wire
 
     @property
     def lib_url(self) -> str:
@@ -56,7 +65,7 @@ class Endpoint:
 
     @property
     def url(self) -> str:
-        scheme = self.scheme or f"{URL_WIRE.get(self.wire, self.wire)}+{self.transport}"
+        scheme = self.scheme or f"{URL_WIRE.get(self.family, self.family)}+{self.transport}"
         return f"{scheme}://{self.address}"
 
     def with_address(self, address: str) -> Endpoint:
@@ -78,8 +87,53 @@ def split_host_port(address: str) -> tuple[str, int]:
     return host, int(port)
 
 
+def split_query(query: str) -> list[tuple[str, str]]:
+    """``key=value&key=value`` -> pairs, percent-decoded (``+`` is a plus, not a space), a Z85
+    key's 40 characters as written; ValueError when a part is not ``key=value``."""
+    pairs: list[tuple[str, str]] = []
+    pos, end = 0, len(query)
+    while pos < end:
+        eq = query.find("=", pos)
+        amp = query.find("&", pos)
+        if eq <= pos or (amp != -1 and amp < eq):
+            raise ValueError(f"{query[pos:amp if amp != -1 else end]!r} is not key=value")
+        key = unquote(query[pos:eq])
+        start = eq + 1
+        if key.lower() in Z85_KEYS:
+            stop = start + _Z85_LEN
+            if stop <= end and (stop == end or query[stop] == "&"):
+                pairs.append((key, query[start:stop]))
+                pos = stop + 1
+                continue
+        stop = query.find("&", start)
+        if stop == -1:
+            stop = end
+        pairs.append((key, unquote(query[start:stop])))
+        pos = stop + 1
+    return pairs
+
+
+def redact(url: str) -> str:
+    """``url`` as an error message may show it: the value of every secret key is ``***``
+    (and a query that does not split is left out whole)."""
+    head, sep, query = url.partition("?")
+    if not sep:
+        return url
+    try:
+        pairs = split_query(query)
+    except ValueError:  # still masked, part by part
+        parts = [p.partition("=") for p in query.split("&")]
+        return head + "?" + "&".join(
+            f"{k}={'***' if unquote(k).lower() in SECRET_KEYS else v}" if eq else k
+            for k, eq, v in parts)
+    return head + "?" + "&".join(f"{k}={'***' if k.lower() in SECRET_KEYS else v}"
+                                 for k, v in pairs)
+
+
 def parse(url: str, *, transports: frozenset[str] | None = None) -> Endpoint:
-    """Parse an endpoint URL; raise ``ConfigError`` with a one-line reason when it is bad."""
+    """Parse an endpoint URL; raise ``ConfigError`` with a one-line reason when it is bad (the
+    URL shown with its secrets masked, :func:`redact`)."""
+    shown = redact(url)
     text = url.strip()
     mode = None
     if text[:1] in ("@", ">"):
@@ -87,41 +141,41 @@ def parse(url: str, *, transports: frozenset[str] | None = None) -> Endpoint:
         text = text[1:]
     scheme, sep, rest = text.partition("://")
     if not sep or not scheme:
-        raise ConfigError(f"bad endpoint {url!r}: expected wire+transport://address, e.g. zmq+tcp://127.0.0.1:5555")
+        raise ConfigError(f"bad endpoint {shown!r}: expected wire+transport://address, e.g. zmq+tcp://127.0.0.1:5555")
     address, _, query = rest.partition("?")
     wire_name, plus, transport = scheme.lower().partition("+")
     if not plus:
         if wire_name == "inproc":
             wire_name, transport = "zmtp", "inproc"
         else:
-            raise ConfigError(f"bad endpoint {url!r}: say which wire, e.g. zmq+{wire_name}:// or sp+{wire_name}://")
+            raise ConfigError(f"bad endpoint {shown!r}: say which wire, e.g. zmq+{wire_name}:// or sp+{wire_name}://")
     if not transport:
-        raise ConfigError(f"bad endpoint {url!r}: missing transport, e.g. {wire_name}+tcp://")
+        raise ConfigError(f"bad endpoint {shown!r}: missing transport, e.g. {wire_name}+tcp://")
     wire = WIRE_ALIASES.get(wire_name)
     if wire is None:
-        raise ConfigError(f"unknown wire {wire_name!r} in {url!r}: use zmq+ or sp+ (nng+, "
+        raise ConfigError(f"unknown wire {wire_name!r} in {shown!r}: use zmq+ or sp+ (nng+, "
                           "nanomsg+), or any+ for a port that takes both")
     if transports is not None and transport not in transports:
         known = ", ".join(sorted(transports))
-        raise ConfigError(f"unknown transport {transport!r} in {url!r} (loaded: {known})")
+        raise ConfigError(f"unknown transport {transport!r} in {shown!r} (loaded: {known})")
     if not address:
-        raise ConfigError(f"bad endpoint {url!r}: missing address")
+        raise ConfigError(f"bad endpoint {shown!r}: missing address")
     if transport in ("tcp", "tls+tcp"):
         split_host_port(address)
     backend = None
     pairs: list[tuple[str, str]] = []
     try:
-        items = parse_qsl(query, keep_blank_values=True, strict_parsing=bool(query))
+        items = split_query(query)
     except ValueError:
-        raise ConfigError(f"bad query {query!r} in {url!r}: expected key=value&key=value") from None
+        raise ConfigError(f"bad query {shown.partition('?')[2]!r} in {shown!r}: expected "
+                          "key=value&key=value") from None
     for key, value in items:
         if key != "backend":
             pairs.append((key, value))
         elif not value or not set(value) <= _NAME:
-            raise ConfigError(f"bad backend {value!r} in {url!r}: native, or an adapter's name")
+            raise ConfigError(f"bad backend {value!r} in {shown!r}: native, or an adapter's name")
         else:
             backend = value  # which adapters exist is the plugin registry's to say
-    settings = _options.read(pairs, repr(url)) if pairs else {}
-    _options.check_family(settings, wire, repr(url))
+    settings = schema.read(pairs, repr(shown)) if pairs else {}
     return Endpoint(wire, transport, address, mode, backend, scheme.lower(),
                     tuple(sorted(settings.items())))

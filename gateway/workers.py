@@ -13,7 +13,10 @@ process starts N ordinary gateway processes (the same command without ``--worker
 * **metrics**: each worker serves its own endpoint on 127.0.0.1:0; the parent serves the one
   the user asked for (``--metrics`` or the config's) and, at each scrape, reads every worker's
   ``/metrics`` and sums the series with equal names and labels (counters, gauges, histogram
-  buckets), plus ``gateway_worker_processes{state=configured|answering}``. Chosen over prometheus_client's
+  buckets; the open-files ratio is the workers' maximum), plus
+  ``gateway_worker_processes{state=configured|answering}``; a worker that does not answer keeps
+  its last counters and histograms in the sums (a sum that went down would read as a counter
+  reset in Prometheus) and its gauges are left out. Chosen over prometheus_client's
   multiprocess mode: the hot path keeps its plain dict counters (no mmap file per process and
   metric), the gauges stay callbacks read at scrape time (multiprocess mode has no live gauges),
   and nothing is left behind in a directory when a worker dies. ``/readyz`` is ready when every
@@ -47,8 +50,10 @@ from dataclasses import dataclass, field
 from typing import Any
 from wsgiref.simple_server import make_server
 
+from gateway.config import BridgeSpec
 from gateway.errors import ConfigError
 from gateway.logging import get_logger
+from gateway.supervisor import parse_ready
 
 log = get_logger("gateway.workers")
 
@@ -77,17 +82,7 @@ def front_overrides() -> dict[str, str]:
 
 
 # -- what can be shared -------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Shape:
-    """What ``check_shareable`` needs to know of one bridge."""
-
-    name: str
-    front: str
-    back: str
-    forwarder: str = "auto"
-
-
-def check_shareable(bridges: Sequence[Shape], *, fixed_ports: bool) -> list[str]:
+def check_shareable(bridges: Sequence[BridgeSpec], *, fixed_ports: bool) -> list[str]:
     """Every reason these bridges cannot run as several workers (empty: they can)."""
     import socket
 
@@ -135,17 +130,31 @@ def fetch(address: str, path: str, timeout: float = 2.0) -> tuple[int, str]:
         return int(exc.code), exc.read().decode(errors="replace")
 
 
-def sum_metrics(texts: Iterable[str]) -> list[Any]:
+#: gauges of one value per process that the parent shows as their maximum over the workers,
+#: not their sum (a ratio of each process's own limit: 2 workers at 50% are not at 100%)
+MAX_OVER_WORKERS = frozenset({"gateway_open_files_ratio"})
+#: families whose samples only grow: a worker that does not answer keeps its last values in
+#: the sum, so that Prometheus never reads a counter going backwards (a reset, then a rate
+#: spike when the worker answers again)
+_MONOTONIC = frozenset({"counter", "histogram", "summary"})
+
+
+def sum_metrics(texts: Iterable[str], stale: Iterable[str] = ()) -> list[Any]:
     """Prometheus texts of the workers -> metric families whose samples are summed over the
     workers (equal name and labels); ``gateway_build_info`` and ``-1`` peer gauges ("cannot
-    tell") are not summed but kept."""
+    tell") are not summed but kept, :data:`MAX_OVER_WORKERS` take the maximum. ``stale``: the
+    last texts of workers that did not answer this time, of which only counters and histograms
+    count (their gauges are unknown now)."""
     from prometheus_client.core import Metric
     from prometheus_client.parser import text_string_to_metric_families
 
     families: dict[str, Metric] = {}
     values: dict[str, dict[tuple[str, tuple[tuple[str, str], ...]], float]] = {}
-    for text in texts:
+    answers = [(text, False) for text in texts] + [(text, True) for text in stale]
+    for text, old in answers:
         for fam in text_string_to_metric_families(text):
+            if old and fam.type not in _MONOTONIC:
+                continue
             if fam.name not in families:
                 families[fam.name] = Metric(fam.name, fam.documentation, fam.type)
                 values[fam.name] = {}
@@ -155,6 +164,8 @@ def sum_metrics(texts: Iterable[str]) -> list[Any]:
                 if fam.name == "gateway_build_info" or (key in acc and -1.0 in (acc[key],
                                                                                 s.value)):
                     acc[key] = -1.0 if fam.name != "gateway_build_info" else s.value
+                elif fam.name in MAX_OVER_WORKERS:
+                    acc[key] = max(acc.get(key, s.value), s.value)
                 else:
                     acc[key] = acc.get(key, 0.0) + s.value
     for name, fam in families.items():
@@ -191,6 +202,7 @@ class Aggregator:
         from gateway.url import split_host_port
 
         self.workers = workers
+        self._last: dict[int, str] = {}  # each worker's last /metrics text
         host, port = split_host_port(address)
         try:
             self._server = make_server(host, port, self.app, ThreadingWSGIServer,
@@ -209,22 +221,23 @@ class Aggregator:
         from prometheus_client.core import GaugeMetricFamily
 
         workers = self.workers()
-        texts = []
+        texts, stale = [], []
         for w in workers:
             try:
                 status, text = fetch(w.metrics, "/metrics")
+                error = "" if status == 200 else f"HTTP {status}"
             except OSError as exc:
-                log.warning("workers.scrape_failed", worker=w.index, address=w.metrics,
-                            error=str(exc))
-                continue
-            if status == 200:
+                error = str(exc)
+            if not error:
                 texts.append(text)
-            else:
-                log.warning("workers.scrape_failed", worker=w.index, address=w.metrics,
-                            error=f"HTTP {status}")
+                self._last[w.index] = text
+                continue
+            log.warning("workers.scrape_failed", worker=w.index, address=w.metrics, error=error)
+            if w.index in self._last:  # its counters stay in the sums (see sum_metrics)
+                stale.append(self._last[w.index])
         from gateway.metrics import SPECS
 
-        families = sum_metrics(texts)
+        families = sum_metrics(texts, stale)
         spec = SPECS["gateway_worker_processes"]
         gauge = GaugeMetricFamily("gateway_worker_processes", spec.help, labels=spec.labels)
         gauge.add_metric(["configured"], len(workers))
@@ -296,7 +309,7 @@ def worker_argv(argv: Sequence[str]) -> list[str]:
 class Parent:
     """Starts, watches and stops the workers; see the module docstring."""
 
-    def __init__(self, argv: Sequence[str], n: int, bridges: Sequence[Shape],
+    def __init__(self, argv: Sequence[str], n: int, bridges: Sequence[BridgeSpec],
                  metrics: str | None, grace: float) -> None:
         self.argv = worker_argv(argv)
         self.n = n
@@ -354,11 +367,11 @@ class Parent:
             self._line(w, line)
 
     def _line(self, w: Worker, line: str) -> None:
-        if not line.startswith("READY "):
+        fields = parse_ready(line)
+        if fields is None:
             if w.index == 0:
                 print(line, flush=True)
             return
-        fields = dict(kv.split("=", 1) for kv in line.split()[1:] if "=" in kv)
         w.metrics = fields.get("metrics", w.metrics)
         if len(w.ready) < len(self.bridges):
             w.ready.append(line)
@@ -374,7 +387,7 @@ class Parent:
     def _fronts(self, first: Worker) -> dict[str, str]:
         out = {}
         for line in first.ready:
-            fields = dict(kv.split("=", 1) for kv in line.split()[1:] if "=" in kv)
+            fields = parse_ready(line) or {}
             name = fields.get("name") or (self.bridges[0].name if len(self.bridges) == 1 else "")
             if name and "front" in fields:
                 out[name] = fields["front"]
@@ -467,5 +480,5 @@ class Parent:
         return codes
 
 
-__all__ = ["Aggregator", "Parent", "Shape", "check_shareable", "front_overrides",
+__all__ = ["Aggregator", "Parent", "check_shareable", "front_overrides",
            "sum_metrics", "worker_argv", "worker_index"]

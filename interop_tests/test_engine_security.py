@@ -24,7 +24,8 @@ from zmq.utils.monitor import recv_monitor_message
 
 import gateway
 from gateway.metrics import METRICS
-from gateway.security import Security, load_cert
+from gateway.security import Security
+from gateway.settings.files import load_cert
 from interop_tests.engine_helpers import run
 
 
@@ -46,6 +47,7 @@ def pki(tmp_path: Path) -> dict[str, Any]:
     (allow / "client.key").write_text(Path(certs["client"][0]).read_text())
     pw = tmp_path / "passwords"
     pw.write_text("alice=wonderland\n# comment\nbob=builder\n")
+    os.chmod(pw, 0o600)
     secret = tmp_path / "alice.pw"
     secret.write_text("wonderland\n")
     os.chmod(secret, 0o600)
@@ -178,7 +180,7 @@ def test_native_client_to_libzmq_server_with_zap(pki: dict[str, Any], mechanism:
 
             def closed() -> int:  # libzmq 4.3.5's ERROR after a ZAP denial is malformed
                 return sum(METRICS.get("gateway_pipes_closed_total", reason=r)  # (see report)
-                           for r in ("peer-error", "RemoteProtocolError"))
+                           for r in ("peer-error", "protocol-error"))
 
             refused = closed()
             bad = client(False)

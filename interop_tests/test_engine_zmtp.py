@@ -388,7 +388,7 @@ def test_router_to_router_by_identity(binder: str) -> None:
                 else:
                     nat.connect(f"zmq+tcp://127.0.0.1:{lib.bind_to_random_port('tcp://127.0.0.1')}")
                 await nat.wait_peers(1)
-                assert set(nat._routes) == {b"lib"}
+                assert set(nat.routing.routes) == {b"lib"}
                 await nat.send_multipart([b"lib", b"hello"])
                 assert await lib.recv_multipart() == [b"nat", b"hello"]
                 await lib.send_multipart([b"nat", b"", b"world"])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import signal
 import subprocess
 import time
@@ -108,7 +109,7 @@ def test_demo_bridges_runs_in_under_30s() -> None:
     for scene in ("front pyzmq, back pynng", "front native, back native",
                   "front pynng, back pyzmq"):
         assert scene in out
-    assert out.count("SIGTERM -> exit code 0") == 6
+    assert out.count("SIGTERM -> exit code 0") == 8
     assert out.count("got b'hello from REQ -> nng'") == 2
     # one port, both wires: three clients on one any+tcp port, to each kind of server
     assert out.count("gateway any+tcp") == 2
@@ -118,4 +119,13 @@ def test_demo_bridges_runs_in_under_30s() -> None:
         assert f"nng REQ            got b'hello from nng REQ -> {server}'" in out
     assert out.count("got envelope [617070 6f726465722d31 ''] body b'item 1 -> nng'") == 2
     assert out.count("got b'hello 2 from nng REQ -> zmq'") == 2
+    # pub/sub: each libzmq subscriber gets only its prefix from the nng publisher
+    assert "zmq SUB            subscribed b'prices.', got [b'prices." in out
+    assert "zmq SUB            subscribed b'weather.', got [b'weather." in out
+    assert "holds 2 prefixes at the publisher" in out
+    # CURVE: the known key is answered by the nng server, the unknown one refused and counted
+    assert "zmq REQ (alice)    got b'hello from alice -> nng'" in out
+    assert "zmq REQ (mallory)  refused: its key is not in curve_allow" in out
+    # (libzmq redials a refused handshake after its reconnect interval: once or more)
+    assert re.search(r'gateway_auth_failures_total\{reason="unknown-key"\} [1-9]', out), out
     assert "Traceback" not in r.stderr

@@ -64,7 +64,7 @@ def test_skeleton_registers_its_transport(monkeypatch: pytest.MonkeyPatch) -> No
     pm.register(module, name="abstract")
     pm.check_pending()
     reg = collect(pm)
-    assert type(reg.transport("abstract")).__name__ == "AbstractTransport"
+    assert type(reg.transport("abstract").transport).__name__ == "AbstractTransport"
     assert reg.provided_by["abstract"] == ["transport abstract"]
     assert {"tcp", "ipc", "inproc"} <= set(reg.transports)  # built-ins untouched
 
@@ -148,7 +148,7 @@ def test_without_the_plugin_the_scheme_is_unknown() -> None:
                         "sp+tcp://127.0.0.1:1"], cwd=REPO, text=True, capture_output=True,
                        env=env(GATEWAY_DISABLE_PLUGIN_AUTOLOAD="1"), timeout=20)
     assert r.returncode == 2
-    assert r.stderr.startswith("gateway: error: unknown transport 'abstract'")
+    assert r.stderr.startswith("gateway: error: bridge 'bridge' front: unknown transport 'abstract'")
     assert r.stderr.count("\n") == 1
 
 

@@ -49,6 +49,7 @@ def pki(tmp_path: Path) -> dict[str, Any]:
     (allow / "client.key").write_text(Path(certs["client"]["pub"]).read_text())
     passwords = tmp_path / "passwords"
     passwords.write_text("alice=wonderland\n")
+    os.chmod(passwords, 0o600)
     alice = tmp_path / "alice.pw"
     alice.write_text("wonderland\n")
     os.chmod(alice, 0o600)
@@ -151,3 +152,150 @@ def test_inline_secret_and_bad_cert_are_config_errors(pki: dict[str, Any], tmp_p
     assert "too open" in done.stderr and str(loose) in done.stderr
     assert "curve_secretkey" in done.stderr and "secure" in done.stderr
     assert secret_z85 not in done.stderr + done.stdout
+
+
+# -- issue 20 ----------------------------------------------------------------------------------
+def _answering(answer: object) -> object:
+    """A gateway_authenticate plugin that answers ``answer`` whatever it is asked."""
+    from types import SimpleNamespace
+
+    from gateway.hookspecs import hookimpl
+
+    @hookimpl
+    def gateway_authenticate(mechanism: str, address: str, socket: str,
+                             credentials: dict[str, str], policy: object) -> object:
+        return answer
+
+    return SimpleNamespace(gateway_authenticate=gateway_authenticate)
+
+
+class _BrokenLog:
+    """A logger whose every line fails (stderr gone)."""
+
+    def __getattr__(self, name: str) -> object:
+        def fail(*args: object, **kwargs: object) -> None:
+            raise OSError("stderr is gone")
+        return fail
+
+
+@pytest.mark.parametrize("fault", ["plugin-answers-garbage", "log-line-fails"])
+def test_pyzmq_zap_handler_survives_and_fails_closed(pki: dict[str, Any], fault: str,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """Finding 1 (high): on 49db3ab the first denied client killed the pyzmq backend's ZAP
+    thread (a plugin answering something that is not an AuthResult, or the auth.denied line
+    failing), and libzmq's CURVE server then let every client in. Now the thread answers 500
+    and goes on, and ZAP_ENFORCE_DOMAIN refuses everyone should it ever be gone: a stranger's
+    request never reaches the server, a good client keeps working."""
+    import asyncio
+
+    import zmq.asyncio
+    from gateway_plugins.pyzmq_adapter import zap
+
+    from gateway import security
+    from gateway.device import Bridge
+    from gateway.plugins import manager
+
+    pm = manager()
+    if fault == "plugin-answers-garbage":
+        pm.register(_answering("allowed!"), name="garbage-auth")
+    else:
+        monkeypatch.setattr(security, "log", _BrokenLog())
+        monkeypatch.setattr(security, "_DENIED", security.Throttle(10.0, 64))
+        monkeypatch.setattr(zap, "log", _BrokenLog())
+    front = (f"@zmq+tcp://{LOCAL}:0?backend=pyzmq&"
+             + _front_security("CURVE", pki))
+
+    async def ask(ctx: zmq.asyncio.Context, url: str, good: bool, body: bytes) -> bytes | None:
+        sock = ctx.socket(zmq.REQ)
+        sock.linger = 0
+        for name, value in _client_options("CURVE", pki, good).items():
+            sock.setsockopt(getattr(zmq, name.upper()), value)
+        sock.connect(url)
+        try:
+            await sock.send(body)
+            return bytes(await asyncio.wait_for(sock.recv(), 2.0))
+        except TimeoutError:
+            return None
+        finally:
+            sock.close(0)
+
+    async def main(server: NngServer) -> None:
+        ready = asyncio.Event()
+        stop = asyncio.Event()
+        bridge = Bridge(front, f">sp+tcp://{LOCAL}:{server.port}", name="zap-test",
+                        on_ready=lambda b: ready.set())
+        task = asyncio.create_task(bridge.run(stop))
+        ctx = zmq.asyncio.Context()
+        try:
+            await asyncio.wait_for(ready.wait(), 10)
+            url = lib_url(bridge.front_url)
+            assert await ask(ctx, url, False, b"stranger 1") is None  # the first refusal
+            if fault == "plugin-answers-garbage":
+                pm.unregister(name="garbage-auth")  # the built-in answers from now on
+            assert await ask(ctx, url, False, b"stranger 2") is None  # 49db3ab: served
+            if fault == "log-line-fails":
+                monkeypatch.undo()
+            assert await ask(ctx, url, True, b"friend") == b"re:friend"
+            assert all(t.is_alive() for t in zap._handlers.values())
+        finally:
+            stop.set()
+            await asyncio.gather(asyncio.wait_for(task, 10), return_exceptions=True)
+            ctx.term()
+
+    try:
+        with NngServer() as server:
+            asyncio.run(main(server))
+            assert server.received == [b"friend"]
+    finally:
+        if pm.has_plugin("garbage-auth"):
+            pm.unregister(name="garbage-auth")
+
+
+def test_router_handover_is_off_on_a_front_so_no_client_takes_anothers_replies() -> None:
+    """Finding 7: bridge fronts turned ROUTER_HANDOVER on; a later client presenting a
+    connected client's routing id took it and received the reply to the victim's request in
+    flight. Off by default now (libzmq's default): the impostor is refused
+    (duplicate-identity), the victim gets its reply."""
+    import threading
+
+    answered = threading.Event()
+
+    def slow(body: bytes) -> bytes:
+        answered.wait(5)
+        return b"re:" + body
+
+    with NngServer(slow) as server, Gateway(
+            *bridge_args(f"@zmq+tcp://{ANY}", f"sp+tcp://{LOCAL}:{server.port}"),
+            metrics=True) as gw:
+        url = lib_url(gw.front)
+        with zmq_client("DEALER", url, 5000, routing_id=b"victim") as victim:
+            victim.send_multipart([b"", b"secret question"])
+            server.wait_received(1)
+            with zmq_client("DEALER", url, 800, routing_id=b"victim") as impostor:
+                impostor.send_multipart([b"", b"me too"])
+                gw.wait_event("handshake.failed", timeout=10, reason="duplicate-identity")
+                answered.set()
+                assert victim.recv_multipart() == [b"", b"re:secret question"]
+                with pytest.raises(zmq.Again):
+                    impostor.recv_multipart()
+        assert gw.metric("gateway_handshake_failures_total", reason="duplicate-identity") >= 1
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_plain_server_without_a_user_list(pki: dict[str, Any], backend: str) -> None:
+    """Finding 2: ``plain_server=1`` without ``plain_passwords`` let any user in on both
+    backends; now the CLI refuses it (exit 2, saying what to add), and ``plain_allow_any=1``
+    takes any user and password when that is what is wanted."""
+    from interop_tests.gateway_helpers import run_cli
+
+    done = run_cli("bridge", f"@zmq+tcp://{LOCAL}:0?backend={backend}&plain_server=1",
+                   f">sp+tcp://{LOCAL}:1")
+    assert done.returncode == 2 and "plain_passwords=FILE" in done.stderr
+    assert "plain_allow_any=1" in done.stderr and "Traceback" not in done.stderr
+    with NngServer() as server, Gateway(*bridge_args(
+            f"@zmq+tcp://{ANY}?backend={backend}&plain_server=1&plain_allow_any=1",
+            f"sp+tcp://{LOCAL}:{server.port}")) as gw:
+        with zmq_client("REQ", lib_url(gw.front), plain_username=b"anyone",
+                        plain_password=b"anything") as req:
+            req.send(b"hi")
+            assert req.recv() == b"re:hi"

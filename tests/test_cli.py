@@ -50,6 +50,20 @@ def test_help_lists_the_commands(capsys: pytest.CaptureFixture[str]) -> None:
     assert "'@' binds, '>' connects" in " ".join(out.split())
 
 
+def test_help_says_what_the_gateway_does_today(capsys: pytest.CaptureFixture[str],
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every pattern, wire, transport and security mechanism the gateway bridges is named."""
+    monkeypatch.setenv("COLUMNS", "400")  # argparse wraps at hyphens: "request-" "reply"
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    for word in ("request-reply", "pub/sub", "pipeline", "pair", "ZeroMQ", "nng", "nanomsg",
+                 "tcp", "ipc", "inproc", "tls+tcp", "ws", "wss", "any", "CURVE", "PLAIN",
+                 "pubsub", "pair1", "pyzmq", "pynng"):
+        assert word in out, word
+    assert "request-reply gateway" not in out  # what it said when that was all it did
+
+
 def test_bridge_help(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exit_:
         main(["bridge", "--help"])

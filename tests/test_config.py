@@ -7,9 +7,10 @@ from typing import Any
 
 import pytest
 
-from gateway import options
 from gateway.config import Config, Limits, from_dict, limits_from, load
+from gateway.device import check
 from gateway.errors import ConfigError
+from gateway.settings import schema as options
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -185,8 +186,8 @@ def test_bridge_option_tables_are_read_into_settings() -> None:
         "front_options": {"handshake_ivl": "2s"},
         "back_options": {"reconnect_ivl": 100, "reconnect_ivl_max": "5s"}}]})
     (b,) = cfg.bridges
-    assert b.front_options == {"handshake_timeout": 2.0}  # the URL's hwm stays in the URL
-    assert b.back_options == {"reconnect_ivl": 0.1, "reconnect_ivl_max": 5.0}
+    assert dict(b.front_options) == {"handshake_timeout": 2.0}  # the URL's hwm stays there
+    assert dict(b.back_options) == {"reconnect_ivl": 0.1, "reconnect_ivl_max": 5.0}
 
 
 def test_bridge_option_table_refuses_heartbeats_on_sp() -> None:
@@ -194,10 +195,8 @@ def test_bridge_option_table_refuses_heartbeats_on_sp() -> None:
                         "back": ">zmq+tcp://127.0.0.1:6000",
                         "front_options": {"heartbeat_ivl": "1s", "tcp_keepalive_idle": 30},
                         "back_options": {"heartbeat_ivl": "1s"}}]}
-    with pytest.raises(ConfigError) as info:
-        from_dict(data, source="g.toml")
-    assert str(info.value).splitlines() == [
-        "g.toml: bridge 'b' front_options: heartbeat_ivl: not on SP (nng/nanomsg) endpoints (SP "
+    assert check(from_dict(data, source="g.toml").bridges, "g.toml") == [
+        "g.toml: bridge 'b' front: heartbeat_ivl: not on SP (nng/nanomsg) endpoints (SP "
         "has no heartbeat and no routing ids; TCP keepalive applies: tcp_keepalive)"]
 
 
@@ -237,16 +236,29 @@ def test_security_mistakes_are_reported_with_the_others() -> None:
     assert "g.toml: bridge 'secure' front_options: bad value for plain_password: a file, not " \
            "the secret itself: secrets are never written inline in a URL or TOML (use " \
            "plain_password_file=PATH)" in lines
+    assert not any("hunter2" in line for line in lines)
+    data["bridge"][0].pop("front_options")  # the syntax is right: the rules say the rest
+    lines = check(from_dict(data, source="g.toml").bridges, "g.toml")
     assert "g.toml: bridge 'secure' back: plain_server: ZeroMQ settings on an SP endpoint " \
            "(SP security is TLS)" in lines
-    assert not any("hunter2" in line for line in lines)
+    assert "g.toml: bridge 'secure' front: curve_allow: only for a CURVE server (add " \
+           "curve_server=1)" in lines
 
 
-def test_listener_limits_belong_to_a_bound_endpoint() -> None:
-    data = {"bridge": [{"name": "b", "front": "@zmq+tcp://127.0.0.1:5555?max_connections=10",
-                        "back": ">sp+tcp://127.0.0.1:6000?allow=10.0.0.0/8"}]}
-    with pytest.raises(ConfigError, match="bridge 'b' back: allow: applies to a bound endpoint"):
-        from_dict(data, source="g.toml")
+@pytest.mark.parametrize("bridge", [
+    {"front": "@zmq+tcp://127.0.0.1:5555?max_connections=10",
+     "back": ">sp+tcp://127.0.0.1:6000?allow=10.0.0.0/8"},
+    {"front": ">zmq+tcp://127.0.0.1:5555?allow=10.0.0.0/8",  # issue 21: a dialling front
+     "back": "@sp+tcp://127.0.0.1:6000"},
+])
+def test_listener_limits_belong_to_a_bound_endpoint(bridge: dict[str, str]) -> None:
+    """``allow``/``max_connections`` on a dialling endpoint did nothing on 49db3ab when the
+    URL was given to ``gateway bridge`` (the rule lived only in the config file's checks)."""
+    side = "back" if bridge["back"].startswith(">") else "front"
+    lines = check(from_dict({"bridge": [{"name": "b", **bridge}]}, source="g.toml").bridges,
+                  "g.toml")
+    assert f"g.toml: bridge 'b' {side}: allow: applies to a bound endpoint (@), not a " \
+           "connecting one" in lines
 
 
 def test_an_any_front_takes_neither_zeromq_security_nor_tls() -> None:
@@ -259,9 +271,7 @@ def test_an_any_front_takes_neither_zeromq_security_nor_tls() -> None:
          "back": ">zmq+tcp://127.0.0.1:6001"},
         {"name": "ok", "front": "@any+tcp://127.0.0.1:5557?hwm=10&heartbeat_ivl=1s",
          "back": ">zmq+tcp://127.0.0.1:6002"}]}
-    with pytest.raises(ConfigError) as info:
-        from_dict(data, source="g.toml")
-    lines = str(info.value).splitlines()
+    lines = check(from_dict(data, source="g.toml").bridges, "g.toml")
     assert any(line.startswith("g.toml: bridge 'p' front: plain_server: ZeroMQ security would "
                                "not cover the SP clients of an any+ endpoint") for line in lines)
     assert any(line.startswith("g.toml: bridge 't' front: tls_verify: TLS settings need")

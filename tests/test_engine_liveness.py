@@ -18,9 +18,9 @@ import pytest
 
 import gateway
 from gateway import Message
+from gateway.engine.hooks import SocketHooks
 from gateway.errors import ConfigError
 from gateway.metrics import METRICS
-from gateway.transport import KeepAlive
 from gateway.url import parse
 
 ZMTP_GREETING = b"\xff" + b"\x00" * 8 + b"\x7f\x03\x01" + b"NULL".ljust(20, b"\x00") + b"\x00" * 32
@@ -189,7 +189,7 @@ def test_no_heartbeat_timeout_while_our_back_pressure_holds_the_peer() -> None:
             peer = await RawPeer.connect(url)
             peer.writer.write(b"\x00\x01a" * 5)
             await until(lambda: router.inbox_size == 1)
-            (pipe,) = router._pipes
+            (pipe,) = router.endpoints.pipes
             await until(lambda: not pipe.reading)
             await asyncio.sleep(0.6)  # four timeouts' worth
             assert router.peers == 1 and closed("heartbeat-timeout") == before
@@ -298,7 +298,12 @@ def test_handover_routes_a_reply_in_flight_to_the_new_pipe() -> None:
         async with (gateway.Socket("ROUTER", router_handover=True) as router,
                     gateway.Socket("DEALER", identity=b"alice") as alice):
             lost: list[bytes] = []
-            router.on_pipe_lost = lost.append
+
+            class Lost(SocketHooks):
+                def pipe_lost(self, routing_id: bytes) -> None:
+                    lost.append(routing_id)
+
+            router.observe(Lost())
             url = router.bind("zmq+tcp://127.0.0.1:0")
             stale = await RawPeer.connect(url, identity=b"alice")
             stale.writer.write(b"\x00\x07request")
@@ -312,6 +317,49 @@ def test_handover_routes_a_reply_in_flight_to_the_new_pipe() -> None:
             await router.send_msg(Message(request.hops, (b"reply",)))
             assert await asyncio.wait_for(alice.recv(), 5) == b"reply"
             stale.close()
+
+    run(main())
+
+
+@pytest.mark.parametrize("same_key", [True, False])
+def test_handover_behind_curve_needs_the_same_client_key(same_key: bool) -> None:
+    """Issue 20, finding 7: with CURVE, a peer presenting a connected client's routing id
+    takes it over only when it proved the same client key; another client (who learnt the id)
+    is refused as ``duplicate-identity`` and never sees the first one's replies."""
+    from gateway.security import Security
+    from gateway.wire.zmtp_curve import keypair
+
+    s_pub, s_sec = keypair()
+    a_pub, a_sec = keypair()
+    m_pub, m_sec = keypair()
+
+    def client(public: bytes, secret: bytes) -> gateway.Socket:
+        return gateway.Socket("DEALER", identity=b"alice", reconnect_ivl=5.0,
+                              security=Security("CURVE", False, public, secret, s_pub))
+
+    async def main() -> None:
+        async with (gateway.Socket("ROUTER", router_handover=True,
+                                   security=Security("CURVE", True, s_pub, s_sec)) as router,
+                    client(a_pub, a_sec) as alice,
+                    client(*((a_pub, a_sec) if same_key else (m_pub, m_sec))) as second):
+            url = router.bind("zmq+tcp://127.0.0.1:0")
+            alice.connect(url)
+            await alice.send(b"request")
+            request = await asyncio.wait_for(router.recv_msg(), 5)
+            refused, took = closed("duplicate-identity"), closed("handover")
+            second.connect(url)
+            if same_key:
+                await until(lambda: closed("handover") == took + 1)
+                await second.wait_peers(1)
+                await router.send_msg(Message(request.hops, (b"reply",)))
+                assert await asyncio.wait_for(second.recv(), 5) == b"reply"
+            else:
+                await until(lambda: closed("duplicate-identity") == refused + 1)
+                assert closed("handover") == took
+                await router.send_msg(Message(request.hops, (b"reply",)))
+                assert await asyncio.wait_for(alice.recv(), 5) == b"reply"
+                with pytest.raises(TimeoutError):
+                    await asyncio.wait_for(second.recv(), 0.3)
 
     run(main())
 
@@ -331,20 +379,21 @@ def _keepalive_of(pipe: Any) -> tuple[int, int, int, int]:
 @pytest.mark.parametrize("wire", ["zmq", "sp"])
 def test_tcp_keepalive_on_every_pipe(wire: str) -> None:
     async def main() -> None:
-        async with (gateway.Socket("REP", tcp_keepalive=KeepAlive(30, 5, 3)) as rep,
+        async with (gateway.Socket("REP", tcp_keepalive_idle=30, tcp_keepalive_intvl=5,
+                                   tcp_keepalive_cnt=3) as rep,
                     gateway.Socket("REQ") as req,
-                    gateway.Socket("REQ", tcp_keepalive=None) as bare):
+                    gateway.Socket("REQ", tcp_keepalive=False) as bare):
             url = rep.bind(f"{wire}+tcp://127.0.0.1:0")
             req.connect(url)
             bare.connect(url)
             await rep.wait_peers(2)
             await req.wait_peers(1)
             await bare.wait_peers(1)
-            for pipe in rep._pipes:  # accepted
+            for pipe in rep.endpoints.pipes:  # accepted
                 assert _keepalive_of(pipe) == (1, 30, 5, 3)
-            (dialled,) = req._pipes  # the default: on, 60 s, 10 s, 6
+            (dialled,) = req.endpoints.pipes  # the default: on, 60 s, 10 s, 6
             assert _keepalive_of(dialled) == (1, 60, 10, 6)
-            (plain,) = bare._pipes
+            (plain,) = bare.endpoints.pipes
             assert _keepalive_of(plain)[0] == 0
 
     run(main())

@@ -174,7 +174,7 @@ def test_pub_drops_for_a_full_subscriber_and_never_blocks() -> None:
             sub.connect(pub.bind("sp+tcp://127.0.0.1:0"))
             await pub.wait_peers(1)
             await sub.wait_peers(1)
-            pipe = next(iter(sub._pipes))
+            pipe = next(iter(sub.endpoints.pipes))
             pipe.pause()  # a subscriber that stops reading
             before = dropped("hwm")
             big = b"x" * 4096
@@ -203,7 +203,7 @@ def test_push_round_robin_and_back_pressure(wire: str) -> None:
             assert {len(a), len(b)} == {5}  # round-robin
             p2.close()
             await until(lambda: push.peers == 1)
-            next(iter(p1._pipes)).pause()  # the only puller stops reading
+            next(iter(p1.endpoints.pipes)).pause()  # the only puller stops reading
             sent = 0
 
             async def flood() -> None:

@@ -37,3 +37,29 @@ def test_spark_is_an_extra_not_a_dependency() -> None:
     extras = META["project"]["optional-dependencies"]
     assert any(d.startswith("pyspark") for d in extras["matrix"])
     assert {"matrix", "bench", "test"} <= set(extras)
+
+
+def test_metadata_a_user_and_an_index_read() -> None:
+    """SPDX license (PEP 639, no deprecated table), URLs, classifiers and type hints."""
+    project = META["project"]
+    assert project["license"] == "MPL-2.0"
+    assert project["license-files"] == ["LICENSE"] and (ROOT / "LICENSE").is_file()
+    assert not any(c.startswith("License ::") for c in project["classifiers"])  # PEP 639
+    assert "Typing :: Typed" in project["classifiers"]
+    assert {"Homepage", "Documentation", "Source", "Issues", "Changelog"} <= set(project["urls"])
+    assert any(r.startswith("setuptools>=77") for r in META["build-system"]["requires"])
+    for package, folder in (("gateway", "gateway"), ("gateway_plugins", "plugins")):
+        assert "py.typed" in META["tool"]["setuptools"]["package-data"][package]
+        assert (ROOT / folder / "py.typed").is_file()
+
+
+def test_the_description_says_what_the_gateway_does_today() -> None:
+    text = META["project"]["description"]
+    for word in ("request-reply", "pub/sub", "pipeline", "pair", "tcp", "ipc", "inproc",
+                 "tls+tcp", "ws", "wss", "any+", "CURVE", "PLAIN", "ZMTP", "SP"):
+        assert word in text, word
+
+
+def test_the_plugin_skeleton_uses_an_spdx_license_too() -> None:
+    meta = tomllib.loads((ROOT / "examples" / "plugin-skeleton" / "pyproject.toml").read_text())
+    assert meta["project"]["license"] == "MPL-2.0"

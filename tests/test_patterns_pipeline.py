@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.engine.pipe import sp_role
+from gateway.engine.codecs import sp_role
 from gateway.errors import Drop, LocalProtocolError, RemoteProtocolError, StateError
 from gateway.message import Message
 from gateway.patterns import SP, ZMTP, Pair, Pair1, Pull, Push, canonical_kind, make_pattern
@@ -46,7 +46,7 @@ def sp_open(kind: str, peer: int) -> SpCodec:
 
 def test_push_sends_frames_as_they_are_and_never_receives() -> None:
     push = make_pattern("PUSH")
-    assert isinstance(push, Push) and not push.enveloped and not push.fanout
+    assert isinstance(push, Push) and not push.enveloped and push.strategy == "balanced"
     target, rest = push.prepare_send(Message((b"ignored",), (b"", b"job")))
     assert target is None  # load-balanced by the engine
     assert rest == Message((), (b"", b"job"))  # an empty frame is body, not a delimiter

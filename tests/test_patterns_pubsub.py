@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.engine.pipe import sp_role, zmtp_role
+from gateway.engine.codecs import sp_role, zmtp_role
 from gateway.errors import Drop, LocalProtocolError, StateError
 from gateway.message import Message
 from gateway.patterns import SP, ZMTP, Publisher, Subscriber, make_pattern
@@ -133,7 +133,8 @@ def test_xsub_sends_subscriptions_as_messages_and_upstream_messages() -> None:
     assert x.prepare_fanout(Message((), (b"\x00a",))) == cancel_of(b"a")
     with pytest.raises(Drop):
         x.prepare_fanout(Message((), (b"\x00a",)))
-    up = x.prepare_fanout(Message((), (b"hello", b"\x01x")))
+    first, up, same = x.prepare_fanout(Message((), (b"hello", b"\x01x")))
+    assert first == b"hello" and same is up
     assert up == Message((), (b"hello", b"\x01x"))  # not a subscription: goes upstream
     assert x.counts == {}
     assert x.attach(P1, ZMTP) == () and x.filters[P1] == (b"",)
@@ -248,6 +249,51 @@ def test_subscriptions_per_peer_are_bounded() -> None:
     s.subscribe(b"a")
     with pytest.raises(LocalProtocolError):
         s.subscribe(b"b")
+
+
+def test_subscription_bytes_per_peer_are_bounded() -> None:
+    """Issue 20, finding 8: the cap counted prefixes, not bytes; one peer pinned 79-100 MB with
+    256 KiB prefixes. Now a peer's prefixes hold at most max_subscription_bytes together."""
+    from gateway.patterns.pubsub import MAX_SUBSCRIPTION_BYTES
+
+    p = publisher()
+    p.attach(P1, ZMTP)
+    big = b"x" * (64 * 1024)
+    for i in range(MAX_SUBSCRIPTION_BYTES // len(big)):
+        p.subscription(P1, sub_of(bytes([i]) + big[1:]))
+    with pytest.raises(Drop) as info:
+        p.subscription(P1, sub_of(b"one more"))
+    assert info.value.reason == "too-many-subscriptions"
+    p.subscription(P1, cancel_of(bytes([0]) + big[1:]))  # a cancel gives its bytes back
+    p.subscription(P1, sub_of(b"one more"))
+    p.attach(P2, ZMTP)  # another peer has its own budget
+    p.subscription(P2, sub_of(big))
+    s = subscriber(max_subscription_bytes=10)
+    s.subscribe(b"12345")
+    s.subscribe(b"12345")  # counted, no new bytes
+    with pytest.raises(LocalProtocolError, match="over 10 bytes"):
+        s.subscribe(b"abcdef")
+
+
+def test_subscription_changes_cost_no_rebuild_until_a_message_needs_one(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A stream of SUBSCRIBE/CANCEL rebuilds nothing (49db3ab rebuilt the peer's prefix tuple,
+    O(n), on each); the next published message rebuilds once; the match is unchanged."""
+    p = publisher()
+    p.attach(P1, ZMTP)
+    for i in range(5000):
+        p.subscription(P1, sub_of(b"t%d." % i))
+    for i in range(0, 5000, 2):
+        p.subscription(P1, cancel_of(b"t%d." % i))
+    assert p._filters[P1] == ()  # nothing rebuilt yet (the engine reads filters per message)
+    assert len(p.filters[P1]) == 2500 and b"t1.".startswith(p.filters[P1])
+    assert not b"t0.".startswith(p.filters[P1]) and p._filters[P1] is p.filters[P1]
+    s = subscriber()
+    for i in range(5000):
+        s.subscribe(b"t%d." % i)
+    assert s._prefixes == () and s.matches(b"t4999.x") and len(s._prefixes) == 5000
+    s.unsubscribe(b"t4999.")
+    assert not s.matches(b"t4999.x") and s.receive(S1, SP, (b"t4998.y",)) is not None
 
 
 def test_published_message_shapes_on_each_wire() -> None:

@@ -14,7 +14,7 @@ import pytest
 
 import gateway
 from gateway import hookspecs
-from gateway.engine.pipe import make_codec
+from gateway.engine.codecs import make_codec
 from gateway.errors import ConfigError
 from gateway.plugins import BUILTIN_PLUGINS, collect, make_manager, registry
 
@@ -66,7 +66,7 @@ def test_transports_and_wires_have_the_documented_shape(clean_env: pytest.Monkey
         assert callable(transport.listen) and asyncio.iscoroutinefunction(transport.dial)
     for spec in reg.wires.values():
         codec = make_codec(spec.codec_factory, spec.family, "REQ", False, identity=b"",
-                           max_message_size=1 << 20, transport=None)
+                           max_message_size=1 << 20, transport=reg.transport("tcp"))
         assert codec.family == spec.family
         assert isinstance(codec.initiate(), bytes)
 
@@ -175,7 +175,7 @@ def test_runtime_plugin_object(clean_env: pytest.MonkeyPatch) -> None:
     pm.register(ThirdParty(), name="thirdparty")
     pm.check_pending()
     reg = collect(pm)
-    assert isinstance(reg.transports["mirror"], MirrorTcp)
+    assert isinstance(reg.transports["mirror"].transport, MirrorTcp)
     assert set(reg.transports) == {"tcp", "ipc", "inproc", "mirror"}
     assert reg.provided_by["thirdparty"] == ["transport mirror", "adapter fake (sp)"]
     assert reg.adapter("fake").family == "sp"
@@ -189,7 +189,7 @@ def test_runtime_transport_carries_a_native_socket(clean_env: pytest.MonkeyPatch
     pm = make_manager()
     pm.register(ThirdParty(), name="thirdparty")
     reg = collect(pm)
-    clean_env.setattr("gateway.engine.socket.registry", lambda: reg)
+    clean_env.setattr("gateway.engine.endpoints.registry", lambda: reg)
 
     async def main() -> None:
         async with gateway.Socket("REP") as rep, gateway.Socket("REQ") as req:

@@ -1,114 +1,18 @@
-"""Certificates (CZMQ zcert, pyzmq's files), password files, the security settings and the
-built-in authenticator (CZMQ zauth's habits)."""
+"""gateway.security: a side's security loaded from its settings, the built-in authenticator
+(CZMQ zauth's habits) and the hook authenticator (fail closed, rate-limited refusals)."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
-import zmq.auth
 
-from gateway import options
 from gateway.errors import ConfigError
-from gateway.security import (
-    Security,
-    allowed_keys,
-    builtin_authenticate,
-    check_settings,
-    load_cert,
-    read_passwords,
-    save_cert,
-    security_of,
-)
+from gateway.security import Security, builtin_authenticate, security_of
+from gateway.settings import schema as options
 from gateway.wire import z85
 from gateway.wire.zmtp_curve import keypair
-
-# A certificate as CZMQ's zcert_save_secret writes it (ZPL, quoted values, a banner).
-CZMQ_SECRET = '''#   ****  Generated on 2024-01-01 00:00:00 by CZMQ  ****
-#   ZeroMQ CURVE **Secret** Certificate
-#   DO NOT PROVIDE THIS FILE TO OTHER USERS nor change its permissions.
-
-metadata
-    name = "gateway test"
-curve
-    public-key = "{public}"
-    secret-key = "{secret}"
-'''
-
-
-def _czmq(tmp: Path, name: str = "czmq") -> tuple[Path, bytes, bytes]:
-    public, secret = keypair()
-    path = tmp / f"{name}.key_secret"
-    path.write_text(CZMQ_SECRET.format(public=z85.encode(public), secret=z85.encode(secret)))
-    os.chmod(path, 0o600)
-    (tmp / f"{name}.key").write_text(CZMQ_SECRET.format(
-        public=z85.encode(public), secret="").replace('    secret-key = ""\n', ""))
-    return path, public, secret
-
-
-def test_czmq_certificate_loads(tmp_path: Path) -> None:
-    path, public, secret = _czmq(tmp_path)
-    cert = load_cert(path, secret=True)
-    assert (cert.public, cert.secret) == (public, secret)
-    assert cert.metadata == {"name": "gateway test"}
-    # the public twin, or the base name with _secret beside it (zcert_load's habit)
-    assert load_cert(tmp_path / "czmq.key").public == public
-    assert load_cert(tmp_path / "czmq.key", secret=True).secret == secret
-
-
-def test_pyzmq_certificates_load_and_agree_with_pyzmq(tmp_path: Path) -> None:
-    pub, sec = zmq.auth.create_certificates(str(tmp_path), "py")
-    os.chmod(sec, 0o600)
-    zpub, zsec = zmq.auth.load_certificate(sec)
-    cert = load_cert(sec, secret=True)
-    assert z85.encode(cert.public).encode() == zpub and cert.secret is not None
-    assert z85.encode(cert.secret).encode() == zsec
-    ours_pub, ours_sec = save_cert(tmp_path / "ours", cert.public, cert.secret, {"name": "x"})
-    assert zmq.auth.load_certificate(ours_sec) == (zpub, zsec)  # pyzmq reads ours too
-    assert oct(os.stat(ours_sec).st_mode & 0o777) == "0o600"
-
-
-def test_secret_file_others_can_read_is_refused(tmp_path: Path) -> None:
-    path, _, secret = _czmq(tmp_path)
-    os.chmod(path, 0o644)
-    with pytest.raises(ValueError, match="too open") as info:
-        load_cert(path, secret=True)
-    assert z85.encode(secret) not in str(info.value)
-
-
-@pytest.mark.parametrize(("text", "match"), [
-    ("curve\n    secret-key = \"x\"\n", "no curve/public-key"),
-    ("curve\n    public-key = \"short\"\n", "40 Z85 characters"),
-])
-def test_broken_certificates_name_the_file(tmp_path: Path, text: str, match: str) -> None:
-    p = tmp_path / "bad.key"
-    p.write_text(text)
-    with pytest.raises(ValueError, match=match) as info:
-        load_cert(p)
-    assert str(p) in str(info.value)
-
-
-def test_missing_certificate_names_the_file(tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match="cannot read certificate") as info:
-        load_cert(tmp_path / "none.key_secret", secret=True)
-    assert "none.key_secret" in str(info.value)
-
-
-def test_allowed_keys_from_a_directory(tmp_path: Path) -> None:
-    _, a, _ = _czmq(tmp_path, "a")
-    _, b, _ = _czmq(tmp_path, "b")
-    (tmp_path / "junk.key").write_text("not a cert\n")
-    assert allowed_keys(tmp_path) == {a, b}
-
-
-def test_password_file(tmp_path: Path) -> None:
-    p = tmp_path / "pw"
-    p.write_text("# users\nalice=wonder=land\n\nbob=\n")
-    assert read_passwords(p) == {"alice": "wonder=land", "bob": ""}
-    p.write_text("no equals sign\n")
-    with pytest.raises(ValueError, match="line 1"):
-        read_passwords(p)
+from tests.test_settings_files import _czmq
 
 
 def test_builtin_authenticator(tmp_path: Path) -> None:
@@ -116,6 +20,7 @@ def test_builtin_authenticator(tmp_path: Path) -> None:
     stranger, _ = keypair()
     pw = tmp_path / "pw"
     pw.write_text("alice=secret\n")
+    pw.chmod(0o600)
     curve = Security("CURVE", True, curve_allow=str(tmp_path))
     plain = Security("PLAIN", True, plain_passwords=str(pw))
     ok = builtin_authenticate("CURVE", {"client_key": z85.encode(allowed)}, curve)
@@ -128,20 +33,12 @@ def test_builtin_authenticator(tmp_path: Path) -> None:
     for creds, want in cases:
         got = builtin_authenticate("PLAIN", creds, plain)
         assert got is not None and (got.allowed, got.reason) == want
-    assert builtin_authenticate("PLAIN", {}, Security("PLAIN", True)) is None  # no policy
-
-
-def test_settings_every_mistake_at_once() -> None:
-    assert check_settings({"curve_server": True, "plain_server": True})[0].startswith(
-        "CURVE (curve_server) and PLAIN (plain_server)")
-    errors = check_settings({"curve_cert": "x", "curve_allow": "d"})
-    assert errors == ["curve_allow: only for a CURVE server (add curve_server=1)",
-                      "a CURVE client needs one of curve_serverkey=Z85 or curve_server_cert=PATH"]
-    assert check_settings({"plain_username": "u"}) == [
-        "a PLAIN client needs plain_username and plain_password_file=PATH"]
-    assert "SP endpoint" in check_settings({"curve_server": True}, "sp")[0]
-    with pytest.raises(ConfigError, match="CURVE needs curve_cert"):
-        security_of({"curve_server": True})
+    # a PLAIN server without a user list refuses everyone, as libzmq's without ZAP (finding 2)
+    none = builtin_authenticate("PLAIN", {"username": "x", "password": "y"},
+                                Security("PLAIN", True))
+    assert none is not None and (none.allowed, none.reason) == (False, "no-user-list")
+    assert builtin_authenticate("PLAIN", {}, Security("PLAIN", True, plain_allow_any=True)) \
+        is None  # asked for: any user
 
 
 def test_options_refuse_inline_secrets_without_echoing_them(tmp_path: Path) -> None:
@@ -162,5 +59,80 @@ def test_options_read_security_settings(tmp_path: Path) -> None:
     assert sec is not None and (sec.mechanism, sec.as_server) == ("CURVE", True)
     assert (sec.public, sec.secret) == (public, secret)
     assert z85.encode(secret) not in repr(sec)
+    # reading a URL or TOML reads no file (issue 21): the file is read when the side is loaded
+    missing = options.read([("curve_server", "1"),
+                            ("curve_cert", str(tmp_path / "missing.key_secret"))], "url")
     with pytest.raises(ConfigError, match="missing.key_secret"):
-        options.read([("curve_cert", str(tmp_path / "missing.key_secret"))], "url")
+        security_of(missing)
+
+
+def _answering(answer: object) -> object:
+    """A gateway_authenticate plugin that answers ``answer`` (or raises it)."""
+    from types import SimpleNamespace
+
+    from gateway.hookspecs import hookimpl
+
+    @hookimpl
+    def gateway_authenticate(mechanism: str, address: str, socket: str,
+                             credentials: dict[str, str], policy: object) -> object:
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    return SimpleNamespace(gateway_authenticate=gateway_authenticate)
+
+
+@pytest.mark.parametrize("answer", ["yes", 1, object(), ValueError("plugin bug")])
+def test_a_bad_plugin_answer_refuses_the_peer(answer: object) -> None:
+    """Finding 1: whatever a plugin returns or raises, the authenticator answers an AuthResult
+    and fails closed (on 49db3ab a non-AuthResult raised AttributeError out of it, which
+    killed the pyzmq ZAP thread)."""
+    from gateway.plugins import manager
+    from gateway.security import hook_authenticator
+
+    pm = manager()
+    pm.register(_answering(answer), name="bad-answer")
+    try:
+        auth = hook_authenticator(Security("CURVE", True), "s", lambda: "127.0.0.1:1")
+        verdict = auth("CURVE", {"client_key": "x" * 40})
+    finally:
+        pm.unregister(name="bad-answer")
+    assert (verdict.allowed, verdict.reason) == (False, "authenticator-error")
+
+
+def test_a_log_that_cannot_be_written_changes_no_verdict(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Finding 1: the auth.denied line failing (stderr gone) must not raise out of the
+    authenticator: the refusal stands and the caller goes on."""
+    from gateway import security
+
+    class Broken:
+        def __getattr__(self, name: str) -> object:
+            def fail(*args: object, **kwargs: object) -> None:
+                raise OSError("stderr is gone")
+            return fail
+
+    monkeypatch.setattr(security, "log", Broken())
+    monkeypatch.setattr(security, "_DENIED", security.Throttle(10.0, 64))
+    auth = security.hook_authenticator(Security("PLAIN", True), "s", lambda: "peer")
+    verdict = auth("PLAIN", {"username": "u", "password": "p"})
+    assert (verdict.allowed, verdict.reason) == (False, "no-user-list")
+
+
+def test_auth_denied_is_rate_limited_and_counted(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Finding 15: a refused client that redials at once gives one line per interval (the
+    next says how many were held back); the counter counts every refusal."""
+    from structlog.testing import capture_logs
+
+    from gateway import security
+    from gateway.metrics import METRICS
+
+    monkeypatch.setattr(security, "_DENIED", security.Throttle(10.0, 64))
+    auth = security.hook_authenticator(Security("PLAIN", True), "rl", lambda: "peer")
+    before = METRICS.get("gateway_auth_failures_total", socket="rl", mechanism="PLAIN",
+                         reason="no-user-list")
+    with capture_logs() as logs:
+        for _ in range(500):
+            assert not auth("PLAIN", {"username": "u", "password": "p"}).allowed
+    assert len([e for e in logs if e["event"] == "auth.denied"]) == 1
+    assert METRICS.get("gateway_auth_failures_total", socket="rl", mechanism="PLAIN",
+                       reason="no-user-list") == before + 500

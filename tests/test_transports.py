@@ -26,9 +26,9 @@ from gateway.tls import TlsSettings
 
 TIMEOUT = 10.0
 TRANSPORTS = tuple(sorted(registry().transports))
-#: the byte-stream suite's subjects (a message-framed transport, SP's WebSocket, has its own)
-STREAMS = tuple(s for s in TRANSPORTS
-                if not getattr(registry().transport(s), "message_framed", False))
+#: the byte-stream suite's subjects: the transports that declared a byte stream (SP's
+#: WebSocket declares its own framing, and its codec is checked in tests/test_ws.py)
+STREAMS = tuple(s for s in TRANSPORTS if registry().transport(s).framing == "stream")
 
 
 def run(coro_fn: Callable[[], Awaitable[Any]]) -> Any:
@@ -61,9 +61,9 @@ def test_registered(scheme: str) -> None:
 @pytest.mark.parametrize("scheme", STREAMS)
 def test_suite(scheme: str, check: Callable[..., Awaitable[None]], tmp_path: Path,
                request: pytest.FixtureRequest) -> None:
-    transport = registry().transport(scheme)
-    if getattr(transport, "tls", False):  # the engine hands it contexts; so does the suite
-        transport = _WithContexts(transport, request.getfixturevalue("certs"))
+    transport: Any = registry().transport(scheme)
+    if transport.tls:  # the engine hands it TLS settings; so does the suite
+        transport = _WithTls(transport, request.getfixturevalue("certs"))
     run(lambda: check(transport, lambda: address_for(scheme, tmp_path)))
 
 
@@ -72,21 +72,21 @@ def certs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return make_certs(tmp_path_factory.mktemp("certs"))
 
 
-class _WithContexts:
-    """A TLS transport as the suite calls transports: the engine's ``tls=`` contexts filled in
-    (a server certificate for localhost, a client trusting its CA)."""
+class _WithTls:
+    """A TLS transport as the suite calls transports: the engine's ``tls=`` settings filled in
+    (a server certificate for localhost, a client trusting its CA and expecting localhost)."""
 
     def __init__(self, transport: Any, certs: Path) -> None:
         self.transport = transport
         self.scheme = transport.scheme
-        self.server = TlsSettings(str(certs / "server.pem"), str(certs / "server.key")).context(True)
-        self.client = TlsSettings(ca=str(certs / "ca.pem")).context(False)
+        self.server = TlsSettings(str(certs / "server.pem"), str(certs / "server.key"))
+        self.client = TlsSettings(ca=str(certs / "ca.pem"), server_name="localhost")
 
     def listen(self, address: str, factory: Any, *, backlog: int | None = None) -> Any:
         return self.transport.listen(address, factory, backlog=backlog, tls=self.server)
 
     async def dial(self, address: str, factory: Any) -> None:
-        await self.transport.dial(address, factory, tls=self.client, server_hostname="localhost")
+        await self.transport.dial(address, factory, tls=self.client)
 
 
 # -- what a scheme promises beyond the suite --------------------------------------------------
@@ -168,7 +168,7 @@ def test_sp_message_prefix_is_declared_by_the_transport() -> None:
     """nng frames SP on ipc (and abstract) with a type byte; the transport says so, as data."""
     reg = registry()
     assert reg.transport("ipc").sp_message_prefix == b"\x01"
-    assert getattr(reg.transport("tcp"), "sp_message_prefix", b"") == b""
+    assert reg.transport("tcp").sp_message_prefix == b""
     if "abstract" in reg.transports:
         assert reg.transport("abstract").sp_message_prefix == b"\x01"
 
@@ -266,19 +266,22 @@ class _OldTransport:
         await registry().transport("tcp").dial(address, protocol_factory)
 
 
-def test_engine_listen_passes_backlog_only_when_set() -> None:
-    from gateway.transport import listen, takes_backlog
+def test_engine_listen_passes_backlog_only_when_declared() -> None:
+    """What a transport takes beyond address and factory it declares when it registers
+    (``backlog=True``); the engine never inspects signatures."""
+    from gateway.errors import ConfigError
+    from gateway.transport import TransportSpec
 
     async def main() -> None:
-        old = _OldTransport()
-        assert not takes_backlog(old) and takes_backlog(registry().transport("tcp"))
-        listener = listen(old, "127.0.0.1:0", Recorder)  # the default: works as before
+        old = TransportSpec("old", _OldTransport())  # registered without backlog=True
+        assert not old.backlog and registry().transport("tcp").backlog
+        listener = old.listen("127.0.0.1:0", Recorder)  # the default: works as before
         listener.close()
-        assert old.calls == [("127.0.0.1:0",)]
-        with pytest.raises(TypeError, match="takes no listen backlog"):
-            listen(old, "127.0.0.1:0", Recorder, backlog=5)
-        assert len(old.calls) == 1  # refused before binding anything
-        listener = listen(registry().transport("tcp"), "127.0.0.1:0", Recorder, backlog=5)
+        assert old.transport.calls == [("127.0.0.1:0",)]
+        with pytest.raises(ConfigError, match="takes no listen backlog"):
+            old.listen("127.0.0.1:0", Recorder, backlog=5)
+        assert len(old.transport.calls) == 1  # refused before binding anything
+        listener = registry().transport("tcp").listen("127.0.0.1:0", Recorder, backlog=5)
         try:
             assert tcp_queue(int(listener.address.rsplit(":", 1)[1])) == 5
         finally:

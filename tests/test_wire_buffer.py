@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.engine.pipe import sp_role, zmtp_role
+from gateway.engine.codecs import sp_role, zmtp_role
 from gateway.wire._buffer import COPY_VIA_VIEW, ReceiveBuffer
 from gateway.wire.events import HandshakeComplete
 from gateway.wire.sp import SpCodec

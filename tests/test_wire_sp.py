@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gateway.engine.pipe import sp_role
+from gateway.engine.codecs import sp_role
 from gateway.errors import (
     LocalProtocolError,
     MessageTooLarge,
@@ -508,3 +508,15 @@ def test_next_messages_gives_what_next_event_gives(
             wire += enc.send_message((b"b" * (901 if kind == "big" else 0) + body,))
     same_in_batches(lambda: opened("REP", max_message_size=900, message_prefix=prefix),
                     chunked(wire, cuts), limit)
+
+
+def test_streaming_is_the_open_state() -> None:
+    """The kernel seam: ``streaming`` once the header is read, until the codec refuses."""
+    codec = sp_codec("REQ")
+    codec.initiate()
+    assert not codec.streaming
+    codec = opened("REQ")
+    assert codec.streaming and codec.message_prefix == b""
+    codec.receive_data(b"\x00" * 7 + b"\x05" + b"\x80\x00\x00\x01x")
+    assert codec.next_messages(4) == [(b"\x80\x00\x00\x01x",)] and codec.streaming
+    assert codec.rx.pos == len(codec.rx.data)

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gateway.engine.pipe import zmtp_role
+from gateway.engine.codecs import zmtp_role
 from gateway.errors import (
     LocalProtocolError,
     MechanismError,
@@ -1144,3 +1144,68 @@ def test_next_messages_counts_a_message_cut_at_frame_boundaries_towards_the_limi
         fits.receive_data(chunk)
         got = fits.next_messages(8)
     assert got == [(b"m" * 50, b"m" * 50, b"l" * 50)]
+
+
+# -- issue 20 ----------------------------------------------------------------------------------
+def test_a_ping_flood_leaves_one_pong_pending() -> None:
+    """Finding 4: libzmq's engine keeps one pending PONG (zmtp_engine.cpp); the codec too: a
+    later PING's PONG replaces one not yet taken, and the engine can drop it (the peer does
+    not read)."""
+    codec = opened()
+    for i in range(1000):
+        codec.receive_data(b"\x04\x07\x04PING\x00\x00" if i % 2 else
+                           b"\x04\x09\x04PING\x00\x00ab")
+        assert isinstance(codec.next_event(), Ping)
+    assert codec.data_to_send() == b"\x04\x05\x04PONG"  # the last PING's, once
+    assert codec.data_to_send() == b""
+    codec.receive_data(b"\x04\x09\x04PING\x00\x00ab")
+    codec.next_event()
+    codec.discard_pong()
+    assert codec.data_to_send() == b""
+
+
+def test_a_handshake_command_over_64k_is_refused_at_its_header() -> None:
+    """Finding 9: before the handshake a frame may be at most 64 KiB (a CURVE HELLO is 200
+    bytes), whatever max_message_size says; refused when its size arrives, nothing buffered."""
+    from gateway.wire.zmtp import HANDSHAKE_FRAME_LIMIT
+
+    codec = zmtp_codec("REQ")
+    codec.initiate()
+    size = HANDSHAKE_FRAME_LIMIT + 1
+    codec.receive_data(GREETING + b"\x06" + size.to_bytes(8, "big") + b"\x05READY")
+    with pytest.raises(RemoteProtocolError, match="handshake command of 65537 bytes"):
+        codec.next_event()
+    ok = zmtp_codec("REQ")  # a READY up to the limit is fine
+    ok.initiate()
+    big = b"\x0bSocket-Type\x00\x00\x00\x03REP\x01X" + (60000).to_bytes(4, "big") + b"v" * 60000
+    body = b"\x05READY" + big
+    ok.receive_data(GREETING + b"\x06" + len(body).to_bytes(8, "big") + body)
+    assert isinstance(ok.next_event(), HandshakeComplete)
+
+
+def test_a_huge_socket_type_is_cut_in_the_error() -> None:
+    """Finding 3: what a peer announces is cut before it reaches a log line."""
+    codec = zmtp_codec("REQ")
+    codec.initiate()
+    codec.receive_data(GREETING + b"\x06" + (6 + 16 + 60000).to_bytes(8, "big") + b"\x05READY"
+                       + b"\x0bSocket-Type" + (60000).to_bytes(4, "big") + b"Z" * 60000)
+    with pytest.raises(PairingError) as info:
+        codec.next_event()
+    assert len(str(info.value)) < 200 and len(info.value.theirs) < 100
+    assert "60000 bytes" in info.value.theirs
+
+
+def test_streaming_is_the_open_state_between_plain_messages() -> None:
+    """The kernel seam: ``streaming`` only between whole messages of an open, unsealed
+    stream; ``rx`` is the buffer a reader outside the codec takes them from."""
+    codec = zmtp_codec("REQ")
+    codec.initiate()
+    assert not codec.streaming
+    codec = opened()
+    assert codec.streaming and codec.rx.pos == len(codec.rx.data)
+    codec.receive_data(b"\x01\x00\x00\x02hi")  # [""][hi]
+    assert codec.streaming and codec.next_messages(8) == [(b"", b"hi")]
+    codec.receive_data(b"\x01\x00")  # a MORE frame: the message has begun
+    assert codec.next_messages(8) == [] and not codec.streaming
+    codec.receive_data(b"\x00\x01!")
+    assert codec.next_messages(8) == [(b"", b"!")] and codec.streaming

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from nacl import bindings as sodium
 
-from gateway.engine.pipe import zmtp_role
+from gateway.engine.codecs import zmtp_role
 from gateway.errors import MechanismError, ProtocolError, RemoteProtocolError
 from gateway.wire import z85
 from gateway.wire.events import HandshakeComplete, PeerError
@@ -212,15 +212,16 @@ def test_curve_command_layouts_lengths_and_nonces() -> None:
     inner = sodium.crypto_box_open(initiate[113:], b"CurveZMQINITIATE" + initiate[105:113],
                                    server_t, a.security._t_secret)  # type: ignore[union-attr]
     assert inner[:32] == C_PUB
-    vouch = sodium.crypto_box_open(inner[48:128], b"VOUCH---" + inner[32:48], C_PUB,
-                                   b.security._t_secret)  # type: ignore[union-attr]
+    # (the server forgot s' after INITIATE, RFC 26: the same boxes open from the other end)
+    assert b.security._t_secret == b"" and b.security._cookie_key == b""  # type: ignore[union-attr]
+    vouch = sodium.crypto_box_open(inner[48:128], b"VOUCH---" + inner[32:48], server_t, C_SEC)
     assert vouch == client_t + S_PUB
     assert inner[128:] == b"\x0bSocket-Type\x00\x00\x00\x03REQ\x08Identity\x00\x00\x00\x00"
     # READY: >= 30 bytes: name, short nonce 1, box[metadata]
     assert len(ready) >= READY_MIN and ready[:6] == b"\x05READY"
     assert ready[6:14] == struct.pack(">Q", 1)
-    assert sodium.crypto_box_open(ready[14:], b"CurveZMQREADY---" + ready[6:14], client_t,
-                                  b.security._t_secret) == b"\x0bSocket-Type\x00\x00\x00\x03REP"  # type: ignore[union-attr]
+    assert sodium.crypto_box_open(ready[14:], b"CurveZMQREADY---" + ready[6:14], server_t,
+                                  a.security._t_secret) == b"\x0bSocket-Type\x00\x00\x00\x03REP"  # type: ignore[union-attr]
     # MESSAGE: a plain frame (flags 0, as libzmq sends it), nonce 3, flags+payload in a box
     wire = a.send_message((b"", b"hello"))
     (f0, m0), (f1, m1) = frames_of(wire)
@@ -306,12 +307,13 @@ def test_fuzz_only_protocol_errors_escape(data: bytes, which: str) -> None:
 @settings(max_examples=200, deadline=None)
 @given(st.binary(min_size=1, max_size=300), st.integers(min_value=0, max_value=199))
 def test_fuzz_tampered_hello_and_commands(noise: bytes, at: int) -> None:
-    """A real HELLO with a byte of its name, version, key, nonce or box changed (the padding
-    is not checked, as libzmq): refused with a protocol error, never anything else."""
+    """A real HELLO with a byte of its name, version, padding, key, nonce or box changed:
+    refused with a protocol error, never anything else (the padding is checked: RFC 26's 72
+    zero bytes; libzmq does not look at them)."""
     a = codec("REQ", CurveClient(C_PUB, C_SEC, S_PUB))
     b = _server_after_greeting(CurveServer(S_PUB, S_SEC))
     hello = bytearray(_first_command(a, codec("REP", CurveServer(S_PUB, S_SEC))))
-    checked = [*range(2, 10), *range(82, 202)]  # frame header 2 bytes, then the command
+    checked = [*range(2, 202)]  # frame header 2 bytes, then the command
     pos = checked[at % len(checked)]
     hello[pos] ^= noise[0] or 1
     b.receive_data(bytes(hello) + noise)
@@ -328,3 +330,61 @@ def test_secured_endpoint_refuses_a_zmtp_1_or_2_peer(revision: int) -> None:
     b.receive_data(b"\xff" + b"\x00" * 8 + b"\x7f" + bytes((revision,)) + b"\x03")
     with pytest.raises(RemoteProtocolError):
         b.next_event()
+
+
+# -- issue 20 ----------------------------------------------------------------------------------
+def _sealed_frame(c: ZmtpCodec, outer: int, inner: int, payload: bytes) -> bytes:
+    """One MESSAGE frame with the given outer ZMTP flags and inner (boxed) flags."""
+    assert c.security is not None
+    body = c.security.seal(inner, payload)
+    return bytes((outer, len(body))) + body
+
+
+def test_curve_message_with_the_outer_more_flag_is_accepted() -> None:
+    """Finding 13: another ZeroMQ implementation sets MORE (0x01) on the outer frame of every
+    CURVE MESSAGE but a multipart message's last; libzmq 4.3.5 reads the MORE bit inside the
+    box (RFC 26). These are its frames, byte for byte: accepted, the message whole."""
+    a = codec("DEALER", CurveClient(C_PUB, C_SEC, S_PUB))
+    b = codec("ROUTER", CurveServer(S_PUB, S_SEC))
+    pump(a, b)
+    parts = (b"", b"topic", b"payload" * 10)
+    wire = b"".join(_sealed_frame(a, 0x01 if i < 2 else 0x00, 0x01 if i < 2 else 0x00, p)
+                    for i, p in enumerate(parts))
+    assert [f for f, _ in frames_of(wire)] == [0x01, 0x01, 0x00]
+    b.receive_data(wire)
+    assert b.next_event() == parts
+    # what libzmq itself sends still works (outer flags 0, MORE inside)
+    b.receive_data(a.send_message(parts))
+    assert b.next_event() == parts
+
+
+@pytest.mark.parametrize("outer", [0x04, 0x05, 0x08, 0x10, 0x80])
+def test_curve_message_frame_with_command_or_reserved_bits_is_refused(outer: int) -> None:
+    a = codec("DEALER", CurveClient(C_PUB, C_SEC, S_PUB))
+    b = codec("ROUTER", CurveServer(S_PUB, S_SEC))
+    pump(a, b)
+    b.receive_data(_sealed_frame(a, outer, 0x00, b"x"))
+    with pytest.raises(RemoteProtocolError, match="bad CURVE MESSAGE frame flags"):
+        b.next_event()
+
+
+def test_curve_hello_padding_must_be_zero() -> None:
+    a = codec("REQ", CurveClient(C_PUB, C_SEC, S_PUB))
+    b = _server_after_greeting(CurveServer(S_PUB, S_SEC))
+    hello = bytearray(_first_command(a, codec("REP", CurveServer(S_PUB, S_SEC))))
+    hello[2 + 8 + 40] = 1  # a byte of the 72-byte padding
+    b.receive_data(bytes(hello))
+    with pytest.raises(CryptoError, match="padding"):
+        b.next_event()
+
+
+def test_curve_server_forgets_its_cookie_key_and_transient_secret() -> None:
+    """RFC 26: once INITIATE is in, the cookie key and s' are discarded (49db3ab kept them for
+    the whole connection)."""
+    a = codec("REQ", CurveClient(C_PUB, C_SEC, S_PUB))
+    b = codec("REP", CurveServer(S_PUB, S_SEC))
+    pump(a, b)
+    server = b.security
+    assert server._cookie_key == b"" and server._t_secret == b""  # type: ignore[union-attr]
+    b.receive_data(a.send_message((b"", b"still works")))
+    assert b.next_event() == (b"", b"still works")

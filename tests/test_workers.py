@@ -11,11 +11,11 @@ import sys
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from gateway.config import BridgeSpec, Limits
 from gateway.testing.procs import child_env
 from gateway.workers import (
     ENV_FRONTS,
     ENV_WORKER,
-    Shape,
     check_shareable,
     front_overrides,
     sum_metrics,
@@ -24,6 +24,10 @@ from gateway.workers import (
 )
 
 BACK = ">sp+tcp://127.0.0.1:6000"
+
+
+def Shape(name: str, front: str, back: str, forwarder: str = "auto") -> BridgeSpec:  # noqa: N802
+    return BridgeSpec(name, front, back, Limits(), forwarder)
 
 
 def test_native_tcp_fronts_with_connecting_backs_can_share() -> None:
@@ -44,7 +48,7 @@ def test_native_tcp_fronts_with_connecting_backs_can_share() -> None:
     (Shape("zero", "@zmq+tcp://127.0.0.1:0", BACK), True, "fixed front port"),
 ])
 def test_what_cannot_share_a_port_is_refused_with_the_bridge_and_the_reason(
-        shape: Shape, fixed: bool, why: str) -> None:
+        shape: BridgeSpec, fixed: bool, why: str) -> None:
     [error] = check_shareable([shape], fixed_ports=fixed)
     assert f"bridge {shape.name!r}" in error and why in error
 
@@ -115,6 +119,26 @@ def test_the_parent_sums_every_series_over_the_workers() -> None:
     assert got[("gateway_hop_latency_seconds_sum", req)] == pytest.approx(0.010)
     assert got[("gateway_build_info", (("version", "0.1.0"),))] == 1  # the same, not summed
     assert _samples(sum_metrics([])) == {}
+
+
+def test_a_silent_worker_keeps_its_counters_in_the_sums_not_its_gauges() -> None:
+    """Prometheus must never see a summed counter go down while a worker does not answer."""
+    got = _samples(sum_metrics([W0], stale=[W1]))
+    req = (("bridge", "b"), ("direction", "request"))
+    assert got[("gateway_forwarded_messages_total", req)] == 8  # W1's last 5 stay in
+    assert got[("gateway_hop_latency_seconds_bucket", (*req, ("le", "+Inf")))] == 8
+    assert got[("gateway_hop_latency_seconds_sum", req)] == pytest.approx(0.010)
+    assert got[("gateway_peers", (("bridge", "b"), ("side", "front")))] == 2  # W0's only
+    only_stale = _samples(sum_metrics([], stale=[W1]))
+    assert only_stale[("gateway_forwarded_messages_total", req)] == 5
+    assert not any(name == "gateway_peers" for name, _ in only_stale)
+
+
+def test_the_open_files_ratio_is_the_workers_maximum_not_their_sum() -> None:
+    ratio = "# HELP gateway_open_files_ratio R.\n# TYPE gateway_open_files_ratio gauge\n" \
+            "gateway_open_files_ratio {}\n"
+    got = _samples(sum_metrics([ratio.format(0.5), ratio.format(0.25), ratio.format(0.5)]))
+    assert got[("gateway_open_files_ratio", ())] == 0.5
 
 
 def test_share_ports_lets_two_tcp_listeners_bind_one_port() -> None:

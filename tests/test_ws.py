@@ -7,25 +7,56 @@ import asyncio
 import socket
 
 import pytest
-from gateway_plugins.ws import NAMES, PEERS, PROTOCOLS, SUFFIX, sp_header, split_address
+from gateway_plugins.ws import SUFFIX, WsSpCodec, split_address
+from wsproto import ConnectionType, WSConnection
+from wsproto.events import AcceptConnection, Ping, Request
 
 import gateway
 from gateway.errors import ConfigError
 
 
-def test_names_ids_and_peers_are_nng_s() -> None:
-    assert PROTOCOLS["req"] == 0x30 and PROTOCOLS["rep"] == 0x31 and PROTOCOLS["pair1"] == 0x11
-    assert all(PEERS[PEERS[n]] == n for n in PEERS)  # pairing is symmetric
-    assert NAMES[0x21] == "sub" and SUFFIX == ".sp.nanomsg.org"
-    assert sp_header("rep") == b"\x00SP\x00\x00\x31\x00\x00"
+@pytest.mark.parametrize(("kind", "ours", "asks"), [
+    ("REQ", "req", "rep"), ("REP", "rep", "req"), ("PUB", "pub", "sub"), ("SUB", "sub", "pub"),
+    ("PUSH", "push", "pull"), ("PAIR", "pair", "pair"), ("PAIR1", "pair1", "pair1"),
+])
+def test_subprotocol_names_are_nng_s(kind: str, ours: str, asks: str) -> None:
+    """The names come from the one SP protocol table (gateway.patterns.pairing), as nng
+    spells them: the dialer asks for the peer's, the listener answers its own."""
+    from gateway.engine.codecs import sp_role
+
+    dialer = WsSpCodec(sp_role(kind), address="h:1/p", client=True)
+    request = dialer.initiate()
+    assert b"GET /p HTTP/1.1" in request
+    assert f"Sec-WebSocket-Protocol: {asks}{SUFFIX}".encode() in request
+    listener = WsSpCodec(sp_role(kind), address="h:1/p")
+    assert listener._ours == f"{ours}{SUFFIX}" and listener.initiate() == b""
+
+
+def test_a_ws_codec_talks_to_another_byte_for_byte() -> None:
+    """Two codecs, no sockets: the upgrade is the handshake, then one WebSocket message per SP
+    message (its backtrace and body, no length prefix), fragments reassembled."""
+    from gateway.engine.codecs import sp_role
+    from gateway.wire.events import HandshakeComplete
+
+    req = WsSpCodec(sp_role("REQ"), address="h:1/svc", client=True)
+    rep = WsSpCodec(sp_role("REP"), address="h:1/svc")
+    rep.receive_data(req.initiate())
+    assert rep.next_event() == HandshakeComplete(peer_type="req0", version=(0, 0))
+    req.receive_data(rep.data_to_send())
+    assert req.next_event() == HandshakeComplete(peer_type="rep0", version=(0, 0))
+    wire = req.send_message((b"\x80\x00\x00\x01", b"hello"))
+    assert wire == b"\x82\x89" + wire[2:6] + bytes(
+        b ^ wire[2 + i % 4] for i, b in enumerate(b"\x80\x00\x00\x01hello"))  # masked
+    rep.receive_data(wire)
+    assert rep.next_event() == (b"\x80\x00\x00\x01hello",)
 
 
 @pytest.mark.parametrize(("address", "parts"), [
-    ("127.0.0.1:80/a/b", ("127.0.0.1", 80, "/a/b")),
-    ("127.0.0.1:0", ("127.0.0.1", 0, "/")),
-    ("[::1]:8080/", ("::1", 8080, "/")),
+    ("127.0.0.1:80/a/b", ("127.0.0.1:80", "/a/b")),
+    ("127.0.0.1:0", ("127.0.0.1:0", "/")),
+    ("[::1]:8080/", ("[::1]:8080", "/")),
 ])
-def test_split_address(address: str, parts: tuple[str, int, str]) -> None:
+def test_split_address(address: str, parts: tuple[str, str]) -> None:
     assert split_address(address) == parts
 
 
@@ -86,7 +117,42 @@ def test_a_raw_http_client_without_the_subprotocol_is_answered_400() -> None:
 def test_zeromq_and_tls_settings_are_refused_where_they_do_not_apply() -> None:
     async def main() -> None:
         async with gateway.Socket("REP") as rep:
-            with pytest.raises(ConfigError, match="ws is an SP transport"):
+            with pytest.raises(ConfigError, match="ws is an SP transport \\(nng's\\); ZeroMQ's "
+                                                  "own WebSocket mapping"):
                 rep.bind("zmq+ws://127.0.0.1:0/x")
+
+    asyncio.run(main())
+
+
+def test_a_ping_flood_from_a_client_that_does_not_read_queues_nothing() -> None:
+    """Issue 20, finding 4 (ws): 49db3ab queued one pong per ping without limit (29 MB in the
+    review); now a client that does not read gets no pong until it does."""
+
+    async def main() -> None:
+        async with gateway.Socket("REP", hwm=10) as rep:
+            port = int(rep.bind("sp+ws://127.0.0.1:0/x").rsplit(":", 1)[1].split("/")[0])
+            loop = asyncio.get_running_loop()
+            raw = socket.socket()
+            raw.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            raw.setblocking(False)
+            await loop.sock_connect(raw, ("127.0.0.1", port))
+            ws = WSConnection(ConnectionType.CLIENT)
+            await loop.sock_sendall(raw, ws.send(Request(
+                host=f"127.0.0.1:{port}", target="/x", subprotocols=["rep.sp.nanomsg.org"])))
+            async with asyncio.timeout(5):
+                while not any(isinstance(e, AcceptConnection) for e in ws.events()):
+                    ws.receive_data(await loop.sock_recv(raw, 4096))
+            await rep.wait_peers(1)
+            [pipe] = rep.endpoints.pipes
+            conn = pipe.transport
+            conn.get_extra_info("socket").setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+            ping = ws.send(Ping(payload=b"p" * 100))
+            for _ in range(40):
+                await loop.sock_sendall(raw, ping * 1000)
+                await asyncio.sleep(0.01)
+            await asyncio.sleep(0.5)
+            assert pipe.buffered <= pipe._high + 200  # 49db3ab: ~4 MB of pongs
+            assert rep.peers == 1
+            raw.close()
 
     asyncio.run(main())

@@ -1,29 +1,29 @@
-"""Forwarding on the asyncio loop: two loops over the raw-socket interface, and, with the
-native engine on both sides, forwarding inside the receiving pipe's callback.
+"""Forwarding on the asyncio loop: two loops over the sides' asyncio faces, and, with the
+native engine on both sides (``callbacks``), forwarding inside the receiving pipe's callback.
 
-The callback path (the engine's ``Socket.sink``): parse, translate and write in one loop
-wake-up per message. A request that cannot go out at once (no writable backend pipe) takes the
-request loop instead, and later ones follow it there until it caught up, so a client's
-requests stay in order.
+Both drive the same steps (:mod:`gateway.device.step`). The callback path: parse, translate
+and write in one loop wake-up per message; a request the back end has no room for stays
+untranslated in the front's inbox, and the request loop takes it from there once the back end
+has room; later requests follow it there until it caught up, so a client's requests stay in
+order.
 
 Requests in flight on the back end are tracked (:class:`LossTracker`): with the native engine
 there, a pipe that closes has its requests counted as ``backend-lost`` at once; a library back
-end has them counted when its last peer leaves.
+end has them counted when its last peer leaves (its ``on_peer_lost``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from functools import partial
 from typing import Any
 
 from gateway.device.inflight import LossTracker
-from gateway.device.ledger import REPLY, REQUEST, Ledger, client_of
-from gateway.device.ledger import clock as _clock
-from gateway.device.sides import NativeRaw, peers_of
-from gateway.envelope import Translator, same_family
-from gateway.errors import GatewayError
+from gateway.device.ledger import Ledger, clock
+from gateway.device.step import ReplyStep, RequestStep
+from gateway.engine.hooks import SocketHooks
+from gateway.envelope import Translator
+from gateway.errors import Drop, GatewayError
 from gateway.message import Message
 
 
@@ -32,140 +32,134 @@ async def _forever() -> None:
     await asyncio.get_running_loop().create_future()
 
 
+class _Front(SocketHooks):
+    """The front's observer: each request goes through the request step at once."""
+
+    def __init__(self, fwd: AsyncForwarder) -> None:
+        self.fwd = fwd
+        self.step = fwd.request
+
+    def message(self, msg: Message, family: str) -> bool:
+        fwd = self.fwd
+        if fwd.draining or fwd.detour:
+            fwd.detour = not fwd.draining
+            return False  # to the inbox: the request loop (or the drain count) takes it
+        if self.step(msg):
+            return True
+        fwd.detour = True  # no room on the back end: the request loop waits for it
+        return False
+
+    def dropped(self, drop: Drop, endpoint: str) -> bool:
+        return self.fwd.pattern_drop(drop, endpoint, "request")
+
+
+class _Back(SocketHooks):
+    """The back's observer: each reply goes through the reply step at once; a lost back-end
+    pipe counts its requests in flight."""
+
+    def __init__(self, fwd: AsyncForwarder) -> None:
+        self.fwd = fwd
+        self.step = fwd.reply
+
+    def pipe_lost(self, routing_id: bytes) -> None:
+        self.fwd.loss.pipe_lost(routing_id)
+
+    def message(self, msg: Message, family: str) -> bool:
+        self.step(msg)  # a routed send never waits: gone or full is counted
+        return True
+
+    def dropped(self, drop: Drop, endpoint: str) -> bool:
+        return self.fwd.pattern_drop(drop, endpoint, "reply")
+
+
 class AsyncForwarder:
-    """Both directions on the running loop; the callback path when both sides are native."""
+    """Both directions on the running loop; the callback path when both sides have it."""
 
     def __init__(self, front: Any, back: Any, translator: Translator, ledger: Ledger) -> None:
         self.front, self.back = front, back
         self.translator, self.ledger = translator, ledger
         ledger.pairs_replies = translator.pairs_replies  # in flight: request-reply only
         self.draining = False
-        self._detour = False  # the request loop holds requests: the callback path waits
+        self.detour = False  # the request loop holds requests: the callback path waits
         self._tasks: list[asyncio.Task[None]] = []
-        per_pipe = isinstance(back, NativeRaw)
-        self.loss = LossTracker(translator, ledger, partial(peers_of, back))
-        if per_pipe:
-            back.socket.on_pipe_lost = self.loss.pipe_lost
+        self.loss = LossTracker(translator, ledger, lambda: back.peers)
+        native_back = back.callbacks
+        self.request = RequestStep(translator, ledger, self.loss,
+                                   back.send_now if native_back else None,
+                                   back.room if native_back else None)
+        self.reply = ReplyStep(translator, ledger, self.loss,
+                               front.send_now if front.callbacks else None)
+        self.callbacks = (front.callbacks and native_back
+                          and translator.pattern == "reqrep")
 
-    def _refused_request(self, exc: GatewayError, msg: Message, out: Message | None) -> None:
-        if out is not None:  # translated, then refused by the back end: no token stays behind
-            self.translator.forget([out[0]])
-        self.ledger.refused(exc, REQUEST, client_of(msg))
+    def pattern_drop(self, drop: Drop, endpoint: str, direction: str) -> bool:
+        self.ledger.dropped(drop.reason, direction, drop.detail, peer=endpoint)
+        return True
 
     # -- the loops ---------------------------------------------------------------------------
     async def _requests(self) -> None:
-        recv, send = self.front.recv_msg, self.back.send_msg
-        request, ledger = self.translator.request, self.ledger
+        recv, step, back = self.front.recv_msg, self.request, self.back
         for first in self.translator.initial():  # pub/sub: the standing subscriptions
-            await send(first)
+            await back.send_msg(first)
         if not self.translator.up:  # nothing comes from the front (an SP pub0 front)
             await _forever()
         while True:
             msg = await recv()
-            t0 = now = _clock()
-            out = None
-            try:
-                out = request(msg, now)
-                if out is None:  # a subscription that changes nothing upstream
+            if step.send_now is not None:  # native back end: wait for room, then the step
+                while not step(msg):
+                    await back.wait_room()
+            else:
+                t0 = clock()
+                out = step.prepare(msg, t0)
+                if out is None:
                     continue
-                pipe = await send(out)
-            except GatewayError as exc:
-                self._refused_request(exc, msg, out)
-                continue
-            self.loss.sent(out, pipe, now)
-            if self._detour and not self.backlog():
-                self._detour = False  # caught up: the callback path may forward again
-            ledger.request_forwarded(t0)
+                try:
+                    pipe = await back.send_msg(out)
+                except GatewayError as exc:
+                    step.refused(exc, msg, out)
+                    continue
+                step.done(out, pipe, t0)
+            if self.detour and not self.backlog():
+                self.detour = False  # caught up: the callback path may forward again
 
     async def _replies(self) -> None:
-        recv, send = self.back.recv_msg, self.front.send_msg
-        reply, ledger, answered = self.translator.reply, self.ledger, self.loss.answered
+        recv, step, send = self.back.recv_msg, self.reply, self.front.send_msg
         if not self.translator.down:  # pipeline: the back end (PUSH) never receives
             await _forever()
         while True:
             msg = await recv()
-            t0 = _clock()
-            answered(msg[0])
-            out = None
+            t0 = clock()
+            out = step.prepare(msg, t0)
+            if out is None:
+                continue
             try:
-                out = reply(msg, t0)
                 await send(out)
             except GatewayError as exc:
-                ledger.refused(exc, REPLY, client_of(out))
+                step.refused(exc, out)
                 continue
-            ledger.reply_forwarded(t0)
-
-    # -- the callback path -------------------------------------------------------------------
-    def _install_sinks(self) -> None:
-        front, back = self.front.socket, self.back.socket
-        request, reply, ledger = self.translator.request, self.translator.reply, self.ledger
-        forget, evicted = self.translator.forget, self.loss.evicted
-        # request-reply: the loss tracker is on; its table directly (two calls less a message)
-        sent, answered = self.loss.inflight.sent, self.loss.inflight.answered
-        # the raw sockets' own send, specialised once (None: a pattern with state of its own)
-        to_back = back.raw_sender() or back.try_send
-        to_front = front.raw_sender() or front.try_send
-
-        same = request is same_family  # the request goes on untouched: no call for that
-
-        def forward_request(msg: Message) -> bool:
-            if self.draining or self._detour:
-                self._detour = not self.draining
-                return False  # to the inbox: the request loop (or the drain count) takes it
-            t0 = now = _clock()
-            out = None
-            try:
-                out = msg if same else request(msg, now)
-                assert out is not None  # request-reply only: every request goes on
-                pipe = to_back(out)
-            except GatewayError as exc:
-                self._refused_request(exc, msg, out)
-                return True
-            if pipe is None:  # no writable back-end pipe: the request loop waits for one
-                forget([out[0]])  # (and translates again: a token minted here goes)
-                self._detour = True
-                return False
-            gone = sent(out[0], pipe, now)
-            if gone:  # pushed out of the full table
-                evicted(gone)
-            ledger.request_forwarded(t0)
-            return True
-
-        def forward_reply(msg: Message) -> bool:
-            t0 = _clock()
-            answered(msg[0])
-            out = None
-            try:
-                out = reply(msg, t0)
-                to_front(out)
-            except GatewayError as exc:
-                ledger.refused(exc, REPLY, client_of(out))
-                return True
-            ledger.reply_forwarded(t0)
-            return True
-
-        front.sink, back.sink = forward_request, forward_reply
+            step.done(t0)
 
     # -- the Forwarder interface -------------------------------------------------------------
     def backlog(self) -> int:
         """Requests received and not forwarded (counted as ``shutdown`` if the stop finds them)."""
-        return self.front.backlog if isinstance(self.front, NativeRaw) else 0
+        return int(self.front.backlog)
 
     async def _expire(self, every: float) -> None:
         translator, ledger, loss = self.translator, self.ledger, self.loss
         while True:
             await asyncio.sleep(every)
-            now = _clock()
+            now = clock()
             ledger.expired(translator.expire(now))
             loss.expire(now)
             ledger.flush()
 
     def start(self) -> None:
-        if (isinstance(self.front, NativeRaw) and isinstance(self.back, NativeRaw)
-                and self.translator.pattern == "reqrep"):
-            self._install_sinks()
         loop = asyncio.get_running_loop()
-        if hasattr(self.back, "on_peer_lost"):  # a library back end, from its own thread
+        if self.front.callbacks:  # its pattern's drops are the bridge's
+            self.front.observe(_Front(self) if self.callbacks else _Drops(self, "request"))
+        if self.back.callbacks:
+            self.back.observe(_Back(self) if self.callbacks else _Lost(self))
+        else:  # a library back end, from its own thread
 
             def peer_lost() -> None:
                 with contextlib.suppress(RuntimeError):  # the loop is gone: nothing to count
@@ -187,13 +181,39 @@ class AsyncForwarder:
         self._tasks[0].cancel()
 
     async def drain(self, grace: float) -> None:
-        deadline = _clock() + grace
-        while self.ledger.in_flight and not self._tasks[1].done() and _clock() < deadline:
+        deadline = clock() + grace
+        while self.ledger.in_flight and not self._tasks[1].done() and clock() < deadline:
             await asyncio.sleep(0.02)
 
     async def close(self) -> None:
-        if hasattr(self.back, "on_peer_lost"):
-            self.back.on_peer_lost = None
+        for side in (self.front, self.back):
+            if side.callbacks:
+                side.observe(None)
+        self.back.on_peer_lost = None
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+
+
+class _Drops(SocketHooks):
+    """A native side whose messages go through the loops: its pattern's drops are the
+    bridge's."""
+
+    def __init__(self, fwd: AsyncForwarder, direction: str) -> None:
+        self.fwd, self.direction = fwd, direction
+
+    def dropped(self, drop: Drop, endpoint: str) -> bool:
+        return self.fwd.pattern_drop(drop, endpoint, self.direction)
+
+
+class _Lost(_Drops):
+    """A native back end whose replies go through the loop: drops, and lost pipes' requests."""
+
+    def __init__(self, fwd: AsyncForwarder) -> None:
+        super().__init__(fwd, "reply")
+
+    def pipe_lost(self, routing_id: bytes) -> None:
+        self.fwd.loss.pipe_lost(routing_id)
+
+
+__all__ = ["AsyncForwarder"]

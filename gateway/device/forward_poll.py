@@ -2,11 +2,13 @@
 library sockets with a polled face (:class:`gateway.adapter.PolledSocket`).
 
 One thread owns both sockets (zmq sockets are not thread-safe, so both directions live on one
-thread) and waits in ``zmq.Poller`` on the sides' pollables. It never blocks on a peer:
+thread) and waits in the sides' poller on their pollables. It drives the same steps as every
+forwarder (:mod:`gateway.device.step`) and never blocks on a peer:
 
 * every send is non-blocking. A reply a client cannot take (its pipe is full, or it left) is
   dropped and counted at once, as libzmq's ROUTER does, so one slow client never holds the
-  others' replies; a request the back end cannot take yet waits in a bounded queue (``hwm``);
+  others' replies; a request the back end cannot take yet waits, untranslated, in a bounded
+  queue (``hwm``);
 * while that queue is full the front is not read: back-pressure reaches the clients through
   the libraries' own queues and TCP, instead of a timeout per message;
 * each wake-up moves at most ``BATCH`` messages per direction, replies first, and the stop
@@ -18,17 +20,14 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections import deque
-from functools import partial
 from typing import Any
 
-import zmq
-
+from gateway.adapter import POLLIN, make_poller
 from gateway.device.inflight import LossTracker
-from gateway.device.ledger import REPLY, REQUEST, Ledger, client_of
-from gateway.device.ledger import clock as _clock
-from gateway.device.sides import peers_of
+from gateway.device.ledger import REQUEST, Ledger, clock
+from gateway.device.step import ReplyStep, RequestStep
 from gateway.envelope import Translator
-from gateway.errors import GatewayError, PeerBusy
+from gateway.errors import PeerBusy
 from gateway.message import Message
 
 BATCH = 256
@@ -44,11 +43,21 @@ class PollForwarder:
         self._halt = threading.Event()
         self._draining = threading.Event()
         self._task: asyncio.Future[None] | None = None
-        self._waiting: deque[tuple[Message, float]] = deque()  # requests the back cannot take yet
-        self.loss = LossTracker(translator, ledger, partial(peers_of, back))
+        self._waiting: deque[tuple[Message, float]] = deque()  # untranslated, the back is busy
+        self.loss = LossTracker(translator, ledger, lambda: back.peers)
         self._peer_left = threading.Event()  # set by the back end's thread, read by ours
-        if hasattr(back, "on_peer_lost"):
-            back.on_peer_lost = self._peer_left.set
+        back.on_peer_lost = self._peer_left.set
+
+        def to_back(msg: Message) -> bytes | None:
+            return None if not back.send_nowait(msg) else b""
+
+        def to_front(msg: Message) -> bytes:
+            if not front.send_nowait(msg):
+                raise PeerBusy("the client's pipe is full")
+            return b""
+
+        self.request = RequestStep(translator, ledger, self.loss, to_back)
+        self.reply = ReplyStep(translator, ledger, self.loss, to_front)
 
     def start(self) -> None:
         self._task = asyncio.ensure_future(asyncio.to_thread(self._loop))
@@ -61,9 +70,9 @@ class PollForwarder:
         self._draining.set()
 
     async def drain(self, grace: float) -> None:
-        deadline = _clock() + grace
+        deadline = clock() + grace
         while ((self.ledger.in_flight or self._waiting) and self._task is not None
-               and not self._task.done() and _clock() < deadline):
+               and not self._task.done() and clock() < deadline):
             await asyncio.sleep(0.02)
 
     def backlog(self) -> int:
@@ -72,64 +81,38 @@ class PollForwarder:
 
     async def close(self) -> None:
         self._halt.set()
+        self.back.on_peer_lost = None
         if self._task is not None:
             await asyncio.gather(self._task, return_exceptions=True)
 
     # -- the thread ------------------------------------------------------------------------------
     def _flush(self) -> None:
-        """Hand waiting requests to the back end until it would block."""
-        waiting, send, ledger = self._waiting, self.back.send_nowait, self.ledger
+        """Hand waiting requests to the back end until it has no room."""
+        waiting, step = self._waiting, self.request
         while waiting:
             msg, t0 = waiting[0]
-            try:
-                if not send(msg):
-                    return
-            except GatewayError as exc:
-                self.translator.forget([msg[0]])  # its token, if one was minted, goes too
-                ledger.refused(exc, REQUEST, client_of(msg))
-            else:
-                self.loss.sent(msg, None, _clock())
-                ledger.request_forwarded(t0)
+            if not step(msg, t0):
+                return
             waiting.popleft()
 
     def _replies(self) -> None:
-        recv, send = self.back.recv_nowait, self.front.send_nowait
-        reply, ledger, now = self.translator.reply, self.ledger, _clock()
-        answered = self.loss.answered
+        recv, step = self.back.recv_nowait, self.reply
         for _ in range(BATCH):
             msg = recv()
             if msg is None:
                 return
-            t0 = _clock()
-            answered(msg[0])
-            out = None
-            try:
-                out = reply(msg, now)
-                if not send(out):
-                    raise PeerBusy("the client's pipe is full")
-            except GatewayError as exc:
-                ledger.refused(exc, REPLY, client_of(out))
-                continue
-            ledger.reply_forwarded(t0)
+            step(msg)
 
     def _requests(self) -> None:
-        recv, request, ledger = self.front.recv_nowait, self.translator.request, self.ledger
-        waiting, now = self._waiting, _clock()
+        recv, waiting = self.front.recv_nowait, self._waiting
         for _ in range(min(BATCH, self.hwm - len(waiting))):
             if self._halt.is_set() or self._draining.is_set():
                 return
             msg = recv()
             if msg is None:
                 return
-            t0 = _clock()
-            try:
-                out = request(msg, now)
-            except GatewayError as exc:
-                ledger.refused(exc, REQUEST, client_of(msg))
-                continue
-            if out is not None:  # None: a subscription that changes nothing upstream
-                waiting.append((out, t0))
-                self._flush()
+            waiting.append((msg, clock()))
+            self._flush()
 
     def _loop(self) -> None:
         front, back, halt, draining = self.front, self.back, self._halt, self._draining
@@ -139,14 +122,16 @@ class PollForwarder:
         for first in self.translator.initial():  # pub/sub: the standing subscriptions
             if not back.send_nowait(first):
                 ledger.dropped("backend-unavailable", REQUEST, "a standing subscription")
-        poller, registered = zmq.Poller(), dict[Any, int]()
-        next_expiry = _clock() + 1.0
+        poller = make_poller()
+        registered: dict[Any, int] = {}
+        readable = POLLIN
+        next_expiry = clock() + 1.0
         while not halt.is_set():
-            want: dict[Any, int] = {back.pollable: zmq.POLLIN} if down else {}
+            want: dict[Any, int] = {back.pollable: readable} if down else {}
             if self._waiting and out_obj is not None:  # wake when the back end has room again
                 want[out_obj] = want.get(out_obj, 0) | out_flag
             if up and not draining.is_set() and len(self._waiting) < self.hwm:
-                want[front.pollable] = want.get(front.pollable, 0) | zmq.POLLIN
+                want[front.pollable] = want.get(front.pollable, 0) | readable
             if want != registered:  # a full queue stops reading clients: back-pressure
                 for obj in registered.keys() - want.keys():
                     poller.unregister(obj)
@@ -160,11 +145,11 @@ class PollForwarder:
                 ready = {}
             if self._waiting:
                 self._flush()
-            if ready.get(back.pollable, 0) & zmq.POLLIN:
+            if ready.get(back.pollable, 0) & readable:
                 self._replies()
-            if ready.get(front.pollable, 0) & zmq.POLLIN:
+            if ready.get(front.pollable, 0) & readable:
                 self._requests()
-            now = _clock()
+            now = clock()
             if self._peer_left.is_set():  # the last peer gone? what it held is lost
                 self._peer_left.clear()
                 self.loss.peer_left()

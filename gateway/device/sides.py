@@ -1,55 +1,63 @@
 """A bridge's two sides: which implementation serves each endpoint, opened through the registry.
 
 The native engine is always there (``?backend=native``); every other backend is an adapter
-plugin (:mod:`gateway.adapter`), selected by name, a third party's included.
+plugin (:mod:`gateway.adapter`), selected by name, a third party's included. Every side declares
+what the forwarders need (``peers``, ``backlog``, ``confirms_delivery``, ``on_peer_lost``;
+:class:`gateway.adapter.RawSocket`), so nothing asks a side what it is. The native side also
+has the callback path (``callbacks``): it reports to a :class:`~gateway.engine.hooks.SocketHooks`
+observer and sends without waiting (``send_now``, ``room``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from gateway.adapter import SideOptions
 from gateway.errors import ConfigError, TransportError
 from gateway.plugins import AdapterSpec, registry
-from gateway.security import security_of
-from gateway.tls import tls_of
+from gateway.settings.schema import SideOptions
 from gateway.url import Endpoint
 
 NATIVE = "native"
 
 
-class NativeRaw:
-    """The native engine's raw socket as a bridge side (``kind``: REP front, REQ back)."""
+class NativeSide:
+    """The native engine's raw socket as a bridge side (``kind``: the pattern's front or back
+    kind, e.g. raw REP front, raw REQ back)."""
+
+    #: forwarding can run in this side's own callbacks (see gateway.device.forward_async)
+    callbacks = True
+    #: the engine delivers every message it takes (a library may still drop a reply)
+    confirms_delivery = True
 
     def __init__(self, kind: str, options: SideOptions, name: str = "") -> None:
+        from gateway.engine.options import SocketOptions
         from gateway.engine.socket import Socket  # the engine loads the transport plugins
-        from gateway.transport import KeepAlive
 
-        self.socket = Socket(kind, raw=True, hwm=options.hwm, ttl=options.hop_limit,
-                             max_message_size=options.max_message_size,
-                             router_mandatory=options.router_mandatory,
-                             message_timeout=options.message_timeout, backlog=options.backlog,
-                             reconnect_ivl=options.reconnect_ivl,
-                             reconnect_ivl_max=options.reconnect_ivl_max,
-                             handshake_timeout=options.handshake_timeout,
-                             linger=options.linger,
-                             router_handover=options.router_handover,
-                             heartbeat_ivl=options.heartbeat_ivl,
-                             heartbeat_ttl=options.heartbeat_ttl,
-                             heartbeat_timeout=options.heartbeat_timeout,
-                             tcp_keepalive=KeepAlive(options.tcp_keepalive_idle,
-                                                     options.tcp_keepalive_intvl,
-                                                     options.tcp_keepalive_cnt)
-                             if options.tcp_keepalive else None,
+        fields = {f: getattr(options, f) for f in SideOptions.__dataclass_fields__}
+        opts = SocketOptions(**fields, name=name or f"device-x{kind.lower()}",
                              # toward an SP publisher the gateway's sub0 filters by what it
                              # holds (a raw XSUB would take everything)
-                             filter=True if kind == "XSUB" else None,
-                             name=name or f"device-x{kind.lower()}",
-                             security=security_of(options), tls=tls_of(options),
-                             allow=options.allow, max_connections=options.max_connections)
+                             filter=True if kind == "XSUB" else None)
+        self.socket = Socket(kind, raw=True, options=opts)
         self.send_msg = self.socket.send_msg
         self.recv_msg = self.socket.recv_msg
+        self.send_now = self.socket.send_now
+        self.observe = self.socket.observe
+        self.family_of = self.socket.family_of
+        #: a native back end reports each lost pipe itself (``SocketHooks.pipe_lost``)
+        self.on_peer_lost: Callable[[], None] | None = None
+
+        balanced = self.socket.pattern.strategy == "balanced"
+        #: True when a send would go out now (a routed or fanout send always does)
+        self.room: Callable[[], bool] = (self.socket.routing.has_room if balanced
+                                         else _always)
+
+    async def wait_room(self) -> None:
+        """Until a send can go out now."""
+        if not self.room():
+            await self.socket.wait_writable()
 
     @property
     def peers(self) -> int:
@@ -68,6 +76,10 @@ class NativeRaw:
 
     def close(self, linger: float | None = None) -> None:
         self.socket.close(linger)
+
+
+def _always() -> bool:
+    return True
 
 
 def backend_of(ep: Endpoint) -> str:
@@ -133,27 +145,19 @@ def open_async(ep: Endpoint, kind: str, options: SideOptions, name: str = "") ->
     """The asyncio face for ``ep``, bound or connected; and its real URL. ``name`` names a
     native socket in the logs (the bridge and the side)."""
     spec = adapter_for(ep)
-    sock = NativeRaw(kind, options, name) if spec is None else spec.open_async(kind, options)
+    sock = NativeSide(kind, options, name) if spec is None else spec.open_async(kind, options)
     return sock, attach(sock, ep)
 
 
 def open_polled(ep: Endpoint, kind: str, options: SideOptions,
                 name: str = "") -> tuple[Any, str]:
-    """The polled face for ``ep`` (both sides have one), bound or connected; and its real URL.
-    ``name`` names the socket in the logs when the adapter's face has a ``name`` to set."""
+    """The polled face for ``ep`` (both sides have one), bound or connected; and its real URL."""
     spec = adapter_for(ep)
     assert spec is not None and spec.open_polled is not None
     sock = spec.open_polled(kind, options)
-    if name and hasattr(sock, "name"):
-        sock.name = name
+    sock.name = name
     return sock, attach(sock, ep)
 
 
-def peers_of(sock: Any) -> int:
-    """Connected peers of a side, or -1 when its implementation cannot tell."""
-    peers = getattr(sock, "peers", None)
-    return -1 if peers is None else int(peers)
-
-
-__all__ = ["NATIVE", "NativeRaw", "adapter_for", "attach", "backend_of",
-           "default_backends", "open_async", "open_polled", "peers_of"]
+__all__ = ["NATIVE", "NativeSide", "adapter_for", "attach", "backend_of", "default_backends",
+           "open_async", "open_polled"]

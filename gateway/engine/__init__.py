@@ -1,6 +1,5 @@
-"""The asyncio runtime: sockets, pipes, listeners and dialers (all I/O lives here)."""
+"""The asyncio runtime: sockets, pipes, listeners and dialers (all I/O lives here).
 
-from gateway.engine.pipe import Pipe
-from gateway.engine.socket import Socket
-
-__all__ = ["Pipe", "Socket"]
+Nothing is imported here: ``gateway.engine.loop`` (the CLI's loop) must not load the engine,
+and ``gateway.Socket`` loads it on first use.
+"""

@@ -84,6 +84,7 @@ def _make(root: Path) -> Material:
     m.curve_allowed.mkdir()
     (m.curve_allowed / "client.key").write_bytes(m.curve_public("client").read_bytes())
     m.passwords.write_text(f"{USER}={PASSWORD}\n")
+    m.passwords.chmod(0o600)
     for bad, text in ((False, PASSWORD), (True, "not-" + PASSWORD)):
         m.password_file(bad).write_text(text + "\n")
         m.password_file(bad).chmod(0o600)
@@ -92,7 +93,7 @@ def _make(root: Path) -> Material:
 
 
 def settings(mechanism: str, sp: str, wire: str, role: str, bad: bool = False) -> list[tuple[str, str]]:
-    """The endpoint settings (``gateway.options`` names) of a ``role`` on a ``wire`` hop."""
+    """The endpoint settings (``gateway.settings.schema`` names) of a ``role`` on a ``wire`` hop."""
     m = material()
     out: list[tuple[str, str]] = []
     if wire == "zmq" and mechanism == "CURVE":
@@ -122,8 +123,8 @@ def query(pairs: list[tuple[str, str]]) -> str:
 
 def native_options(pairs: list[tuple[str, str]]) -> dict[str, Any]:
     """``gateway.Socket`` keywords (``security=``, ``tls=``) for these settings."""
-    from gateway import options
     from gateway.security import security_of
+    from gateway.settings import schema as options
     from gateway.tls import tls_of
 
     if not pairs:

@@ -11,14 +11,20 @@ from gateway.errors import LocalProtocolError
 from gateway.patterns import reqrep
 from gateway.patterns.pairing import NATIVE_KINDS, canonical_kind
 from gateway.patterns.pipeline import Pair, Pair1, Pull, Push
-from gateway.patterns.pubsub import MAX_SUBSCRIPTIONS, Publisher, Subscriber
+from gateway.patterns.pubsub import (
+    MAX_SUBSCRIPTION_BYTES,
+    MAX_SUBSCRIPTIONS,
+    Publisher,
+    Subscriber,
+)
 from gateway.patterns.reqrep import Pattern
 
 
 def make_pattern(kind: str, raw: bool = False, *, ttl: int = 8, relaxed: bool = False,
                  resend_interval: float = 60.0, verbose: bool = False,
                  filter: bool | None = None,
-                 max_subscriptions: int = MAX_SUBSCRIPTIONS) -> Pattern:
+                 max_subscriptions: int = MAX_SUBSCRIPTIONS,
+                 max_subscription_bytes: int = MAX_SUBSCRIPTION_BYTES) -> Pattern:
     """The pattern for a socket kind. ``raw``: REQ/REP -> xreq/xrep, PUB/SUB -> XPUB/XSUB
     (raw pub0/sub0), PAIR1 keeps its hop-count word; PUSH, PULL and PAIR have no raw variant
     that differs. ``verbose``: XPUB reports repeated subscribes too; ``filter``: SUB/XSUB filter
@@ -28,9 +34,11 @@ def make_pattern(kind: str, raw: bool = False, *, ttl: int = 8, relaxed: bool = 
         return reqrep.make_pattern(kind, raw, ttl=ttl, relaxed=relaxed,
                                    resend_interval=resend_interval)
     if kind == "PUB":
-        return Publisher(kind, raw, ttl=ttl, verbose=verbose, max_subscriptions=max_subscriptions)
+        return Publisher(kind, raw, ttl=ttl, verbose=verbose, max_subscriptions=max_subscriptions,
+                         max_subscription_bytes=max_subscription_bytes)
     if kind == "SUB":
-        return Subscriber(kind, raw, ttl=ttl, filter=filter, max_subscriptions=max_subscriptions)
+        return Subscriber(kind, raw, ttl=ttl, filter=filter, max_subscriptions=max_subscriptions,
+                          max_subscription_bytes=max_subscription_bytes)
     if kind == "PUSH":
         return Push(kind, raw, ttl=ttl)
     if kind == "PULL":

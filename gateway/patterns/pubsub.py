@@ -25,6 +25,12 @@ to an XPUB application (libzmq passes XSUB's upstream messages) and is dropped b
 PUB never blocks: the engine drops a message for a pipe past its high-water mark (counted,
 ``hwm``), as libzmq's ``dist_t`` and nng's pub0 do.
 
+Bounds (libzmq has none): a peer's prefixes at a publisher, and a subscriber's own, are at most
+``max_subscriptions`` (10,000) and ``max_subscription_bytes`` (256 KiB) together; past either,
+a subscription is dropped and counted (``too-many-subscriptions``). A (un)subscription costs
+O(1): the prefix tuples the engine matches with are rebuilt once before the next message that
+needs them, not on every change, so a stream of SUBSCRIBE/CANCEL costs no rebuilds.
+
 Deviation from libzmq kept small and documented: only a *one-frame* message is read as an
 RFC 23 subscription (libzmq also reads the first frame of a multipart one).
 """
@@ -44,6 +50,9 @@ _SUB, _CANCEL = 1, 0
 _ALL: tuple[bytes, ...] = (b"",)
 #: Default bound on the prefixes one peer may hold (publisher side) or a socket may hold.
 MAX_SUBSCRIPTIONS = 10_000
+#: ... and on their bytes together: what one subscriber can make a publisher hold (a prefix
+#: may be as long as a message; without this, 10,000 of them could pin gigabytes)
+MAX_SUBSCRIPTION_BYTES = 256 * 1024
 
 
 def subscription_message(subscribe: bool, topic: bytes) -> Message:
@@ -77,29 +86,47 @@ class Publisher(Pattern):
     """
 
     enveloped = False
-    fanout = True
+    strategy = "fanout"
 
     def __init__(self, kind: str, raw: bool, *, ttl: int = 8, verbose: bool = False,
-                 max_subscriptions: int = MAX_SUBSCRIPTIONS) -> None:
+                 max_subscriptions: int = MAX_SUBSCRIPTIONS,
+                 max_subscription_bytes: int = MAX_SUBSCRIPTION_BYTES) -> None:
         super().__init__(kind, raw, ttl=ttl)
         self.verbose = verbose
         self.max_subscriptions = max_subscriptions
-        self.filters: dict[bytes, tuple[bytes, ...]] = {}
+        self.max_subscription_bytes = max_subscription_bytes
+        self._filters: dict[bytes, tuple[bytes, ...]] = {}
         self._held: dict[bytes, set[bytes]] = {}  # ZMTP pipe -> its prefixes
+        self._size: dict[bytes, int] = {}  # ZMTP pipe -> the bytes of its prefixes
+        self._stale: set[bytes] = set()  # pipes whose filters wait to be rebuilt
         #: prefix -> how many pipes hold it (the union, counted across pipes)
         self.holders: dict[bytes, int] = {}
+
+    @property
+    def filters(self) -> dict[bytes, tuple[bytes, ...]]:
+        """Ready pipe -> the prefixes it holds (``topic.startswith(filters[rid])``); the tuples
+        of pipes whose subscriptions changed are rebuilt here, once for all the changes."""
+        if self._stale:
+            held, filters = self._held, self._filters
+            for rid in self._stale:
+                filters[rid] = tuple(held[rid])
+            self._stale.clear()
+        return self._filters
 
     # -- peers -------------------------------------------------------------------------------
     def attach(self, routing_id: bytes, family: str) -> tuple[Subscription, ...]:
         if family == SP:
-            self.filters[routing_id] = _ALL  # sub0 says nothing and filters itself
+            self._filters[routing_id] = _ALL  # sub0 says nothing and filters itself
         else:
             self._held[routing_id] = set()
-            self.filters[routing_id] = ()  # a ZMTP subscriber gets nothing until it subscribes
+            self._size[routing_id] = 0
+            self._filters[routing_id] = ()  # a ZMTP subscriber gets nothing until it subscribes
         return ()
 
     def detach(self, routing_id: bytes, family: str) -> tuple[Message, ...]:
-        self.filters.pop(routing_id, None)
+        self._filters.pop(routing_id, None)
+        self._size.pop(routing_id, None)
+        self._stale.discard(routing_id)
         held = self._held.pop(routing_id, None)
         if not held:
             return ()
@@ -124,10 +151,12 @@ class Publisher(Pattern):
             if topic in held:  # one pipe holds a prefix once (libzmq's mtrie)
                 notify = self.verbose
             else:
-                if len(held) >= self.max_subscriptions:
+                size = self._size[routing_id] + len(topic)
+                if len(held) >= self.max_subscriptions or size > self.max_subscription_bytes:
                     raise Drop("too-many-subscriptions")
                 held.add(topic)
-                self.filters[routing_id] = tuple(held)
+                self._size[routing_id] = size
+                self._stale.add(routing_id)
                 n = self.holders.get(topic, 0)
                 self.holders[topic] = n + 1
                 notify = n == 0 or self.verbose
@@ -135,14 +164,15 @@ class Publisher(Pattern):
             if topic not in held:
                 raise Drop("unknown-cancel")
             held.discard(topic)
-            self.filters[routing_id] = tuple(held)
+            self._size[routing_id] -= len(topic)
+            self._stale.add(routing_id)
             notify = self._release(topic)
         return subscription_message(sub.subscribe, topic) if notify and self.raw else None
 
     def subscribed(self, routing_id: bytes) -> frozenset[bytes]:
         """The prefixes the pipe ``routing_id`` holds (SP pipes: everything, ``{b""}``)."""
         held = self._held.get(routing_id)
-        return frozenset(held) if held is not None else frozenset(self.filters.get(routing_id, ()))
+        return frozenset(held) if held is not None else frozenset(self._filters.get(routing_id, ()))
 
     # -- receive: subscriptions in RFC 23 form; XPUB passes other messages up ----------------
     def receive(self, routing_id: bytes, family: str, parts: tuple[bytes, ...]) -> Message | None:
@@ -179,16 +209,20 @@ class Subscriber(Pattern):
     """
 
     enveloped = False
-    fanout = True
+    strategy = "fanout"
 
     def __init__(self, kind: str, raw: bool, *, ttl: int = 8, filter: bool | None = None,
-                 max_subscriptions: int = MAX_SUBSCRIPTIONS) -> None:
+                 max_subscriptions: int = MAX_SUBSCRIPTIONS,
+                 max_subscription_bytes: int = MAX_SUBSCRIPTION_BYTES) -> None:
         super().__init__(kind, raw, ttl=ttl)
         self.filter = (not raw) if filter is None else filter
         self.max_subscriptions = max_subscriptions
+        self.max_subscription_bytes = max_subscription_bytes
         #: prefix -> count (counted: two subscribes take two unsubscribes)
         self.counts: dict[bytes, int] = {}
+        self._size = 0  # bytes of the prefixes held
         self._prefixes: tuple[bytes, ...] = ()
+        self._stale = False  # counts changed: _prefixes is rebuilt before the next match
         #: ready pipes -> what an upstream (non-subscription) message may go to: ZMTP pipes
         self.filters: dict[bytes, tuple[bytes, ...]] = {}
         #: received messages no held prefix matched (a filter is no failure: not a drop)
@@ -206,7 +240,11 @@ class Subscriber(Pattern):
         if n == 0:
             if len(self.counts) >= self.max_subscriptions:
                 raise LocalProtocolError(f"more than {self.max_subscriptions} subscriptions")
-            self._prefixes = (*self._prefixes, topic)
+            if self._size + len(topic) > self.max_subscription_bytes:
+                raise LocalProtocolError(f"subscriptions over {self.max_subscription_bytes} "
+                                         "bytes")
+            self._size += len(topic)
+            self._stale = True
         self.counts[topic] = n + 1
         return Subscription(subscribe=True, topic=topic)
 
@@ -220,11 +258,19 @@ class Subscriber(Pattern):
             self.counts[topic] = n - 1
             return None
         del self.counts[topic]
-        self._prefixes = tuple(self.counts)
+        self._size -= len(topic)
+        self._stale = True
         return Subscription(subscribe=False, topic=topic)
 
+    def _fresh(self) -> tuple[bytes, ...]:
+        """The prefixes to match with, rebuilt once after any number of changes."""
+        if self._stale:
+            self._prefixes = tuple(self.counts)
+            self._stale = False
+        return self._prefixes
+
     def matches(self, frame: bytes) -> bool:
-        return frame.startswith(self._prefixes)
+        return frame.startswith(self._fresh())
 
     # -- peers -------------------------------------------------------------------------------
     def attach(self, routing_id: bytes, family: str) -> tuple[Subscription, ...]:
@@ -240,7 +286,8 @@ class Subscriber(Pattern):
 
     # -- receive -----------------------------------------------------------------------------
     def receive(self, routing_id: bytes, family: str, parts: tuple[bytes, ...]) -> Message | None:
-        if self.filter and not parts[0].startswith(self._prefixes):
+        if self.filter and not parts[0].startswith(
+                self._prefixes if not self._stale else self._fresh()):
             self.filtered += 1
             return None
         return Message((), parts)
@@ -250,17 +297,21 @@ class Subscriber(Pattern):
         if not self.raw:
             raise StateError("SUB cannot send (ENOTSUP): use subscribe() / unsubscribe()")
 
-    def prepare_fanout(self, msg: Message) -> Subscription | Message | None:
+    def prepare_fanout(self, msg: Message) -> (Subscription | tuple[bytes, Message, Message]
+                                                | None):
         """XSUB: a one-frame ``01|00 + prefix`` message is a subscription (counted; ``None``
-        when a cancel leaves a count); anything else goes upstream to every ZMTP pipe."""
+        when a cancel leaves a count); anything else goes upstream to every ZMTP pipe (as a
+        publisher's plan: first frame, the message for ZMTP and for SP pipes; :attr:`filters`
+        sends it to the ZMTP ones only)."""
         self.check_send()
         sub = parse_subscription(msg.body) if not msg.hops else None
         if sub is None:
             if not msg.body:
                 raise LocalProtocolError("an XSUB message needs at least one frame")
-            return Message((), msg.body)
+            up = Message((), msg.body)
+            return up.body[0], up, up
         return self.subscribe(sub.topic) if sub.subscribe else self.unsubscribe(sub.topic)
 
 
-__all__ = ["CANCEL", "MAX_SUBSCRIPTIONS", "SUBSCRIBE", "Publisher", "Subscriber",
+__all__ = ["CANCEL", "MAX_SUBSCRIPTIONS", "MAX_SUBSCRIPTION_BYTES", "SUBSCRIBE", "Publisher", "Subscriber",
            "parse_subscription", "subscription_message"]

@@ -39,7 +39,7 @@ from __future__ import annotations
 import random
 from typing import Final
 
-from gateway.errors import Drop, LocalProtocolError, RemoteProtocolError, StateError
+from gateway.errors import ConfigError, Drop, LocalProtocolError, RemoteProtocolError, StateError
 from gateway.message import DELIMITER, Message
 from gateway.wire.events import Subscription
 
@@ -93,8 +93,9 @@ class Pattern:
     #: ZMTP frames up to an empty delimiter are hops (request-reply); False: no envelope at all
     #: (pub/sub, pipeline, pair: ``send_multipart`` frames are all body)
     enveloped = True
-    #: a send goes to every matching pipe (PUB, XPUB, and XSUB's subscriptions), never waits
-    fanout = False
+    #: how the engine's sends choose pipes (:mod:`gateway.engine.send`): ``balanced`` (round
+    #: robin), ``routed`` (by the first hop) or ``fanout`` (every matching pipe, never waiting)
+    strategy = "balanced"
     #: at most one peer at a time (PAIR): the engine refuses a second one
     exclusive = False
 
@@ -184,6 +185,20 @@ class Pattern:
         """A ZMTP SUBSCRIBE/CANCEL command arrived: what to deliver to the app (XPUB), if anything.
         Only publishers take subscriptions; anything else drops it."""
         raise Drop("unexpected-message")
+
+    # -- the application's own subscriptions (SUB, XSUB: gateway.patterns.pubsub) ----------------
+    def subscribe(self, topic: bytes) -> Subscription:
+        """Hold ``topic`` once more; the subscription to send upstream."""
+        raise ConfigError(f"{self.kind} has no subscriptions (SUB and XSUB have)")
+
+    def unsubscribe(self, topic: bytes) -> Subscription | None:
+        """Hold ``topic`` once less; the cancel to send when nobody holds it any more."""
+        raise ConfigError(f"{self.kind} has no subscriptions (SUB and XSUB have)")
+
+    @property
+    def topics(self) -> tuple[bytes, ...]:
+        """The prefixes held (a SUB's, an XSUB's)."""
+        raise ConfigError(f"{self.kind} has no subscriptions (SUB and XSUB have)")
 
 
 class Req(Pattern):
@@ -278,6 +293,7 @@ class Rep(Pattern):
 
     routed = True
     cooked = True
+    strategy = "routed"
 
     def __init__(self, kind: str, raw: bool, *, ttl: int = 8) -> None:
         super().__init__(kind, raw, ttl=ttl)
@@ -314,6 +330,7 @@ class Rep(Pattern):
 
 class Router(Pattern):
     routed = True
+    strategy = "routed"
 
 
 def make_pattern(kind: str, raw: bool = False, *, ttl: int = 8, relaxed: bool = False,

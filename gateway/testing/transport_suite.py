@@ -20,7 +20,7 @@ import os
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
-from gateway.transport import Listener, Transport
+from gateway.transport import Listener, PipeProtocol, Transport
 
 __all__ = ["CHECKS", "Recorder", "run_all"]
 
@@ -28,7 +28,7 @@ TIMEOUT = 5.0
 NewAddress = Callable[[], str]
 
 
-class Recorder(asyncio.Protocol):
+class Recorder(PipeProtocol):
     """A protocol that records what happens to it (bytes, pauses, loss)."""
 
     def __init__(self) -> None:
@@ -44,6 +44,11 @@ class Recorder(asyncio.Protocol):
     def connection_made(self, transport: Any) -> None:
         self.transport = transport
         self.made.set_result(None)
+
+    def abort(self, reason: str, detail: str = "", farewell: bytes = b"") -> None:
+        self.reason = reason
+        if self.transport is not None:
+            self.transport.abort()
 
     def data_received(self, data: bytes) -> None:
         self.data += data
@@ -138,8 +143,18 @@ async def verify_listen_then_dial(transport: Transport, new_address: NewAddress)
 
 
 async def verify_listen_takes_a_backlog(transport: Transport, new_address: NewAddress) -> None:
-    """``listen(..., backlog=N)`` is accepted (a transport without a kernel queue may ignore it);
-    the queue holds connections until they are accepted."""
+    """``listen(..., backlog=N)`` is accepted when the transport declared ``backlog`` (a
+    registered one: ``registry().transport(scheme)``; a transport without a kernel queue may
+    ignore it), and the queue holds connections until they are accepted; a registered
+    transport that did not declare it refuses an explicit backlog before binding anything."""
+    if getattr(transport, "backlog", True) is False:
+        from gateway.errors import ConfigError
+
+        try:
+            transport.listen(new_address(), _Harness(transport).server_factory, backlog=1)
+        except ConfigError:
+            return
+        raise AssertionError("a transport that did not declare backlog took one")
     h = _Harness(transport)
     listener = transport.listen(new_address(), h.server_factory, backlog=1)
     try:

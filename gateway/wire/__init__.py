@@ -20,6 +20,16 @@ is ``next_event``'s, with the same result as if ``next_event`` had parsed everyt
 (``gateway.testing.codec_checks.same_in_batches`` checks that). The engine calls it first on
 every read; a codec that has it must have ``partial`` too.
 
+The compiled kernel's seam (optional): ``codec.streaming`` (a property) is True between
+messages of a plain stream in the open state; ``codec.rx`` is the receive buffer
+(``gateway.wire._buffer.ReceiveBuffer``). While ``streaming``, a reader outside the codec may
+consume whole data messages from ``rx`` (advancing ``rx.pos``) exactly as ``next_messages``
+would, stopping before anything else; the codec's state is then as if it had read them.
+
+A codec whose peer can send PINGs (ZMTP 3.x) queues the PONG itself, at most one (a later
+PING's replaces it), and has ``discard_pong()``: the engine calls it when the peer does not
+read what we send, so a PING flood queues nothing.
+
 ``receive_data`` never raises; ``next_event`` raises ``RemoteProtocolError`` (or a subclass:
 ``PairingError``, ``MessageTooLarge``) when the peer broke the protocol — the pipe must then be
 closed. ``send_message`` before the handshake finished raises ``LocalProtocolError``.

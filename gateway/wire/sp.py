@@ -108,6 +108,23 @@ class SpCodec:
         self._rx.feed(data)
 
     @property
+    def rx(self) -> ReceiveBuffer:
+        """The receive buffer (the kernel seam: see :attr:`streaming`)."""
+        return self._rx
+
+    @property
+    def message_prefix(self) -> bytes:
+        """The bytes before each message's length (IPC: ``b"\x01"``; TCP: none)."""
+        return self._prefix
+
+    @property
+    def streaming(self) -> bool:
+        """The kernel seam: True in the open state (after the header). A reader may then take
+        whole messages straight from :attr:`rx` (moving ``rx.pos`` past them) and stop before
+        anything else, exactly as :meth:`next_messages` does."""
+        return self._state == _OPEN and self._error is None
+
+    @property
     def partial(self) -> bool:
         """True when received bytes that are no complete event yet are buffered: part of a
         message (or of the header). Exact once ``next_event()`` returned ``None``; while

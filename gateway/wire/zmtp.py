@@ -41,6 +41,7 @@ from gateway.wire.zmtp_mechanism import AuthenticationFailed, Mechanism, Mechani
 
 __all__ = [
     "GREETING_SIZE",
+    "HANDSHAKE_FRAME_LIMIT",
     "SIGNATURE_SIZE",
     "ZMTP2_SOCKET_TYPES",
     "ZmtpCodec",
@@ -79,6 +80,12 @@ _SHORT_LAST = tuple(bytes((0, n)) for n in range(256))
 _SHORT_MORE = tuple(bytes((_MORE, n)) for n in range(256))
 
 _MAX_PING_CONTEXT = 16
+#: the largest frame accepted before the handshake completes (a greeting is 64 bytes, a CURVE
+#: HELLO 200, READY/INITIATE metadata a few hundred): what an unauthenticated peer can make a
+#: connection hold is this, not ``max_message_size``
+HANDSHAKE_FRAME_LIMIT = 64 * 1024
+#: how much of a peer's Socket-Type an error message keeps
+_SHOWN = 64
 
 # Handshake states.
 _GREETING = 0
@@ -188,6 +195,8 @@ class ZmtpCodec:
         self._error: RemoteProtocolError | None = None
         self._reserved = _RESERVED
         self._rest_sent = False
+        #: the PONG owed to the peer's last PING (one at most, as libzmq's engine keeps one)
+        self._pong = b""
 
     # -- outgoing -------------------------------------------------------------------------
 
@@ -230,11 +239,19 @@ class ZmtpCodec:
 
     def data_to_send(self) -> bytes:
         """Bytes the codec itself wants written (READY, PONG); ``b""`` when none."""
+        if self._pong:
+            self._out += self._pong
+            self._pong = b""
         if not self._out:
             return b""
         out = bytes(self._out)
         self._out.clear()
         return out
+
+    def discard_pong(self) -> None:
+        """Forget the PONG owed to the last PING (its peer does not read what we send): a
+        flood of PINGs costs one pending PONG, not one each (libzmq ``zmtp_engine.cpp``)."""
+        self._pong = b""
 
     def send_message(self, parts: tuple[bytes, ...]) -> bytes:
         """Encode one message: MORE on every frame but the last."""
@@ -340,6 +357,19 @@ class ZmtpCodec:
     def receive_data(self, data: bytes) -> None:
         """Append received bytes (any split). Never raises."""
         self._rx.feed(data)
+
+    @property
+    def rx(self) -> ReceiveBuffer:
+        """The receive buffer (the kernel seam: see :attr:`streaming`)."""
+        return self._rx
+
+    @property
+    def streaming(self) -> bool:
+        """The kernel seam: True between messages of a plain (unsealed) stream in the open
+        state. A reader may then take whole data messages straight from :attr:`rx` (moving
+        ``rx.pos`` past them) and stop before anything else, exactly as :meth:`next_messages`
+        does; whatever it leaves is this codec's, unchanged."""
+        return self._state == _OPEN and not self._sealed and not self._parts and self._error is None
 
     @property
     def partial(self) -> bool:
@@ -624,6 +654,9 @@ class ZmtpCodec:
                 raise RemoteProtocolError("ZMTP command inside a multipart message")
             if size > limit:
                 raise MessageTooLarge(f"ZMTP command of {size} bytes (limit {limit})")
+            if not is_open and size > HANDSHAKE_FRAME_LIMIT:
+                raise RemoteProtocolError(f"ZMTP handshake command of {size} bytes (at most "
+                                          f"{HANDSHAKE_FRAME_LIMIT} before the handshake is done)")
             if stop > end:
                 break
             pos = rx.pos = stop
@@ -659,7 +692,7 @@ class ZmtpCodec:
                 raise RemoteProtocolError("malformed ZMTP PING")
             (ttl,) = _U16.unpack_from(data)
             context = data[2 : 2 + _MAX_PING_CONTEXT]  # libzmq truncates, it does not refuse
-            self._out += self._out_command(b"PONG", context)
+            self._pong = self._out_command(b"PONG", context)  # replaces one not yet sent
             return Ping(ttl=ttl, context=context)
         if name == b"PONG":
             return Pong(context=data)
@@ -691,7 +724,10 @@ class ZmtpCodec:
             else:
                 size = buf[pos + 1]
                 start = pos + 2
-            if flags & _RESERVED or flags & _MORE:
+            # the MORE bit that counts is the one inside the box (RFC 26); some implementations
+            # also set it on the outer frame, which libzmq ignores as well. COMMAND and the
+            # reserved bits stay refused.
+            if flags & (_RESERVED | _COMMAND):
                 raise RemoteProtocolError(f"bad CURVE MESSAGE frame flags: {flags:#04x}")
             if size > limit:
                 raise MessageTooLarge(f"CURVE MESSAGE of {size} bytes (limit {limit})")
@@ -728,8 +764,10 @@ class ZmtpCodec:
             raise RemoteProtocolError("ZMTP READY without Socket-Type")
         peer_type = raw_type.decode("ascii", "replace")
         if peer_type not in self._accepted:
-            raise PairingError(f"ZMTP {self.socket_type} cannot talk to {peer_type}",
-                               ours=self.socket_type, theirs=peer_type)
+            shown = peer_type if len(peer_type) <= _SHOWN else (
+                f"{peer_type[:_SHOWN]}...({len(raw_type)} bytes)")
+            raise PairingError(f"ZMTP {self.socket_type} cannot talk to {shown}",
+                               ours=self.socket_type, theirs=shown)
         identity = props.get("identity", b"")
         self.peer_type = peer_type
         self.peer_identity = identity

@@ -231,6 +231,8 @@ class CurveServer(_Curve):
             raise CryptoError(f"CURVE HELLO of {len(data) + 6} bytes (need {HELLO_SIZE})")
         if data[0] != 1 or data[1] != 0:
             raise CryptoError(f"CURVE HELLO version {data[0]}.{data[1]} (need 1.0)")
+        if any(data[2:74]):  # RFC 26: 72 zero bytes (against amplification)
+            raise CryptoError("CURVE HELLO padding is not 72 zero bytes")
         self._client_t = bytes(data[74:106])
         short = bytes(data[106:114])
         self._peer_short_nonce(short)
@@ -261,6 +263,9 @@ class CurveServer(_Curve):
         if plain[:KEY] != self._client_t or plain[KEY:] != self._t_secret:
             raise CryptoError("CURVE INITIATE cookie is not ours")
         self._precom = bytes(sodium.crypto_box_beforenm(self._client_t, self._t_secret))
+        # RFC 26: the server forgets the cookie key and its transient secret once INITIATE
+        # arrived; the vouch below is opened with the transient secret first
+        t_secret, self._t_secret, self._cookie_key = self._t_secret, b"", b""
         short = bytes(data[96:104])
         self._peer_short_nonce(short)
         try:
@@ -272,12 +277,12 @@ class CurveServer(_Curve):
             raise CryptoError("CURVE INITIATE too short for a vouch")
         client = inner[:KEY]
         vouch = _open(inner[KEY + 16:KEY + 96], _VOUCH_NONCE + inner[KEY:KEY + 16], client,
-                      self._t_secret, "vouch")
+                      t_secret, "vouch")
         if vouch[:KEY] != self._client_t or vouch[KEY:] != self._public:
             raise CryptoError("CURVE vouch does not match this connection")
         self.client_key = client
         verdict = self._authenticate("CURVE", {"client_key": z85_encode(client)})
         if not verdict.allowed:
             raise AuthenticationFailed("CURVE", verdict.reason)
-        self.user_id = verdict.user_id
+        self.user_id = verdict.user_id or z85_encode(client)  # who it is, for handover
         return inner[KEY + 96:]

@@ -39,7 +39,6 @@ class IpcListener(ServerListener):
 
 class IpcTransport:
     scheme = "ipc"
-    sp_message_prefix = b"\x01"  # nng/nanomsg frame SP on ipc with a message-type byte
 
     def listen(self, address: str, protocol_factory: ProtocolFactory, *,
                backlog: int | None = None) -> IpcListener:
@@ -65,4 +64,5 @@ class IpcTransport:
 
 @hookimpl
 def gateway_register_transports(register) -> None:  # type: ignore[no-untyped-def]
-    register("ipc", IpcTransport())
+    # nng/nanomsg frame SP on ipc with a message-type byte before each message
+    register("ipc", IpcTransport(), backlog=True, sp_message_prefix=b"\x01")

@@ -73,7 +73,7 @@ from gateway.adapter import SideOptions
 from gateway.errors import Closed, ConfigError, LocalProtocolError, PeerGone, TransportError
 from gateway.hookspecs import hookimpl
 from gateway.message import Message
-from gateway.tls import TlsSettings, tls_of
+from gateway.tls import TlsSettings
 
 __all__ = ["NngPolled", "PynngRawSocket", "gateway_register_adapters"]
 
@@ -288,6 +288,9 @@ class PynngRawSocket:
     (``NNG_OPT_MAXTTL``, 1..15, default 8) on raw REP.
     """
 
+    callbacks = False  # (the adapter contract, gateway.adapter)
+    backlog = 0  # nng holds what it received
+
     family = "sp"
 
     def __init__(
@@ -495,7 +498,7 @@ class PynngRawSocket:
         return f"<PynngRawSocket raw {self.kind}{' closed' if self._closed else ''}>"
 
 
-#: the endpoint settings (``gateway.options``) this adapter hands to nng (nng has no handshake
+#: the endpoint settings (``gateway.settings.schema``) this adapter hands to nng (nng has no handshake
 #: deadline, no linger and no listen backlog setting; its TCP keepalive is on or off, with the
 #: system's timings: no tcp_keepalive_idle/intvl/cnt)
 HONOURED = frozenset({"hwm", "max_message_size", "reconnect_ivl", "reconnect_ivl_max",
@@ -514,12 +517,16 @@ def open_async(kind: str, options: SideOptions) -> PynngRawSocket:
                           recv_max_size=options.max_message_size,
                           ttl=options.hop_limit if kind.upper() in ("REP", "ROUTER") else None,
                           reconnect=(options.reconnect_ivl, options.reconnect_ivl_max),
-                          tcp_keepalive=options.tcp_keepalive, tls=tls_of(options))
+                          tcp_keepalive=options.tcp_keepalive, tls=options.tls)
 
 
 class NngPolled:
     """The polled face: nng raw rep0 (front) or raw req0 (back) through nng's C API, never
     blocking; nng's ``recv-fd`` and ``send-fd`` are what the poller waits on."""
+
+    callbacks = False
+    backlog = 0
+    name = ""
 
     def __init__(self, kind: str, options: SideOptions) -> None:
         self.kind, self._pynng = _open(kind, True, options.max_message_size,
@@ -529,7 +536,7 @@ class NngPolled:
                                        **_reconnect((options.reconnect_ivl,
                                                      options.reconnect_ivl_max)))
         _set_ttl(self._pynng, options.hop_limit if self.kind == "REP" else None)
-        self._tls = tls_of(options)
+        self._tls = options.tls
         self.sock = self._pynng.socket
         self.confirms_delivery = self.kind == "REQ"  # see PynngRawSocket
         self.on_peer_lost: Callable[[], None] | None = None  # see PynngRawSocket

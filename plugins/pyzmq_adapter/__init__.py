@@ -49,7 +49,7 @@ from gateway.hookspecs import hookimpl
 from gateway.logging import get_logger
 from gateway.message import Message
 from gateway.metrics import METRICS
-from gateway.security import SECURITY_FIELDS, security_of
+from gateway.settings.checks import SECURITY_FIELDS
 from gateway.wire import z85
 
 from . import zap
@@ -287,6 +287,9 @@ class PyzmqRawSocket:
     connect (e.g. ``{zmq.ROUTER_MANDATORY: 1}`` or ``{zmq.IDENTITY: b"gw"}``).
     """
 
+    callbacks = False  # (the adapter contract, gateway.adapter)
+    backlog = 0  # libzmq holds what it received
+
     family = "zmtp"
 
     def __init__(
@@ -452,7 +455,7 @@ def _ms(seconds: float) -> int:
     return round(seconds * 1000)
 
 
-#: the endpoint settings (``gateway.options``) this adapter hands to libzmq
+#: the endpoint settings (``gateway.settings.schema``) this adapter hands to libzmq
 HONOURED = frozenset({"hwm", "max_message_size", "reconnect_ivl", "reconnect_ivl_max",
                       "handshake_timeout", "linger", "backlog", "heartbeat_ivl",
                       "heartbeat_ttl", "heartbeat_timeout", "router_handover", "tcp_keepalive",
@@ -480,7 +483,7 @@ def _options(kind: str, options: SideOptions) -> dict[int, int | bytes]:
     if options.heartbeat_ttl:
         opts[zmq.HEARTBEAT_TTL] = _ms(options.heartbeat_ttl)
     if kind == "REP" and options.router_handover:
-        opts[zmq.ROUTER_HANDOVER] = 1  # a reconnecting client with a known id takes over
+        opts[zmq.ROUTER_HANDOVER] = 1  # asked for: a reconnecting client with a known id takes over
     if options.backlog:
         opts[zmq.BACKLOG] = options.backlog
     if kind == "REP" and options.router_mandatory:
@@ -490,9 +493,10 @@ def _options(kind: str, options: SideOptions) -> dict[int, int | bytes]:
 
 
 def _security(kind: str, options: SideOptions) -> dict[int, int | bytes]:
-    """libzmq's own PLAIN/CURVE options from the same settings as the native engine's; a
-    server gets a ZAP domain its handler (``zap``) maps to the policy and the hook."""
-    sec = security_of(options)
+    """libzmq's own PLAIN/CURVE options from the same material as the native engine's (loaded
+    once per start: ``options.security``); a server gets a ZAP domain its handler (``zap``)
+    maps to the policy and the hook."""
+    sec = options.security
     if sec is None:
         return {}
     opts: dict[int, int | bytes] = {}
@@ -511,6 +515,7 @@ def _security(kind: str, options: SideOptions) -> dict[int, int | bytes]:
     if sec.as_server:
         name = "pyzmq-front" if kind == "REP" else "pyzmq-back"
         opts[zmq.ZAP_DOMAIN] = zap.register_policy(sec, name)
+        opts[zmq.ZAP_ENFORCE_DOMAIN] = 1  # no handler answering: refuse, never accept all
     return opts
 
 
@@ -531,6 +536,9 @@ class ZmqPolled:
     ``blocking=True`` keeps libzmq's blocking sends, for :class:`LibzmqProxy` (zmq_proxy
     expects them: back-pressure instead of a failed send).
     """
+
+    callbacks = False
+    backlog = 0
 
     def __init__(self, kind: str, options: SideOptions, *, context: Any = None) -> None:
         k = _KINDS.get(kind.upper())

@@ -4,7 +4,12 @@ the native engine (``gateway_authenticate``), so both backends refuse and count 
 One handler thread per libzmq context, bound to ``inproc://zeromq.zap.01`` the first time a
 PLAIN or CURVE server socket is made on that context; each such socket gets its own ZAP domain,
 which names its policy (``gateway.security.Security``) and its name for the logs. The thread
-ends when its context is terminated.
+ends when its context is terminated, and only then: a request it cannot answer (a plugin's bug,
+a log that cannot be written) is answered ``500`` (refused) and the thread goes on.
+
+Fail closed twice: the server sockets also set ``ZMQ_ZAP_ENFORCE_DOMAIN``, so were the handler
+ever gone, libzmq would refuse every client instead of letting them all in (without it a
+CURVE server with no ZAP handler accepts any key: libzmq ``curve_server.cpp``).
 """
 
 from __future__ import annotations
@@ -55,7 +60,16 @@ def _serve(sock: zmq.Socket[bytes]) -> None:
     try:
         while True:
             frames = sock.recv_multipart()
-            sock.send_multipart(answer(frames))
+            try:
+                reply = answer(frames)
+            except Exception as exc:  # noqa: BLE001 - refuse the one client, keep serving
+                reply = [b"1.0", frames[1] if len(frames) > 1 else b"", b"500",
+                         b"internal error", b"", b""]
+                try:
+                    log.error("zap.failed", error=repr(exc)[:200])
+                except Exception:  # noqa: BLE001 - stderr may be gone; the refusal stands
+                    pass
+            sock.send_multipart(reply)
     except zmq.ContextTerminated:
         pass
     finally:

@@ -13,6 +13,7 @@ import socket
 from gateway.hookspecs import hookimpl
 from gateway.transport import (
     KeepAlive,
+    PipeProtocol,
     ProtocolFactory,
     ServerListener,
     default_backlog,
@@ -61,7 +62,7 @@ class TcpTransport:
 def _keeping_alive(protocol_factory: ProtocolFactory, keepalive: KeepAlive) -> ProtocolFactory:
     """Protocols whose transport gets ``keepalive`` before the protocol sees the connection."""
 
-    def make() -> asyncio.Protocol:
+    def make() -> PipeProtocol:
         protocol = protocol_factory()
         made = protocol.connection_made
 
@@ -82,4 +83,4 @@ def _keeping_alive(protocol_factory: ProtocolFactory, keepalive: KeepAlive) -> P
 
 @hookimpl
 def gateway_register_transports(register) -> None:  # type: ignore[no-untyped-def]
-    register("tcp", TcpTransport())
+    register("tcp", TcpTransport(), backlog=True, keepalive=True)

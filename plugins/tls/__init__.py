@@ -15,7 +15,9 @@ from typing import Any
 
 from gateway_plugins.tcp import TcpTransport
 
+from gateway.errors import LayerError
 from gateway.hookspecs import hookimpl
+from gateway.tls import TlsSettings
 from gateway.transport import KeepAlive, Layer, ProtocolFactory, ServerListener
 from gateway.url import split_host_port
 
@@ -26,13 +28,15 @@ HANDSHAKE_TIMEOUT = 10.0
 class TlsShim(Layer):
     """TLS on a fresh TCP connection, sans-IO (``ssl.SSLObject`` over two memory BIOs), in
     front of the engine's pipe: the connection's protocol on one side, the transport the pipe
-    writes to on the other. On success the pipe sees a plain byte stream; on failure the pipe
-    is told why (``fail_reason = "tls"``) and ended. Independent of the event loop (uvloop's
+    writes to on the other. On success the pipe sees a plain byte stream; on failure the pipe's
+    ``connection_lost`` gets a :class:`~gateway.errors.LayerError` (reason ``tls``) that says
+    why. Independent of the event loop (uvloop's
     ``start_tls`` lost a ClientHello now and then)."""
 
     def __init__(self, pipe: Any, context: ssl.SSLContext, server_side: bool,
                  server_hostname: str | None) -> None:
         self.pipe = pipe
+        self.server_side = server_side
         self._in = ssl.MemoryBIO()
         self._out = ssl.MemoryBIO()
         self._ssl = context.wrap_bio(self._in, self._out, server_side=server_side,
@@ -45,8 +49,12 @@ class TlsShim(Layer):
     # -- the TCP side --------------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.raw = transport  # type: ignore[assignment]
-        timeout = float(getattr(self.pipe, "handshake_timeout", HANDSHAKE_TIMEOUT)
-                        or HANDSHAKE_TIMEOUT)
+        if not self.connection_arrived(transport):
+            self._ended = True  # refused by the listener's limits (counted there): no TLS
+            self.raw.abort()  # type: ignore[union-attr]
+            self.pipe.connection_lost(None)
+            return
+        timeout = float(self.pipe.handshake_timeout or HANDSHAKE_TIMEOUT)
         self._timer = asyncio.get_running_loop().call_later(
             timeout, lambda: self._fail(TimeoutError(f"no TLS handshake within {timeout:g} s")))
         self._handshake()
@@ -109,10 +117,7 @@ class TlsShim(Layer):
                     self.raw.close()
                 break
             except ssl.SSLError as exc:
-                if hasattr(self.pipe, "abort"):
-                    self.pipe.abort("tls", f"TLS: {exc}")
-                elif self.raw is not None:
-                    self.raw.abort()
+                self.pipe.abort("tls", f"TLS: {exc}")
                 break
             if not data:
                 break
@@ -132,18 +137,11 @@ class TlsShim(Layer):
         self._ended = True
         if self._timer is not None:
             self._timer.cancel()
-        pipe = getattr(self.pipe, "pipe", self.pipe)  # the engine's pipe, under a WsShim too
-        peer = self.raw.get_extra_info("peername") if self.raw is not None else None
-        if peer and hasattr(pipe, "peer"):
-            pipe.peer = f"{peer[0]}:{peer[1]}"
-        detail = getattr(exc, "reason", None) or str(exc) or type(exc).__name__
-        if hasattr(pipe, "fail_reason"):
-            pipe.fail_reason = "tls"
-            pipe.fail_detail = f"TLS handshake failed: {detail}"
-            pipe.fail_fields = {"wire": "sp", "tls": str(detail)}
+        detail = str(getattr(exc, "reason", None) or exc or type(exc).__name__)
         if self.raw is not None:
             self.raw.abort()
-        self.pipe.connection_lost(exc if isinstance(exc, Exception) else None)
+        self.pipe.connection_lost(LayerError("tls", f"TLS handshake failed: {detail}",
+                                             {"wire": "sp", "tls": detail}))
 
     # -- the transport the pipe sees -----------------------------------------------------------
     def write(self, data: bytes | bytearray | memoryview) -> None:
@@ -152,9 +150,7 @@ class TlsShim(Layer):
         try:
             self._ssl.write(data)
         except ssl.SSLError as exc:
-            self.raw.abort()
-            if hasattr(self.pipe, "lost_error"):
-                self.pipe.lost_error = f"TLS: {exc}"
+            self.pipe.abort("tls", f"TLS: {exc}")
             return
         self._flush()
 
@@ -180,28 +176,39 @@ class TlsShim(Layer):
         return super().get_extra_info(name, default)
 
 
+def server_name(tls: TlsSettings, address: str, context: ssl.SSLContext) -> str | None:
+    """The name a client checks in the server's certificate: ``tls_server_name``, else the
+    URL's host (when the context checks names at all)."""
+    if tls.server_name:
+        return tls.server_name
+    return split_host_port(address.partition("/")[0])[0] if context.check_hostname else None
+
+
 class TlsTcpTransport:
+    """``tls+tcp``: registered with ``tls=True`` (listen and dial get the endpoint's
+    :class:`gateway.tls.TlsSettings` and ask it for their side's context) and ``sp_only=True``
+    (nng's transport: refused on a ZeroMQ endpoint)."""
+
     scheme = "tls+tcp"
-    #: the engine passes ``tls=`` (an ``ssl.SSLContext``) to listen and dial
-    tls = True
-    #: nng's transport: the engine refuses it for a ZeroMQ endpoint
-    sp_only = True
 
     def listen(self, address: str, protocol_factory: ProtocolFactory, *,
-               backlog: int | None = None, tls: ssl.SSLContext,
+               backlog: int | None = None, tls: TlsSettings,
                keepalive: KeepAlive | None = None) -> ServerListener:
+        context = tls.context(server_side=True)
         return TcpTransport().listen(
-            address, lambda: TlsShim(protocol_factory(), tls, True, None), backlog=backlog,
+            address, lambda: TlsShim(protocol_factory(), context, True, None), backlog=backlog,
             keepalive=keepalive)
 
     async def dial(self, address: str, protocol_factory: ProtocolFactory, *,
-                   tls: ssl.SSLContext, server_hostname: str | None = None,
-                   keepalive: KeepAlive | None = None) -> None:
-        name = server_hostname or (split_host_port(address)[0] if tls.check_hostname else None)
-        await TcpTransport().dial(address, lambda: TlsShim(protocol_factory(), tls, False, name),
+                   tls: TlsSettings, keepalive: KeepAlive | None = None) -> None:
+        context = tls.context(server_side=False)
+        name = server_name(tls, address, context)
+        await TcpTransport().dial(address,
+                                  lambda: TlsShim(protocol_factory(), context, False, name),
                                   keepalive=keepalive)
 
 
 @hookimpl
 def gateway_register_transports(register) -> None:  # type: ignore[no-untyped-def]
-    register("tls+tcp", TlsTcpTransport())
+    register("tls+tcp", TlsTcpTransport(), tls=True, sp_only=True, backlog=True,
+             keepalive=True)

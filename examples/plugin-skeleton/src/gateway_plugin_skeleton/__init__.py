@@ -5,7 +5,7 @@ abstract namespace: no file on disk, gone when the last socket closes. That is t
 libzmq calls ``ipc://@name`` (and nng ``abstract://name``), so a native gateway endpoint
 ``zmq+abstract://name?backend=native`` talks to a pyzmq socket on ``ipc://@name``.
 nng frames SP on its ipc/abstract transports with a message-type byte before each message:
-``sp_message_prefix`` tells the native SP codec to do the same.
+the registration declares ``sp_message_prefix`` so the native SP codec does the same.
 
 A transport implements the narrow interface of ``gateway.transport`` (mangos style):
 
@@ -15,7 +15,9 @@ A transport implements the narrow interface of ``gateway.transport`` (mangos sty
 * ``async dial(address, protocol_factory)``: connect once, raise ``OSError`` on failure (the
   engine redials with backoff).
 
-The plugin registers it through the ``gateway_register_transports`` hook; the distribution's
+The plugin registers it through the ``gateway_register_transports`` hook, declaring what its
+``listen``/``dial`` take beyond the address (``backlog=True``; ``keepalive``, ``tls``) and its SP
+framing (``sp_message_prefix``); the distribution's
 ``[project.entry-points.gateway]`` table makes the gateway load this module at start-up.
 """
 
@@ -47,7 +49,6 @@ class AbstractTransport:
     """Stream sockets in the Linux abstract namespace: ``abstract://name`` -> ``"\\0name"``."""
 
     scheme = SCHEME
-    sp_message_prefix = b"\x01"  # as nng's abstract:// (the ipc mapping of SP)
 
     def listen(self, address: str, protocol_factory: ProtocolFactory, *,
                backlog: int | None = None) -> ServerListener:
@@ -79,4 +80,6 @@ class AbstractTransport:
 
 @hookimpl
 def gateway_register_transports(register: Any) -> None:
-    register(SCHEME, AbstractTransport())
+    # what listen takes beyond the address is declared, as data: a listen backlog; and nng's
+    # SP framing on abstract sockets puts a message-type byte before each message
+    register(SCHEME, AbstractTransport(), backlog=True, sp_message_prefix=b"\x01")

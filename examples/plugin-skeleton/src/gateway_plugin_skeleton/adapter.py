@@ -25,8 +25,15 @@ __all__ = ["CountingSocket", "gateway_register_adapters"]
 class CountingSocket:
     """A raw ZMTP socket (``kind`` "REP": ROUTER-like front, "REQ": DEALER-like back)."""
 
+    # what the forwarders read of every face (gateway.adapter): no callbacks of its own, every
+    # send it takes is delivered, it holds no backlog of its own, it does not watch its peers
+    callbacks = False
+    confirms_delivery = True
+    backlog = 0
+    on_peer_lost = None
+
     def __init__(self, kind: str, options: SideOptions) -> None:
-        self._sock = gateway.Socket(kind, raw=True, hwm=options.hwm, ttl=options.hop_limit,
+        self._sock = gateway.Socket(kind, raw=True, hwm=options.hwm, hop_limit=options.hop_limit,
                                     max_message_size=options.max_message_size,
                                     router_mandatory=options.router_mandatory,
                                     name=f"skeleton-{kind.lower()}")

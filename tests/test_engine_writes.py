@@ -1,4 +1,4 @@
-"""gateway.engine.pipe: write coalescing. Messages a pipe dispatches write into per-pipe buffers;
+"""gateway.engine.writes: write coalescing. Messages a pipe dispatches write into per-pipe buffers;
 the buffers go out once every read of the loop iteration ran (one write per pipe), and a
 direct write never overtakes what a pipe still holds."""
 
@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from gateway.engine.options import SocketOptions
 from gateway.engine.pipe import Pipe
 
 
@@ -59,7 +60,7 @@ class Forwarding:
 
 
 def _pipe(owner: Any) -> tuple[Pipe, Transport]:
-    pipe = Pipe(owner, Codec(), "zmtp", "test")
+    pipe = Pipe(owner, Codec(), "zmtp", "test", SocketOptions())
     transport = Transport()
     pipe.transport = transport  # type: ignore[assignment]
     return pipe, transport
@@ -138,7 +139,7 @@ def test_the_codecs_own_bytes_go_after_the_messages_the_pipe_holds() -> None:
     not overtake it on the wire."""
 
     async def main() -> None:
-        pipe = Pipe(Echo(), Replying(), "zmtp", "test")
+        pipe = Pipe(Echo(), Replying(), "zmtp", "test", SocketOptions())
         wire = Transport()
         pipe.transport = wire  # type: ignore[assignment]
         pipe.data_received(b"msg;")
@@ -154,7 +155,7 @@ def test_each_thread_coalesces_on_its_own_loop() -> None:
     other's writes."""
     import threading
 
-    from gateway.engine.pipe import _thread_batch
+    from gateway.engine.writes import thread_batch as _thread_batch
 
     class Connection(Transport):
         def set_write_buffer_limits(self, high: int, low: int) -> None:
@@ -168,7 +169,7 @@ def test_each_thread_coalesces_on_its_own_loop() -> None:
             return b""
 
     def connected(owner: Any) -> tuple[Pipe, Connection]:
-        pipe, transport = Pipe(owner, Greeting(), "zmtp", "test"), Connection()
+        pipe, transport = Pipe(owner, Greeting(), "zmtp", "test", SocketOptions()), Connection()
         pipe.connection_made(transport)  # type: ignore[arg-type]
         return pipe, transport
 

@@ -1,0 +1,133 @@
+"""The per-message forwarding step of a bridge, written once per direction and driven by every
+forwarder (the native callbacks, the asyncio loops, the library poller).
+
+A step is three parts, so that each forwarder can put its own send between them (a native side
+sends at once, a library's asyncio face is awaited, the poller's is non-blocking):
+
+* ``prepare(msg, now)``: translate (:class:`gateway.envelope.Translator`); a refusal is counted
+  in the ledger by its reason and the message dropped (``None``);
+* the send, by the forwarder;
+* ``done(out, pipe, t0)``: account (in flight on that pipe, forwarded, the hop's latency from
+  ``t0``, the one clock reading the message got when it came in: it also dated its token).
+
+``step(msg)`` is all three with a non-blocking ``send_now`` (which returns None when the side
+has no room). A request step asks the back end for room *before* it translates, so a busy back
+end leaves the request untranslated (no token minted and forgotten): the caller keeps it and
+calls again once there is room.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from gateway.device.inflight import LossTracker
+from gateway.device.ledger import REPLY, REQUEST, Ledger, client_of, clock
+from gateway.envelope import Translator, same_family
+from gateway.errors import GatewayError
+from gateway.message import Message
+
+#: a non-blocking send: the routing id of the pipe the message went to, None when no room
+SendNow = Callable[[Message], bytes | None]
+
+
+class RequestStep:
+    """Front -> back: a request (or, beyond request-reply, whatever flows that way)."""
+
+    __slots__ = ("_same", "_translate", "ledger", "loss", "room", "send_now", "translator")
+
+    def __init__(self, translator: Translator, ledger: Ledger, loss: LossTracker,
+                 send_now: SendNow | None = None,
+                 room: Callable[[], bool] | None = None) -> None:
+        self.translator, self.ledger, self.loss = translator, ledger, loss
+        self._translate = translator.request
+        self._same = self._translate is same_family  # untouched: no call for that
+        self.send_now = send_now
+        self.room = room
+
+    def prepare(self, msg: Message, now: float) -> Message | None:
+        """What goes to the back end (None: refused and counted, or nothing to send)."""
+        if self._same:
+            return msg
+        try:
+            return self._translate(msg, now)
+        except GatewayError as exc:
+            self.ledger.refused(exc, REQUEST, client_of(msg))
+            return None
+
+    def done(self, out: Message, pipe: bytes | None, t0: float) -> None:
+        self.loss.sent(out, pipe, t0)
+        self.ledger.request_forwarded(t0)
+
+    def refused(self, exc: GatewayError, msg: Message, out: Message | None) -> None:
+        """The back end refused what ``prepare`` made: its token goes, the drop is counted."""
+        if out is not None:
+            self.translator.forget([out[0]])
+        self.ledger.refused(exc, REQUEST, client_of(msg))
+
+    def __call__(self, msg: Message, t0: float = 0.0) -> bool:
+        """Forward ``msg`` now: True when done (sent, or refused and counted), False when the
+        back end has no room (nothing was translated: call again with the same message).
+        ``t0``: when the message came in, if it waited (default: now)."""
+        room = self.room
+        if room is not None and not room():
+            return False
+        if not t0:
+            t0 = clock()
+        out = self.prepare(msg, t0)
+        if out is None:
+            return True
+        try:
+            pipe = self.send_now(out)  # type: ignore[misc]
+        except GatewayError as exc:
+            self.refused(exc, msg, out)
+            return True
+        if pipe is None:  # no room after all (no room check): undo, keep the request
+            self.translator.forget([out[0]])
+            return False
+        self.done(out, pipe, t0)
+        return True
+
+
+class ReplyStep:
+    """Back -> front: a reply (or, beyond request-reply, whatever flows that way)."""
+
+    __slots__ = ("_translate", "answered", "ledger", "send_now")
+
+    def __init__(self, translator: Translator, ledger: Ledger, loss: LossTracker,
+                 send_now: SendNow | None = None) -> None:
+        self.ledger = ledger
+        self._translate = translator.reply
+        self.answered = loss.answered
+        self.send_now = send_now
+
+    def prepare(self, msg: Message, now: float) -> Message | None:
+        self.answered(msg[0])
+        try:
+            return self._translate(msg, now)
+        except GatewayError as exc:
+            self.ledger.refused(exc, REPLY, client_of(msg))
+            return None
+
+    def done(self, t0: float) -> None:
+        self.ledger.reply_forwarded(t0)
+
+    def refused(self, exc: GatewayError, out: Message | None) -> None:
+        self.ledger.refused(exc, REPLY, client_of(out))
+
+    def __call__(self, msg: Message) -> bool:
+        """Forward ``msg`` now (a routed send never waits: gone or full is counted)."""
+        t0 = clock()
+        out = self.prepare(msg, t0)
+        if out is None:
+            return True
+        try:
+            if self.send_now(out) is None:  # type: ignore[misc]
+                return False
+        except GatewayError as exc:
+            self.refused(exc, out)
+            return True
+        self.done(t0)
+        return True
+
+
+__all__ = ["ReplyStep", "RequestStep", "SendNow"]

@@ -1,0 +1,32 @@
+"""What a native socket tells the one object that observes it (a bridge's device), instead of
+callbacks set on the socket by attribute (mangos' ``SetPipeEventHook``).
+
+A socket without an observer keeps messages in its inbox for ``recv``, counts its pattern's
+drops itself and forgets a lost pipe; :class:`SocketHooks` is that behaviour, and a device
+subclasses it."""
+
+from __future__ import annotations
+
+from gateway.errors import Drop
+from gateway.message import Message
+
+
+class SocketHooks:
+    """The observer interface (every method is called on the socket's loop)."""
+
+    def message(self, msg: Message, family: str) -> bool:
+        """A message the pattern delivered, from a pipe of wire ``family``: True when the
+        observer took it (forwarded, or dropped and counted); False leaves it to the inbox
+        (``recv``). Called only while the inbox is empty, so order is kept."""
+        return False
+
+    def dropped(self, drop: Drop, endpoint: str) -> bool:
+        """The pattern dropped a received message: True when the observer counted it (its
+        ledger); False lets the socket count it (``gateway_socket_dropped_messages_total``)."""
+        return False
+
+    def pipe_lost(self, routing_id: bytes) -> None:
+        """A ready pipe went away (a device counts what it had in flight there, at once)."""
+
+
+__all__ = ["SocketHooks"]

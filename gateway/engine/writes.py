@@ -1,0 +1,164 @@
+"""A pipe's writing side: encoded messages, coalesced per loop iteration, and counted drops.
+
+While received messages are dispatched (a :class:`Batch` is open), writes are buffered per
+pipe; the buffers are flushed with one ``transport.write`` each once the loop has run every
+read of this iteration (``call_soon``), so requests of many clients that go to one back-end
+pipe share a write. One message in flight still costs one write; a burst of N costs one per
+pipe, not N. The batch is bounded by the same mark as the transport's buffer (``hwm * 1 KiB``):
+past it, the pipe flushes and the transport's flow control takes over.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from typing import Any, cast
+
+from gateway.errors import LocalProtocolError
+from gateway.logging import get_logger
+from gateway.message import Message
+from gateway.metrics import METRICS
+from gateway.patterns.reqrep import SP
+from gateway.wire.events import Subscription
+
+log = get_logger("gateway.engine")
+
+#: bytes of write buffer per message of high-water mark (libzmq counts messages, asyncio bytes)
+BYTES_PER_HWM = 1024
+_DROP_LOG_INTERVAL = 1.0  # seconds: at most one drop line per pipe per interval
+
+
+class Batch:
+    """Write coalescing, per thread (each thread runs its own loop). A pipe keeps its thread's
+    batch (:func:`thread_batch`): a ``threading.local`` attribute costs a dict lookup on every
+    access, and the hot path touches the batch a few times a message."""
+
+    __slots__ = ("depth", "dirty", "scheduled")
+
+    def __init__(self) -> None:
+        self.depth = 0
+        self.dirty: list[Writes] = []
+        #: the loop a flush is scheduled on (None: none): a loop closed before its flush ran
+        #: does not stop the next loop's
+        self.scheduled: asyncio.AbstractEventLoop | None = None
+
+    def close(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Leave one dispatch level; the outermost schedules the flush of what it buffered."""
+        self.depth -= 1
+        if not self.depth and self.dirty and self.scheduled is not loop:
+            self.scheduled = loop  # after the other reads of this iteration
+            loop.call_soon(flush, self)
+
+
+_local = threading.local()
+
+
+def thread_batch() -> Batch:
+    """The calling thread's batch."""
+    try:
+        return cast(Batch, _local.batch)
+    except AttributeError:
+        _local.batch = batch = Batch()
+        return batch
+
+
+def flush(batch: Batch) -> None:
+    """Write what every pipe of ``batch`` buffered, one write each."""
+    batch.scheduled = None
+    dirty, batch.dirty = batch.dirty, []
+    for pipe in dirty:
+        pipe.flush()
+
+
+def check_body(pipe: Any, msg: Message) -> None:
+    """Refuse a message the pipe's wire cannot carry (SP: exactly one body frame)."""
+    if pipe.family == SP and len(msg.body) != 1:
+        raise LocalProtocolError(f"SP carries exactly one body frame, not {len(msg.body)}")
+
+
+class Writes:
+    """The writing half of :class:`~gateway.engine.pipe.Pipe` (a mixin: the hot path pays no
+    extra attribute lookup). The pipe sets the attributes declared here."""
+
+    codec: Any
+    family: str
+    endpoint: str
+    name: str
+    transport: asyncio.Transport | None
+    _batch: Batch
+    _high: int
+
+    def _init_writes(self) -> None:
+        self.wbuf: list[bytes] = []  # coalesced writes while a batch is open
+        self._wbuf_size = 0
+        self._drop_logged = -_DROP_LOG_INTERVAL
+        self._drops_suppressed = 0
+
+    def write(self, msg: Message) -> None:
+        hops, body = msg
+        if self.family == SP and len(body) != 1:
+            raise LocalProtocolError(f"SP carries exactly one body frame, not {len(body)}")
+        self.write_bytes(self.codec.send_message(hops + body if hops else body))
+
+    def write_frames(self, frames: tuple[bytes, ...]) -> None:
+        """Write one message given as its wire frames (hops + body; the caller checked that
+        an SP pipe gets one body frame)."""
+        data = self.codec.send_message(frames)
+        batch = self._batch
+        if batch.depth and self._wbuf_size + len(data) < self._high:  # write_bytes, inline
+            if not self.wbuf:
+                batch.dirty.append(self)
+            self.wbuf.append(data)
+            self._wbuf_size += len(data)
+        else:
+            self.write_bytes(data)
+
+    def write_subscription(self, sub: Subscription) -> None:
+        """Send a subscription or cancel to a ZMTP publisher, in the form its version takes."""
+        self.write_bytes(self.codec.subscription_frame(sub.subscribe, sub.topic))
+
+    def write_bytes(self, data: bytes) -> None:
+        """Write encoded bytes: coalesced while a batch is open, else at once (after what this
+        pipe still holds from a batch: the order on the wire is the order of the writes)."""
+        batch = self._batch
+        if batch.depth:
+            if not self.wbuf:
+                batch.dirty.append(self)
+            self.wbuf.append(data)
+            self._wbuf_size += len(data)
+            if self._wbuf_size >= self._high:
+                self.flush()  # the batch is bounded too: the transport's mark takes over
+        elif self.transport is not None:
+            if self.wbuf:
+                self.flush()
+            self.transport.write(data)
+
+    def flush(self) -> None:
+        """Write what this pipe buffered in the open batch, in one write."""
+        chunks, self.wbuf = self.wbuf, []
+        self._wbuf_size = 0
+        transport = self.transport
+        if chunks and transport is not None and not transport.is_closing():
+            transport.write(chunks[0] if len(chunks) == 1 else b"".join(chunks))
+
+    @property
+    def buffered(self) -> int:
+        """Bytes written to this pipe and not yet sent (transport buffer + open batch)."""
+        transport = self.transport
+        return self._wbuf_size + (transport.get_write_buffer_size() if transport is not None else 0)
+
+    def dropped(self, reason: str) -> None:
+        """A message for this pipe was dropped: count it; log at most one line a second."""
+        METRICS.inc("gateway_socket_dropped_messages_total", reason=reason)
+        now = time.monotonic()
+        if now - self._drop_logged < _DROP_LOG_INTERVAL:
+            self._drops_suppressed += 1
+            return
+        log.warning("drop", reason=reason, endpoint=self.endpoint, socket=self.name,
+                    suppressed=self._drops_suppressed)
+        self._drop_logged = now
+        self._drops_suppressed = 0
+
+
+__all__ = ["BYTES_PER_HWM", "Batch", "Writes", "check_body", "flush", "thread_batch"]

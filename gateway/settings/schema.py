@@ -1,0 +1,307 @@
+"""Endpoint settings, declared once: :class:`SideOptions` *is* the schema.
+
+Each user setting is one field of :class:`SideOptions` whose metadata says how users spell it
+(``?hwm=5000`` on a URL, ``hwm = 5000`` in a bridge's ``front_options``/``back_options`` TOML
+table), how its value is read (:mod:`gateway.settings.convert`: syntax only, never a file), its
+unit, which wire families and which end (bound or connecting, front or back) it applies to, and
+the help line; the default is the field's. :data:`SETTINGS`, the parser (:func:`read`), the
+help text of ``gateway bridge --help``, the TOML keys and the settings reference in the docs are
+all made from it, so a setting exists in one place. Which settings an adapter honours is the
+adapter's to declare when it registers (``register(..., options=...)``); the native engine
+honours every one. The "goes with" rules (a setting that needs another, or a family, transport
+or end) are :mod:`gateway.settings.checks`; loading the files settings name is
+:mod:`gateway.settings.files`.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from collections.abc import Iterable, Mapping
+from dataclasses import MISSING, Field, dataclass, field, fields
+from typing import Any
+
+from gateway.errors import ConfigError
+from gateway.settings import convert as c
+
+_ZMTP = frozenset({"zmtp"})
+_SP = frozenset({"sp"})
+
+
+@dataclass(frozen=True, slots=True)
+class Setting:
+    """One endpoint setting, as the schema declares it (see the module doc)."""
+
+    name: str  # as users write it
+    field: str  # the SideOptions field it sets
+    convert: c.Converter
+    help: str
+    default: Any = None
+    unit: str = ""  # messages, bytes, seconds (ms in a URL), ...
+    aliases: tuple[str, ...] = ()
+    #: wire families it applies to (None: both); set on another one it is refused
+    families: frozenset[str] | None = None
+    #: "bind": only a listening endpoint; "connect": only a dialling one; "": either
+    placement: str = ""
+    #: "front" or "back": only that side of a bridge; "": either
+    side: str = ""
+    #: read by the bridge itself, never handed to an adapter (pattern, subscribe)
+    bridge: bool = False
+    #: a secret: its value is never shown in a message
+    secret: bool = False
+
+
+def setting(default: Any, convert: c.Converter, help: str, *, name: str = "", unit: str = "",
+            aliases: tuple[str, ...] = (), families: frozenset[str] | None = None,
+            placement: str = "", side: str = "", bridge: bool = False,
+            secret: bool = False) -> Any:
+    """A SideOptions field that users can set (its metadata is the rest of the declaration)."""
+    meta = dict(name=name, convert=convert, help=help, unit=unit, aliases=aliases,
+                families=families, placement=placement, side=side, bridge=bridge, secret=secret)
+    return field(default=default, metadata={"setting": meta})
+
+
+@dataclass(frozen=True, slots=True)
+class SideOptions:
+    """A bridge side's (or a native socket's) settings, in the gateway's terms; adapters
+    translate them to their library's options. Fields with a ``setting`` are what users write
+    (see the module doc); the others are set by the bridge (limits, its role) or loaded from
+    the files the settings name (``security``, ``tls``: adapters use these, never the files)."""
+
+    hwm: int = setting(1000, c.count, "high-water mark, messages queued per peer in each "
+                       "direction (libzmq SNDHWM/RCVHWM)", unit="messages",
+                       aliases=("sndhwm", "rcvhwm"))
+    max_message_size: int = setting(1 << 20, c.size, "largest message accepted from a peer "
+                                    "(nng's default; [limits] max_message_size sets it for "
+                                    "every bridge)", name="maxmsgsize", unit="bytes",
+                                    aliases=("max_message_size",))
+    reconnect_ivl: float = setting(0.1, c.duration, "first wait before redialling a lost or "
+                                   "refused peer", unit="seconds")
+    reconnect_ivl_max: float = setting(2.0, c.duration, "the wait doubles after each failed "
+                                       "dial up to this", unit="seconds")
+    handshake_timeout: float = setting(10.0, c.duration, "a peer that has not finished its "
+                                       "greeting/header after this is disconnected",
+                                       name="handshake_ivl", unit="seconds",
+                                       aliases=("handshake_timeout",))
+    linger: float = setting(0.5, c.duration, "on close, how long queued messages may still be "
+                            "sent", unit="seconds")
+    backlog: int | None = setting(None, c.whole, "listen backlog of a bound endpoint (0 or "
+                                  "unset: the system maximum)", unit="connections",
+                                  placement="bind")
+    heartbeat_ivl: float = setting(0.0, c.duration, "ZeroMQ only: send a PING on a connection "
+                                   "that was silent this long (libzmq HEARTBEAT_IVL; 0: no "
+                                   "heartbeats)", unit="seconds", aliases=("heartbeat",),
+                                   families=_ZMTP)
+    heartbeat_ttl: float = setting(0.0, c.ttl, "ZeroMQ only: the TTL put in our PINGs, the "
+                                   "peer closes the connection when it hears nothing from us "
+                                   "for this long (libzmq HEARTBEAT_TTL; 0: none; at most "
+                                   "6553.5 s)", unit="seconds", families=_ZMTP)
+    heartbeat_timeout: float | None = setting(None, c.duration, "ZeroMQ only: after a PING, a "
+                                              "connection that stays silent this long is "
+                                              "closed (libzmq HEARTBEAT_TIMEOUT; unset: "
+                                              "heartbeat_ivl)", unit="seconds", families=_ZMTP)
+    router_handover: bool = setting(False, c.flag, "ZeroMQ only: a peer reconnecting with a "
+                                    "routing id that is still connected takes over the old "
+                                    "connection instead of being refused (libzmq "
+                                    "ROUTER_HANDOVER, off as libzmq's; with CURVE or PLAIN "
+                                    "only a peer with the same key or user takes over)",
+                                    aliases=("handover",), families=_ZMTP, side="front")
+    tcp_keepalive: bool = setting(True, c.flag, "TCP keepalive probes on every tcp connection "
+                                  "(SO_KEEPALIVE)")
+    tcp_keepalive_idle: float = setting(60.0, c.seconds, "seconds of silence before the first "
+                                        "keepalive probe (TCP_KEEPIDLE)", unit="seconds (s)")
+    tcp_keepalive_intvl: float = setting(10.0, c.seconds, "seconds between keepalive probes "
+                                         "(TCP_KEEPINTVL)", unit="seconds (s)")
+    tcp_keepalive_cnt: int = setting(6, c.count, "unanswered probes before the connection is "
+                                     "dropped (TCP_KEEPCNT)", unit="probes")
+    pattern: str = setting("", c.pattern, "the bridge's pattern: reqrep (the default), "
+                           "pubsub, pipeline, pair, or pair1 (SP pair1); set on either side, "
+                           "the other side follows", bridge=True)
+    subscribe: tuple[bytes, ...] | None = setting(
+        None, c.topics, "pub/sub: prefixes the gateway subscribes to at the publisher (a.,b.; "
+        "empty: everything; unset: everything behind an SP front, only its clients' behind a "
+        "ZeroMQ front)", bridge=True)
+    curve_server: bool = setting(False, c.flag, "ZeroMQ: be the CURVE server (needs "
+                                 "curve_cert; libzmq CURVE_SERVER)", families=_ZMTP)
+    curve_cert: str | None = setting(None, c.path, "ZeroMQ CURVE: this side's certificate, CZMQ "
+                                     "zcert NAME.key_secret (mode 600)", unit="path",
+                                     aliases=("curve_secretkey_file",), families=_ZMTP)
+    curve_serverkey: str | None = setting(None, c.z85_key, "ZeroMQ CURVE client: the server's "
+                                          "public key, 40 Z85 characters (written as they "
+                                          "are)", families=_ZMTP, placement="")
+    curve_server_cert: str | None = setting(None, c.path, "ZeroMQ CURVE client: the server's "
+                                            "public certificate (NAME.key)", unit="path",
+                                            families=_ZMTP)
+    curve_allow: str | None = setting(None, c.path, "ZeroMQ CURVE server: only clients whose "
+                                      "NAME.key is in this directory (CZMQ zauth; not writable "
+                                      "by other users; unset: any client key)", unit="path",
+                                      families=_ZMTP)
+    plain_server: bool = setting(False, c.flag, "ZeroMQ: be the PLAIN server (libzmq "
+                                 "PLAIN_SERVER; needs plain_passwords or plain_allow_any)",
+                                 families=_ZMTP)
+    plain_passwords: str | None = setting(None, c.path, "ZeroMQ PLAIN server: only these "
+                                          "users, a file of user=password lines (mode 600)",
+                                          unit="path", families=_ZMTP)
+    plain_allow_any: bool = setting(False, c.flag, "ZeroMQ PLAIN server without "
+                                    "plain_passwords: take any user and password (off: refuse "
+                                    "everyone, as libzmq's PLAIN server without ZAP)",
+                                    families=_ZMTP)
+    plain_username: str | None = setting(None, c.text, "ZeroMQ PLAIN client: the user name "
+                                         "(libzmq PLAIN_USERNAME)", families=_ZMTP)
+    plain_password_file: str | None = setting(None, c.path, "ZeroMQ PLAIN client: a file "
+                                              "holding the password (mode 600)", unit="path",
+                                              families=_ZMTP)
+    allow: tuple[str, ...] | None = setting(None, c.cidrs, "accept only clients from these "
+                                            "networks: CIDR list, e.g. 127.0.0.1/32,"
+                                            "10.0.0.0/8,::1/128 (unset: anyone)",
+                                            placement="bind")
+    max_connections: int | None = setting(10_000, c.count, "refuse connections beyond this "
+                                          "many at once", unit="connections",
+                                          placement="bind")
+    tls_cert: str | None = setting(None, c.path, "SP over TLS (sp+tls+tcp://, sp+wss://): this "
+                                   "side's certificate chain, PEM (needed to bind)",
+                                   unit="path", families=_SP)
+    tls_key: str | None = setting(None, c.path, "SP over TLS: the certificate's private key, "
+                                  "PEM, mode 600 (unset: in the tls_cert file, which must then "
+                                  "be mode 600)", unit="path", families=_SP)
+    tls_ca: str | None = setting(None, c.path, "SP over TLS: CA certificates to verify the peer "
+                                 "with, PEM (unset: the system's)", unit="path", families=_SP)
+    tls_verify: str | None = setting(None, c.verify_mode, "SP over TLS: none, optional or "
+                                     "required (unset: none when bound, required when "
+                                     "connecting, as nng)", families=_SP)
+    tls_server_name: str | None = setting(None, c.host_name, "SP over TLS, connecting: the name "
+                                          "the server's certificate must carry (unset: the "
+                                          "URL's host)", families=_SP, placement="connect")
+    # -- set by the bridge ([limits], its role), not per endpoint ------------------------------
+    hop_limit: int = 8  # SP TTL on a raw rep front (nng's ttl-max), [limits] hop_limit
+    message_timeout: float = 10.0  # a started message must be whole within, [limits]
+    router_mandatory: bool = False  # a routed send to an unknown or full peer raises
+    # -- loaded once per start or reload from the files above (gateway.settings.files) ---------
+    security: Any = None  # gateway.security.Security, or None: NULL
+    tls: Any = None  # gateway.tls.TlsSettings, or None: not TLS
+
+
+#: refused spellings: an inline secret, with the setting to use instead
+REFUSED: dict[str, tuple[str, str]] = {
+    "curve_secretkey": ("curve_cert", "use curve_cert=PATH"),
+    "curve_secret_key": ("curve_cert", "use curve_cert=PATH"),
+    "curve_publickey": ("curve_cert", "use curve_cert=PATH, the pair's file"),
+    "curve_public_key": ("curve_cert", "use curve_cert=PATH, the pair's file"),
+    "plain_password": ("plain_password_file", "use plain_password_file=PATH"),
+}
+
+
+def _setting_of(f: Field[Any]) -> Setting:
+    meta = dict(f.metadata["setting"])
+    name = meta.pop("name") or f.name
+    default = None if f.default is MISSING else f.default
+    return Setting(name=name, field=f.name, default=default, **meta)
+
+
+#: every user setting, in the order of the schema
+SETTINGS: tuple[Setting, ...] = tuple(_setting_of(f) for f in fields(SideOptions)
+                                      if "setting" in f.metadata)
+#: every spelling (names and aliases) -> its setting
+BY_NAME: dict[str, Setting] = {n: s for s in SETTINGS for n in (s.name, *s.aliases)}
+BY_FIELD: dict[str, Setting] = {s.field: s for s in SETTINGS}
+#: the SideOptions defaults, for code that needs one (Limits, the engine)
+DEFAULTS = SideOptions()
+#: settings the bridge reads itself; no adapter is asked to honour them
+BRIDGE_FIELDS = frozenset(s.field for s in SETTINGS if s.bridge)
+
+
+def known() -> str:
+    return ", ".join(s.name for s in SETTINGS)
+
+
+def lookup(key: str) -> Setting:
+    found = BY_NAME.get(key.lower())
+    if found is None:
+        raise ConfigError(f"unknown option {key!r} (known: backend, {known()})")
+    return found
+
+
+def read(items: Iterable[tuple[str, object]], where: str,
+         errors: list[str] | None = None) -> dict[str, Any]:
+    """``(key, value)`` pairs -> ``{SideOptions field: value}``; every mistake at once, each
+    line saying ``where`` (the URL, or the bridge and table). No file is read. With ``errors``
+    given, the mistakes go there and the good settings are returned (a caller that goes on to
+    find the mistakes of the next stage); else they are raised as one ConfigError."""
+    out: dict[str, Any] = {}
+    seen: dict[str, str] = {}
+    collect = errors is not None
+    errors = [] if errors is None else errors
+    at = f" in {where}" if where else ""
+    for key, value in items:
+        lower = key.lower()
+        if lower in REFUSED:
+            target, hint = REFUSED[lower]
+            errors.append(f"bad value for {lower}{at}: a file, not the secret itself: secrets "
+                          f"are never written inline in a URL or TOML ({hint})")
+            continue
+        try:
+            found = lookup(key)
+        except ConfigError as exc:
+            errors.append(f"{exc}{at}")
+            continue
+        if found.field in seen:
+            errors.append(f"option {found.name} given twice ({seen[found.field]!r} and "
+                          f"{key!r}){at}")
+            continue
+        seen[found.field] = key
+        try:
+            out[found.field] = found.convert(value)
+        except ValueError as exc:
+            if found.secret or found.field.startswith(("curve_", "plain_")):
+                errors.append(f"bad value for {found.name}{at}: {exc}")  # never echoed
+                continue
+            errors.append(f"bad value {value!r} for {found.name}{at}: expected {exc}")
+    if errors and not collect:
+        raise ConfigError("\n".join(errors))
+    return out
+
+
+def merged(url_options: Mapping[str, Any], table: Mapping[str, Any],
+           where: str = "") -> dict[str, Any]:
+    """A URL's settings with a TOML table's (already read); a setting in both is an error."""
+    both = sorted(set(url_options) & set(table))
+    if both:
+        at = f"{where}: " if where else ""
+        raise ConfigError(f"{at}{describe(both)} set both in the URL and in the table; keep one")
+    return {**url_options, **table}
+
+
+def describe(fields_: Iterable[str]) -> str:
+    """Setting names of SideOptions fields, sorted, for a message."""
+    return ", ".join(sorted(BY_FIELD[f].name if f in BY_FIELD else f for f in fields_))
+
+
+def default_text(s: Setting) -> str:
+    """A setting's default as the help and the docs show it."""
+    value = s.default
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if s.unit == "seconds" and isinstance(value, float):
+        return f"{value * 1000:g}ms" if 0 < value < 1 else f"{value:g}s"
+    if s.unit == "bytes" and value >= 1 << 20 and not value % (1 << 20):
+        return f"{value >> 20} MiB"
+    if isinstance(value, str) and not value:
+        return ""
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def help_text() -> str:
+    """The settings, one per line with its default, for ``--help``."""
+    lines = []
+    for s in SETTINGS:
+        default = default_text(s)
+        text = s.help + (f" (default {default})" if default else "")
+        lines.append(textwrap.fill(text, 79, initial_indent=f"  {s.name:<20} ",
+                                   subsequent_indent=" " * 23))
+    return "\n".join(lines)
+
+
+__all__ = ["BRIDGE_FIELDS", "BY_FIELD", "BY_NAME", "DEFAULTS", "REFUSED", "SETTINGS", "Setting",
+           "SideOptions", "default_text", "describe", "help_text", "known", "lookup", "merged",
+           "read", "setting"]

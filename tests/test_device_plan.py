@@ -1,0 +1,43 @@
+"""gateway.device.plan: a bridge decided once, before any socket opens: every mistake at once,
+each naming the bridge and its side; the bridge's own settings stay the plan's."""
+
+from __future__ import annotations
+
+import pytest
+
+from gateway.config import BridgeSpec
+from gateway.device.plan import plan
+from gateway.errors import ConfigError
+
+L = "127.0.0.1"
+
+
+def test_subscribe_on_either_url_is_the_bridges_not_a_sockets() -> None:
+    """docs/patterns.md: ``?subscribe=`` on either URL names the prefixes the gateway holds at
+    the publisher; the front's XPUB never sees it (it is no SUB)."""
+    for front, back in ((f"@sp+tcp://{L}:0?pattern=pubsub&subscribe=a.,b.", f"zmq+tcp://{L}:1"),
+                        (f"@sp+tcp://{L}:0?pattern=pubsub", f"zmq+tcp://{L}:1?subscribe=a.,b.")):
+        p = plan(BridgeSpec("prices", front, back))
+        assert p.subscribe == (b"a.", b"b.")
+        assert p.front.options.subscribe is None and p.back.options.subscribe is None
+
+
+def test_subscribe_belongs_to_pubsub() -> None:
+    with pytest.raises(ConfigError, match="bridge 'orders': subscribe is a pubsub setting"):
+        plan(BridgeSpec("orders", f"@zmq+tcp://{L}:0?subscribe=a.", f"sp+tcp://{L}:1"))
+
+
+def test_every_mistake_at_once_naming_bridge_and_side() -> None:
+    with pytest.raises(ConfigError) as info:
+        plan(BridgeSpec("orders", f"@zmq+tcp://{L}:0?hwm=-1", f"sp+tcp://{L}:1?linger=soon"))
+    lines = str(info.value).splitlines()
+    assert len(lines) == 2
+    assert lines[0].startswith("bridge 'orders' front: ") and "hwm" in lines[0]
+    assert lines[1].startswith("bridge 'orders' back: ") and "linger" in lines[1]
+
+
+def test_a_side_opens_with_the_bridges_limits_and_its_role() -> None:
+    p = plan(BridgeSpec("orders", f"@zmq+tcp://{L}:0", f"sp+tcp://{L}:1?hwm=50"))
+    assert (p.pattern, p.front.kind, p.back.kind) == ("reqrep", "REP", "REQ")
+    assert p.front.options.router_mandatory and not p.back.options.router_mandatory
+    assert p.back.options.hwm == 50 and p.front.options.hwm == 1000
