@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from nacl import bindings as sodium
 from nacl.exceptions import RuntimeError as NaclRuntimeError
 
-from gateway.engine.pipe import zmtp_role
+from gateway.engine.codecs import zmtp_role
 from gateway.errors import ProtocolError, RemoteProtocolError
 from gateway.wire.events import HandshakeComplete, PeerError
 from gateway.wire.zmtp import ZmtpCodec, encode_properties

@@ -1,23 +1,24 @@
 """Harness ``config``: what an operator writes: endpoint URLs (``gateway.url.parse``), endpoint
-settings (``gateway.options.read``, then ``gateway.security.security_of`` and
-``gateway.tls.check_settings``), ``gateway.toml`` (``gateway.config.load``), and the files
-settings name (CURVE certificates, password files).
+settings (``gateway.settings.schema.read``, then ``gateway.security.security_of`` and
+``gateway.tls.tls_of``, which read the files they name), ``gateway.toml``
+(``gateway.config.load``, then ``gateway.device.plan.plan`` for each bridge: every check the
+CLI makes before a socket exists), and the files settings name (CURVE certificates, password
+files).
 
 Input: ``target`` then the target's bytes. 0: a URL from raw text; 1: settings pairs built from
-the option table's names and values (any TOML type); 2: a TOML file from raw bytes; 3: a TOML
-file built from sections, keys and values the product knows; 4: a URL built the same way
-(wire, transport, address, options, with a secret and a Z85 key now and then); 5: a
-certificate file's text; 6: a password file's text.
+the schema's names and values (any TOML type); 2: a TOML file from raw bytes; 3: a TOML file
+built from sections, keys and values the product knows; 4: a URL built the same way (wire,
+transport, address, settings, with a secret and a Z85 key now and then); 5: a certificate
+file's text; 6: a password file's text.
 
 Oracles: no exception but :class:`~gateway.errors.ConfigError` leaves the entry points (a
-certificate or password file: ``ValueError``, which the option turns into ``ConfigError``);
-a ``ConfigError`` never holds the value of a secret-looking key (``plain_password``,
-``curve_secretkey``, ... as written or percent-decoded); a valid Z85 key given as
-``curve_serverkey=`` comes out of the URL unchanged.
+certificate or password file read alone: ``ValueError``); a ``ConfigError`` never holds the
+value of a secret-looking key (``plain_password``, ``curve_secretkey``, ... as written or
+percent-decoded); a valid Z85 key given as ``curve_serverkey=`` comes out of the URL unchanged.
 
-Settings that name files are only read from the harness's own fixture directory (or a bare
-name, which resolves in the working directory): an input naming any other path is skipped, so
-the fuzzer never reads ``/dev/zero`` or a FIFO.
+Settings that name files are only given the harness's own fixtures (or a bare name, which
+resolves in the working directory): an input naming any other path is skipped, so the fuzzer
+never reads ``/dev/zero``, ``/proc/kmsg`` or a FIFO.
 """
 
 from __future__ import annotations
@@ -30,30 +31,40 @@ import tempfile
 import tomllib
 from collections.abc import Iterable
 from typing import Any
-from urllib.parse import parse_qsl, quote, unquote_plus
+from urllib.parse import parse_qsl, quote, unquote, unquote_plus
 
-from gateway import config, options, tls
+from gateway import config
+from gateway.device.plan import plan
 from gateway.errors import ConfigError
-from gateway.security import read_passwords, save_cert, security_of
+from gateway.security import security_of
+from gateway.settings import convert, files, schema
+from gateway.tls import tls_of
 from gateway.url import parse
 from gateway.wire import z85
 from gateway.wire.zmtp_curve import keypair
 
-from ._data import Data, Finding, Writer, check, raised_in
+from ._data import Data, Writer, check, raised_in
 
 NAME = "config"
 
-#: what reads a file when an option is converted
-_FILE_READERS = {options.secret_cert, options.public_cert, options.password_file,
-                 options.secret_file}
+#: the spellings of settings that name a file or a directory (read at start)
+_PATHS = frozenset(n for n, s in schema.BY_NAME.items() if s.convert is convert.path)
 _SECRET_KEY = re.compile(r"(secret|password)(_?key)?$")
+#: the inline secrets the product refuses and must never show
+_EXACT = frozenset({"plain_password", "curve_secretkey", "curve_secret_key"})
+#: the keys whose 40-character Z85 value main's URL parser takes as written
+_Z85_KEYS = frozenset({"curve_serverkey", "curve_secretkey", "curve_secret_key",
+                       "curve_publickey", "curve_public_key"})
+#: a secret's value after its key anywhere in a query (behind a ``;``, or junk before the key)
+_LOOSE = re.compile(r"(?i)(?:secret_?key|password)=([^&;#]*)")
 _MARK = "s3cr3T-"
 
 WIRES = ("zmq", "sp", "nng", "nanomsg", "zmtp", "any", "ZMQ", "")
 TRANSPORTS = ("tcp", "ipc", "inproc", "ws", "wss", "tls+tcp", "")
 ADDRESSES = ("127.0.0.1:5555", "[::1]:0", "0.0.0.0:*", "/tmp/fuzz.sock", "name", "host:99999",
              "h:p", ":1", "127.0.0.1:5555/svc", "")
-NAMES = tuple(sorted(options.BY_NAME)) + ("backend", "Backend", "HWM", "x", "")
+NAMES = tuple(sorted(schema.BY_NAME)) + tuple(sorted(schema.REFUSED)) + (
+    "backend", "Backend", "HWM", "x", "")
 VALUES = ("1", "0", "100", "2s", "250ms", "1m", "64k", "1MiB", "true", "off", "yes", "-1", "",
           "1.5", "1e3", "inf", "nan", "reqrep", "pubsub", "pair1", "a.,b.", "none", "optional",
           "required", "127.0.0.1/32,10.0.0.0/8", "::1/128", "300.1.1.1", "native", "pyzmq",
@@ -77,12 +88,13 @@ class _Fixtures:
         self.dir = tempfile.mkdtemp(prefix="gateway-fuzz-config-")
         d = self.dir
         public, secret = keypair()
-        self.pub_cert, self.secret_cert = save_cert(os.path.join(d, "server"), public, secret)
-        open_pub, open_sec = save_cert(os.path.join(d, "open"), public, secret)
+        self.pub_cert, self.secret_cert = files.save_cert(os.path.join(d, "server"), public,
+                                                          secret)
+        open_pub, open_sec = files.save_cert(os.path.join(d, "open"), public, secret)
         os.chmod(open_sec, 0o644)  # a secret others can read: refused
         self.allow = os.path.join(d, "allow")
         os.mkdir(self.allow)
-        save_cert(os.path.join(self.allow, "client"), *keypair())
+        files.save_cert(os.path.join(self.allow, "client"), *keypair())
         self.passwords = self._file("passwords", "alice=pw\n# comment\nbob=x=y\n")
         self.bad_passwords = self._file("bad-passwords", "no equals sign\n")
         self.secret = self._file("secret", "pw\n")
@@ -129,11 +141,7 @@ def fixtures() -> _Fixtures:
 # -- what an input makes the product read -------------------------------------------------------
 def _pairs_safe(pairs: Iterable[tuple[object, object]]) -> bool:
     fix = fixtures()
-    for key, value in pairs:
-        option = options.BY_NAME.get(str(key).lower())
-        if option is not None and option.convert in _FILE_READERS and not fix.safe(value):
-            return False
-    return True
+    return all(fix.safe(value) for key, value in pairs if str(key).lower() in _PATHS)
 
 
 def _url_pairs(url: str) -> list[tuple[str, str]]:
@@ -169,44 +177,90 @@ def _toml_safe(doc: dict[str, Any]) -> bool:
 
 
 # -- the oracles ---------------------------------------------------------------------------------
-def _secrets_of(pairs: Iterable[tuple[object, object]]) -> list[str]:
-    """Values of secret-looking keys long enough not to turn up by chance."""
+def _secret_id(key: object) -> str | None:
+    """Which oracle a key's value falls under: ``secret-echo`` for the inline secrets the
+    product refuses (it must never show their values), ``secret-echo-loose`` for any other
+    key that looks like a secret (a misspelt one); None for the rest."""
+    name = unquote(str(key)).strip().lower()
+    if name in _EXACT:
+        return "secret-echo"
+    return "secret-echo-loose" if _SECRET_KEY.search(name) else None
+
+
+def _secrets_of(pairs: Iterable[tuple[object, object]]) -> list[tuple[str, str]]:
+    """(value, oracle) of the secret-looking keys, long enough not to turn up by chance."""
     out = []
     for key, value in pairs:
-        if isinstance(value, str) and _SECRET_KEY.search(str(key).lower()) and len(value) >= 8:
-            out.append(value)
+        which = _secret_id(key)
+        if which and isinstance(value, str) and len(value) >= 8:
+            out.append((value, which))
     return out
 
 
-def _expect_config_error(call: Any, text: str, secrets: list[str], strict: bool) -> Any:
+def _expect_config_error(call: Any, text: str, secrets: list[tuple[str, str]],
+                         strict: bool) -> Any:
     """Run ``call``; only ConfigError may leave it, and it must not hold a secret (one that
     stands once in ``text``: written twice, under another key too, no telling who echoed it)."""
     try:
         return call()
     except OSError as exc:
-        if exc.errno != errno.ENAMETOOLONG or not raised_in(exc, "gateway.security"):
+        if exc.errno != errno.ENAMETOOLONG or not raised_in(exc, "gateway.settings.files"):
             raise
         check(False, "config-name-too-long", f"{exc!r:.200} left the settings reader", strict)
         return None
     except ConfigError as exc:
         message = str(exc)
-        for secret in set(secrets):
+        exact = {v for v, which in secrets if which == "secret-echo"}
+        for secret, which in set(secrets):
+            if which != "secret-echo" and secret in exact:
+                continue  # one value, two readings: the stricter one decides
             if text.count(secret) > 1 or unquote_plus(text).count(secret) > 1:
                 continue
-            check(secret not in message, "secret-echo",
+            check(secret not in message, which,
                   f"a ConfigError echoes a secret value {secret!r}: {message!r:.300}", strict)
         return None
 
 
-def _url_secrets(url: str) -> list[str]:
-    """The secret values of a URL, as written and as decoded."""
+def _url_secrets(url: str) -> list[tuple[str, str]]:
+    """The secret values of a URL, as written and as decoded: after a secret-looking key of
+    the query, and after ``...password=`` or ``...secretkey=`` anywhere in it (a secret that
+    follows a ``;`` or junk inside another value is still one)."""
     query = url.partition("://")[2].partition("?")[2]
-    out = []
+    odd = "?" in url.partition("://")[0]  # a '?' before the '://': junk where the scheme is
+    swallowed = _in_z85_windows(query)
+    found: list[tuple[str, str]] = []
+    pos = 0
     for part in query.split("&"):
         key, _, value = part.partition("=")
-        if _SECRET_KEY.search(unquote_plus(key).lower()):
-            out += [value, unquote_plus(value)]
-    return [s for s in out if _MARK in s]
+        which = _secret_id(key)
+        if which and odd:
+            which = "secret-echo-loose"
+        elif which and pos in swallowed:
+            which = "secret-echo-z85-window"
+        pos += len(part) + 1
+        if which:
+            found += [(v, which) for v in (value, unquote(value), unquote_plus(value))]
+    for match in _LOOSE.finditer(query):
+        value = match.group(1)
+        found += [(v, "secret-echo-loose") for v in (value, unquote(value))]
+    return [(v, which) for v, which in found if _MARK in v]
+
+
+def _in_z85_windows(query: str) -> set[int]:
+    """Where ``key=value`` parts start inside the 40 characters that follow a Z85 key's ``=``
+    when those are followed by ``&`` or the end: main's URL parser takes such a window as the
+    key, whatever ``&`` it holds (``curve_serverkey=abc&plain_password=...``)."""
+    inside: set[int] = set()
+    pos = 0
+    for part in query.split("&"):
+        key, eq, _ = part.partition("=")
+        start = pos + len(key) + 1
+        if eq and unquote(key).lower() in _Z85_KEYS and (
+                start + 40 == len(query) or query[start + 40:start + 41] == "&"):
+            inside.update(i for i in range(start, start + 40)
+                          if i > start and query[i - 1] == "&")
+        pos += len(part) + 1
+    return inside
 
 
 def _check_url(url: str, strict: bool) -> None:
@@ -225,28 +279,29 @@ def _check_toml(text: bytes, strict: bool) -> None:
     secrets = []
     if doc is not None:
         for table in _tables(doc):
-            secrets += [s for s in _secrets_of(table.items()) if _MARK in s]
+            secrets += [s for s in _secrets_of(table.items()) if _MARK in s[0]]
         for s in _strings(doc):
             if "://" in s:
                 secrets += _url_secrets(s)
     path = fixtures().write(text)
-    _expect_config_error(lambda: config.load(path), text.decode("utf-8", "replace"), secrets,
-                         strict)
+    shown = text.decode("utf-8", "replace")
+    loaded = _expect_config_error(lambda: config.load(path), shown, secrets, strict)
+    for spec in loaded.bridges if loaded is not None else ():
+        _expect_config_error(lambda: plan(spec), shown, secrets, strict)  # noqa: B023
 
 
 def _check_pairs(pairs: list[tuple[str, Any]], family: str, transport: str, bound: bool,
                  strict: bool) -> None:
     if not _pairs_safe(pairs):
         return
-    secrets = [s for s in _secrets_of(pairs) if _MARK in s]
+    secrets = [s for s in _secrets_of(pairs) if _MARK in s[0]]
     text = repr(pairs)
-    settings = _expect_config_error(lambda: options.read(pairs, "fuzz"), text, secrets, strict)
+    settings = _expect_config_error(lambda: schema.read(pairs, "fuzz"), text, secrets, strict)
     if settings is None:
         return
     _expect_config_error(lambda: security_of(settings, family), text, secrets, strict)
-    lines = tls.check_settings(settings, family, transport, bound)
-    if not all(isinstance(line, str) for line in lines):
-        raise Finding(f"tls.check_settings gave {lines!r:.200}")
+    _expect_config_error(lambda: tls_of(settings, bound if transport in ("tls+tcp", "wss")
+                                        else None), text, secrets, strict)
 
 
 def _check_z85(key: bytes, strict: bool) -> None:
@@ -378,18 +433,16 @@ def one_input(buf: bytes, strict: bool = False) -> None:
         path = fixtures().write(data.rest())
         for secret in (False, True):
             try:
-                from gateway.security import load_cert
-
-                load_cert(path, secret=secret)
+                files.load_cert(path, secret=secret)
             except ValueError:
                 pass
-        _expect_config_error(lambda: options.read([("curve_cert", path)], "fuzz"), "", [],
-                             strict)
+        _expect_config_error(lambda: security_of({"curve_server": True, "curve_cert": path}),
+                             "", [], strict)
     else:
         path = fixtures().write(data.rest())
         try:
-            read_passwords(path)
+            files.read_passwords(path)
         except ValueError:
             pass
-        _expect_config_error(lambda: options.read([("plain_passwords", path)], "fuzz"), "", [],
-                             strict)
+        _expect_config_error(lambda: security_of({"plain_server": True,
+                                                  "plain_passwords": path}), "", [], strict)

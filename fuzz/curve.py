@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 from nacl import bindings as sodium
 
-from gateway.engine.pipe import zmtp_role
+from gateway.engine.codecs import zmtp_role
 from gateway.wire import z85
 from gateway.wire.zmtp import ZmtpCodec
 from gateway.wire.zmtp_curve import CurveClient, CurveServer

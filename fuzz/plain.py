@@ -22,7 +22,7 @@ Oracles, besides "only a ``RemoteProtocolError`` leaves the codec":
 
 from __future__ import annotations
 
-from gateway.engine.pipe import zmtp_role
+from gateway.engine.codecs import zmtp_role
 from gateway.wire.zmtp import ZmtpCodec
 from gateway.wire.zmtp_mechanism import AuthenticationFailed
 from gateway.wire.zmtp_plain import PlainClient, PlainServer

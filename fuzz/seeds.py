@@ -9,8 +9,9 @@ fuzzers start deep (a whole greeting, READY, a CURVE HELLO that opens, an nng up
   request and a masked frame, an nng REP over ``ws://`` its reply frame;
 * the repository's example ``gateway.toml`` and the endpoint URLs the README shows;
 * one input per harness written with its own layout for an honest session (handshake, messages
-  in several frames, a ping), and one ``known-<id>`` input per known finding
-  (``fuzz._data.KNOWN``), which ``tests/test_fuzz_corpus.py`` replays strictly.
+  in several frames, a ping), one ``known-<id>`` input per known finding
+  (``fuzz._data.KNOWN``), which ``tests/test_fuzz_corpus.py`` replays strictly, and one
+  ``regression-<id>`` input per finding fixed since.
 
 Each seed is ``fuzz/corpus/<harness>/seed-<what>``; running this again rewrites them (libzmq's
 and nng's bytes differ between runs only in random fields: identities, request ids, nonces).
@@ -33,7 +34,7 @@ import zmq
 from wsproto import ConnectionType, WSConnection
 from wsproto.events import AcceptConnection, Request
 
-from gateway.engine.pipe import sp_role, zmtp_role
+from gateway.engine.codecs import sp_role, zmtp_role
 from gateway.wire import z85
 from gateway.wire.events import HandshakeComplete
 from gateway.wire.sp import SpCodec
@@ -324,24 +325,35 @@ def ws_sessions() -> dict[str, bytes]:
 
 
 def known_inputs() -> dict[str, tuple[str, bytes]]:
-    """One input per known finding: ``(harness, input)``."""
-    z85_key = next(k for k in (bytes([i]) * 32 for i in range(256))
-                   if set(z85.encode(k)) & set("%+&"))
+    """One input per known finding (``fuzz._data.KNOWN``): ``(harness, input)``."""
     return {
-        "secret-echo": ("config", config_h.encode_input(
-            0, b"zmq+tcp://127.0.0.1:5555?plain_password=s3cr3T-0123456789ab")),
-        "z85-in-url": ("config", config_h.encode_input(
-            4, b"\x01" + z85_key + b"\x00" * 8)),
+        "secret-echo-loose": ("config", config_h.encode_input(
+            0, b"zmq+tcp://127.0.0.1:5555?curve_server=1;curve_secretkey=s3cr3T-0123456789ab")),
+        "secret-echo-z85-window": ("config", config_h.encode_input(
+            0, b"zmq+tcp://127.0.0.1:5555?curve_serverkey=abc&plain_password=s3cr3T-0123456789abcd")),
         "curve-low-order": ("curve", curve_h.encode_input(
             target=1, kind=0, steps=Writer().byte(0).byte(1).raw(b"n" * 16).raw(bytes(32))
             .raw(b"c" * 96).bytes())),
-        "config-name-too-long": ("config", config_h.encode_input(
-            0, b"zmq+tcp://127.0.0.1:5555?curve_server=1&curve_cert=" + b"a" * 300)),
+        "config-name-too-long": ("config", config_h.encode_input(2, (
+            '[[bridge]]\nfront = "@zmq+tcp://127.0.0.1:5555?curve_server=1&curve_cert='
+            + "a" * 300 + '"\nback = ">sp+tcp://127.0.0.1:6000"\n').encode())),
         "ws-non-ascii-header": ("ws", ws_h.encode_input(
             role=0, proto=ws_h.KINDS.index("REP"), rest=(
                 b"GET / HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
                 b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n"
                 b"Sec-WebSocket-Protocol: \x80\r\n\r\n"))),
+    }
+
+
+def fixed_inputs() -> dict[str, tuple[str, bytes]]:
+    """One input per finding that was known and is fixed (issue 20, findings 10 and 14), kept
+    as ``regression-<id>``: its check now fails every run."""
+    z85_key = next(k for k in (bytes([i]) * 32 for i in range(256))
+                   if set(z85.encode(k)) & set("%+&"))
+    return {
+        "secret-echo": ("config", config_h.encode_input(
+            0, b"zmq+tcp://127.0.0.1:5555?plain_password=s3cr3T-0123456789ab")),
+        "z85-in-url": ("config", config_h.encode_input(4, b"\x01" + z85_key + b"\x00" * 8)),
     }
 
 
@@ -401,6 +413,8 @@ def main() -> None:
     for i, url in enumerate(_urls()):
         save("config", f"seed-url-{i:02d}", config_h.encode_input(0, url.encode()))
     save("config", "seed-structured", config_h.encode_input(3, bytes(range(1, 200))))
-    print("known findings:")
+    print("known findings, and fixed ones:")
     for finding, (harness, data) in known_inputs().items():
         save(harness, f"known-{finding}", data)
+    for finding, (harness, data) in fixed_inputs().items():
+        save(harness, f"regression-{finding}", data)

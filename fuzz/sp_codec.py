@@ -15,7 +15,7 @@ error; every message, sent back by a codec of the same role and read by a fresh 
 
 from __future__ import annotations
 
-from gateway.engine.pipe import sp_role
+from gateway.engine.codecs import sp_role
 from gateway.testing.codec_checks import chunked, same_in_batches
 from gateway.wire.events import HandshakeComplete
 from gateway.wire.sp import SpCodec, sp_header

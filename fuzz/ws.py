@@ -1,60 +1,52 @@
-"""Harness ``ws``: the WebSocket layer of ``sp+ws://`` (``gateway_plugins.ws.WsShim``, on
-wsproto) with both roles, between a stand-in for the engine's pipe and a stand-in for the TCP
-transport; no event loop and no socket.
+"""Harness ``ws``: SP over WebSocket (``gateway_plugins.ws.codec.WsSpCodec``, the sans-IO wire
+codec of ``sp+ws://`` and ``sp+wss://``, on wsproto), both roles, against a wsproto peer.
 
-``WsShim`` is an ``asyncio.Protocol`` and not sans-IO, but it only calls its pipe
-(``connection_made``, ``data_received``, ``abort``, ``codec.max_message_size``) and its
-transport (``write``, ``close``, ``abort``, ``is_closing``): the harness gives it a pipe that
-holds a real :class:`gateway.wire.sp.SpCodec` (which reads what the shim hands on, as the
-engine does, and echoes each message back) and a transport that records what is written. Not
-reached this way: ``WsTransport.listen``/``dial`` (TCP and TLS setup, ``TlsShim``) and the
-engine's pipe itself (timers, back-pressure): interop_tests/test_gateway_ws.py covers them.
+Not reached here: ``WsTransport``'s TCP and TLS setup and ``TlsShim`` (interop_tests cover
+them), and the engine's pipe around the codec.
 
 Input: ``role proto path mode size ncuts cuts[2 bytes each]`` then either raw bytes (mode 0;
-mode 1 puts a valid upgrade before them) or steps (mode 2: a valid upgrade made by a wsproto
+mode 1 puts a valid upgrade before them) or steps (mode 2: a valid upgrade made by the wsproto
 peer, then frames built from the steps: binary messages in fragments, text, ping, pong, close,
 a frame with any header bits, raw bytes). ``role`` 0 is a listener (the harness is an nng
-dialer), 1 a dialer (the harness is the server answering our request).
+dialer), 1 a dialer (the harness is the server answering our request); ``proto`` the socket
+kind, ``size`` the codec's ``max_message_size``.
 
-Oracles: ``data_received`` never raises; the pipe's codec gets only whole, well-framed SP
-messages (no error but ``MessageTooLarge``); the dialer's request asks for the peer's subprotocol on the configured path, the
-listener accepts only its own; and for a valid stream (steps of whole binary messages, pings and
-pongs) every binary message is delivered once, in order and unchanged, up to the first one over
-the size limit, which is refused; each ping gets its pong and each echoed message reaches the
-peer.
+Oracles: ``receive_data`` never raises and ``next_event`` raises nothing but a
+``RemoteProtocolError`` (the codec contract of ``gateway.wire``), and nothing after its first
+error; one ``HandshakeComplete``, naming the peer protocol, before any message; no message over
+``max_message_size`` plus the backtrace room; the dialer's request asks for the peer's
+subprotocol on its path, the listener accepts only its own and answers a refusal in HTTP; and
+for a valid stream (steps of whole binary messages, pings and pongs) every binary message is
+delivered once, in order and unchanged, up to the first one over the limit, which is refused;
+pongs answer pings in order (one pending at most: a later ping's replaces an earlier one not
+yet sent), the last ping is answered, and every message sent back reaches the peer.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
-from gateway_plugins.ws import NAMES, PEERS, SUFFIX, WsShim
+from gateway_plugins.ws.codec import SUFFIX, WsSpCodec, ws_name
 from wsproto import ConnectionType, WSConnection
-from wsproto.events import (
-    AcceptConnection,
-    BytesMessage,
-    Event,
-    Pong,
-    Request,
-)
+from wsproto.events import AcceptConnection, BytesMessage, Event, Pong, Request
 
-from gateway.engine.pipe import sp_role
-from gateway.errors import MessageTooLarge, ProtocolError
-from gateway.patterns import pairing
+from gateway.engine.codecs import sp_role
+from gateway.errors import MessageTooLarge, ProtocolError, RemoteProtocolError
 from gateway.testing.codec_checks import chunked
-from gateway.wire.sp import SpCodec
+from gateway.wire.events import HandshakeComplete
 
 from ._data import Data, Finding, Writer, check, raised_in
 
 NAME = "ws"
 
-#: our socket kind -> its nng protocol name on the WebSocket
+#: our socket kind (its nng protocol name on the WebSocket is the subprotocol)
 KINDS = ("REQ", "REP", "PUB", "SUB", "PUSH", "PULL", "PAIR", "PAIR1")
 PATHS = ("/", "/svc", "/a/b")
 SIZES = (1 << 20, 64, 1000, 4096)
 MAX_STEPS = 32
+MAX_EVENTS = 10_000
 MASK = b"\x37\xfa\x21\x3d"
+ROOM = 1024  # what the codec lets a message carry beyond max_message_size (the backtrace)
 
 
 def encode_input(*, role: int = 0, proto: int = 0, path: int = 0, mode: int = 0, size: int = 0,
@@ -83,86 +75,9 @@ def ws_frame(opcode: int, payload: bytes, *, fin: bool = True, rsv: int = 0,
     return head + payload
 
 
-class _Raw:
-    """The TCP transport under the shim: records writes, close and abort."""
-
-    def __init__(self) -> None:
-        self.out = bytearray()
-        self.closed = False
-        self.aborted = False
-
-    def write(self, data: bytes) -> None:
-        self.out += data
-
-    def is_closing(self) -> bool:
-        return self.closed or self.aborted
-
-    def close(self) -> None:
-        self.closed = True
-
-    def abort(self) -> None:
-        self.aborted = True
-
-    def get_write_buffer_size(self) -> int:
-        return 0
-
-    def get_extra_info(self, name: str, default: Any = None) -> Any:
-        return default
-
-    def take(self) -> bytes:
-        out = bytes(self.out)
-        self.out.clear()
-        return out
-
-
-@dataclass
-class _Pipe:
-    """The engine's side: a real SP codec reads what the shim hands on; every message is sent
-    back (through the shim's outgoing path)."""
-
-    codec: SpCodec
-    handshake_timeout: float = 10.0
-    layer: Any = None
-    messages: list[bytes] = field(default_factory=list)
-    failed: tuple[str, str] | None = None
-    error: ProtocolError | None = None
-
-    def connection_made(self, layer: Any) -> None:
-        self.layer = layer
-        layer.write(self.codec.initiate())
-
-    def data_received(self, data: bytes) -> None:
-        self.codec.receive_data(data)
-        if self.failed is not None:  # the engine's pipe reads nothing once it is closing
-            return
-        try:
-            while (ev := self.codec.next_event()) is not None:
-                if type(ev) is tuple:
-                    self.messages.append(ev[0])
-                    self.layer.write(self.codec.send_message(ev))
-        except MessageTooLarge as exc:  # the engine's pipe aborts, as here
-            self.error = exc
-            self.abort(exc.reason or type(exc).__name__, str(exc))
-        except ProtocolError as exc:
-            raise Finding(f"the shim handed the SP codec bad framing: {exc!r}") from exc
-
-    def abort(self, reason: str, detail: str = "") -> None:
-        self.failed = (reason, detail)
-        self.layer.abort()
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        pass
-
-    def pause_writing(self) -> None:
-        pass
-
-    def resume_writing(self) -> None:
-        pass
-
-
 @dataclass
 class _Model:
-    """What a correct shim does with a stream of valid steps."""
+    """What a correct codec does with a stream of valid steps."""
 
     messages: list[bytes] = field(default_factory=list)  # binary messages, in order
     pings: list[bytes] = field(default_factory=list)
@@ -170,7 +85,7 @@ class _Model:
 
 
 def _payload(data: Data) -> bytes:
-    """Up to 64 KiB: a short piece repeated (to pass the size limits cheaply)."""
+    """Up to 16 KiB: a short piece repeated (to pass the size limits cheaply)."""
     piece = data.short()
     return piece * (1 + data.byte() % 64) if data.flag() else piece
 
@@ -226,6 +141,68 @@ def _events(conn: WSConnection, data: bytes) -> list[Event]:
     return list(conn.events())
 
 
+@dataclass
+class _Run:
+    """What the codec did with the whole stream."""
+
+    messages: list[bytes] = field(default_factory=list)
+    out: bytearray = field(default_factory=bytearray)  # what it wrote: answers, pongs, echoes
+    handshakes: int = 0
+    error: RemoteProtocolError | None = None
+
+
+def _feed(codec: WsSpCodec, chunks: list[bytes], peer_type: str, strict: bool) -> _Run | None:
+    """The engine's way: each read into ``receive_data``, then every event; each message is sent
+    back. None when a known finding ended the run."""
+    run = _Run()
+    for chunk in chunks:
+        if not chunk:  # (asyncio and TlsShim never hand on an empty read: b"" is EOF to h11)
+            continue
+        try:
+            codec.receive_data(chunk)  # never raises
+        except UnicodeError as exc:
+            if not raised_in(exc, "wsproto"):
+                raise
+            check(False, "ws-non-ascii-header", f"wsproto's {exc!r} left receive_data", strict)
+            return None
+        try:
+            for _ in range(MAX_EVENTS):
+                ev = codec.next_event()
+                if ev is None:
+                    break
+                if isinstance(ev, HandshakeComplete):
+                    run.handshakes += 1
+                    if run.handshakes > 1 or ev.peer_type != peer_type:
+                        raise Finding(f"handshake #{run.handshakes} with {ev.peer_type!r}, the "
+                                      f"peer is {peer_type!r}")
+                elif type(ev) is tuple:
+                    if not run.handshakes:
+                        raise Finding(f"a message before the upgrade: {ev!r:.80}")
+                    if len(ev) != 1 or len(ev[0]) > codec.max_message_size + ROOM:
+                        raise Finding(f"a message of {[len(p) for p in ev]} bytes (limit "
+                                      f"{codec.max_message_size} + {ROOM})")
+                    run.messages.append(ev[0])
+                    run.out += codec.send_message(ev)
+            else:
+                raise Finding("next_event never returned None")
+        except RemoteProtocolError as exc:
+            run.error = exc
+        except ProtocolError as exc:
+            raise Finding(f"{exc!r} (our fault?) on the peer's bytes") from exc
+        run.out += codec.data_to_send()
+        if run.error is not None:
+            try:
+                again = codec.next_event()
+            except ProtocolError:
+                again = None
+            if again is not None:
+                raise Finding(f"an event after {run.error!r}: {again!r:.80}")
+            if getattr(run.error, "farewell", False) and not run.out.startswith(b"HTTP/1.1 4"):
+                raise Finding(f"a refused upgrade without an HTTP answer: {bytes(run.out)!r:.80}")
+            break
+    return run
+
+
 def one_input(buf: bytes, strict: bool = False) -> None:
     data = Data(buf)
     client = bool(data.byte() & 1)
@@ -234,24 +211,27 @@ def one_input(buf: bytes, strict: bool = False) -> None:
     mode = data.byte() % 3
     max_size = data.choice(SIZES)
     cuts = [data.uint(2) for _ in range(data.byte() % 16)]
-    codec = SpCodec(sp_role(kind), max_message_size=max_size)
-    ours = NAMES[codec.protocol]
-    pipe = _Pipe(codec)
-    raw = _Raw()
-    shim = WsShim(pipe, client, "127.0.0.1:5555", path)
-    shim.connection_made(raw)  # type: ignore[arg-type]
+    role = sp_role(kind)
+    (peer_protocol,) = role.accepts
+    ours = ws_name(role, role.protocol) + SUFFIX
+    theirs = ws_name(role, peer_protocol) + SUFFIX
+    codec = WsSpCodec(role, max_message_size=max_size, address="127.0.0.1:5555" + path,
+                      client=client)
     peer = WSConnection(ConnectionType.SERVER if client else ConnectionType.CLIENT)
+    first = codec.initiate()
     prelude = b""
     if client:  # our request: the peer's subprotocol, our path
-        request = [e for e in _events(peer, raw.take()) if isinstance(e, Request)]
-        want = PEERS[ours] + SUFFIX
-        if len(request) != 1 or request[0].target != path or request[0].subprotocols != [want]:
-            raise Finding(f"our upgrade request is {request!r:.200}, not {path} with {want}")
+        request = [e for e in _events(peer, first) if isinstance(e, Request)]
+        if len(request) != 1 or request[0].target != path or request[0].subprotocols != [theirs]:
+            raise Finding(f"our upgrade request is {request!r:.200}, not {path} with {theirs}")
         if mode:
-            prelude = peer.send(AcceptConnection(subprotocol=want))
-    elif mode:
-        prelude = peer.send(Request(host="127.0.0.1:5555", target=path,
-                                    subprotocols=[ours + SUFFIX]))
+            prelude = peer.send(AcceptConnection(subprotocol=theirs))
+    else:
+        if first:
+            raise Finding(f"a listener spoke first: {first!r:.80}")
+        if mode:
+            prelude = peer.send(Request(host="127.0.0.1:5555", target=path,
+                                        subprotocols=[ours]))
     if mode == 2:
         rest, model = _steps(data, None if client else MASK)
     else:
@@ -260,48 +240,29 @@ def one_input(buf: bytes, strict: bool = False) -> None:
         chunks = chunked(prelude + rest, cuts)
     else:  # a client waits for the 101 before it sends a frame (RFC 6455 4.1; nng does):
         chunks = [prelude] + chunked(rest, cuts)  # wsproto drops what comes with the request
-    for chunk in chunks:
-        if raw.is_closing():
-            break
-        if not chunk:  # (asyncio and TlsShim never hand on an empty read: b"" is EOF to h11)
-            continue
-        try:
-            shim.data_received(chunk)  # nothing may escape
-        except UnicodeError as exc:
-            if not raised_in(exc, "wsproto"):
-                raise
-            check(False, "ws-non-ascii-header", f"wsproto's {exc!r} left WsShim.data_received",
-                  strict)
-            return
-    limit = shim.limit
-    if any(len(m) > max_size for m in pipe.messages):
-        raise Finding(f"a message over max_message_size {max_size} reached the pipe")
-    if mode != 2 or not model.valid:
+    run = _feed(codec, chunks, role.name(peer_protocol), strict)
+    if run is None or mode != 2 or not model.valid:
         return
     # -- a valid stream: exactly the model
+    limit = max_size + ROOM
     expect = []
     for m in model.messages:
-        if len(m) > max_size:
+        if len(m) > limit:
             break
         expect.append(m)
     refused = len(expect) < len(model.messages)
-    if pipe.messages != expect:
-        raise Finding(f"delivered {[len(m) for m in pipe.messages]} byte messages, the peer "
-                      f"sent {[len(m) for m in model.messages]} (limit {max_size}/{limit})")
-    if refused != (pipe.failed is not None or pipe.error is not None):
-        raise Finding(f"refused {pipe.failed or pipe.error}, expected refused={refused}")
+    if run.messages != expect:
+        raise Finding(f"delivered {[len(m) for m in run.messages]} byte messages, the peer "
+                      f"sent {[len(m) for m in model.messages]} (limit {limit})")
+    if refused != isinstance(run.error, MessageTooLarge) or not refused and run.error:
+        raise Finding(f"error {run.error!r}, expected a refusal: {refused}")
     if refused:
         return
-    if pipe.failed is not None or raw.is_closing():
-        raise Finding(f"a valid stream was failed: {pipe.failed}")
-    seen = _events(peer, raw.take())
+    seen = _events(peer, bytes(run.out))
     pongs = [bytes(e.payload) for e in seen if isinstance(e, Pong)]
     echoed = b"".join(bytes(e.data) for e in seen if isinstance(e, BytesMessage))
-    if pongs != model.pings:
+    left = iter(model.pings)
+    if not all(p in left for p in pongs) or (model.pings and pongs[-1:] != model.pings[-1:]):
         raise Finding(f"pongs {pongs!r:.100} for pings {model.pings!r:.100}")
     if echoed != b"".join(expect):
-        raise Finding("the echoed messages did not reach the peer unchanged")
-
-
-#: SP protocols the harness's kinds speak (for the seeds)
-PROTOCOL_OF = {kind: pairing.sp_protocol(kind) for kind in KINDS}
+        raise Finding("the messages sent back did not reach the peer unchanged")

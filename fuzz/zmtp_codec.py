@@ -23,7 +23,7 @@ Oracles:
 
 from __future__ import annotations
 
-from gateway.engine.pipe import zmtp_role
+from gateway.engine.codecs import zmtp_role
 from gateway.testing.codec_checks import chunked, same_in_batches
 from gateway.wire.events import HandshakeComplete
 from gateway.wire.zmtp import ZMTP2_SOCKET_TYPES, ZmtpCodec, encode_command, encode_properties
