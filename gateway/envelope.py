@@ -229,6 +229,10 @@ class TokenTable:
         self.expired_total += n
         return n
 
+    def entries(self) -> list[tuple[bytes, tuple[bytes, ...], float]]:
+        """``[(token, hops, deadline)]`` in insertion order (what tests compare)."""
+        return [(token, hops, deadline) for token, (hops, deadline) in self._entries.items()]
+
     def __repr__(self) -> str:
         return f"TokenTable({len(self)}/{self.max_entries}, ttl={self.ttl})"
 

@@ -127,7 +127,7 @@ def test_the_api_pages_document_the_sockets_and_the_plugin_contracts(site: Path)
     for name in ("hookspecs.gateway_register_transports", "hookspecs.gateway_register_wires",
                  "hookspecs.gateway_register_adapters", "hookspecs.gateway_body_codec",
                  "hookspecs.gateway_authenticate", "hookspecs.gateway_configure",
-                 "transport.Transport", "adapter.SideOptions", "adapter.RawSocket",
+                 "transport.Transport", "settings.schema.SideOptions", "adapter.RawSocket",
                  "testing.transport_suite", "testing.codec_checks"):
         assert f'id="gateway.{name}"' in plugins, name
     assert ":class:" not in api + plugins  # Sphinx roles read as code (docs/_hooks)

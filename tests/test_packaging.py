@@ -11,8 +11,17 @@ META = tomllib.loads((ROOT / "pyproject.toml").read_text())
 
 
 def _packages(folder: Path, name: str) -> set[str]:
+    """Every folder with Python modules (a folder without ``__init__.py`` counts too: a
+    namespace package setuptools would leave out of the wheel)."""
     return {".".join((name, *p.parent.relative_to(folder).parts))
-            for p in folder.rglob("__init__.py") if "__pycache__" not in p.parts}
+            for p in folder.rglob("*.py") if "__pycache__" not in p.parts}
+
+
+def test_every_package_has_its_init() -> None:
+    for folder in (ROOT / "gateway", ROOT / "plugins"):
+        for p in folder.rglob("*.py"):
+            if "__pycache__" not in p.parts:
+                assert (p.parent / "__init__.py").is_file(), p.parent
 
 
 def test_every_package_is_listed_and_only_those() -> None:

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Protocol
 
+from gateway import kernel
 from gateway.config import BridgeSpec, Limits
 from gateway.device import sides
 from gateway.device.forward_async import AsyncForwarder
@@ -37,7 +38,7 @@ from gateway.device.forward_poll import PollForwarder
 from gateway.device.forward_proxy import ProxyForwarder
 from gateway.device.ledger import REQUEST, Ledger
 from gateway.device.plan import KINDS, BridgePlan, plan
-from gateway.envelope import MixedTranslator, PatternTranslator, TokenTable, Translator
+from gateway.envelope import MixedTranslator, PatternTranslator, Translator
 from gateway.errors import ConfigError
 from gateway.logging import get_logger
 from gateway.metrics import METRICS
@@ -96,7 +97,7 @@ class Bridge:
         p = self.plan
         self.pattern, self.sp_pair1, self.mode = p.pattern, p.sp_pair1, p.mode
         front, back = p.front.ep, p.back.ep
-        self.table = TokenTable(self.limits.pending_tokens, self.limits.token_ttl)
+        self.table = kernel.token_table(self.limits.pending_tokens, self.limits.token_ttl)
         self.translator: Translator
         if self.pattern == "reqrep":
             if front.family == ANY:
@@ -111,6 +112,8 @@ class Bridge:
         self.kinds = (p.front.kind, p.back.kind)
         self.ledger = Ledger(self.name)
         self.implementation = ""
+        #: True when the compiled kernel forwards this bridge's usual messages (gateway.kernel)
+        self.kernel = False
         self._front: Any = None
         self._back: Any = None
         self._forwarder: Forwarder | None = None
@@ -175,8 +178,10 @@ class Bridge:
                                                 hwm=back_o.hwm)
                 self.implementation = "poller"
             else:
-                self._forwarder = AsyncForwarder(self._front, self._back, self.translator, ledger)
+                self._forwarder = fwd = AsyncForwarder(self._front, self._back,
+                                                       self.translator, ledger)
                 self.implementation = "asyncio"
+                self.kernel = fwd.kernel is not None
         if isinstance(self.translator, MixedTranslator):  # any+: each client's wire, per message
             self.translator.family_of = self._front.family_of
         ledger.replies_confirmed = self._front.confirms_delivery
@@ -188,6 +193,7 @@ class Bridge:
             METRICS.gauge("gateway_subscribed_prefixes", lambda: float(len(subs)), bridge=self.name)
         log.info("bridge.up", bridge=self.name, front=self.front_url, back=self.back_url,
                  mode=self.mode, pattern=self.pattern, forwarder=self.implementation,
+                 kernel=self.kernel,
                  front_backend=sides.backend_of(self._front_ep),
                  back_backend=sides.backend_of(self._back_ep))
 

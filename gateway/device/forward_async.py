@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 from typing import Any
 
+from gateway import kernel
 from gateway.device.inflight import LossTracker
 from gateway.device.ledger import Ledger, clock
 from gateway.device.step import ReplyStep, RequestStep
@@ -32,12 +33,29 @@ async def _forever() -> None:
     await asyncio.get_running_loop().create_future()
 
 
+def _kernel_for(fwd: AsyncForwarder) -> Any:
+    """The compiled kernel for this forwarder, when it is built and the bridge is one it
+    forwards: request-reply between two native sides, a plain Translator without a body codec,
+    and the kernel's own tables (:func:`gateway.kernel.token_table`)."""
+    compiled = kernel.compiled
+    translator = fwd.translator
+    if (compiled is None or type(translator) is not Translator
+            or translator.body_codec is not None
+            or not isinstance(translator.table, compiled.TokenTable)
+            or not isinstance(fwd.loss.inflight, compiled.InFlight)):
+        return None
+    return compiled.Kernel(fwd, fwd.front.socket, fwd.back.socket, translator, fwd.loss,
+                           fwd.ledger)
+
+
 class _Front(SocketHooks):
-    """The front's observer: each request goes through the request step at once."""
+    """The front's observer: each request goes through the request step at once (after the
+    compiled kernel, if one runs, took the usual ones of each read)."""
 
     def __init__(self, fwd: AsyncForwarder) -> None:
         self.fwd = fwd
         self.step = fwd.request
+        self.fast = fwd.kernel.request if fwd.kernel is not None else None
 
     def message(self, msg: Message, family: str) -> bool:
         fwd = self.fwd
@@ -60,6 +78,7 @@ class _Back(SocketHooks):
     def __init__(self, fwd: AsyncForwarder) -> None:
         self.fwd = fwd
         self.step = fwd.reply
+        self.fast = fwd.kernel.reply if fwd.kernel is not None else None
 
     def pipe_lost(self, routing_id: bytes) -> None:
         self.fwd.loss.pipe_lost(routing_id)
@@ -91,6 +110,8 @@ class AsyncForwarder:
                                front.send_now if front.callbacks else None)
         self.callbacks = (front.callbacks and native_back
                           and translator.pattern == "reqrep")
+        #: the compiled kernel (one call per read) where it applies, else None
+        self.kernel = _kernel_for(self) if self.callbacks else None
 
     def pattern_drop(self, drop: Drop, endpoint: str, direction: str) -> bool:
         self.ledger.dropped(drop.reason, direction, drop.detail, peer=endpoint)

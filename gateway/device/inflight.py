@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable
 
+from gateway import kernel
 from gateway.device.ledger import REPLY, Ledger
 from gateway.envelope import Translator
 from gateway.message import Message
@@ -88,6 +89,10 @@ class InFlight:
             out.append(self._remove(seq))
         return out
 
+    def items(self) -> list[tuple[Key, bytes, float]]:
+        """``[(key, pipe, deadline)]`` in send order (what tests compare)."""
+        return list(self._entries.values())
+
     def _evict_oldest(self) -> list[Key]:
         return [self._remove(next(iter(self._entries)))]
 
@@ -118,7 +123,9 @@ class LossTracker:
 
     def __init__(self, translator: Translator, ledger: Ledger, peers: Callable[[], int]) -> None:
         table = translator.table
-        self.inflight = InFlight(table.max_entries, table.ttl)
+        compiled = kernel.compiled
+        self.inflight: InFlight = (compiled.InFlight if compiled is not None else InFlight)(
+            table.max_entries, table.ttl)
         self.translator, self.ledger = translator, ledger
         self._peers = peers
         self._tokens_count = translator.mode == "zmtp->sp"  # the token table counts expiry

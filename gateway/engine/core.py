@@ -121,6 +121,8 @@ class SocketCore:
         """Report to ``hooks`` (None: back to the socket's own behaviour)."""
         self.hooks = hooks or _NO_HOOKS
         self._take = self.hooks.message
+        for pipe in self.routing.out:
+            pipe.fast = self.hooks.fast
 
     # -- endpoints -------------------------------------------------------------------------
     def bind(self, url: str) -> str:
@@ -164,6 +166,7 @@ class SocketCore:
             rid = self._zmtp_id()
         routes[rid] = pipe
         self.routing.out.append(pipe)
+        pipe.fast = self.hooks.fast
         log.info("pipe.up", endpoint=pipe.endpoint, peer=pipe.peer, peer_type=event.peer_type,
                  socket=self.name,
                  **({"zmtp": f"{event.version[0]}.{event.version[1]}"} if pipe.family != SP else {}))

@@ -86,6 +86,8 @@ class Pipe(Writes, PipeProtocol):
         self.owner = owner
         self.codec = codec
         self._next_messages = getattr(codec, "next_messages", None)  # optional (see process)
+        #: the owner's per-read forwarder (SocketHooks.fast: the compiled kernel), or None
+        self.fast: Callable[[Pipe], int] | None = None
         self._batch = thread_batch()  # (again at connection_made: the loop's thread)
         self.family = family
         self.endpoint = endpoint
@@ -178,7 +180,12 @@ class Pipe(Writes, PipeProtocol):
         done = 0  # messages completed by this call (the message deadline restarts)
         drained = False
         try:
-            while self.reading and not self.close_reason:
+            fast = self.fast
+            if fast is not None and self.reading:  # the usual messages, compiled, first
+                done = fast(self)
+                if done >= FAIR_SHARE:
+                    self._yield_turn()
+            while self.reading and not self.close_reason and done < FAIR_SHARE:
                 if next_messages is not None:
                     # at most the fair share, and never past the owner's mark (see enqueued)
                     room = self.hwm - self.queued

@@ -364,6 +364,12 @@ class ZmtpCodec:
         return self._rx
 
     @property
+    def sealed(self) -> bool:
+        """True when messages travel in CURVE boxes (the kernel seam: it writes plain frames
+        only)."""
+        return self._sealed
+
+    @property
     def streaming(self) -> bool:
         """The kernel seam: True between messages of a plain (unsealed) stream in the open
         state. A reader may then take whole data messages straight from :attr:`rx` (moving

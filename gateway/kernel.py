@@ -1,0 +1,48 @@
+"""The compiled forwarding kernel's seam (aiohttp's and msgpack's habit): which implementation
+runs, chosen once, here.
+
+``compiled`` is :mod:`gateway._kernel` when it was built and ``GATEWAY_NO_EXTENSIONS`` is not
+set; else ``None`` and the pure-Python engine, the reference, runs everything. A bridge whose
+two sides run on the native engine forwards request-reply through the kernel, one call per
+read (:class:`gateway._kernel.Kernel`), and keeps its tokens and requests in flight in the
+kernel's compiled tables; the tables have the reference's interface, so the rest of the
+gateway cannot tell which it holds.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from types import ModuleType
+from typing import Any
+
+#: set (to anything but "" or "0") to run the pure-Python engine even where the kernel is built
+NO_EXTENSIONS = os.environ.get("GATEWAY_NO_EXTENSIONS", "") not in ("", "0")
+
+
+
+def _load() -> ModuleType | None:
+    if NO_EXTENSIONS:
+        return None
+    try:
+        return importlib.import_module("gateway._kernel")
+    except ImportError:  # not built (no compiler at install): the reference runs
+        return None
+
+
+compiled: ModuleType | None = _load()
+
+#: "compiled" or "pure": what ``gateway --version`` and ``gateway_build_info`` say
+IMPLEMENTATION = "compiled" if compiled is not None else "pure"
+
+
+def token_table(max_entries: int, ttl: float, start: int | None = None) -> Any:
+    """A bridge's token table: the kernel's when it runs, else the reference's."""
+    if compiled is not None:
+        return compiled.TokenTable(max_entries, ttl, start=start)
+    from gateway.envelope import TokenTable
+
+    return TokenTable(max_entries, ttl, start=start)
+
+
+__all__ = ["IMPLEMENTATION", "NO_EXTENSIONS", "compiled", "token_table"]

@@ -1,0 +1,456 @@
+"""gateway._kernel against the reference (the pure-Python engine): the same byte streams, split
+at random offsets and holding every rare case (commands, reserved flags, oversize messages,
+multi-frame bodies, envelopes without a delimiter, SP hop limits and broken backtraces, unknown
+and expired tokens, departed clients, pipes at their mark), go through one bridge forwarding with
+the kernel and one forwarding without; every byte each pipe writes, the token and in-flight
+tables and the ledger must be the same.
+
+The bridge is the real one (native sides, the AsyncForwarder, the Translator, the ledger); its
+pipes are real engine pipes whose transports record what they are given, and the peers are the
+project's own codecs, so that each run sees exactly the same reads. The sanitizer job of CI
+runs this module against a build with AddressSanitizer and bounds checks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from gateway import kernel
+from gateway.adapter import SideOptions
+from gateway.device.forward_async import AsyncForwarder
+from gateway.device.ledger import Ledger
+from gateway.device.sides import NativeSide
+from gateway.engine import core
+from gateway.engine.codecs import sp_role, zmtp_role
+from gateway.envelope import TokenTable, Translator
+from gateway.errors import DROP_REASONS
+from gateway.plugins import registry
+from gateway.wire.sp import SpCodec
+from gateway.wire.zmtp import ZmtpCodec
+
+pytestmark = pytest.mark.skipif(kernel.compiled is None,
+                                reason="the compiled kernel is not built (GATEWAY_NO_EXTENSIONS)")
+
+MAX = 700  # max_message_size: small, so that oversize messages are cheap
+TTL = 60.0
+
+
+class Recorder:
+    """A transport that records what the pipe writes (asyncio's, reduced), with asyncio's flow
+    control: past its high mark the protocol is paused until :meth:`drain`."""
+
+    def __init__(self, peer: str) -> None:
+        self.data = bytearray()
+        self.peer = peer
+        self.closed = False
+        self.paused = False
+        self.protocol: Any = None
+        self.high = 1 << 30
+        self.buffered = 0
+        self.full = False
+
+    def write(self, data: bytes) -> None:
+        self.data += data
+        self.buffered += len(data)
+        if self.buffered > self.high and not self.full:
+            self.full = True
+            self.protocol.pause_writing()
+
+    def drain(self) -> None:
+        """The peer read everything: the protocol may write again."""
+        self.buffered = 0
+        if self.full and not self.closed:
+            self.full = False
+            self.protocol.resume_writing()
+
+    def writelines(self, chunks: Any) -> None:
+        for chunk in chunks:
+            self.write(chunk)
+
+    def is_closing(self) -> bool:
+        return self.closed
+
+    def close(self) -> None:
+        self.closed = True
+
+    def abort(self) -> None:
+        self.closed = True
+
+    def get_write_buffer_size(self) -> int:
+        return self.buffered
+
+    def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
+        self.high = high if high is not None else self.high
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return ("127.0.0.1", 5000) if name == "peername" else default
+
+    def pause_reading(self) -> None:
+        self.paused = True
+
+    def resume_reading(self) -> None:
+        self.paused = False
+
+
+@dataclass
+class Peer:
+    """One client or server of the bridge: its codec, the engine pipe facing it, what the pipe
+    wrote to it."""
+
+    codec: Any
+    pipe: Any
+    wire: Recorder
+    read: int = 0  # bytes of ``wire`` the peer has decoded
+
+
+@dataclass
+class Rig:
+    """One bridge with its peers, forwarding with the kernel or without."""
+
+    front_family: str
+    back_family: str
+    compiled: bool
+    fwd: Any = None
+    clients: list[Peer] = field(default_factory=list)
+    servers: list[Peer] = field(default_factory=list)
+
+    async def open(self, clients: int, servers: int) -> None:
+        # a small mark (hwm 2: 2 KiB a pipe) so that reads reach it now and then
+        opts = SideOptions(max_message_size=MAX, router_mandatory=True, hwm=2)
+        front = NativeSide("REP", opts, "k/front")
+        back = NativeSide("REQ", SideOptions(max_message_size=MAX, hwm=2), "k/back")
+        front.socket._last_zmtp_id = back.socket._last_zmtp_id = 0  # the same ids in both runs
+        table = (kernel.token_table(64, TTL, start=7) if self.compiled
+                 else TokenTable(64, TTL, start=7))
+        translator = Translator(self.front_family, self.back_family, table)
+        ledger = Ledger(f"k-{uuid.uuid4().hex[:8]}")
+        self.fwd = AsyncForwarder(front, back, translator, ledger)
+        assert (self.fwd.kernel is not None) == self.compiled
+        self.fwd.start()
+        for _ in range(clients):
+            self.clients.append(await _connect(front.socket, self.front_family, "client"))
+        for _ in range(servers):
+            self.servers.append(await _connect(back.socket, self.back_family, "server"))
+
+    def state(self) -> dict[str, Any]:
+        fwd = self.fwd
+        ledger = fwd.ledger
+        return {
+            "clients": [bytes(p.wire.data) for p in self.clients],
+            "servers": [bytes(p.wire.data) for p in self.servers],
+            "closed": [p.pipe.close_reason for p in self.clients + self.servers],
+            "tokens": [(t, h) for t, h, _ in fwd.translator.table.entries()],
+            "inflight": [(k, p) for k, p, _ in fwd.loss.inflight.items()],
+            "forwarded": (ledger.forwarded("request"), ledger.forwarded("reply")),
+            "in_flight": ledger.in_flight,
+            "drops": {r: ledger.dropped_count(r) for r in DROP_REASONS
+                      if ledger.dropped_count(r)},
+            "inbox": (fwd.front.backlog, fwd.back.backlog),
+        }
+
+    async def close(self) -> None:
+        await self.fwd.close()
+        self.fwd.front.close(0)
+        self.fwd.back.close(0)
+
+
+async def _connect(socket: Any, family: str, role: str) -> Peer:
+    """A peer's connection to ``socket``, handshaken: a ZeroMQ DEALER or nng req0 client, a
+    ZeroMQ ROUTER or nng raw rep0 server."""
+    reg = registry()
+    wire = reg.wire_for(family)
+    transport = reg.transport("tcp")
+    pipe = socket.endpoints.new_pipe(wire, transport, f"{family}+tcp://peer", "peer:1")
+    recorder = Recorder(role)
+    recorder.protocol = pipe
+    if family == "zmtp":
+        peer: Any = ZmtpCodec(zmtp_role("DEALER" if role == "client" else "ROUTER", False))
+    else:
+        peer = SpCodec(sp_role("REQ" if role == "client" else "REP"))
+    pipe.connection_made(recorder)
+    pipe.data_received(peer.initiate())
+    for _ in range(6):  # the handshake both ways
+        await asyncio.sleep(0)  # the pipe's writes go out at the end of the loop's iteration
+        peer.receive_data(bytes(recorder.data))
+        recorder.data.clear()
+        while peer.next_event() is not None:
+            pass
+        out = peer.data_to_send()
+        if out:
+            pipe.data_received(out)
+        if pipe.ready and peer.handshake_done:
+            break
+    assert pipe.ready and peer.handshake_done
+    recorder.data.clear()
+    return Peer(peer, pipe, recorder)
+
+
+# -- what the peers send ---------------------------------------------------------------------
+def _zmtp_frames(frames: list[bytes], flags: list[int] | None = None) -> bytes:
+    out = bytearray()
+    for i, f in enumerate(frames):
+        more = 1 if i < len(frames) - 1 else 0
+        if flags is not None:
+            more = flags[i]
+        if len(f) <= 255:
+            out += bytes((more, len(f))) + f
+        else:
+            out += bytes((more | 2,)) + len(f).to_bytes(8, "big") + f
+    return bytes(out)
+
+
+PING = b"\x04\x0a\x04PING\x00\x00ctx"
+
+
+def _client_message(r: random.Random, family: str, i: int) -> bytes:
+    """One request a client sends, now and then an unusual one."""
+    body = bytes([65 + i % 26]) * r.choice((0, 1, 5, 100, 300))
+    roll = r.random()
+    if family == "zmtp":
+        if roll < 0.70:
+            return _zmtp_frames([b"", body])
+        # the ones that close the pipe (big, badflag) rarely: the rest of the stream matters
+        choice = r.choices(["env", "nodelim", "multi", "probe", "ping", "long", "many", "big",
+                            "badflag"], weights=[10, 10, 10, 5, 10, 10, 5, 1, 1])[0]
+        if choice == "env":
+            return _zmtp_frames([b"app", b"", body])
+        if choice == "nodelim":
+            return _zmtp_frames([body or b"x"])
+        if choice == "multi":
+            return _zmtp_frames([b"", body, b"second"])
+        if choice == "probe":
+            return _zmtp_frames([b""])
+        if choice == "ping":
+            return PING
+        if choice == "long":
+            return _zmtp_frames([b"", bytes(300)], flags=[1, 2])  # a LONG flag on a long frame
+        if choice == "big":
+            return _zmtp_frames([b"", bytes(MAX + 1)])
+        if choice == "many":
+            return _zmtp_frames([b""] * 40 + [body])
+        return bytes((0x08, 1)) + b"x"  # a reserved flag: the pipe closes
+    rid = (0x80000000 | r.getrandbits(31)).to_bytes(4, "big")
+    if roll < 0.75:
+        payload = rid + body
+    else:
+        choice = r.choices(["hops", "nohop", "ttl", "big"], weights=[20, 1, 10, 1])[0]
+        if choice == "hops":
+            payload = b"\x00\x00\x00\x09" + rid + body
+        elif choice == "nohop":
+            payload = b"\x00\x00\x00\x01"[: r.choice((1, 4))]  # no request id: the pipe closes
+        elif choice == "ttl":
+            payload = b"\x00\x00\x00\x02" * 9 + rid + body  # past the hop limit (8)
+        else:
+            payload = rid + bytes(MAX)
+    return len(payload).to_bytes(8, "big") + payload
+
+
+def _server_replies(r: random.Random, peer: Peer, family: str, mangle: bool = True) -> bytes:
+    """What a server answers to the requests the gateway wrote it: each request's envelope
+    echoed (sometimes mangled), in order."""
+    codec = peer.codec
+    codec.receive_data(bytes(peer.wire.data[peer.read:]))
+    peer.read = len(peer.wire.data)
+    out = bytearray()
+    while (event := codec.next_event()) is not None:
+        if not isinstance(event, tuple):
+            continue
+        roll = r.random() if mangle else 0.0
+        if family == "zmtp":
+            frames = list(event)
+            i = frames.index(b"") + 1 if b"" in frames else 0
+            env, body = frames[:i], frames[i:]
+            if roll < 0.8:
+                out += _zmtp_frames(env + [b"re:" + b"".join(body)])
+            elif roll < 0.85:
+                out += _zmtp_frames(env + [b"a", b"b"])  # two body frames
+            elif roll < 0.9:
+                out += _zmtp_frames([b"\x00\x00\x00\x05"] + env[1:] + [b"x"])  # another client
+            elif roll < 0.95:
+                out += PING + _zmtp_frames(env + [b"late"])
+            else:
+                out += _zmtp_frames([b"no-envelope"])
+        else:
+            payload = event[0]
+            words = 0
+            while words + 4 <= len(payload) and not payload[words] & 0x80:
+                words += 4
+            head, body = payload[: words + 4], payload[words + 4:]
+            if roll < 0.8:
+                reply = head + b"re:" + body
+            elif roll < 0.85:
+                reply = b"\x80\x00\x00\x01" + body  # a token nobody minted
+            elif roll < 0.9:
+                reply = b"\x00\x00\x00\x03" + head + body  # a word before the request id
+            else:
+                reply = head[:-4] + head[-4:] + bytes(300)  # a long one
+            out += len(reply).to_bytes(8, "big") + reply
+    return bytes(out)
+
+
+def _toggle(r: random.Random, peers: list[Peer]) -> None:
+    """Now and then a peer reads what it was sent (its transport drains: a paused pipe may
+    write again)."""
+    for peer in peers:
+        if r.random() < 0.3:
+            peer.wire.drain()
+
+
+def _chunks(r: random.Random, data: bytes) -> Iterator[bytes]:
+    """``data`` split at random offsets (the reads)."""
+    pos = 0
+    while pos < len(data):
+        n = r.choice((1, 3, 17, 64, 500, 4096, 1 << 20))
+        yield data[pos: pos + n]
+        pos += n
+
+
+async def _run(front: str, back: str, compiled: bool, seed: int, n: int) -> dict[str, Any]:
+    core._RUNNING_PIPE_IDS[0] = 100  # the same SP pipe ids in both runs
+    rig = Rig(front, back, compiled)
+    await rig.open(clients=3, servers=2)
+    r = random.Random(seed)
+    try:
+        streams = [b"".join(_client_message(r, front, i) for i in range(n)) for _ in rig.clients]
+        readers = [(c, _chunks(r, s)) for c, s in zip(rig.clients, streams, strict=True)]
+        while readers:  # the clients' reads, interleaved
+            c, chunks = readers[r.randrange(len(readers))]
+            chunk = next(chunks, None)
+            if chunk is None:
+                readers = [(x, it) for x, it in readers if x is not c]
+            elif not c.pipe.close_reason:
+                c.pipe.data_received(chunk)
+            _toggle(r, rig.servers)
+            await asyncio.sleep(0)
+        for _ in range(3):
+            await asyncio.sleep(0)
+        for server in rig.servers:
+            if server.pipe.close_reason:
+                continue
+            for chunk in _chunks(r, _server_replies(r, server, back)):
+                if server.pipe.close_reason:
+                    break
+                server.pipe.data_received(chunk)
+                _toggle(r, rig.clients)
+                await asyncio.sleep(0)
+        for _ in range(3):
+            await asyncio.sleep(0)
+        return rig.state()
+    finally:
+        await rig.close()
+
+
+ROUTES = [("zmtp", "sp"), ("zmtp", "zmtp"), ("sp", "zmtp"), ("sp", "sp")]
+
+
+@pytest.mark.parametrize(("front", "back"), ROUTES, ids=[f"{f}-{b}" for f, b in ROUTES])
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**32 - 1))
+def test_the_kernel_writes_and_records_what_the_reference_does(front: str, back: str,
+                                                                seed: int) -> None:
+    compiled = asyncio.run(_run(front, back, True, seed, 40))
+    reference = asyncio.run(_run(front, back, False, seed, 40))
+    assert compiled == reference
+
+
+@pytest.mark.parametrize(("front", "back"), ROUTES, ids=[f"{f}-{b}" for f, b in ROUTES])
+def test_the_usual_traffic_goes_through_the_kernel(front: str, back: str,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """Plain requests and replies are the kernel's (one call per read), not the reference's:
+    the reference's per-message step is never called."""
+    from gateway.device import step
+
+    calls: list[str] = []
+    monkeypatch.setattr(step.RequestStep, "__call__",
+                        lambda self, msg, t0=0.0: calls.append("request"))
+    monkeypatch.setattr(step.ReplyStep, "__call__", lambda self, msg: calls.append("reply"))
+
+    async def go() -> dict[str, Any]:
+        core._RUNNING_PIPE_IDS[0] = 100
+        rig = Rig(front, back, True)
+        await rig.open(clients=2, servers=2)
+        try:
+            for c in rig.clients:
+                for i in range(10):
+                    body = b"hello %d" % i
+                    if front == "zmtp":
+                        c.pipe.data_received(_zmtp_frames([b"", body]))
+                    else:
+                        rid = (0x80000000 | i).to_bytes(4, "big")
+                        c.pipe.data_received(len(rid + body).to_bytes(8, "big") + rid + body)
+            await asyncio.sleep(0)
+            for s in rig.servers:
+                replies = _server_replies(random.Random(0), s, back, mangle=False)
+                s.pipe.data_received(replies)
+            await asyncio.sleep(0)
+            return rig.state()
+        finally:
+            await rig.close()
+
+    state = asyncio.run(go())
+    assert calls == []
+    assert state["forwarded"] == (20, 20)
+    assert state["in_flight"] == 0 and state["tokens"] == [] and state["inflight"] == []
+    for data in state["clients"]:
+        assert data.count(b"re:hello") == 10
+
+
+def test_the_compiled_tables_behave_as_the_references() -> None:
+    """The token and in-flight tables, driven through their interface by the same random
+    operations, give the same answers and hold the same entries."""
+    from gateway.device.inflight import InFlight
+
+    assert kernel.compiled is not None
+    r = random.Random(1)
+    compiled_t, ref_t = kernel.token_table(50, 1.0, start=3), TokenTable(50, 1.0, start=3)
+    compiled_f, ref_f = kernel.compiled.InFlight(20, 1.0), InFlight(20, 1.0)
+    now = 0.0
+    minted: list[bytes] = []
+    for _ in range(5000):
+        now += r.random() * 0.05
+        op = r.random()
+        if op < 0.4:
+            hops = (bytes([r.randrange(3)]), b"")
+            answers = []
+            for t in (compiled_t, ref_t):
+                try:
+                    answers.append(t.mint(hops, now))
+                except Exception as exc:  # noqa: BLE001 - compared below
+                    answers.append(type(exc).__name__ + str(exc))
+            assert answers[0] == answers[1]
+            if isinstance(answers[0], bytes):
+                minted.append(answers[0])
+        elif op < 0.6 and minted:
+            token = minted.pop(r.randrange(len(minted)))
+            answers = []
+            for t in (compiled_t, ref_t):
+                try:
+                    answers.append(t.pop(token, now))
+                except Exception as exc:  # noqa: BLE001
+                    answers.append(type(exc).__name__ + str(exc))
+            assert answers[0] == answers[1]
+        elif op < 0.65:
+            assert compiled_t.expire(now) == ref_t.expire(now)
+        elif op < 0.85:
+            key, pipe = (bytes([r.randrange(4)]),), bytes([r.randrange(3)])
+            assert compiled_f.sent(key, pipe, now) == ref_f.sent(key, pipe, now)
+        elif op < 0.95:
+            key = (bytes([r.randrange(4)]),)
+            assert compiled_f.answered(key) == ref_f.answered(key)
+        elif op < 0.97:
+            pipe = bytes([r.randrange(3)])
+            assert compiled_f.lost(pipe) == ref_f.lost(pipe)
+        else:
+            assert compiled_f.expire(now) == ref_f.expire(now)
+        assert compiled_t.entries() == ref_t.entries()
+        assert compiled_t.expired_total == ref_t.expired_total
+        assert compiled_f.items() == ref_f.items() and len(compiled_f) == len(ref_f)
