@@ -1,7 +1,7 @@
 """The fuzzing harnesses can fail: each one, given an honest input, passes against the product
 and reports a bug planted in it (a codec that loses a message of a batch or takes a peer it
 must refuse, a CURVE server that takes a forged vouch, a PLAIN server that ignores its
-authenticator, a WebSocket layer that splits messages at fragments, a URL parser that raises
+authenticator, a WebSocket codec that splits messages at fragments, a URL parser that raises
 something other than ConfigError). And the runner's hypothesis engine (where atheris is
 missing) runs a harness for a time budget."""
 
@@ -16,6 +16,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # fuzz/ is not installed: it runs from the repository
     sys.path.insert(0, str(ROOT))
+
+from gateway_plugins.ws.codec import WsSpCodec  # noqa: E402
 
 from fuzz import config as config_h  # noqa: E402
 from fuzz import curve, plain, seeds, sp_codec, ws, zmtp_codec  # noqa: E402
@@ -142,12 +144,12 @@ def test_ws_harness_passes_nng_and_catches_messages_split_at_fragments(
         monkeypatch: pytest.MonkeyPatch) -> None:
     for name in ("seed-nng-Req0-listener", "seed-nng-Rep0-dialer", "seed-listener-0-session"):
         ws.one_input(seed("ws", name), strict=True)
-    real = ws.WsShim._message
+    real = WsSpCodec._message
 
-    def every_fragment_a_message(self: Any, data: bytes, finished: bool) -> None:
-        real(self, data, True)
+    def every_fragment_a_message(self: Any, data: bytes, finished: bool) -> Any:
+        return real(self, data, True)
 
-    monkeypatch.setattr(ws.WsShim, "_message", every_fragment_a_message)
+    monkeypatch.setattr(WsSpCodec, "_message", every_fragment_a_message)
     with pytest.raises(Finding, match="delivered"):
         ws.one_input(seed("ws", "seed-listener-0-session"), strict=True)
 
@@ -180,6 +182,8 @@ def test_hypothesis_engine_fuzzes_for_its_budget() -> None:
     assert result.execs >= 10 and not result.crashes and 1.5 < result.seconds < 60
 
 
-def test_known_inputs_are_what_seeds_writes() -> None:
+def test_known_and_fixed_inputs_are_what_seeds_writes() -> None:
     for finding, (harness, data) in seeds.known_inputs().items():
         assert seed(harness, f"known-{finding}") == data
+    for finding, (harness, data) in seeds.fixed_inputs().items():
+        assert seed(harness, f"regression-{finding}") == data
