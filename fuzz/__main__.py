@@ -90,7 +90,8 @@ def merge(name: str) -> int:
     before = len(list(keep.iterdir()))
     with open(WORK / f"{name}.merge.log", "w") as out:
         subprocess.run([sys.executable, "-m", "fuzz._atheris", name, "-merge=1",
-                        f"-max_len={HARNESSES[name][1]}", str(keep), str(work)],
+                        f"-max_len={HARNESSES[name][1]}", f"-artifact_prefix={WORK}/merge-",
+                        str(keep), str(work)],
                        cwd=ROOT, env=_launcher(name), stdout=out, stderr=subprocess.STDOUT,
                        check=False)
     return len(list(keep.iterdir())) - before
