@@ -6,27 +6,51 @@ STAMP  := $(VENV)/.installed
 export PYSPARK_PYTHON := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 
-.PHONY: env system-deps demo test test-fast lint docs bench matrix fuzz fuzz-ci clean
+KERNEL := $(VENV)/.kernel
 
-$(STAMP): pyproject.toml
+.PHONY: env system-deps kernel demo test test-pure test-sanitize test-fast lint docs bench matrix \
+	fuzz fuzz-ci clean
+
+# the editable install also compiles the kernel (gateway/_kernel.pyx: setup.py)
+$(STAMP): pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[test,bench,matrix,docs,fuzz]'
 	$(PY) -m pip install -q -e examples/plugin-skeleton
 	touch $(STAMP)
 
+## make kernel: rebuild the compiled kernel in place after a change to gateway/_kernel.pyx
+$(KERNEL): $(STAMP) gateway/_kernel.pyx setup.py
+	$(PY) setup.py -q build_ext --inplace 2>&1 | grep -v "is ignored\|Beta\|warnings.warn" || true
+	$(PY) -c "import gateway._kernel"
+	touch $(KERNEL)
+
+kernel: $(KERNEL)
+
 system-deps:
 	bash .ci/system-deps.sh
 
 env: system-deps $(STAMP)
 
-## make test: unit tests, interop tests against libzmq/nng/nanomsg, a small Spark matrix
-test: env
+## make test: unit tests, interop tests against libzmq/nng/nanomsg, a small Spark matrix, all
+## with the compiled kernel; then the unit and interop tests once more on the pure-Python
+## engine, and the kernel's differential tests against a sanitizer build
+test: env kernel
 	$(PY) -m ruff check gateway plugins tests interop_tests examples docs fuzz
 	$(PY) -m mypy gateway plugins fuzz
 	$(PY) -m pytest -q -m "not slow" -p no:cacheprovider
+	$(MAKE) --no-print-directory test-pure test-sanitize
 
-test-fast: env
+## the reference: GATEWAY_NO_EXTENSIONS=1 runs the pure-Python engine everywhere
+test-pure: env
+	GATEWAY_NO_EXTENSIONS=1 $(PY) -m pytest -q -m "not slow and not spark" -p no:cacheprovider \
+		tests interop_tests
+
+## the kernel built with ASan, UBSan and bounds checks, under its differential tests
+test-sanitize: env
+	bash .ci/sanitize.sh
+
+test-fast: env kernel
 	$(PY) -m pytest -q -m "not slow and not spark" -x tests
 
 lint: env
@@ -39,11 +63,11 @@ docs: env
 	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict
 
 ## make demo: live bridges between real ZeroMQ and nng peers, then a small matrix and its report
-demo: env
+demo: env kernel
 	$(PY) examples/demo.py
 
 ## make bench: latency/throughput side by side with libzmq, nng and zmq.proxy
-bench: env
+bench: env kernel
 	$(PY) -m gateway bench --memory --json out/bench.json --png out/bench.png
 
 ## make fuzz: every fuzzing harness (fuzz/README.md) for FUZZ_SECONDS each, one after the other:

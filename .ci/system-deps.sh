@@ -11,6 +11,12 @@ command -v javac >/dev/null 2>&1 || need+=(default-jdk-headless)
 [ -f /usr/share/java/jeromq.jar ] || need+=(libjeromq-java)
 command -v openssl >/dev/null 2>&1 || need+=(openssl)  # test certificates (SP over TLS)
 command -v curl >/dev/null 2>&1 || need+=(curl)  # the README's metrics example
+# the compiled kernel (gateway/_kernel.pyx): a C compiler and the Python headers (a Python
+# built from source, as pyenv's, has its own; Debian's python3 needs python3-dev); libasan and
+# libubsan come with gcc (the sanitizer build, .ci/sanitize.sh)
+command -v gcc >/dev/null 2>&1 || need+=(gcc libc6-dev)
+python3 -c 'import sysconfig, os, sys; sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))' \
+  || need+=(python3-dev)
 # a real Prometheus scraping the gateway, and promtool testing the shipped alert rules
 command -v prometheus >/dev/null 2>&1 || need+=(prometheus)
 # the documentation site's pages checked in a real browser (headless, driven by selenium)

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The package as a user gets it: a wheel built from this checkout, installed into a new venv
+# The package as a user gets it: the sdist (with the kernel's generated C), the compiled wheel
+# built from it and a pure one (GATEWAY_NO_EXTENSIONS=1), each installed into a new venv
 # from another directory (which holds a decoy `plugins/` package), with no extras, then with
 # [matrix]. Checks: no pyspark and no top-level plugins/interop_tests without extras; the CLI,
 # its plugins and a live bridge work; `gateway matrix` names the extra; with [matrix] a small
@@ -7,14 +8,30 @@
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 python=${PYTHON:-python3}
+case "$python" in */*) python=$(cd "$(dirname "$python")" && pwd)/$(basename "$python");; esac
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 step() { printf '[wheel-check] %s\n' "$*" >&2; }
 fail() { printf '[wheel-check] FAILED: %s\n' "$*" >&2; exit 1; }
 
-step "building the wheel"
-timeout 600 "$python" -m pip wheel -q --no-deps -w "$work/dist" "$repo" >/dev/null
+step "building the sdist: it carries the kernel's generated C (no Cython needed to install)"
+timeout 600 "$python" -m build -q --sdist -o "$work/sdist" "$repo" >/dev/null
+sdist=$(ls "$work"/sdist/zmq_sp_gateway-*.tar.gz)
+tar -tzf "$sdist" > "$work/sdist.txt"  # (not piped into grep -q: pipefail and SIGPIPE)
+grep -q '/gateway/_kernel\.c$' "$work/sdist.txt" || fail "the sdist lacks gateway/_kernel.c"
+grep -q '/gateway/_kernel\.pyx$' "$work/sdist.txt" || fail "the sdist lacks gateway/_kernel.pyx"
+
+step "building the wheels: compiled (from the sdist) and pure (GATEWAY_NO_EXTENSIONS=1)"
+timeout 600 "$python" -m pip wheel -q --no-deps -w "$work/dist" "$sdist" >/dev/null
 wheel=$(ls "$work"/dist/zmq_sp_gateway-*.whl)
+case "$wheel" in *-py3-none-any.whl) fail "the wheel is not compiled: $wheel";; esac
+"$python" -c 'import sys, zipfile
+assert any(n.startswith("gateway/_kernel") and n.endswith(".so")
+           for n in zipfile.ZipFile(sys.argv[1]).namelist()), "no gateway/_kernel*.so"' "$wheel"
+GATEWAY_NO_EXTENSIONS=1 timeout 600 "$python" -m pip wheel -q --no-deps -w "$work/pure" \
+  "$repo" >/dev/null
+pure=$(ls "$work"/pure/zmq_sp_gateway-*.whl)
+case "$pure" in *-py3-none-any.whl) ;; *) fail "the pure wheel is not py3-none-any: $pure";; esac
 names=$("$python" -c 'import sys, zipfile
 print(" ".join(sorted({n.split("/")[0] for n in zipfile.ZipFile(sys.argv[1]).namelist()
                        if not n.split("/")[0].endswith(".dist-info")})), end=" ")' "$wheel")
@@ -32,14 +49,16 @@ done
 mkdir -p "$work/cwd/plugins/tcp"  # a user's own plugins/ package must not shadow anything
 touch "$work/cwd/plugins/__init__.py" "$work/cwd/plugins/tcp/__init__.py"
 cd "$work/cwd"
-"$venv/gateway" --version
+"$venv/gateway" --version | tee "$work/version.txt"
+grep -q "(compiled kernel)" "$work/version.txt" || fail "the compiled wheel does not run its kernel"
 "$venv/gateway" plugins | tee "$work/plugins.txt"
 for p in tcp ipc inproc wires pyzmq_adapter pynng_adapter; do
   grep -q "gateway_plugins\.$p" "$work/plugins.txt" || fail "gateway plugins does not list gateway_plugins.$p"
 done
 
-step "a live bridge: libzmq REQ -> gateway -> nng REP"
-"$venv/python" - "$venv/gateway" <<'PY'
+bridge() {
+step "a live bridge: libzmq REQ -> gateway -> nng REP ($1)"
+"$1/python" - "$1/gateway" <<'PY'
 import signal, subprocess, sys, threading
 import pynng, zmq
 rep = pynng.Rep0(recv_timeout=10000)
@@ -63,6 +82,16 @@ gw.send_signal(signal.SIGTERM)
 assert gw.wait(15) == 0
 print("bridge ok")
 PY
+}
+bridge "$venv"
+
+step "the pure wheel in its own venv: the reference engine, the same bridge"
+timeout 300 "$python" -m venv "$work/pvenv"
+timeout 900 "$work/pvenv/bin/python" -m pip install -q "$pure"
+"$work/pvenv/bin/gateway" --version | tee "$work/pversion.txt"
+grep -q "pure Python: the compiled kernel is not built" "$work/pversion.txt" \
+  || fail "the pure wheel does not say it runs pure Python"
+bridge "$work/pvenv/bin"
 
 step "gateway matrix without the extra: one line, exit 2"
 set +e

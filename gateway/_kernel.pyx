@@ -34,11 +34,10 @@ from cpython.object cimport PyObject
 from cpython.ref cimport Py_INCREF
 from cpython.tuple cimport PyTuple_GET_SIZE, PyTuple_New, PyTuple_SET_ITEM
 from libc.stdint cimport int64_t, uint8_t, uint32_t, uint64_t
-from libc.string cimport memcpy
+from libc.string cimport memcmp, memcpy
 from libc.time cimport timespec
 
 from gateway.envelope import TableFull, UnknownToken
-from gateway.metrics import BUCKETS
 from gateway.wire.sp import SpCodec
 from gateway.wire.zmtp import ZmtpCodec
 
@@ -68,10 +67,8 @@ cdef enum:
 
 cdef Py_ssize_t FAIR_SHARE = 256
 cdef bytes EMPTY = b""
-cdef double _BUCKETS[16]
-cdef int _NBUCKETS = len(BUCKETS)
-for _i, _b in enumerate(BUCKETS):
-    _BUCKETS[_i] = _b
+cdef double _BUCKETS[32]
+cdef int _NBUCKETS = 0  # the hop-latency buckets (gateway.metrics.BUCKETS, given to Kernel)
 
 
 cdef inline uint64_t _be64(const uint8_t* p) noexcept nogil:
@@ -536,11 +533,21 @@ cdef inline uint8_t* _zmtp_frame(uint8_t* at, const uint8_t* data, Py_ssize_t si
 # -------------------------------------------------------------------------------------------------
 # the kernel
 
+cdef enum:
+    REQREP = 0
+    PIPELINE = 1
+    PUBSUB = 2
+    # what one message came to (a method's answer; 0: stop, the reference takes it)
+    FORWARDED = 1
+    CONSUMED = 2  # taken and not forwarded (a subscription filter held it back)
+
+
 cdef class Kernel:
-    """One request-reply bridge's forwarding, per read. ``fwd`` is the bridge's forwarder (its
-    ``draining`` and ``detour`` flags say when the reference must take every message);
-    ``front`` and ``back`` the two native sockets; ``translator``, ``loss`` and ``ledger`` the
-    reference's state, shared."""
+    """One bridge's forwarding, per read: request-reply, pipeline (front -> back) and pub/sub
+    (published messages, back -> front; subscriptions stay the reference's). ``fwd`` is the
+    bridge's forwarder (its ``draining``, ``detour`` and ``back_detour`` flags say when the
+    reference must take every message); ``front`` and ``back`` the two native sockets;
+    ``translator``, ``loss`` and ``ledger`` the reference's state, shared."""
 
     cdef object fwd, front, back, ledger
     cdef object f_routing, b_routing
@@ -553,17 +560,32 @@ cdef class Kernel:
     cdef int ttl  # the front's hop limit (SP)
     cdef list n_req, n_rep, h_req_counts, h_rep_counts
     cdef object h_req, h_rep
+    cdef int pattern
+    cdef list f_out
+    cdef object f_pattern, b_pattern
     # per call
     cdef dict outs
     cdef list order
     cdef Py_ssize_t picked
+    cdef tuple sub_prefixes  # pub/sub: what the back's XSUB lets through (filtering: True)
+    cdef bint filtering
+    cdef dict filters  # pub/sub: the front's subscribers' prefixes, by routing id
+    cdef Py_ssize_t filtered
+    cdef bytearray scratch
+    cdef list matched
 
-    def __init__(self, fwd, front, back, translator, loss, ledger) -> None:
+    def __init__(self, fwd, front, back, translator, loss, ledger, buckets) -> None:
+        global _NBUCKETS
+        if not 0 < len(buckets) <= 32:
+            raise ValueError("1 to 32 hop-latency buckets")
+        for i, b in enumerate(buckets):
+            _BUCKETS[i] = b
+        _NBUCKETS = len(buckets)
         self.fwd, self.front, self.back, self.ledger = fwd, front, back, ledger
         self.f_routing, self.b_routing = front.routing, back.routing
         self.f_routes = front.routing.routes
         self.b_out = back.routing.out
-        self.tokens = translator.mode == "zmtp->sp"
+        self.tokens = translator.mode == "zmtp->sp" and translator.pattern == "reqrep"
         self.table = translator.table if self.tokens else None
         self.inflight = loss.inflight
         self.front_zmtp = translator.mode.startswith("zmtp")
@@ -574,19 +596,37 @@ cdef class Kernel:
         self.h_req_counts, self.h_rep_counts = ledger._h_req.counts, ledger._h_rep.counts
         self.outs = {}
         self.order = []
+        self.pattern = {"reqrep": REQREP, "pipeline": PIPELINE, "pubsub": PUBSUB}[
+            translator.pattern]
+        self.f_out = front.routing.out
+        self.f_pattern, self.b_pattern = front.pattern, back.pattern
+        self.scratch = bytearray()
+        self.matched = []
 
     # -- the per-read entry points (Pipe.fast) ---------------------------------------------------
     def request(self, pipe) -> int:
-        """The requests of one read of a front pipe; how many were forwarded."""
+        """The requests of one read of a front pipe; how many it took."""
         fwd = self.fwd
-        if fwd.draining or fwd.detour or self.front._inbox or self.b_routing.closed:
-            return 0
+        if (self.pattern == PUBSUB or fwd.draining or fwd.detour or self.front._inbox
+                or self.b_routing.closed):
+            return 0  # (pub/sub: the front's messages are subscriptions: the reference's)
         return self._run(pipe, True)
 
     def reply(self, pipe) -> int:
-        """The replies of one read of a back pipe; how many were forwarded."""
-        if self.back._inbox or self.f_routing.closed:
+        """The replies (published messages) of one read of a back pipe; how many it took."""
+        if self.pattern == PIPELINE or self.fwd.back_detour or self.back._inbox \
+                or self.f_routing.closed:
             return 0
+        if self.pattern == PUBSUB:
+            self.filtering = self.b_pattern.filter
+            if self.filtering:
+                self.sub_prefixes = self.b_pattern.prefixes()
+            self.filters = self.f_pattern.filters
+            self.filtered = 0
+            n = self._run(pipe, False)
+            if self.filtered:
+                self.b_pattern.filtered += self.filtered
+            return n
         return self._run(pipe, False)
 
     cdef Py_ssize_t _run(self, object pipe, bint request) except -1:
@@ -606,32 +646,40 @@ cdef class Kernel:
         else:
             p = <const uint8_t*>PyByteArray_AS_STRING(data)
             end = PyByteArray_GET_SIZE(data)
-        cdef Py_ssize_t pos = rx.pos, nxt, limit = codec.max_message_size, n = 0
+        cdef Py_ssize_t pos = rx.pos, nxt, limit = codec.max_message_size, n = 0, sent = 0
         cdef double t0 = _now()
         cdef Frame frames[MAX_FRAMES]
-        cdef int count = 0
+        cdef int count = 0, done
+        cdef bint zmtp = framing == F_ZMTP
         cdef bytes rid = pipe.routing_id
         try:
             while n < FAIR_SHARE:
-                if framing == F_ZMTP:
+                if zmtp:
                     nxt = _zmtp_message(p, pos, end, limit, frames, &count)
                 else:
                     nxt = _sp_message(p, pos, end, limit, framing == F_SP_IPC, &frames[0])
                     count = 1
                 if nxt < 0:
                     break
-                if request:
-                    if not self._request(p, frames, count, framing == F_ZMTP, rid, t0):
-                        break
-                elif not self._reply(p, frames, count, framing == F_ZMTP, t0):
+                if self.pattern == PIPELINE:
+                    done = self._pipeline(p, frames, count)
+                elif self.pattern == PUBSUB:
+                    done = self._publish(p, frames, count)
+                elif request:
+                    done = self._request(p, frames, count, zmtp, rid, t0)
+                else:
+                    done = self._reply(p, frames, count, zmtp, t0)
+                if not done:
                     break
+                if done == FORWARDED:
+                    sent += 1
                 pos = nxt
                 n += 1
         finally:
             rx.pos = pos
             self._flush()
-        if n:
-            self._account(request, n, _now() - t0)
+        if sent:
+            self._account(request, sent, _now() - t0)
         return n
 
     cdef void _account(self, bint request, Py_ssize_t n, double dt) except *:
@@ -650,8 +698,8 @@ cdef class Kernel:
             self.h_rep.sum += dt * n
 
     # -- requests ------------------------------------------------------------------------------
-    cdef bint _request(self, const uint8_t* p, Frame* frames, int count, bint zmtp, bytes rid,
-                       double now) except -1:
+    cdef int _request(self, const uint8_t* p, Frame* frames, int count, bint zmtp, bytes rid,
+                      double now) except -2:
         """Forward one request (True), or leave it to the reference (False, nothing changed)."""
         cdef int i, nhops = 0, nbody
         cdef Py_ssize_t words = 0
@@ -719,8 +767,8 @@ cdef class Kernel:
         return None
 
     # -- replies -------------------------------------------------------------------------------
-    cdef bint _reply(self, const uint8_t* p, Frame* frames, int count, bint zmtp,
-                     double now) except -1:
+    cdef int _reply(self, const uint8_t* p, Frame* frames, int count, bint zmtp,
+                    double now) except -2:
         cdef int i, nhops = 0
         cdef Py_ssize_t words = 0
         cdef Frame payload
@@ -784,6 +832,71 @@ cdef class Kernel:
             key = _words(p, payload.start, words, None, False)
         self.inflight.c_answered(key)
         return True
+
+    # -- pipeline and pub/sub ------------------------------------------------------------------
+    cdef int _pipeline(self, const uint8_t* p, Frame* frames, int count) except -2:
+        """Pipeline, front -> back: the message as it is (toward SP: one frame only), round
+        robin over the writable back pipes."""
+        cdef _Out out = self._pick()
+        if out is None:
+            return 0
+        if out.framing == F_ZMTP:
+            if not self._zmtp_write(out, None, p, frames, 0, count):
+                return 0
+        elif count != 1 or not self._sp_payload(out, p, frames, 1):
+            return 0  # several frames toward SP: the reference refuses and counts
+        self.b_routing.rr = self.picked + 1
+        return FORWARDED
+
+    cdef int _publish(self, const uint8_t* p, Frame* frames, int count) except -2:
+        """Pub/sub, back -> front: a published message past the back's filter to every
+        subscriber whose prefixes match its first frame (toward SP: the frames concatenated);
+        a matching subscriber at its mark loses it (counted by its pipe, as the reference)."""
+        cdef Py_ssize_t size = 0, need, i
+        if self.filtering and not _matches(p, frames, 1, self.sub_prefixes):
+            self.filtered += 1
+            return CONSUMED
+        cdef bint to_sp = not self.front_zmtp
+        cdef int first = count if to_sp else 1  # the frames the front's filters look at
+        cdef _Out out
+        cdef list matched = self.matched
+        del matched[:]
+        filters = self.filters
+        for pipe in self.f_out:
+            flt = filters.get(pipe.routing_id, ())
+            if not flt or not _matches(p, frames, first, flt):
+                continue
+            if not pipe.writable:
+                matched.append(pipe)  # loses it
+                continue
+            out = self._out(pipe)
+            if out is None:
+                return 0
+            matched.append(out)
+        # every destination's room first: all of it or nothing
+        for i in range(count):
+            size += frames[i].size
+        for item in matched:
+            if type(item) is _Out:
+                out = <_Out>item
+                if out.framing == F_ZMTP:
+                    need = 0
+                    for i in range(count):
+                        need += _zmtp_frame_size(frames[i].size)
+                else:
+                    need = (out.framing == F_SP_IPC) + 8 + size
+                if not self._fits(out, need):
+                    return 0
+        for item in matched:
+            if type(item) is _Out:
+                out = <_Out>item
+                if out.framing == F_ZMTP:
+                    self._zmtp_write(out, None, p, frames, 0, count)
+                else:
+                    self._sp_payload(out, p, frames, count)
+            else:
+                item.dropped("hwm")
+        return FORWARDED
 
     # -- destinations ----------------------------------------------------------------------------
     cdef _Out _out(self, object pipe):
@@ -889,6 +1002,26 @@ cdef class Kernel:
         _zmtp_frame(at, p + payload.start + words, payload.size - words, False)
         return True
 
+    cdef bint _sp_payload(self, _Out out, const uint8_t* p, Frame* frames, int count) except -1:
+        """One SP message whose payload is the read's ``count`` frames, concatenated."""
+        cdef int ipc = out.framing == F_SP_IPC, i
+        cdef Py_ssize_t size = 0
+        for i in range(count):
+            size += frames[i].size
+        if not self._fits(out, ipc + 8 + size):
+            return False
+        cdef uint8_t* at = out.grow(ipc + 8 + size)
+        if ipc:
+            at[0] = 1
+            at += 1
+        _put64(at, <uint64_t>size)
+        at += 8
+        for i in range(count):
+            if frames[i].size:
+                memcpy(at, p + frames[i].start, frames[i].size)
+                at += frames[i].size
+        return True
+
     cdef bint _sp_forward(self, _Out out, bytes rid, const uint8_t* p,
                           Frame payload) except -1:
         """sp -> sp request: the pipe id pushed in front of the payload."""
@@ -990,6 +1123,31 @@ cdef tuple _words(const uint8_t* p, Py_ssize_t start, Py_ssize_t words, bytes ri
         Py_INCREF(EMPTY)
         PyTuple_SET_ITEM(out, i, EMPTY)
     return out
+
+
+cdef bint _matches(const uint8_t* p, Frame* frames, int count, tuple prefixes) except -1:
+    """``b"".join(frames[:count]).startswith(prefixes)``, without the join."""
+    cdef Py_ssize_t total = 0, n, done, take
+    cdef int i, f
+    cdef const uint8_t* want
+    for i in range(count):
+        total += frames[i].size
+    for prefix in prefixes:
+        n = PyBytes_GET_SIZE(prefix)
+        if n > total:
+            continue
+        want = <const uint8_t*>PyBytes_AS_STRING(prefix)
+        done = 0
+        f = 0
+        while done < n:
+            take = min(n - done, frames[f].size)
+            if take and memcmp(p + frames[f].start, want + done, take) != 0:
+                break
+            done += take
+            f += 1
+        else:
+            return True
+    return False
 
 
 cdef bint _valid_words(const uint8_t* p, Frame* frames, int n) noexcept:

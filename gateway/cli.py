@@ -66,6 +66,16 @@ def options_help() -> str:
     return help_text()
 
 
+def _version() -> str:
+    """``gateway --version``: the version and which forwarding path runs."""
+    from gateway.kernel import IMPLEMENTATION, NO_EXTENSIONS
+
+    why = {"compiled": "compiled kernel",
+           "pure": "pure Python: GATEWAY_NO_EXTENSIONS is set" if NO_EXTENSIONS
+           else "pure Python: the compiled kernel is not built"}[IMPLEMENTATION]
+    return f"gateway {__version__} ({why})"
+
+
 def build_parser(with_matrix: bool = True) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="gateway", allow_abbrev=False,
@@ -81,7 +91,7 @@ def build_parser(with_matrix: bool = True) -> argparse.ArgumentParser:
                "?backend=native (default), pyzmq, pynng or a plugin's; ZeroMQ security CURVE "
                "(?curve_server=1&curve_cert=FILE...) or PLAIN (?plain_server=1&"
                "plain_passwords=FILE...). `gateway bridge --help` lists every setting.")
-    parser.add_argument("--version", action="version", version=f"gateway {__version__}")
+    parser.add_argument("--version", action="version", version=_version())
     sub = parser.add_subparsers(dest="command", metavar="COMMAND",
                                 parser_class=_Strict)  # no --metric for --metrics
 

@@ -106,8 +106,9 @@ SPECS: dict[str, MetricSpec] = {
         "gauge", "Worker processes of --workers N (served by the parent only): configured, and "
         "answering this scrape; the other series are summed over those.", ("state",)),
     "gateway_build_info": MetricSpec(
-        "gauge", "Versions of the gateway and the libraries it runs on (value 1).",
-        ("version", "python", "pyzmq", "libzmq", "pynng")),
+        "gauge", "Versions of the gateway and the libraries it runs on, and which forwarding "
+        "path runs (kernel: compiled or pure; value 1).",
+        ("version", "python", "pyzmq", "libzmq", "pynng", "kernel")),
 }
 
 #: Hop-latency buckets, seconds: 25 us to 1 s.
@@ -244,9 +245,10 @@ class Registry:
 
 def build_labels() -> dict[str, str]:
     from gateway import __version__
+    from gateway.kernel import IMPLEMENTATION
 
     labels = {"version": __version__, "python": platform.python_version(),
-              "pyzmq": "", "libzmq": "", "pynng": ""}
+              "pyzmq": "", "libzmq": "", "pynng": "", "kernel": IMPLEMENTATION}
     try:
         import zmq
 

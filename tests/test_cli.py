@@ -78,7 +78,11 @@ def test_version(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exit_:
         main(["--version"])
     assert exit_.value.code == 0
-    assert capsys.readouterr().out == f"gateway {gateway.__version__}\n"
+    out = capsys.readouterr().out
+    assert out.startswith(f"gateway {gateway.__version__} (")
+    from gateway.kernel import IMPLEMENTATION
+
+    assert ("compiled kernel" in out) == (IMPLEMENTATION == "compiled")
 
 
 def test_version_matches_the_distribution() -> None:
@@ -213,7 +217,7 @@ def test_console_script_entry_runs() -> None:
     r = subprocess.run([sys.executable, "-m", "gateway", "--version"], cwd=REPO, text=True,
                        capture_output=True, timeout=30,
                        env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"})
-    assert r.returncode == 0 and r.stdout == f"gateway {gateway.__version__}\n"
+    assert r.returncode == 0 and r.stdout.startswith(f"gateway {gateway.__version__} (")
 
 
 @pytest.mark.parametrize("argv", [

@@ -31,16 +31,18 @@ from gateway.device.ledger import Ledger
 from gateway.device.sides import NativeSide
 from gateway.engine import core
 from gateway.engine.codecs import sp_role, zmtp_role
-from gateway.envelope import TokenTable, Translator
+from gateway.envelope import PatternTranslator, TokenTable, Translator
 from gateway.errors import DROP_REASONS
+from gateway.metrics import METRICS
 from gateway.plugins import registry
 from gateway.wire.sp import SpCodec
 from gateway.wire.zmtp import ZmtpCodec
 
-pytestmark = pytest.mark.skipif(kernel.compiled is None,
-                                reason="the compiled kernel is not built (GATEWAY_NO_EXTENSIONS)")
+needs_kernel = pytest.mark.skipif(
+    kernel.compiled is None, reason="the compiled kernel is not built (GATEWAY_NO_EXTENSIONS)")
 
 MAX = 700  # max_message_size: small, so that oversize messages are cheap
+HWM = METRICS.declare("gateway_socket_dropped_messages_total", reason="hwm")
 TTL = 60.0
 
 
@@ -112,6 +114,13 @@ class Peer:
     read: int = 0  # bytes of ``wire`` the peer has decoded
 
 
+#: each pattern's sides (the bridge's raw kinds) and its peers' kinds, ZeroMQ and SP
+SIDES = {"reqrep": ("REP", "REQ"), "pipeline": ("PULL", "PUSH"), "pubsub": ("XPUB", "XSUB")}
+PEERS = {"reqrep": (("DEALER", "REQ"), ("ROUTER", "REP")),
+         "pipeline": (("PUSH", "PUSH"), ("PULL", "PULL")),
+         "pubsub": (("SUB", "SUB"), ("PUB", "PUB"))}
+
+
 @dataclass
 class Rig:
     """One bridge with its peers, forwarding with the kernel or without."""
@@ -119,27 +128,47 @@ class Rig:
     front_family: str
     back_family: str
     compiled: bool
+    pattern: str = "reqrep"
     fwd: Any = None
+    hwm_before: int = 0
     clients: list[Peer] = field(default_factory=list)
     servers: list[Peer] = field(default_factory=list)
 
     async def open(self, clients: int, servers: int) -> None:
         # a small mark (hwm 2: 2 KiB a pipe) so that reads reach it now and then
-        opts = SideOptions(max_message_size=MAX, router_mandatory=True, hwm=2)
-        front = NativeSide("REP", opts, "k/front")
-        back = NativeSide("REQ", SideOptions(max_message_size=MAX, hwm=2), "k/back")
+        self.hwm_before = METRICS.value(HWM)
+        f_kind, b_kind = SIDES[self.pattern]
+        opts = SideOptions(max_message_size=MAX, router_mandatory=self.pattern == "reqrep",
+                           hwm=2)
+        front = NativeSide(f_kind, opts, "k/front")
+        back = NativeSide(b_kind, SideOptions(max_message_size=MAX, hwm=2), "k/back")
         front.socket._last_zmtp_id = back.socket._last_zmtp_id = 0  # the same ids in both runs
-        table = (kernel.token_table(64, TTL, start=7) if self.compiled
-                 else TokenTable(64, TTL, start=7))
-        translator = Translator(self.front_family, self.back_family, table)
+        translator: Any
+        if self.pattern == "reqrep":
+            table = (kernel.token_table(64, TTL, start=7) if self.compiled
+                     else TokenTable(64, TTL, start=7))
+            translator = Translator(self.front_family, self.back_family, table)
+        else:
+            translator = PatternTranslator(self.pattern, self.front_family, self.back_family)
         ledger = Ledger(f"k-{uuid.uuid4().hex[:8]}")
-        self.fwd = AsyncForwarder(front, back, translator, ledger)
+        saved = kernel.compiled
+        if not self.compiled:  # the reference: as with GATEWAY_NO_EXTENSIONS=1
+            kernel.compiled = None
+        try:
+            self.fwd = AsyncForwarder(front, back, translator, ledger)
+        finally:
+            kernel.compiled = saved
         assert (self.fwd.kernel is not None) == self.compiled
         self.fwd.start()
+        (zc, sc), (zs, ss) = PEERS[self.pattern]
         for _ in range(clients):
-            self.clients.append(await _connect(front.socket, self.front_family, "client"))
+            self.clients.append(await _connect(front.socket, self.front_family,
+                                               zc if self.front_family == "zmtp" else sc))
         for _ in range(servers):
-            self.servers.append(await _connect(back.socket, self.back_family, "server"))
+            self.servers.append(await _connect(back.socket, self.back_family,
+                                               zs if self.back_family == "zmtp" else ss))
+        for _ in range(3):  # pub/sub: the standing subscription goes out
+            await asyncio.sleep(0)
 
     def state(self) -> dict[str, Any]:
         fwd = self.fwd
@@ -155,6 +184,9 @@ class Rig:
             "drops": {r: ledger.dropped_count(r) for r in DROP_REASONS
                       if ledger.dropped_count(r)},
             "inbox": (fwd.front.backlog, fwd.back.backlog),
+            # subscribers at their mark lose published messages: their pipes count them
+            "socket_hwm": METRICS.value(HWM) - self.hwm_before,
+            "filtered": getattr(fwd.back.socket.pattern, "filtered", 0),
         }
 
     async def close(self) -> None:
@@ -163,19 +195,16 @@ class Rig:
         self.fwd.back.close(0)
 
 
-async def _connect(socket: Any, family: str, role: str) -> Peer:
-    """A peer's connection to ``socket``, handshaken: a ZeroMQ DEALER or nng req0 client, a
-    ZeroMQ ROUTER or nng raw rep0 server."""
+async def _connect(socket: Any, family: str, kind: str) -> Peer:
+    """A peer's connection to ``socket``, handshaken: a ZeroMQ or SP socket of ``kind``."""
     reg = registry()
     wire = reg.wire_for(family)
     transport = reg.transport("tcp")
     pipe = socket.endpoints.new_pipe(wire, transport, f"{family}+tcp://peer", "peer:1")
-    recorder = Recorder(role)
+    recorder = Recorder(kind)
     recorder.protocol = pipe
-    if family == "zmtp":
-        peer: Any = ZmtpCodec(zmtp_role("DEALER" if role == "client" else "ROUTER", False))
-    else:
-        peer = SpCodec(sp_role("REQ" if role == "client" else "REP"))
+    peer: Any = (ZmtpCodec(zmtp_role(kind, False)) if family == "zmtp"
+                 else SpCodec(sp_role(kind)))
     pipe.connection_made(recorder)
     pipe.data_received(peer.initiate())
     for _ in range(6):  # the handshake both ways
@@ -211,10 +240,41 @@ def _zmtp_frames(frames: list[bytes], flags: list[int] | None = None) -> bytes:
 PING = b"\x04\x0a\x04PING\x00\x00ctx"
 
 
-def _client_message(r: random.Random, family: str, i: int) -> bytes:
-    """One request a client sends, now and then an unusual one."""
+def _published(r: random.Random, family: str, i: int) -> bytes:
+    """One message a publisher sends: a topic (matched or not), now and then several frames,
+    a big one, a PING."""
+    topic = r.choice([b"A", b"B", b"CC", b"C", b"D", b"Z", b""]) + bytes([48 + i % 10])
+    body = bytes([97 + i % 26]) * r.choice((0, 3, 100, 300))
+    roll = r.random()
+    if family == "sp":
+        payload = topic + body if roll < 0.97 else bytes(MAX + 1)
+        return len(payload).to_bytes(8, "big") + payload
+    if roll < 0.6:
+        return _zmtp_frames([topic + body])
+    if roll < 0.9:
+        return _zmtp_frames([topic, body, b"more"])
+    if roll < 0.95:
+        return PING
+    if roll < 0.98:
+        return _zmtp_frames([b""] * 40)
+    return _zmtp_frames([topic, bytes(MAX)])  # over the limit: the pipe closes
+
+
+def _client_message(r: random.Random, family: str, i: int, pattern: str = "reqrep") -> bytes:
+    """One request (pipeline: message) a client sends, now and then an unusual one."""
     body = bytes([65 + i % 26]) * r.choice((0, 1, 5, 100, 300))
     roll = r.random()
+    if pattern == "pipeline":
+        if family == "sp":
+            payload = body if roll < 0.97 else bytes(MAX + 1)
+            return len(payload).to_bytes(8, "big") + payload
+        if roll < 0.7:
+            return _zmtp_frames([body])
+        if roll < 0.85:
+            return _zmtp_frames([b"part", body])  # toward SP: refused (one frame)
+        if roll < 0.95:
+            return PING
+        return _zmtp_frames([b""] * 40)
     if family == "zmtp":
         if roll < 0.70:
             return _zmtp_frames([b"", body])
@@ -314,25 +374,44 @@ def _chunks(r: random.Random, data: bytes) -> Iterator[bytes]:
         pos += n
 
 
-async def _run(front: str, back: str, compiled: bool, seed: int, n: int) -> dict[str, Any]:
+async def _feed(r: random.Random, peers: list[Peer], streams: list[bytes],
+                others: list[Peer]) -> None:
+    """Each of ``peers`` sends its stream, in reads split at random and interleaved; the
+    ``others`` drain now and then."""
+    readers = [(c, _chunks(r, s)) for c, s in zip(peers, streams, strict=True)]
+    while readers:
+        c, chunks = readers[r.randrange(len(readers))]
+        chunk = next(chunks, None)
+        if chunk is None:
+            readers = [(x, it) for x, it in readers if x is not c]
+        elif not c.pipe.close_reason:
+            c.pipe.data_received(chunk)
+        _toggle(r, others)
+        await asyncio.sleep(0)
+    for _ in range(3):
+        await asyncio.sleep(0)
+
+
+async def _run(front: str, back: str, compiled: bool, seed: int, n: int,
+               pattern: str = "reqrep") -> dict[str, Any]:
     core._RUNNING_PIPE_IDS[0] = 100  # the same SP pipe ids in both runs
-    rig = Rig(front, back, compiled)
+    rig = Rig(front, back, compiled, pattern)
     await rig.open(clients=3, servers=2)
     r = random.Random(seed)
     try:
-        streams = [b"".join(_client_message(r, front, i) for i in range(n)) for _ in rig.clients]
-        readers = [(c, _chunks(r, s)) for c, s in zip(rig.clients, streams, strict=True)]
-        while readers:  # the clients' reads, interleaved
-            c, chunks = readers[r.randrange(len(readers))]
-            chunk = next(chunks, None)
-            if chunk is None:
-                readers = [(x, it) for x, it in readers if x is not c]
-            elif not c.pipe.close_reason:
-                c.pipe.data_received(chunk)
-            _toggle(r, rig.servers)
-            await asyncio.sleep(0)
-        for _ in range(3):
-            await asyncio.sleep(0)
+        if pattern == "pubsub":
+            if front == "zmtp":  # the subscribers' prefixes (one of them takes everything)
+                subs = [[b"", b"A"], [b"B", b"CC", b"Z"], [b"A", b"D"]]
+                await _feed(r, rig.clients, [b"".join(_zmtp_frames([b"\x01" + t]) for t in ts)
+                                             for ts in subs], rig.servers)
+            streams = [b"".join(_published(r, back, i) for i in range(n)) for _ in rig.servers]
+            await _feed(r, rig.servers, streams, rig.clients)
+            return rig.state()
+        streams = [b"".join(_client_message(r, front, i, pattern) for i in range(n))
+                   for _ in rig.clients]
+        await _feed(r, rig.clients, streams, rig.servers)
+        if pattern == "pipeline":
+            return rig.state()
         for server in rig.servers:
             if server.pipe.close_reason:
                 continue
@@ -352,6 +431,7 @@ async def _run(front: str, back: str, compiled: bool, seed: int, n: int) -> dict
 ROUTES = [("zmtp", "sp"), ("zmtp", "zmtp"), ("sp", "zmtp"), ("sp", "sp")]
 
 
+@needs_kernel
 @pytest.mark.parametrize(("front", "back"), ROUTES, ids=[f"{f}-{b}" for f, b in ROUTES])
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 2**32 - 1))
@@ -362,6 +442,19 @@ def test_the_kernel_writes_and_records_what_the_reference_does(front: str, back:
     assert compiled == reference
 
 
+@needs_kernel
+@pytest.mark.parametrize("pattern", ["pipeline", "pubsub"])
+@pytest.mark.parametrize(("front", "back"), ROUTES, ids=[f"{f}-{b}" for f, b in ROUTES])
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**32 - 1))
+def test_patterns_beyond_request_reply_as_the_reference(front: str, back: str, pattern: str,
+                                                         seed: int) -> None:
+    compiled = asyncio.run(_run(front, back, True, seed, 40, pattern))
+    reference = asyncio.run(_run(front, back, False, seed, 40, pattern))
+    assert compiled == reference
+
+
+@needs_kernel
 @pytest.mark.parametrize(("front", "back"), ROUTES, ids=[f"{f}-{b}" for f, b in ROUTES])
 def test_the_usual_traffic_goes_through_the_kernel(front: str, back: str,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
@@ -404,6 +497,7 @@ def test_the_usual_traffic_goes_through_the_kernel(front: str, back: str,
         assert data.count(b"re:hello") == 10
 
 
+@needs_kernel
 def test_the_compiled_tables_behave_as_the_references() -> None:
     """The token and in-flight tables, driven through their interface by the same random
     operations, give the same answers and hold the same entries."""
@@ -454,3 +548,73 @@ def test_the_compiled_tables_behave_as_the_references() -> None:
         assert compiled_t.entries() == ref_t.entries()
         assert compiled_t.expired_total == ref_t.expired_total
         assert compiled_f.items() == ref_f.items() and len(compiled_f) == len(ref_f)
+
+
+@pytest.mark.parametrize("value", ["1", "yes"])
+def test_no_extensions_runs_the_reference(value: str) -> None:
+    """GATEWAY_NO_EXTENSIONS forces the pure-Python engine; --version and the build info say
+    which path runs."""
+    import os
+    import subprocess
+    import sys
+
+    code = ("import gateway.kernel as k, gateway.metrics as m; "
+            "print(k.IMPLEMENTATION, m.build_labels()['kernel'])")
+    env = {**os.environ, "GATEWAY_NO_EXTENSIONS": value}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         timeout=60, check=True).stdout.split()
+    assert out == ["pure", "pure"]
+    version = subprocess.run([sys.executable, "-m", "gateway", "--version"], env=env,
+                             capture_output=True, text=True, timeout=60, check=True).stdout
+    assert "pure Python: GATEWAY_NO_EXTENSIONS is set" in version
+    env.pop("GATEWAY_NO_EXTENSIONS")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         timeout=60, check=True).stdout.split()
+    import importlib.util
+
+    built = importlib.util.find_spec("gateway._kernel") is not None
+    expected = "compiled" if built else "pure"
+    assert out == [expected, expected]
+
+
+@needs_kernel
+@pytest.mark.parametrize(("front", "back"), ROUTES, ids=[f"{f}-{b}" for f, b in ROUTES])
+def test_pipeline_and_published_messages_go_through_the_kernel(
+        front: str, back: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A pipeline's messages and a publisher's are the kernel's: the reference's per-message
+    step never runs for them (subscriptions, front to back, stay the reference's)."""
+    from gateway.device import step
+
+    calls: list[str] = []
+
+    async def go(pattern: str) -> dict[str, Any]:
+        core._RUNNING_PIPE_IDS[0] = 100
+        rig = Rig(front, back, True, pattern)
+        await rig.open(clients=2, servers=2)
+        try:
+            if pattern == "pubsub" and front == "zmtp":  # every subscriber takes "A..."
+                for c in rig.clients:
+                    c.pipe.data_received(_zmtp_frames([b"\x01A"]))
+                for _ in range(3):
+                    await asyncio.sleep(0)
+            peers, family = (rig.clients, front) if pattern == "pipeline" else (rig.servers, back)
+            for peer in peers:
+                for i in range(10):
+                    body = b"A%d" % i
+                    peer.pipe.data_received(_zmtp_frames([body]) if family == "zmtp"
+                                            else len(body).to_bytes(8, "big") + body)
+            await asyncio.sleep(0)
+            return rig.state()
+        finally:
+            await rig.close()
+
+    with monkeypatch.context() as m:
+        m.setattr(step.RequestStep, "__call__", lambda self, msg, t0=0.0: calls.append("r"))
+        state = asyncio.run(go("pipeline"))
+    assert calls == [] and state["forwarded"] == (20, 0)
+    assert sum(data.count(b"A") for data in state["servers"]) == 20
+    with monkeypatch.context() as m:
+        m.setattr(step.ReplyStep, "__call__", lambda self, msg: calls.append("p"))
+        state = asyncio.run(go("pubsub"))
+    assert calls == [] and state["forwarded"][1] == 20
+    assert [data.count(b"A") for data in state["clients"]] == [20, 20]

@@ -67,6 +67,7 @@ def test_build_info() -> None:
     assert sample.labels["version"] == __version__
     assert sample.labels["libzmq"] == zmq.zmq_version()
     assert sample.labels["pynng"]
+    assert sample.labels["kernel"] in ("compiled", "pure")
 
 
 def test_histogram_buckets_and_exposition() -> None:

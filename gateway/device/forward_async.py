@@ -23,9 +23,10 @@ from gateway.device.inflight import LossTracker
 from gateway.device.ledger import Ledger, clock
 from gateway.device.step import ReplyStep, RequestStep
 from gateway.engine.hooks import SocketHooks
-from gateway.envelope import Translator
+from gateway.envelope import PatternTranslator, Translator
 from gateway.errors import Drop, GatewayError
 from gateway.message import Message
+from gateway.metrics import BUCKETS
 
 
 async def _forever() -> None:
@@ -33,19 +34,26 @@ async def _forever() -> None:
     await asyncio.get_running_loop().create_future()
 
 
+#: the patterns beyond request-reply the kernel forwards (pair stays the reference's)
+KERNEL_PATTERNS = frozenset({"pipeline", "pubsub"})
+
+
 def _kernel_for(fwd: AsyncForwarder) -> Any:
     """The compiled kernel for this forwarder, when it is built and the bridge is one it
-    forwards: request-reply between two native sides, a plain Translator without a body codec,
-    and the kernel's own tables (:func:`gateway.kernel.token_table`)."""
+    forwards, between two native sides without a body codec: request-reply (with the kernel's
+    own tables, :func:`gateway.kernel.token_table`), pipeline and pub/sub."""
     compiled = kernel.compiled
     translator = fwd.translator
-    if (compiled is None or type(translator) is not Translator
-            or translator.body_codec is not None
-            or not isinstance(translator.table, compiled.TokenTable)
-            or not isinstance(fwd.loss.inflight, compiled.InFlight)):
+    if compiled is None or translator.body_codec is not None:
+        return None
+    if type(translator) is Translator:  # request-reply: the kernel's tables
+        if (not isinstance(translator.table, compiled.TokenTable)
+                or not isinstance(fwd.loss.inflight, compiled.InFlight)):
+            return None
+    elif not (type(translator) is PatternTranslator and translator.pattern in KERNEL_PATTERNS):
         return None
     return compiled.Kernel(fwd, fwd.front.socket, fwd.back.socket, translator, fwd.loss,
-                           fwd.ledger)
+                           fwd.ledger, BUCKETS)
 
 
 class _Front(SocketHooks):
@@ -72,8 +80,10 @@ class _Front(SocketHooks):
 
 
 class _Back(SocketHooks):
-    """The back's observer: each reply goes through the reply step at once; a lost back-end
-    pipe counts its requests in flight."""
+    """The back's observer: each reply (or published message, or pair message) goes through
+    the reply step at once; a lost back-end pipe counts its requests in flight. A front with
+    no room (a pair peer at its mark: a routed or fan-out send never waits) leaves the
+    message to the reply loop, and those after it follow until it caught up."""
 
     def __init__(self, fwd: AsyncForwarder) -> None:
         self.fwd = fwd
@@ -84,8 +94,13 @@ class _Back(SocketHooks):
         self.fwd.loss.pipe_lost(routing_id)
 
     def message(self, msg: Message, family: str) -> bool:
-        self.step(msg)  # a routed send never waits: gone or full is counted
-        return True
+        fwd = self.fwd
+        if fwd.back_detour:
+            return False
+        if self.step(msg):
+            return True
+        fwd.back_detour = True
+        return False
 
     def dropped(self, drop: Drop, endpoint: str) -> bool:
         return self.fwd.pattern_drop(drop, endpoint, "reply")
@@ -100,6 +115,7 @@ class AsyncForwarder:
         ledger.pairs_replies = translator.pairs_replies  # in flight: request-reply only
         self.draining = False
         self.detour = False  # the request loop holds requests: the callback path waits
+        self.back_detour = False  # the same for the reply loop (pair: a front with no room)
         self._tasks: list[asyncio.Task[None]] = []
         self.loss = LossTracker(translator, ledger, lambda: back.peers)
         native_back = back.callbacks
@@ -108,8 +124,7 @@ class AsyncForwarder:
                                    back.room if native_back else None)
         self.reply = ReplyStep(translator, ledger, self.loss,
                                front.send_now if front.callbacks else None)
-        self.callbacks = (front.callbacks and native_back
-                          and translator.pattern == "reqrep")
+        self.callbacks = front.callbacks and native_back
         #: the compiled kernel (one call per read) where it applies, else None
         self.kernel = _kernel_for(self) if self.callbacks else None
 
@@ -159,6 +174,8 @@ class AsyncForwarder:
                 step.refused(exc, out)
                 continue
             step.done(t0)
+            if self.back_detour and not self.back.backlog:
+                self.back_detour = False  # caught up: the callback path may forward again
 
     # -- the Forwarder interface -------------------------------------------------------------
     def backlog(self) -> int:

@@ -269,6 +269,10 @@ class Subscriber(Pattern):
             self._stale = False
         return self._prefixes
 
+    def prefixes(self) -> tuple[bytes, ...]:
+        """The prefixes a received message's first frame is matched against (``filter``)."""
+        return self._fresh()
+
     def matches(self, frame: bytes) -> bool:
         return frame.startswith(self._fresh())
 
