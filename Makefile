@@ -12,11 +12,14 @@ KERNEL := $(VENV)/.kernel
 	fuzz fuzz-ci clean
 
 # the editable install also compiles the kernel (gateway/_kernel.pyx: setup.py)
-$(STAMP): pyproject.toml setup.py
+$(STAMP): pyproject.toml setup.py gateway/tools/harness/peers/remote.py
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[test,bench,matrix,docs,fuzz]'
 	$(PY) -m pip install -q -e examples/plugin-skeleton
+	# the matrix's peers of other generations and runtimes, each in its own environment under
+	# .venv/peers (one missing here makes its cells "skipped", with the reason)
+	$(PY) -m gateway.tools.harness.peers.remote install
 	touch $(STAMP)
 
 ## make kernel: rebuild the compiled kernel in place after a change to gateway/_kernel.pyx

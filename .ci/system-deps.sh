@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # Debian packages the interop tests and the matrix need: nanomsg's and nng 1.5's CLIs, JeroMQ 0.3
-# (a ZMTP 2.0 peer) and a JDK (Spark's Java runtime, and javac for the JeroMQ peer program,
-# compiled at test time); Prometheus (with promtool) and Chromium with its driver for the
-# operators' tests (metrics scraped by a real Prometheus, the documentation site in a browser). Installs only what is missing; needs root (CI and dev machines are).
+# (a ZMTP 2.0 peer), a JDK (Spark's Java runtime, and javac for the JeroMQ peer program,
+# compiled at test time), Debian's pyzmq (libzmq 4.3.4, another libzmq generation for the
+# matrix), a C compiler and the Python headers (the compiled kernel), Prometheus (with promtool)
+# and Chromium with its driver (metrics scraped by a real Prometheus; the documentation site and
+# the matrix report in a headless browser). Installs only what is missing; needs root (CI and
+# dev machines are).
 set -euo pipefail
 need=()
 command -v nanocat >/dev/null 2>&1 || need+=(nanomsg-utils)
@@ -22,6 +25,7 @@ command -v prometheus >/dev/null 2>&1 || need+=(prometheus)
 # the documentation site's pages checked in a real browser (headless, driven by selenium)
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
 command -v chromedriver >/dev/null 2>&1 || need+=(chromium-driver)
+[ -d /usr/lib/python3/dist-packages/zmq ] || need+=(python3-zmq)  # libzmq 4.3.4, /usr/bin/python3
 [ ${#need[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" != 0 ]; then
   echo "system-deps: missing ${need[*]}; run as root or: sudo apt-get install ${need[*]}" >&2

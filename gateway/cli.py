@@ -1,4 +1,8 @@
-"""``gateway``: bridge, run, plugins, matrix, bench.
+"""``gateway``: bridge, run, check, plugins, and the tools' commands (bench, matrix).
+
+The tools' commands come from the ``gateway.commands`` entry-point group (``pyproject.toml``):
+each entry names an object with ``help``, ``configure(parser)`` and ``run(args) -> int``. The
+core never imports the tools; a tool that fails to load is listed as unavailable, with why.
 
 Bad input (a bad URL, an unknown scheme, a port in use, an unreadable config) is one line on
 stderr and exit code 2, never a traceback.
@@ -7,18 +11,18 @@ stderr and exit code 2, never a traceback.
 from __future__ import annotations
 
 import argparse
-import importlib
-import importlib.util
 import sys
 from collections.abc import Sequence
+from importlib.metadata import entry_points
+from typing import Any
 
 from gateway import __version__
 from gateway.config import BridgeSpec, Config
 from gateway.engine.loop import run as run_loop
 from gateway.errors import ConfigError, GatewayError
 
-MATRIX_EXTRA = ("the matrix runs on Spark, which is not installed: "
-                "pip install 'zmq-sp-gateway[matrix]'")
+#: the entry-point group of the tools' subcommands (``gateway bench``, ``gateway matrix``)
+COMMANDS_GROUP = "gateway.commands"
 
 
 def _add_limits(p: argparse.ArgumentParser) -> None:
@@ -76,7 +80,21 @@ def _version() -> str:
     return f"gateway {__version__} ({why})"
 
 
-def build_parser(with_matrix: bool = True) -> argparse.ArgumentParser:
+def tool_commands() -> dict[str, Any]:
+    """The subcommands of the ``gateway.commands`` entry points, by name: the loaded object,
+    or (it failed to load) the reason as a string."""
+    out: dict[str, Any] = {}
+    for ep in entry_points(group=COMMANDS_GROUP):
+        try:
+            out[ep.name] = ep.load()
+        except Exception as exc:  # noqa: BLE001 - a broken tool must not break the CLI
+            out.setdefault(ep.name, f"{ep.name} unavailable: {type(exc).__name__}: {exc}")
+    return out
+
+
+def build_parser(active: str | None = None) -> argparse.ArgumentParser:
+    """The parser; ``active`` names the tool command to configure in full (the one run; ``"*"``:
+    every one, for the reference pages)."""
     parser = argparse.ArgumentParser(
         prog="gateway", allow_abbrev=False,
         description="Bridges ZeroMQ (ZMTP) and nanomsg/nng (SP) applications, both ways: "
@@ -125,24 +143,11 @@ def build_parser(with_matrix: bool = True) -> argparse.ArgumentParser:
 
     sub.add_parser("plugins", help="list loaded plugins and what each provides")
 
-    p = sub.add_parser("matrix", help="the interop matrix on Spark (the [matrix] extra)")
-    p.set_defaults(matrix_parser=p)
-    msub = p.add_subparsers(dest="matrix_command", metavar="ACTION", parser_class=_Strict)
-    for action, help_text in (("run", "run the matrix as Spark tasks, write Parquet"),
-                              ("report", "render a run as markdown or HTML")):
-        mp = msub.add_parser(action, help=help_text)
-        mp.set_defaults(matrix_action=action)
-        if with_matrix:  # the cell library is imported only when `gateway matrix` runs
-            module = importlib.import_module(f"gateway.matrix.{action}")
-            module.configure_parser(mp)
-
-    p = sub.add_parser("bench", help="latency/throughput side by side with libzmq, nng, zmq.proxy")
-    try:
-        from gateway import bench
-
-        bench.configure_parser(p)
-    except ImportError as exc:
-        p.set_defaults(bench_missing=str(exc))
+    for name, command in sorted(tool_commands().items()):
+        p = sub.add_parser(name, help=getattr(command, "help", None) or "unavailable")
+        p.set_defaults(tool=command)
+        if active in (name, "*") and not isinstance(command, str):  # only the one being run
+            command.configure(p)
     return parser
 
 
@@ -268,7 +273,7 @@ def _cmd_plugins(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    parser = build_parser(with_matrix=argv[:1] == ["matrix"])
+    parser = build_parser(active=argv[0] if argv else None)
     args = parser.parse_args(argv)
     args.argv = argv  # --workers starts its workers with the same arguments
     try:
@@ -280,20 +285,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _cmd_plugins(args)
         if args.command == "check":
             return _cmd_check(args)
-        if args.command == "matrix":
-            if not getattr(args, "matrix_action", None):  # like a bare `gateway`: help, exit 2
-                args.matrix_parser.print_help(sys.stderr)
-                return 2
-            if not getattr(args, "list", False) and importlib.util.find_spec("pyspark") is None:
-                raise ConfigError(MATRIX_EXTRA)
-            module = importlib.import_module(f"gateway.matrix.{args.matrix_action}")
-            return int(module.run(args))
-        if args.command == "bench":
-            if getattr(args, "bench_missing", None):
-                raise ConfigError(f"bench unavailable: {args.bench_missing}")
-            from gateway import bench
-
-            return int(bench.run(args))
+        tool = getattr(args, "tool", None)
+        if isinstance(tool, str):  # its entry point failed to load
+            raise ConfigError(tool)
+        if tool is not None:
+            return int(tool.run(args))
         parser.print_help()
         return 2
     except GatewayError as exc:  # every mistake on its own line, no traceback

@@ -28,19 +28,28 @@ from gateway.observe import ObserveServer
 log = get_logger("gateway.supervisor")
 STATUS_EVERY = 5.0  # seconds between two STATUS updates to systemd
 
+#: the READY line's fields, in the order they are written: ``READY front=URL back=URL``, then
+#: ``name=`` (more than one bridge), ``metrics=HOST:PORT`` and ``workers=N`` when they apply
+READY_FIELDS = ("front", "back", "name", "metrics", "workers")
 
-def ready_line(**fields: str) -> str:
-    """The line a started bridge prints on stdout: ``READY front=URL back=URL [name=..]
-    [metrics=HOST:PORT] [workers=N]`` (words without spaces; the one writer)."""
-    return "READY " + " ".join(f"{k}={v}" for k, v in fields.items() if v)
+
+def ready_line(**fields: object) -> str:
+    """The READY line of one bridge (the one writer: :meth:`Supervisor._start`, and the parent
+    of ``--workers``): the fields of :data:`READY_FIELDS` that are not None, in that order.
+    A value never holds a space (URLs, names and addresses are checked before they get here)."""
+    unknown = set(fields) - set(READY_FIELDS)
+    if unknown:
+        raise ValueError(f"not READY fields: {sorted(unknown)}")
+    return " ".join(["READY"] + [f"{k}={fields[k]}" for k in READY_FIELDS
+                                 if fields.get(k) is not None])
 
 
 def parse_ready(line: str) -> dict[str, str] | None:
-    """The fields of a ``READY`` line (None: not one): the one reader, for ``--workers``, the
-    tools and scripts."""
-    if not line.startswith("READY "):
+    """The fields of a READY line (:func:`ready_line`), or None when ``line`` is not one."""
+    words = line.split()
+    if not words or words[0] != "READY":
         return None
-    return dict(word.split("=", 1) for word in line.split()[1:] if "=" in word)
+    return dict(w.split("=", 1) for w in words[1:] if "=" in w)
 
 
 def sd_notify(message: str) -> bool:
@@ -105,13 +114,13 @@ class Supervisor:
 
     def _start(self, specs: list[BridgeSpec], bridges: list[Bridge]) -> None:
         many = len(self.specs) > 1
-        metrics = self.server.address if self.server is not None else ""
+        metrics = self.server.address if self.server is not None else None
         for spec, bridge in zip(specs, bridges, strict=True):
             stop = asyncio.Event()
             task = asyncio.get_running_loop().create_task(bridge.run(stop), name=spec.name)
             self.running[spec.name] = _Running(spec, bridge, stop, task)
             print(ready_line(front=bridge.front_url, back=bridge.back_url,
-                             name=bridge.name if many else "", metrics=metrics), flush=True)
+                             name=bridge.name if many else None, metrics=metrics), flush=True)
 
     async def _stop_bridges(self, names: list[str]) -> None:
         gone = [self.running.pop(name) for name in names]

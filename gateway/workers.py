@@ -53,7 +53,7 @@ from wsgiref.simple_server import make_server
 from gateway.config import BridgeSpec
 from gateway.errors import ConfigError
 from gateway.logging import get_logger
-from gateway.supervisor import parse_ready
+from gateway.supervisor import parse_ready, ready_line
 
 log = get_logger("gateway.workers")
 
@@ -379,10 +379,9 @@ class Parent:
             print(self._shown(line), flush=True)
 
     def _shown(self, line: str) -> str:
-        words = [w for w in line.split() if not w.startswith("metrics=")]
-        if self.aggregator is not None:
-            words.append(f"metrics={self.aggregator.address}")
-        return " ".join(words) + f" workers={self.n}"
+        fields: dict[str, object] = dict(parse_ready(line) or {})
+        fields["metrics"] = self.aggregator.address if self.aggregator is not None else None
+        return ready_line(**fields, workers=self.n)
 
     def _fronts(self, first: Worker) -> dict[str, str]:
         out = {}

@@ -28,7 +28,7 @@ from typing import Any
 
 import yaml
 
-from gateway.testing.procs import free_port
+from gateway.tools.harness.procs import free_port
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = REPO / "examples" / "prometheus"

@@ -25,8 +25,8 @@ import zmq.asyncio
 
 import gateway
 from gateway.metrics import METRICS
-from gateway.testing.procs import child_env
-from interop_tests.engine_helpers import run
+from gateway.tools.harness.procs import child_env
+from interop_tests.helpers import run
 
 pytestmark = pytest.mark.timeout(60)
 

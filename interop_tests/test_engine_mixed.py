@@ -17,7 +17,7 @@ import zmq.asyncio
 
 import gateway
 from gateway import Message
-from interop_tests.engine_helpers import run
+from interop_tests.helpers import run
 
 N = 100
 

@@ -15,10 +15,10 @@ from pynng import _nng
 
 import gateway
 from gateway import Message
-from gateway.matrix.peers import parse_hex_line
 from gateway.metrics import METRICS
-from gateway.testing.procs import free_port
-from interop_tests.engine_helpers import pairing_errors, run
+from gateway.tools.harness.peers.cli import parse_hex_line
+from gateway.tools.harness.procs import free_port
+from interop_tests.helpers import pairing_errors, run
 
 ffi, lib = _nng.ffi, _nng.lib
 BINDERS = ("native", "nng")

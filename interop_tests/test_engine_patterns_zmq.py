@@ -17,7 +17,7 @@ import zmq.asyncio
 
 import gateway
 from gateway.metrics import METRICS
-from interop_tests.engine_helpers import pairing_errors, run
+from interop_tests.helpers import pairing_errors, run
 
 BINDERS = ("native", "libzmq")
 QUIET = 0.3

@@ -26,7 +26,7 @@ import gateway
 from gateway.metrics import METRICS
 from gateway.security import Security
 from gateway.settings.files import load_cert
-from interop_tests.engine_helpers import run
+from interop_tests.helpers import run
 
 
 def _certs(tmp: Path, *names: str) -> dict[str, tuple[str, str]]:

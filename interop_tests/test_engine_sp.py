@@ -22,8 +22,8 @@ from pynng import ffi, lib
 import gateway
 from gateway import Message
 from gateway.metrics import METRICS
-from gateway.testing.procs import free_port
-from interop_tests.engine_helpers import pairing_errors, run
+from gateway.tools.harness.procs import free_port
+from interop_tests.helpers import pairing_errors, run
 
 N = 100
 REFUSE_WITHIN = 1.5

@@ -21,7 +21,7 @@ import gateway
 from gateway import Message
 from gateway.metrics import METRICS
 from gateway.patterns.pairing import SOCKET_TYPES, zmtp_legal
-from interop_tests.engine_helpers import pairing_errors, run
+from interop_tests.helpers import pairing_errors, run
 
 N = 100
 REFUSE_WITHIN = 1.5

@@ -18,23 +18,12 @@ from pathlib import Path
 
 import pytest
 
-from interop_tests.gateway_helpers import (
-    ANY,
-    LOCAL,
-    REPO,
-    Gateway,
-    NngServer,
-    ZmqServer,
-    backends,
-    free_port,
-    lib_url,
-    local_bridge,
-    nng_req,
-    parse_prometheus,
-    run_cli,
-    url,
-    zmq_client,
-)
+from gateway.tools.harness.gateway import Gateway, local_bridge, url
+from gateway.tools.harness.peers.servers import NngServer, ZmqServer, nng_req, zmq_client
+from gateway.tools.harness.procs import ANY, LOCAL, free_port, lib_url, run_cli
+from gateway.tools.harness.procs import SOURCE_ROOT as REPO
+from gateway.tools.harness.prometheus import parse as parse_prometheus
+from interop_tests.helpers import backends
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -52,7 +41,7 @@ def test_signal_exits_0_within_5s(sig: int, front_be: str, back_be: str) -> None
             req.send(b"x")
             assert req.recv() == b"re:x"
         t0 = time.monotonic()
-        assert gw.stop(sig, timeout=5) == 0
+        assert gw.terminate(sig, timeout=5) == 0
         assert time.monotonic() - t0 < 5
         assert "Traceback" not in gw.stderr
         assert gw.wait_event("bridge.down", timeout=0)
@@ -92,7 +81,7 @@ def test_idle_sigterm_with_hung_server_bounded_by_grace() -> None:
             dealer.send_multipart([b"", b"never answered"])
             server.wait_received(1)
             t0 = time.monotonic()
-            assert gw.stop(signal.SIGTERM, timeout=5) == 0
+            assert gw.terminate(signal.SIGTERM, timeout=5) == 0
             assert time.monotonic() - t0 < 4
         assert gw.wait_event("bridge.drain", timeout=0)["unanswered"] == 1
 
@@ -237,7 +226,7 @@ front = "@sp+tcp://{LOCAL}:0?backend=native"
 back = ">zmq+tcp://{LOCAL}:{zmq_server.port}?backend=native"
 """)
         with Gateway("run", str(config), bridges=2, metrics_port=metrics_port) as gw:
-            by_name = {r["name"]: r for r in gw.ready}
+            by_name = {r["name"]: r for r in gw.readies}
             assert set(by_name) == {"orders", "legacy"}
             with zmq_client("DEALER", lib_url(by_name["orders"]["front"])) as dealer:
                 dealer.send_multipart([b"e1", b"", b"to nng"])
@@ -251,7 +240,7 @@ back = ">zmq+tcp://{LOCAL}:{zmq_server.port}?backend=native"
                                       direction="reply") == 1
             assert {e["bridge"] for e in gw.events() if e.get("event") == "bridge.up"} == {
                 "orders", "legacy"}
-            assert gw.stop(signal.SIGTERM) == 0
+            assert gw.terminate(signal.SIGTERM) == 0
 
 
 def test_shipped_example_config_runs(tmp_path: Path) -> None:
@@ -266,7 +255,7 @@ def test_shipped_example_config_runs(tmp_path: Path) -> None:
     with NngServer(port=nng_port), ZmqServer("REP", address=f"tcp://{LOCAL}:{zmq_port}"), \
             Gateway("run", str(config), bridges=2,
                     metrics_port=int(mapping["9100"])) as gw:
-        assert {r["name"] for r in gw.ready} == {"zmq-to-nng", "nng-to-zmq"}
+        assert {r["name"] for r in gw.readies} == {"zmq-to-nng", "nng-to-zmq"}
         with zmq_client("REQ", f"tcp://{LOCAL}:{mapping['5555']}") as req:
             req.send(b"a")
             assert req.recv() == b"re:a"
@@ -274,7 +263,7 @@ def test_shipped_example_config_runs(tmp_path: Path) -> None:
             nreq.send(b"b")
             assert nreq.recv() == b"re:b"
         assert gw.wait_metric("gateway_forwarded_messages_total", 2, direction="reply") == 2
-        assert gw.stop(signal.SIGINT) == 0
+        assert gw.terminate(signal.SIGINT) == 0
 
 
 # ---------------------------------------------------------------------------------------------
@@ -309,6 +298,6 @@ def test_json_logs_one_object_per_line() -> None:
         up = gw.wait_event("bridge.up")
         assert up["front"] == gw.front and up["back"] == gw.back and up["mode"] == "zmtp->sp"
         gw.wait_event("pipe.up")  # connects are logged
-        assert gw.stop() == 0
+        assert gw.terminate() == 0
     for line in gw.stderr_lines:
         assert line.startswith("{") and line.rstrip().endswith("}"), line

@@ -19,22 +19,18 @@ import pynng
 import pytest
 import zmq
 
-from interop_tests.gateway_helpers import (
-    Gateway,
+from gateway.tools.harness.gateway import Gateway, local_bridge
+from gateway.tools.harness.peers.nng import nng_raw_recv, nng_raw_send, open_raw
+from gateway.tools.harness.peers.servers import (
     NngServer,
     ZmqServer,
-    backends,
     echo_rep,
     echo_router,
-    free_port,
-    lib_url,
-    local_bridge,
-    nng_raw_recv,
-    nng_raw_send,
     nng_req,
-    open_raw,
     zmq_client,
 )
+from gateway.tools.harness.procs import free_port, lib_url
+from interop_tests.helpers import backends
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -326,6 +322,6 @@ def test_zmq_proxy_route_survives_a_stalled_backend_and_stops_on_sigterm() -> No
             pass
         time.sleep(1.5)  # the proxy's send timeout was 1 s before the fix
         assert gw.alive(), "the bridge died on a full backend"
-        assert gw.stop(timeout=5.0) == 0
+        assert gw.terminate(timeout=5.0) == 0
         client.close(0)
     assert sent > 1000  # the backend queue really filled past its HWM

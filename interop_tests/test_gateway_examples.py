@@ -9,7 +9,10 @@ import time
 
 import pytest
 
-from interop_tests.gateway_helpers import PY, REPO, Gateway, env, free_port
+from gateway.tools.harness.gateway import Gateway
+from gateway.tools.harness.procs import PY, free_port
+from gateway.tools.harness.procs import SOURCE_ROOT as REPO
+from gateway.tools.harness.procs import child_env as env
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -55,7 +58,7 @@ def test_zmq_to_nng_bridge_script_with_example_peers() -> None:
             assert rc == 0, err
             assert out.strip() == ("sent b'dealer 0' -> reply "
                                    "[b'app1', b'app2', b'', b're:dealer 0']")
-            assert gw.stop(signal.SIGTERM) == 0
+            assert gw.terminate(signal.SIGTERM) == 0
         rc, out, _ = _finish(server)  # --count 3: it exits by itself
         assert rc == 0
         assert out.splitlines()[1:] == ["request b'hello 0'", "request b'hello 1'",
@@ -77,7 +80,7 @@ def test_nng_to_zmq_bridge_script_with_example_peers() -> None:
             assert rc == 0, err
             assert out.splitlines() == [f"sent b'hello {i}' -> reply b're:hello {i}'"
                                         for i in range(2)]
-            assert gw.stop(signal.SIGINT) == 0
+            assert gw.terminate(signal.SIGINT) == 0
         rc, out, _ = _finish(server)
         assert rc == 0
         lines = out.splitlines()

@@ -12,15 +12,9 @@ import pynng
 import pytest
 import zmq
 
-from interop_tests.gateway_helpers import (
-    Gateway,
-    NngServer,
-    ZmqServer,
-    lib_url,
-    local_bridge,
-    nng_req,
-    zmq_client,
-)
+from gateway.tools.harness.gateway import Gateway, local_bridge
+from gateway.tools.harness.peers.servers import NngServer, ZmqServer, nng_req, zmq_client
+from gateway.tools.harness.procs import lib_url
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -123,7 +117,8 @@ def test_http_client_on_zeromq_front_is_garbage() -> None:
 
 def local_bridge_ipc_back(path) -> Gateway:  # type: ignore[no-untyped-def]
     """A bridge whose native SP back end dials the ipc ``path``."""
-    from interop_tests.gateway_helpers import ANY, bridge_args
+    from gateway.tools.harness.gateway import bridge_args
+    from gateway.tools.harness.procs import ANY
 
     return Gateway(*bridge_args(f"zmq+tcp://{ANY}", f"sp+ipc://{path}"), metrics=True)
 
@@ -139,7 +134,7 @@ def test_dial_to_an_unbound_ipc_path_is_unreachable(tmp_path) -> None:  # type: 
 def test_dial_failure_is_warned() -> None:
     """The back end dials a port nobody listens on: one ``dial.failed`` warning, reason
     ``refused``, and the counter."""
-    from interop_tests.gateway_helpers import free_port
+    from gateway.tools.harness.procs import free_port
 
     with local_bridge("zmq", "sp", free_port(), front_be="native", back_be="native",
                       metrics=True) as gw:

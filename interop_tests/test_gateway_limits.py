@@ -8,7 +8,9 @@ import time
 import pytest
 import zmq
 
-from interop_tests.gateway_helpers import LOCAL, Gateway, NngServer, lib_url, zmq_client
+from gateway.tools.harness.gateway import Gateway
+from gateway.tools.harness.peers.servers import NngServer, zmq_client
+from gateway.tools.harness.procs import LOCAL, lib_url
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -65,7 +67,7 @@ def test_allow_list_refuses_an_address_outside_it() -> None:
 
 
 def test_library_fronts_refuse_listener_limits() -> None:
-    from interop_tests.gateway_helpers import run_cli
+    from gateway.tools.harness.procs import run_cli
 
     done = run_cli("bridge", f"@zmq+tcp://{LOCAL}:0?backend=pyzmq&max_connections=3",
                    f">sp+tcp://{LOCAL}:1")

@@ -24,7 +24,9 @@ from collections.abc import Iterator
 import pytest
 import zmq
 
-from interop_tests.gateway_helpers import LOCAL, Gateway, NngServer, bridge_args, port_of
+from gateway.tools.harness.gateway import Gateway, bridge_args
+from gateway.tools.harness.peers.servers import NngServer
+from gateway.tools.harness.procs import LOCAL, port_of
 
 pytestmark = pytest.mark.timeout(90)
 

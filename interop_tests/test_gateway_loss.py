@@ -19,21 +19,10 @@ import time
 import pynng
 import pytest
 
-from interop_tests.gateway_helpers import (
-    LOCAL,
-    Gateway,
-    NngServer,
-    ZmqServer,
-    bridge_args,
-    free_port,
-    lib_url,
-    nng_raw_recv,
-    nng_raw_send,
-    nng_req,
-    open_raw,
-    url,
-    zmq_client,
-)
+from gateway.tools.harness.gateway import Gateway, bridge_args, url
+from gateway.tools.harness.peers.nng import nng_raw_recv, nng_raw_send, open_raw
+from gateway.tools.harness.peers.servers import NngServer, ZmqServer, nng_req, zmq_client
+from gateway.tools.harness.procs import LOCAL, free_port, lib_url
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -133,7 +122,7 @@ def test_library_poller_burst_slow_client_and_prompt_stop() -> None:
             assert _p99(lat) < 0.050, f"p99 {_p99(lat) * 1e3:.1f} ms"
             assert gw.metric("gateway_dropped_messages_total", reason="hwm") > 0  # the lazy one's
             t1 = time.monotonic()
-            assert gw.stop(signal.SIGTERM, timeout=grace + 5) == 0
+            assert gw.terminate(signal.SIGTERM, timeout=grace + 5) == 0
             assert time.monotonic() - t1 < grace + 2.0  # 0.6 s measured on a loaded box
 
 

@@ -9,18 +9,9 @@ import socket
 
 import pytest
 
-from interop_tests.gateway_helpers import (
-    ANY,
-    LOCAL,
-    Gateway,
-    NngServer,
-    ZmqServer,
-    bridge_args,
-    lib_url,
-    nng_req,
-    run_cli,
-    zmq_client,
-)
+from gateway.tools.harness.gateway import Gateway, bridge_args
+from gateway.tools.harness.peers.servers import NngServer, ZmqServer, nng_req, zmq_client
+from gateway.tools.harness.procs import ANY, LOCAL, lib_url, run_cli
 
 pytestmark = pytest.mark.timeout(60)
 

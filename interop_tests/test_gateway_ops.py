@@ -12,14 +12,9 @@ from pathlib import Path
 import pytest
 import zmq
 
-from interop_tests.gateway_helpers import (
-    LOCAL,
-    Gateway,
-    NngServer,
-    free_port,
-    lib_url,
-    zmq_client,
-)
+from gateway.tools.harness.gateway import Gateway
+from gateway.tools.harness.peers.servers import NngServer, zmq_client
+from gateway.tools.harness.procs import LOCAL, free_port, lib_url
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -102,7 +97,7 @@ def test_gateway_bridge_survives_sighup() -> None:
         with zmq_client("REQ", lib_url(gw.front)) as req:
             req.send(b"x")
             assert req.recv() == b"re:x"
-        assert gw.stop() == 0
+        assert gw.terminate() == 0
 
 
 def test_systemd_notifications(tmp_path: Path) -> None:
@@ -123,7 +118,7 @@ def test_systemd_notifications(tmp_path: Path) -> None:
                 while "READY=1" not in seen:
                     seen.append(listener.recv(4096).decode())
                 assert seen[0] == "RELOADING=1"
-                assert gw.stop() == 0
+                assert gw.terminate() == 0
                 rest = []
                 with pytest.raises(TimeoutError):
                     listener.settimeout(1)

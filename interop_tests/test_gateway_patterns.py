@@ -20,7 +20,8 @@ import pynng
 import pytest
 import zmq
 
-from interop_tests.gateway_helpers import Gateway, bridge_args, free_port, lib_url
+from gateway.tools.harness.gateway import Gateway, bridge_args
+from gateway.tools.harness.procs import free_port, lib_url
 
 pytestmark = pytest.mark.timeout(120)
 

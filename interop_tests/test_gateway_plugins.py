@@ -18,21 +18,11 @@ from importlib.metadata import entry_points
 
 import pytest
 
-from interop_tests.gateway_helpers import (
-    LOCAL,
-    PY,
-    REPO,
-    Gateway,
-    NngServer,
-    ZmqServer,
-    bridge_args,
-    env,
-    lib_url,
-    nng_req,
-    run_cli,
-    url,
-    zmq_client,
-)
+from gateway.tools.harness.gateway import Gateway, bridge_args, url
+from gateway.tools.harness.peers.servers import NngServer, ZmqServer, nng_req, zmq_client
+from gateway.tools.harness.procs import LOCAL, PY, lib_url, run_cli
+from gateway.tools.harness.procs import SOURCE_ROOT as REPO
+from gateway.tools.harness.procs import child_env as env
 
 pytestmark = [
     pytest.mark.timeout(60),

@@ -16,23 +16,17 @@ import pynng
 import pytest
 import zmq
 
-from interop_tests.gateway_helpers import (
-    LOCAL,
+from gateway.tools.harness.gateway import local_bridge
+from gateway.tools.harness.peers.nng import nng_raw_recv, nng_raw_send, open_raw
+from gateway.tools.harness.peers.servers import (
     NngRawServer,
     NngServer,
     ZmqServer,
-    backends,
-    free_port,
-    lib_url,
-    local_bridge,
-    nng_raw_recv,
-    nng_raw_send,
     nng_req,
-    open_raw,
-    port_of,
-    proc,
     zmq_client,
 )
+from gateway.tools.harness.procs import LOCAL, free_port, lib_url, port_of, proc
+from interop_tests.helpers import backends
 
 pytestmark = pytest.mark.timeout(60)
 

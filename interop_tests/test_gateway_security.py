@@ -21,17 +21,9 @@ import pytest
 import zmq
 import zmq.auth
 
-from interop_tests.gateway_helpers import (
-    ANY,
-    LOCAL,
-    Gateway,
-    NngServer,
-    ZmqServer,
-    bridge_args,
-    lib_url,
-    nng_req,
-    zmq_client,
-)
+from gateway.tools.harness.gateway import Gateway, bridge_args
+from gateway.tools.harness.peers.servers import NngServer, ZmqServer, nng_req, zmq_client
+from gateway.tools.harness.procs import ANY, LOCAL, lib_url
 
 pytestmark = pytest.mark.timeout(60)
 BACKENDS = ["native", "pyzmq"]
@@ -135,7 +127,7 @@ def test_nng_req_to_secure_zmq_rep_server(pki: dict[str, Any], mechanism: str,
 
 def test_inline_secret_and_bad_cert_are_config_errors(pki: dict[str, Any], tmp_path: Path) -> None:
     """Every mistake at once, naming the file; an inline secret is refused, never echoed."""
-    from interop_tests.gateway_helpers import run_cli
+    from gateway.tools.harness.procs import run_cli
 
     loose = tmp_path / "loose.key_secret"
     loose.write_text(Path(pki["certs"]["server"]["sec"]).read_text())
@@ -286,7 +278,7 @@ def test_plain_server_without_a_user_list(pki: dict[str, Any], backend: str) -> 
     """Finding 2: ``plain_server=1`` without ``plain_passwords`` let any user in on both
     backends; now the CLI refuses it (exit 2, saying what to add), and ``plain_allow_any=1``
     takes any user and password when that is what is wanted."""
-    from interop_tests.gateway_helpers import run_cli
+    from gateway.tools.harness.procs import run_cli
 
     done = run_cli("bridge", f"@zmq+tcp://{LOCAL}:0?backend={backend}&plain_server=1",
                    f">sp+tcp://{LOCAL}:1")

@@ -9,16 +9,10 @@ from pathlib import Path
 import pynng
 import pytest
 
-from gateway.testing.certs import make_certs
-from interop_tests.gateway_helpers import (
-    LOCAL,
-    Gateway,
-    NngServer,
-    ZmqServer,
-    free_port,
-    lib_url,
-    zmq_client,
-)
+from gateway.tools.harness.certs import make_certs
+from gateway.tools.harness.gateway import Gateway
+from gateway.tools.harness.peers.servers import NngServer, ZmqServer, zmq_client
+from gateway.tools.harness.procs import LOCAL, free_port, lib_url
 
 pytestmark = pytest.mark.timeout(90)
 

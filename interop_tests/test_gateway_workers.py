@@ -12,15 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from interop_tests.gateway_helpers import (
-    LOCAL,
-    Gateway,
-    NngServer,
-    free_port,
-    lib_url,
-    parse_prometheus,
-    zmq_client,
-)
+from gateway.tools.harness.gateway import Gateway
+from gateway.tools.harness.peers.servers import NngServer, zmq_client
+from gateway.tools.harness.procs import LOCAL, free_port, lib_url
+from gateway.tools.harness.prometheus import parse as parse_prometheus
 
 pytestmark = pytest.mark.timeout(120)
 CLIENTS = 80
@@ -45,7 +40,7 @@ def test_two_workers_answer_every_client_and_the_parent_sums_their_metrics() -> 
     with NngServer() as server, Gateway(
             "bridge", f"@zmq+tcp://{LOCAL}:0", f">sp+tcp://{LOCAL}:{server.port}",
             "--workers", "2", "--log-format", "json", metrics=True, ready_timeout=60) as gw:
-        assert len(gw.ready) == 1  # READY once, for the set
+        assert len(gw.readies) == 1  # READY once, for the set
         ready = gw.wait_event("workers.ready")
         assert ready["workers"] == 2 and len(set(ready["metrics"])) == 2
         clients = [zmq_client("REQ", lib_url(gw.front), timeout_ms=20_000)
@@ -69,7 +64,7 @@ def test_two_workers_answer_every_client_and_the_parent_sums_their_metrics() -> 
         assert total[("gateway_worker_processes", frozenset({("state", "answering")}))] == 2
         status, body = _get(f"{LOCAL}:{gw.metrics_port}", "/readyz")
         assert status == 200 and "worker 0: bridge ready" in body and "worker 1: bridge" in body
-        assert gw.stop(timeout=30) == 0
+        assert gw.terminate(timeout=30) == 0
         downs = [ev for ev in gw.events() if ev.get("event") == "bridge.down"]
         assert sorted(ev["worker"] for ev in downs) == [0, 1]
 
@@ -96,7 +91,7 @@ def test_sighup_reaches_every_worker(tmp_path: Path) -> None:
             with zmq_client("REQ", f"tcp://{LOCAL}:{second}", timeout_ms=20_000) as req:
                 req.send(b"new")
                 assert req.recv() == b"re:new"
-            assert gw.stop(timeout=30) == 0
+            assert gw.terminate(timeout=30) == 0
 
 
 def test_a_worker_that_dies_stops_the_set_with_exit_1() -> None:

@@ -9,16 +9,10 @@ from pathlib import Path
 import pynng
 import pytest
 
-from gateway.testing.certs import make_certs
-from interop_tests.gateway_helpers import (
-    LOCAL,
-    Gateway,
-    NngServer,
-    ZmqServer,
-    free_port,
-    lib_url,
-    zmq_client,
-)
+from gateway.tools.harness.certs import make_certs
+from gateway.tools.harness.gateway import Gateway
+from gateway.tools.harness.peers.servers import NngServer, ZmqServer, zmq_client
+from gateway.tools.harness.procs import LOCAL, free_port, lib_url
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -92,7 +86,7 @@ def test_a_client_for_another_path_is_refused_and_counted_others_served() -> Non
 
 
 def test_a_zeromq_endpoint_on_websocket_is_refused() -> None:
-    from interop_tests.gateway_helpers import run_cli
+    from gateway.tools.harness.procs import run_cli
 
     done = run_cli("bridge", f"@zmq+ws://{LOCAL}:0/x", f">sp+tcp://{LOCAL}:1")
     assert done.returncode == 2 and "ws is an SP transport" in done.stderr

@@ -1,5 +1,5 @@
 """A real ZMTP 2.0 peer: JeroMQ 0.3.6 (Debian's libjeromq-java, "Based on libzmq 3.2.5,
-ZMTP/2.0"), run as a small Java program (``gateway/matrix/JeromqPeer.java``, compiled at test
+ZMTP/2.0"), run as a small Java program (``gateway/tools/matrix/JeromqPeer.java``, compiled at test
 time).
 
 * through ``gateway bridge`` with the native ZeroMQ side: a JeroMQ REQ and a pipelined JeroMQ
@@ -18,18 +18,11 @@ from typing import Any
 import pytest
 
 import gateway
-from gateway.matrix import jeromq
 from gateway.metrics import METRICS
-from interop_tests.gateway_helpers import (
-    ANY,
-    LOCAL,
-    Gateway,
-    NngServer,
-    bridge_args,
-    lib_url,
-    nng_req,
-    zmq_client,
-)
+from gateway.tools.harness.gateway import Gateway, bridge_args
+from gateway.tools.harness.peers import jeromq
+from gateway.tools.harness.peers.servers import NngServer, nng_req, zmq_client
+from gateway.tools.harness.procs import ANY, LOCAL, lib_url
 
 pytestmark = [
     pytest.mark.timeout(120),

@@ -1,4 +1,4 @@
-"""The CI-sized matrix: ``gateway.matrix.cells.ci_cells()`` run directly (no Spark), each cell
+"""The CI-sized matrix: ``gateway.tools.matrix.cells.ci_cells()`` run directly (no Spark), each cell
 in its own forked process group with a hard timeout, plus table tests of the cell library.
 
 Every implementation pair, every ZMTP pairing against libzmq (so every illegal one), both SP
@@ -13,25 +13,23 @@ from itertools import product
 
 import pytest
 
-from gateway.matrix.cells import (
+from gateway.patterns.pairing import zmtp_legal
+from gateway.tools.matrix.catalog import all_cells, ci_cells, select
+from gateway.tools.matrix.cells import (
     CLI_IMPLS,
-    IMPLS,
     JEROMQ,
     OUTCOMES,
     PATTERN_SHAPES,
     SECURITY,
     SHAPES,
+    SP_IMPLS,
     Cell,
-    all_cells,
-    ci_cells,
     expected,
     jeromq_cells,
     oneport_cells,
     security_cells,
-    select,
 )
-from gateway.matrix.host import run_cell
-from gateway.patterns.pairing import zmtp_legal
+from gateway.tools.matrix.host import run_cell
 
 CI_TIMEOUT = 1.5  # refused cells cost one timeout each; a legal exchange takes milliseconds
 CLI_EXE = {"nanomsg": "nanocat", "nng-1.5": "nngcat"}
@@ -46,11 +44,13 @@ def _skip_missing_cli(cell: Cell) -> None:
 def _check(cell: Cell, timeout: float) -> None:
     _skip_missing_cli(cell)
     if JEROMQ in (cell.client_impl, cell.server_impl):
-        from gateway.matrix import jeromq
+        from gateway.tools.harness.peers import jeromq
 
         if jeromq.missing():
             pytest.skip(str(jeromq.missing()))
     row = run_cell(cell, timeout=timeout)
+    if row["observed"] == "skipped":  # a runtime missing on this machine: said, not hidden
+        pytest.skip(row["detail"])
     assert row["expected"] == expected(cell)
     assert row["observed"] == row["expected"], f"{cell.cell_id}: {row['detail']}"
     assert row["envelope_ok"], f"{cell.cell_id}: {row['detail']}"
@@ -58,8 +58,17 @@ def _check(cell: Cell, timeout: float) -> None:
         assert row["rtt_us"] is not None and row["rtt_us"] > 0
 
 
+def _params(cells: list[Cell]) -> list[object]:
+    """Each cell, a known issue (``cells.KNOWN_ISSUES``) marked xfail (strict) with its reason."""
+    from gateway.tools.matrix.cells import known_issue, known_issue_strict
+
+    return [pytest.param(c, id=c.cell_id, marks=[pytest.mark.xfail(
+        reason=why, strict=known_issue_strict(c))] if (why := known_issue(c)) else [])
+        for c in cells]
+
+
 @pytest.mark.timeout(120)
-@pytest.mark.parametrize("cell", ci_cells(), ids=lambda c: c.cell_id)
+@pytest.mark.parametrize("cell", _params(ci_cells()))
 def test_ci_cell(cell: Cell) -> None:
     _check(cell, CI_TIMEOUT)
 
@@ -71,7 +80,7 @@ def _slow_cells() -> list[Cell]:
 
 @pytest.mark.slow
 @pytest.mark.timeout(120)
-@pytest.mark.parametrize("cell", _slow_cells(), ids=lambda c: c.cell_id)
+@pytest.mark.parametrize("cell", _params(_slow_cells()))
 def test_matrix_cell(cell: Cell) -> None:
     _check(cell, 2.0)
 
@@ -81,7 +90,7 @@ def test_ci_selection_covers_every_impl_pair_and_illegal_pairing() -> None:
     ci = ci_cells()
     direct = [c for c in ci if c.direct]
     for wire, impls in (("zmq", ("native", "libzmq")),
-                        ("sp", [i for i in IMPLS if i not in ("libzmq", JEROMQ)])):
+                        ("sp", SP_IMPLS)):
         for a, b in product(impls, repeat=2):
             assert any(c.client_wire == wire and (c.client_impl, c.server_impl) == (a, b)
                        for c in direct), (wire, a, b)
@@ -94,7 +103,7 @@ def test_ci_selection_covers_every_impl_pair_and_illegal_pairing() -> None:
     assert {c.shape for c in ci} == set(SHAPES) | set(PATTERN_SHAPES)
     assert {c.net for c in ci} == {"tcp", "ipc"}
     assert {expected(c) for c in ci} == set(OUTCOMES)
-    assert len(ci) <= 125  # about 4 minutes of CI
+    assert 200 <= len(ci) <= 260  # about 6 minutes of CI
     # every pattern family direct and through the gateway both ways, with illegal peers
     pat = [c for c in ci if c.family != "reqrep"]
     for fam in ("pubsub", "pipeline", "pair"):
@@ -155,12 +164,26 @@ def test_security_cells_cover_every_mechanism_and_transport_right_and_wrong() ->
         "pyzmq", "native"}
     assert set(cells) <= set(all_cells())
     ci = [c for c in ci_cells() if c.shape in SECURITY]
-    assert {expected(c) for c in ci} == {"exchanged", "refused-auth"} and len(ci) <= 12
+    assert {expected(c) for c in ci} == {"exchanged", "refused-auth"} and len(ci) <= 24
+
+
+def test_ci_selection_covers_every_implementation_shape_route_and_outcome() -> None:
+    """Every value of every column the matrix has (each implementation on each side, each
+    socket type, transport, route, shape and expected outcome) is in at least one CI cell."""
+    from gateway.tools.matrix.catalog import COVERED, _value
+    from gateway.tools.matrix.impls import IMPLEMENTATIONS
+
+    ci, everything = ci_cells(), all_cells()
+    for key in COVERED:
+        missing = {v for c in everything for v in _value(c, key)} - {
+            v for c in ci for v in _value(c, key)}
+        assert not missing, (key, missing)
+    assert {i for c in ci for i in (c.client_impl, c.server_impl)} == set(IMPLEMENTATIONS)
 
 
 def test_full_matrix_is_big_and_unique() -> None:
     cells = all_cells()
-    assert len(cells) >= 200
+    assert len(cells) >= 2000
     assert len({c.cell_id for c in cells}) == len(cells)
     routes = {c.route for c in cells if not c.direct and c.family == "reqrep"}
     # pyzmq/native x pynng/native, plus same-family pairs; one port (any) to every back end
@@ -249,8 +272,8 @@ def test_hard_timeout_kills_the_whole_cell(monkeypatch: pytest.MonkeyPatch, tmp_
     import subprocess
     import time
 
-    import gateway.matrix.host as host
-    import gateway.matrix.runner as runner
+    import gateway.tools.matrix.host as host
+    import gateway.tools.matrix.runner as runner
 
     marker = tmp_path / "pid"
 
@@ -276,7 +299,7 @@ def test_hard_timeout_kills_the_whole_cell(monkeypatch: pytest.MonkeyPatch, tmp_
 
 @pytest.mark.parametrize("wire", ["zmq", "sp"])
 def test_pattern_expectations_follow_the_tables(wire: str) -> None:
-    from gateway.matrix.cells import PATTERN_TYPES, pattern_cells, pattern_legal
+    from gateway.tools.matrix.cells import PATTERN_TYPES, pattern_cells, pattern_legal
 
     for c in pattern_cells():
         if c.direct and c.client_wire == wire:

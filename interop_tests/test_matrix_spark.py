@@ -1,6 +1,8 @@
 """One real Spark run of the small matrix (``@small``) on ``local[2]``: executors run the cells,
-the driver writes Parquet, the report reads it back with Spark SQL. Optionally (``-m slow``) the
-same against a standalone ``spark://`` master and worker started here.
+the driver writes Parquet, the report reads it back with Spark SQL, and the HTML report is
+opened in a real browser (Debian's headless Chromium): its filter script runs and a screenshot
+is taken (into the test's temporary directory). The standalone cluster of two workers is
+``test_matrix_cluster.py``.
 """
 
 from __future__ import annotations
@@ -8,18 +10,16 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
-import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
-from gateway.matrix.cells import RESULT_COLUMNS, small_selection
-from gateway.matrix.peers import child_env
-from gateway.matrix.report import render_html, render_markdown
+from gateway.tools.harness.procs import child_env
+from gateway.tools.matrix.catalog import small_selection
+from gateway.tools.matrix.cells import RESULT_COLUMNS
+from gateway.tools.matrix.report import render_html, render_markdown
 
 pytestmark = pytest.mark.spark
 
@@ -33,7 +33,7 @@ def _java() -> bool:
 def _matrix(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
     env = child_env()
     env["PYSPARK_PYTHON"] = sys.executable
-    return subprocess.run([sys.executable, "-m", "gateway.matrix", *args], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "gateway.tools.matrix", *args], capture_output=True,
                           text=True, timeout=timeout, env=env)
 
 
@@ -78,59 +78,39 @@ def test_small_matrix_on_local_spark(tmp_path: Path) -> None:
         assert pairing in md, pairing
     page = render_html(d, str(out))
     assert page.startswith("<!doctype html>") and 'class="ok"' in page and 'class="bad"' not in page
+    assert "Pairing tables per implementation pair" in page and "id=cells-table" in page
+    _open_in_chromium(page, tmp_path, n)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+                  "--no-first-run", "--disable-background-networking",
+                  "--disable-component-update", "--disable-sync")
 
 
-def _wait_port(port: int, timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port)) == 0:
-                return True
-        time.sleep(0.5)
-    return False
+def _open_in_chromium(page: str, tmp_path: Path, n: int) -> None:
+    """The report in headless Chromium (a fresh profile, no network): the DOM after its script
+    ran says how many cells the filter shows, with the URL's filter applied; a screenshot is
+    written next to it (not committed: the test's temporary directory)."""
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if chromium is None:
+        pytest.skip("chromium not installed (apt-get install chromium)")
+    html_file = tmp_path / "report.html"
+    html_file.write_text(page, encoding="utf-8")
 
+    def browse(*args: str, url: str) -> subprocess.CompletedProcess[str]:
+        profile = tmp_path / f"profile-{len(list(tmp_path.glob('profile-*')))}"
+        return subprocess.run([chromium, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", *args,
+                               url], capture_output=True, text=True, timeout=120)
 
-@pytest.mark.slow
-@pytest.mark.skipif(not _java(), reason="Spark needs Java")
-@pytest.mark.timeout(900)
-def test_standalone_spark_master(tmp_path: Path) -> None:
-    """``--master spark://...``: a standalone master and one worker on 127.0.0.1."""
-    spark_class = Path(pyspark.__file__).parent / "bin" / "spark-class"
-    if not spark_class.exists():
-        pytest.skip("pyspark has no bin/spark-class")
-    port = _free_port()
-    env = child_env()
-    env.update(PYSPARK_PYTHON=sys.executable, SPARK_LOCAL_IP="127.0.0.1",
-               SPARK_HOME=str(spark_class.parent.parent), SPARK_WORKER_DIR=str(tmp_path / "work"),
-               SPARK_LOG_DIR=str(tmp_path / "logs"))
-    log = open(tmp_path / "cluster.log", "wb")  # noqa: SIM115
-    procs = [subprocess.Popen([str(spark_class), "org.apache.spark.deploy.master.Master",
-                               "--host", "127.0.0.1", "--port", str(port), "--webui-port", "0"],
-                              env=env, stdout=log, stderr=log, start_new_session=True)]
-    try:
-        assert _wait_port(port, 120), "standalone master did not come up"
-        procs.append(subprocess.Popen([str(spark_class), "org.apache.spark.deploy.worker.Worker",
-                                       f"spark://127.0.0.1:{port}", "--cores", "2", "--memory", "1g",
-                                       "--webui-port", "0", "--host", "127.0.0.1"],
-                                      env=env, stdout=log, stderr=log, start_new_session=True))
-        out = tmp_path / "matrix"
-        run = _matrix("run", "--out", str(out), "--select", "route=direct,@small",
-                      "--master", f"spark://127.0.0.1:{port}", "--timeout", "1.5")
-        assert run.returncode == 0, run.stderr[-3000:]
-        assert _parquet_files(out)
-    finally:
-        for p in reversed(procs):
-            if p.poll() is None:
-                os.killpg(p.pid, signal.SIGTERM)
-                try:
-                    p.wait(20)
-                except subprocess.TimeoutExpired:
-                    os.killpg(p.pid, signal.SIGKILL)
-                    p.wait(10)
-        log.close()
+    dom = browse("--dump-dom", url=html_file.as_uri())
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    assert f"{n} of {n} cells" in dom.stdout, dom.stdout[-2000:]
+    direct = sum(1 for c in small_selection() if c.direct)
+    filtered = browse("--dump-dom", url=html_file.as_uri() + "?route=direct")
+    assert f"{direct} of {n} cells" in filtered.stdout, filtered.stdout[-2000:]
+    shot = tmp_path / "report.png"
+    done = browse(f"--screenshot={shot}", "--window-size=1400,2400", "--hide-scrollbars",
+                  url=html_file.as_uri())
+    assert done.returncode == 0 and shot.exists(), done.stderr[-2000:]
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 20_000
+    print(f"report screenshot: {shot}")

@@ -44,8 +44,10 @@ import zmq
 import zmq.auth
 
 from gateway.metrics import BUCKETS
+from gateway.tools.harness.gateway import Gateway
+from gateway.tools.harness.peers.servers import NngServer, zmq_client
+from gateway.tools.harness.procs import LOCAL, free_port, lib_url
 from gateway.workers import fetch
-from interop_tests.gateway_helpers import LOCAL, Gateway, NngServer, free_port, lib_url, zmq_client
 from interop_tests.prometheus_helpers import (
     EXAMPLES,
     MISSING,
@@ -249,7 +251,7 @@ def scene(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scene]:
             f'[[bridge]]\nname = "secure"\nfront = "{secure_front}"\n'
             f'back = ">sp+tcp://{LOCAL}:{server.port}"\n')
         gw = stack.enter_context(Gateway("run", str(config), bridges=2, metrics_port=port))
-        fronts = {r["name"]: r["front"] for r in gw.ready}
+        fronts = {r["name"]: r["front"] for r in gw.readies}
         workers = stack.enter_context(Gateway(
             "bridge", f"@zmq+tcp://{LOCAL}:0", f">sp+tcp://{LOCAL}:{server2.port}",
             "--name", "pool", "--workers", "2", "--log-format", "json", metrics=True,

@@ -10,10 +10,10 @@ import time
 
 import pytest
 
-from gateway import bench
-from gateway.bench import report, runner
-from gateway.bench.routes import ROUTES, Route, select
-from gateway.bench.runner import Settings, run_routes
+from gateway.tools import bench
+from gateway.tools.bench import report, runner
+from gateway.tools.bench.routes import ROUTES, Route, select
+from gateway.tools.bench.runner import Settings, run_routes
 
 LIBRARY = ["zmq-direct", "nng-direct", "zmq-echo-direct", "sp-echo-direct", "zmq-proxy",
            "nng-device"]
@@ -200,7 +200,7 @@ def test_bench_exits_1_when_an_output_cannot_be_written(tmp_path, capsys):
 def test_pattern_bench_code_path_on_a_tiny_run(tmp_path, capsys):  # type: ignore[no-untyped-def]
     """Fan-out and pipeline run end to end (zmq.proxy, the nng device and the gateway), with
     ratios against zmq.proxy. Only the code path: no figure is asserted."""
-    from gateway.bench import patterns
+    from gateway.tools.bench import patterns
 
     settings = patterns.PatternSettings(n=200, subscribers=(2,), timeout=20, verbose=False)
     chosen = ("zmq-proxy", "nng-device", "gw-zmq-sp-native", "gw-sp-zmq-lib")
@@ -218,7 +218,7 @@ def test_pattern_bench_code_path_on_a_tiny_run(tmp_path, capsys):  # type: ignor
 def test_pattern_bench_options_parse() -> None:
     import argparse
 
-    from gateway.bench import configure_parser
+    from gateway.tools.bench import configure_parser
 
     p = argparse.ArgumentParser()
     configure_parser(p)
@@ -235,7 +235,7 @@ def test_echo_servers_answer_every_request_with_the_request() -> None:
     import pynng
     import zmq
 
-    from gateway.bench.procs import Proc
+    from gateway.tools.bench.procs import Proc
 
     zs = Proc.peer("zmq-echo", "zmq-echo", lifetime=100)
     ss = Proc.peer("sp-echo", "sp-echo", lifetime=100)
@@ -366,7 +366,7 @@ def test_stream_clients_against_libzmq_and_nng_and_a_wrong_echo() -> None:
     import pynng
     import zmq
 
-    from gateway.bench import peer
+    from gateway.tools.bench import peer
 
     ctx = zmq.Context()
     router = ctx.socket(zmq.ROUTER)
@@ -431,7 +431,7 @@ def _sp_peer(echo: bool) -> tuple[str, object]:
     import socket
     import threading
 
-    from gateway.bench.peer import SP_REP0_HEADER
+    from gateway.tools.bench.peer import SP_REP0_HEADER
 
     srv = socket.socket()
     srv.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 16)
@@ -462,7 +462,7 @@ def test_stream_clients_read_while_they_write() -> None:
     middle at its high-water mark): a client that wrote the whole window before reading would
     stall with it; this one keeps reading and finishes. And a peer that never reads makes the
     sweep give up at its deadline, not hang in a write."""
-    from gateway.bench import peer
+    from gateway.tools.bench import peer
 
     url, srv = _sp_peer(echo=True)
     try:

@@ -1389,7 +1389,7 @@ def test_failed_dials_are_counted_and_warned_once_per_interval(
     """Nobody listens: every attempt counts as `refused`; one warning names the endpoint and
     the retry delay, the next ones wait for the interval."""
     from gateway.logging import configure
-    from gateway.testing.procs import free_port
+    from gateway.tools.harness.procs import free_port
 
     configure("json", "info")
     url = f"zmq+tcp://127.0.0.1:{free_port()}"

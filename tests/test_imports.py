@@ -1,5 +1,6 @@
 """The import graph, read from the source (nothing is imported): no cycles inside ``gateway/``,
-and neither the product nor the built-in plugins import the test suites."""
+neither the product nor the built-in plugins import the test suites, and the core never
+imports the tools wing (``gateway.tools``), directly, through another module, or by name."""
 
 from __future__ import annotations
 
@@ -124,3 +125,56 @@ def test_plugins_import_the_core_not_each_other_by_a_generic_name() -> None:
     for module, path in _modules(ROOT / "plugins", "gateway_plugins").items():
         generic = {t for t in _imports(module, path) if t.split(".")[0] == "plugins"}
         assert not generic, f"{module} imports {generic}"
+
+
+TOOLS = "gateway.tools"
+
+
+def _core(mods: dict[str, Path]) -> dict[str, Path]:
+    return {m: p for m, p in mods.items() if m != TOOLS and not m.startswith(TOOLS + ".")}
+
+
+def test_the_core_never_imports_the_tools_wing() -> None:
+    """Every module of ``gateway/`` outside ``gateway.tools``, and every built-in plugin: no
+    path through the import graph (lazy imports included) reaches the tools wing."""
+    mods = _modules(ROOT / "gateway", "gateway")
+    plugins = _modules(ROOT / "plugins", "gateway_plugins")
+    edges = _graph(mods | plugins)
+    offenders = []
+    for start in (*_core(mods), *plugins):
+        seen, todo = {start}, [start]
+        while todo:
+            for target in edges[todo.pop()]:
+                if target == TOOLS or target.startswith(TOOLS + "."):
+                    offenders.append(f"{start} -> ... -> {target}")
+                elif target not in seen:
+                    seen.add(target)
+                    todo.append(target)
+    assert not offenders, offenders
+
+
+def test_the_core_names_no_tool_module_in_a_string() -> None:
+    """``importlib.import_module("gateway.tools...")`` would dodge the graph above: no string in
+    a core module (docstrings aside) names the tools wing; the CLI finds the tools' commands
+    through the ``gateway.commands`` entry-point group."""
+    offenders = []
+    for path in _core(_modules(ROOT / "gateway", "gateway")).values():
+        tree = ast.parse(path.read_text())
+        docs = {id(n.body[0].value) for n in ast.walk(tree)
+                if isinstance(n, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+                and n.body and isinstance(n.body[0], ast.Expr)
+                and isinstance(n.body[0].value, ast.Constant)}
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Constant) and isinstance(node.value, str)
+                    and id(node) not in docs and TOOLS in node.value):
+                offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}: {node.value!r}")
+    assert not offenders, offenders
+
+
+def test_the_tools_graph_check_finds_an_import() -> None:
+    """The walk above is not vacuous: the tools wing imports the core (an edge the walk sees)."""
+    mods = _modules(ROOT / "gateway", "gateway")
+    edges = _graph(mods)
+    assert any(t.startswith("gateway.") and not t.startswith(TOOLS)
+               for t in edges["gateway.tools.matrix.cells"])
+    assert "gateway.tools.matrix.cells" in edges["gateway.tools.matrix.runner"]

@@ -1,4 +1,4 @@
-"""gateway.matrix.run: what --out may replace (Spark overwrites the whole directory)."""
+"""gateway.tools.matrix.run: what --out may replace (Spark overwrites the whole directory)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from gateway.cli import main
-from gateway.matrix.run import out_dir_problem
+from gateway.tools.matrix.run import out_dir_problem
 
 
 def test_new_empty_and_earlier_outputs_are_taken(tmp_path: Path) -> None:
@@ -48,7 +48,7 @@ def test_list_needs_no_out_and_a_run_does(capsys: pytest.CaptureFixture[str]) ->
 
 
 def test_report_exit_code_says_whether_everything_matched() -> None:
-    from gateway.matrix.report import exit_code
+    from gateway.tools.matrix.report import exit_code
 
     assert exit_code({"totals": {"cells": 3, "mismatches": 0, "envelope_bad": 0}}) == 0
     assert exit_code({"totals": {"cells": 3, "mismatches": 1, "envelope_bad": 0}}) == 1
@@ -64,7 +64,7 @@ def _report(problems: list[dict[str, object]]) -> dict[str, object]:
 
 
 def test_report_lists_failures_first_and_is_stamped() -> None:
-    from gateway.matrix.report import render_html, render_markdown
+    from gateway.tools.matrix.report import render_html, render_markdown
 
     bad = {"cell_id": "libzmq:REQ>nng:REP@x", "expected": "exchanged", "observed": "timeout",
            "envelope_ok": True, "detail": "no reply"}
@@ -78,7 +78,7 @@ def test_report_lists_failures_first_and_is_stamped() -> None:
 
 
 def test_report_has_a_section_per_pattern_family() -> None:
-    from gateway.matrix.report import pattern_pairing_tables, render_html, render_markdown
+    from gateway.tools.matrix.report import pattern_pairing_tables, render_html, render_markdown
 
     d = _report([])
     d["pairs"] = [
@@ -107,9 +107,9 @@ def test_forked_cell_keeps_the_result_when_the_process_dies_closing_its_peers(mo
     once the exchange was over is kept, with a note; with no row at all the cell is an error."""
     import os
 
-    import gateway.matrix.runner as runner
-    from gateway.matrix.cells import Cell, error_row
-    from gateway.matrix.host import _run_forked
+    import gateway.tools.matrix.runner as runner
+    from gateway.tools.matrix.cells import Cell, error_row
+    from gateway.tools.matrix.host import _run_forked
 
     cell = Cell("nng", "REQ", "nng", "REP", "sp+tcp", "direct", "wss")
 

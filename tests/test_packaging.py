@@ -72,3 +72,28 @@ def test_the_description_says_what_the_gateway_does_today() -> None:
 def test_the_plugin_skeleton_uses_an_spdx_license_too() -> None:
     meta = tomllib.loads((ROOT / "examples" / "plugin-skeleton" / "pyproject.toml").read_text())
     assert meta["project"]["license"] == "MPL-2.0"
+
+
+def test_the_tools_commands_are_entry_points_that_load() -> None:
+    """``gateway bench`` and ``gateway matrix`` reach the CLI through the ``gateway.commands``
+    group only (gateway.cli imports no tool); each entry loads an object with the contract."""
+    import importlib
+
+    from gateway.cli import COMMANDS_GROUP
+
+    eps = META["project"]["entry-points"][COMMANDS_GROUP]
+    assert set(eps) == {"bench", "matrix"}
+    for target in eps.values():
+        module, _, attr = target.partition(":")
+        assert module.startswith("gateway.tools.")
+        command = getattr(importlib.import_module(module), attr)
+        assert command.help and callable(command.configure) and callable(command.run)
+
+
+def test_package_data_is_on_disk() -> None:
+    dirs = META["tool"]["setuptools"]["package-dir"]  # gateway_plugins lives in plugins/
+    for package, names in META["tool"]["setuptools"]["package-data"].items():
+        top, *rest = package.split(".")
+        folder = ROOT.joinpath(dirs.get(top, top), *rest)
+        for name in names:
+            assert (folder / name).is_file(), f"{package}: {name}"

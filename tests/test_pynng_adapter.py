@@ -12,13 +12,6 @@ import pynng
 import pytest
 import zmq
 import zmq.asyncio
-from _adapter_checks import (
-    check_bind_returns_real_port,
-    keepalive_timers,
-    registered_adapters,
-    relay,
-    run,
-)
 from gateway_plugins.pynng_adapter import PynngRawSocket, _to_message
 from gateway_plugins.pyzmq_adapter import PyzmqRawSocket
 
@@ -30,7 +23,14 @@ from gateway.envelope import (
 )
 from gateway.errors import Closed, ConfigError, LocalProtocolError, PeerGone
 from gateway.message import Message
-from gateway.testing.procs import free_port
+from gateway.testing.adapter_checks import (
+    check_bind_returns_real_port,
+    keepalive_timers,
+    registered_adapters,
+    relay,
+    run,
+)
+from gateway.tools.harness.procs import free_port
 
 T = 5  # seconds: every await on the network is bounded
 RID = b"\x80\x00\x00\x01"

@@ -10,13 +10,6 @@ import pynng
 import pytest
 import zmq
 import zmq.asyncio
-from _adapter_checks import (
-    check_bind_returns_real_port,
-    keepalive_timers,
-    registered_adapters,
-    relay,
-    run,
-)
 from gateway_plugins.pynng_adapter import PynngRawSocket
 from gateway_plugins.pyzmq_adapter import PyzmqRawSocket
 
@@ -24,6 +17,13 @@ from gateway.adapter import SideOptions
 from gateway.envelope import sp_to_zmtp, zmtp_to_sp_reply
 from gateway.errors import Closed, ConfigError
 from gateway.message import Message
+from gateway.testing.adapter_checks import (
+    check_bind_returns_real_port,
+    keepalive_timers,
+    registered_adapters,
+    relay,
+    run,
+)
 
 T = 5  # seconds: every await on the network is bounded
 
@@ -373,7 +373,7 @@ def test_polled_back_reports_failed_dials(capsys: pytest.CaptureFixture[str]) ->
     from gateway.adapter import SideOptions
     from gateway.logging import configure
     from gateway.metrics import METRICS
-    from gateway.testing.procs import free_port
+    from gateway.tools.harness.procs import free_port
 
     configure("json", "info")
     back = pyzmq_adapter.ZmqPolled("REQ", SideOptions())

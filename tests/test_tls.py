@@ -10,8 +10,8 @@ import pytest
 from gateway.config import from_dict
 from gateway.device import check
 from gateway.errors import ConfigError
-from gateway.testing.certs import make_certs
 from gateway.tls import TlsSettings, tls_of
+from gateway.tools.harness.certs import make_certs
 
 
 @pytest.fixture(scope="module")

@@ -20,9 +20,9 @@ from typing import Any
 import pytest
 
 from gateway.plugins import registry
-from gateway.testing.certs import make_certs
 from gateway.testing.transport_suite import CHECKS, Recorder
 from gateway.tls import TlsSettings
+from gateway.tools.harness.certs import make_certs
 
 TIMEOUT = 10.0
 TRANSPORTS = tuple(sorted(registry().transports))

@@ -12,7 +12,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from gateway.config import BridgeSpec, Limits
-from gateway.testing.procs import child_env
+from gateway.tools.harness.procs import child_env
 from gateway.workers import (
     ENV_FRONTS,
     ENV_WORKER,

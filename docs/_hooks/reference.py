@@ -105,7 +105,7 @@ def cli_page() -> str:
     from gateway.cli import build_parser
 
     os.environ.setdefault("COLUMNS", "100")  # usage lines wrap at a fixed width
-    parser = build_parser(with_matrix=True)
+    parser = build_parser(active="*")
     out = [NOTE, "# Command line\n",
            "Generated from the argument parser of `gateway` (`gateway.cli.build_parser`): what "
            "`gateway COMMAND --help` prints, as tables. Bad input (a bad URL, an unknown "
@@ -131,7 +131,7 @@ def _limits_rows() -> list[tuple[str, str, str, str]]:
     from gateway.cli import build_parser
     from gateway.config import Limits
 
-    bridge = dict((n, p) for n, _, p in _subcommands(build_parser(with_matrix=False)))["bridge"]
+    bridge = dict((n, p) for n, _, p in _subcommands(build_parser()))["bridge"]
     flags = {a.dest: a for a in bridge._actions if a.option_strings}
     rows = []
     for f in dataclasses.fields(Limits):

@@ -158,6 +158,27 @@ def _take_pair1(m: Any) -> Message:
 _TAKERS = {"REP": _take, "REQ": _take, "PAIR1": _take_pair1}
 
 
+def recv_raw(sock: Any) -> Message:
+    """One message from a raw pynng socket (``Req0``/``Rep0`` opened raw), its header words as
+    hops (the one nng header codec: ``_to_message``); blocks up to the socket's
+    ``recv_timeout`` and raises what pynng raises (``pynng.Timeout``, ``pynng.Closed``)."""
+    msg_p = ffi.new("nng_msg **")
+    rv = lib.nng_recvmsg(sock.socket, msg_p, 0)
+    if rv:
+        pynng.exceptions.check_err(rv)
+    return _take(msg_p[0])
+
+
+def send_raw(sock: Any, hops: tuple[bytes, ...], body: bytes) -> None:
+    """Send ``hops`` (the header, on the wire as is) and ``body`` on a raw pynng socket."""
+    msg_p = ffi.new("nng_msg **")
+    m = _build(msg_p, hops, body)
+    rv = lib.nng_sendmsg(sock.socket, m, 0)
+    if rv:
+        lib.nng_msg_free(m)
+        pynng.exceptions.check_err(rv)
+
+
 def _subscribe(sock: Any, frame: bytes) -> None:
     """sub0: a 0x01/0x00 + prefix message as nng's (un)subscribe option."""
     if frame[:1] not in (b"\x01", b"\x00"):

@@ -1,0 +1,185 @@
+"""``gateway bench --patterns``: pub/sub fan-out and pipeline throughput through the gateway,
+side by side with libzmq's ``zmq.proxy`` (XSUB/XPUB, PULL/PUSH) and an nng device (raw
+sockets, ``nng_device``), as ratios against ``zmq.proxy`` in one run.
+
+Every peer is its own process (``gateway.tools.bench.peer`` roles ``pattern-*``); the middles are
+``zmq.proxy``, ``nng_device`` or ``python -m gateway bridge ...?pattern=``.
+
+* fan-out: one publisher (binds), the middle dials it, ``S`` subscribers (1, 10, 100; one
+  process polling them all) dial the middle. The publisher first sends ``w.`` messages for a
+  second (subscriptions settle), then ``n`` ``d.`` messages as fast as it can, then ``END``.
+  Figure: ``d.`` messages delivered to all subscribers per second (first to last arrival), and
+  the fraction of ``n x S`` delivered (pub/sub drops at every high-water mark on the way).
+* pipeline: a PULL server (binds), the middle dials it, a PUSH client dials the middle and
+  sends ``n`` messages (blocking sends: back-pressure). Figure: messages per second at the PULL.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from gateway.tools.bench.procs import Child, Proc, Unavailable, start_bridge, tcp_address
+
+#: (name, publisher/puller wire, subscriber/pusher wire, middle); a gateway route's name ends
+#: in its backends: ``native`` (the engine, the default) or ``lib`` (pyzmq/pynng adapters)
+FANOUT_ROUTES = (
+    ("zmq-proxy", "zmq", "zmq", "proxy"),
+    ("nng-device", "sp", "sp", "device"),
+    ("gw-zmq-zmq-native", "zmq", "zmq", "gateway"),
+    ("gw-zmq-sp-native", "zmq", "sp", "gateway"),
+    ("gw-sp-zmq-native", "sp", "zmq", "gateway"),
+    ("gw-zmq-sp-lib", "zmq", "sp", "gateway"),
+    ("gw-sp-zmq-lib", "sp", "zmq", "gateway"),
+)
+_LIB = {"zmq": "pyzmq", "sp": "pynng"}
+PIPELINE_ROUTES = FANOUT_ROUTES  # (name, PULL server wire, PUSH client wire, middle)
+
+
+@dataclass
+class PatternSettings:
+    n: int = 20000  # messages the publisher / pusher sends per measurement
+    size: int = 100
+    subscribers: tuple[int, ...] = (1, 10, 100)
+    timeout: float = 60.0
+    ready_timeout: float = 30.0
+    #: every queue on the path (libzmq HWMs, nng buffers up to 8192, the gateway's ?hwm=): a
+    #: throughput figure, not a drop count (0: ``n``, so only nng's fixed queues drop)
+    hwm: int = 0
+    verbose: bool = True
+
+
+def _log(settings: PatternSettings, text: str) -> None:
+    if settings.verbose:
+        import sys
+
+        print(f"[bench patterns] {text}", file=sys.stderr, flush=True)
+
+
+def _middle(name: str, pattern: str, middle: str, upstream: str, up_wire: str, down_wire: str,
+            settings: PatternSettings, procs: list[Child], hwm: int) -> str:
+    """Start the middle dialling ``upstream``; return the URL the other side dials."""
+    if middle == "gateway":
+        lib = name.endswith("-lib")
+        fb, bb = (_LIB[down_wire], _LIB[up_wire]) if lib else ("native", "native")
+        front = f"@{down_wire}+tcp://127.0.0.1:0?pattern={pattern}&hwm={hwm}&backend={fb}"
+        back = f">{up_wire}+{upstream}?hwm={hwm}&backend={bb}"
+        bridge = start_bridge(f"{name}/bridge", front, back, ["--log-format", "json"],
+                              settings.ready_timeout)
+        procs.append(bridge)
+        return tcp_address(bridge.front)
+    role = "pattern-proxy" if middle == "proxy" else "pattern-device"
+    proc = Proc.peer(f"{name}/{middle}", role, pattern=pattern, upstream=upstream, hwm=hwm)
+    procs.append(proc)
+    return str(proc.wait_ready(settings.ready_timeout)["url"])
+
+
+def fanout(route: tuple[str, str, str, str], subs: int, settings: PatternSettings) -> dict[str, Any]:
+    name, pub_wire, sub_wire, middle = route
+    procs: list[Child] = []
+    try:
+        hwm = settings.hwm or settings.n
+        pub = Proc.peer(f"{name}/pub", "pattern-pub", wire=pub_wire, hwm=hwm)
+        procs.append(pub)
+        url = str(pub.wait_ready(settings.ready_timeout)["url"])
+        front = _middle(name, "pubsub", middle, url, pub_wire, sub_wire, settings, procs, hwm)
+        sub = Proc.peer(f"{name}/subs", "pattern-subs", wire=sub_wire, url=front, count=subs,
+                        hwm=hwm)
+        procs.append(sub)
+        sub.wait_ready(settings.ready_timeout)
+        sub.send(op="collect", timeout=settings.timeout)
+        pub.send(op="go", n=settings.n, size=settings.size, warm=1.0)
+        sent = pub.result(settings.timeout + 30)
+        got = sub.result(settings.timeout + 30)
+        rate = got["received"] / got["elapsed"] if got["received"] else 0.0
+        return {"route": name, "subscribers": subs, "delivered": got["received"],
+                "fraction": got["received"] / (settings.n * subs), "msgs_per_s": rate,
+                "publish_s": sent["elapsed"], "complete": got["complete"]}
+    except Unavailable as exc:
+        return {"route": name, "subscribers": subs, "error": str(exc)}
+    finally:
+        for p in reversed(procs):
+            p.stop(1.0)
+
+
+def pipeline(route: tuple[str, str, str, str], settings: PatternSettings) -> dict[str, Any]:
+    """Back-pressure is the point here: the queues keep their default size (``hwm`` or 1000)."""
+    name, pull_wire, push_wire, middle = route
+    procs: list[Child] = []
+    try:
+        hwm = settings.hwm or 1000
+        pull = Proc.peer(f"{name}/pull", "pattern-pull", wire=pull_wire, hwm=hwm)
+        procs.append(pull)
+        url = str(pull.wait_ready(settings.ready_timeout)["url"])
+        front = _middle(name, "pipeline", middle, url, pull_wire, push_wire, settings, procs,
+                        hwm)
+        push = Proc.peer(f"{name}/push", "pattern-push", wire=push_wire, url=front, hwm=hwm)
+        procs.append(push)
+        push.wait_ready(settings.ready_timeout)
+        pull.send(op="collect", n=settings.n, timeout=settings.timeout)
+        time.sleep(0.3)  # the connections settle
+        push.send(op="go", n=settings.n, size=settings.size)
+        got = pull.result(settings.timeout + 30)
+        push.try_result(5)
+        return {"route": name, "received": got["received"], "lost": settings.n - got["received"],
+                "msgs_per_s": got["received"] / got["elapsed"]}
+    except Unavailable as exc:
+        return {"route": name, "error": str(exc)}
+    finally:
+        for p in reversed(procs):
+            p.stop(1.0)
+
+
+def _ratios(rows: list[dict[str, Any]], key: tuple[str, ...]) -> None:
+    base = {tuple(r.get(k) for k in key): r.get("msgs_per_s") for r in rows
+            if r["route"] == "zmq-proxy"}
+    for r in rows:
+        ref = base.get(tuple(r.get(k) for k in key))
+        rate = r.get("msgs_per_s")
+        r["ratio_vs_zmq_proxy"] = (rate / ref) if ref and rate else None
+
+
+def run(settings: PatternSettings, routes: tuple[str, ...] | None = None) -> dict[str, Any]:
+    """Both benchmarks over every route (or those named), fan-out for each subscriber count."""
+    chosen = [r for r in FANOUT_ROUTES if routes is None or r[0] in routes]
+    fan: list[dict[str, Any]] = []
+    for subs in settings.subscribers:
+        for route in chosen:
+            _log(settings, f"fan-out {route[0]} x{subs}")
+            fan.append(fanout(route, subs, settings))
+    _ratios(fan, ("subscribers",))
+    pipe: list[dict[str, Any]] = []
+    for route in [r for r in PIPELINE_ROUTES if routes is None or r[0] in routes]:
+        _log(settings, f"pipeline {route[0]}")
+        pipe.append(pipeline(route, settings))
+    _ratios(pipe, ())
+    return {"n": settings.n, "size": settings.size, "fanout": fan, "pipeline": pipe}
+
+
+def table(result: dict[str, Any]) -> str:
+    def ratio(r: dict[str, Any]) -> str:
+        v = r.get("ratio_vs_zmq_proxy")
+        return "-" if v is None else f"{v:.3f}"
+
+    lines = [f"pub/sub fan-out ({result['n']} messages of {result['size']} B published; "
+             f"delivered msgs/s over all subscribers)",
+             f"{'route':<18} {'subs':>5} {'msgs/s':>10} {'delivered':>9} {'vs zmq.proxy':>12}"]
+    for r in result["fanout"]:
+        if "error" in r:
+            lines.append(f"{r['route']:<18} {r['subscribers']:>5} unavailable: {r['error'][:60]}")
+            continue
+        lines.append(f"{r['route']:<18} {r['subscribers']:>5} {r['msgs_per_s']:>10.0f} "
+                     f"{r['fraction']:>8.1%} {ratio(r):>12}")
+    lines += ["", f"pipeline PUSH -> middle -> PULL ({result['n']} messages, blocking sends)",
+              f"{'route':<18} {'msgs/s':>10} {'lost':>6} {'vs zmq.proxy':>12}"]
+    for r in result["pipeline"]:
+        if "error" in r:
+            lines.append(f"{r['route']:<18} unavailable: {r['error'][:60]}")
+            continue
+        lines.append(f"{r['route']:<18} {r['msgs_per_s']:>10.0f} {r['lost']:>6} {ratio(r):>12}")
+    return "\n".join(lines)
+
+
+__all__ = ["FANOUT_ROUTES", "PIPELINE_ROUTES", "PatternSettings", "fanout", "pipeline", "run",
+           "table"]

@@ -1,0 +1,151 @@
+"""Child processes of the benchmark: peers, proxies and gateway bridges (on the harness's
+:class:`~gateway.tools.harness.procs.Proc` and its gateway launcher), and what the bench reads
+from them: CPU, system calls and memory from /proc.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from gateway.tools.harness import procs
+from gateway.tools.harness.gateway import Gateway, GatewayDied
+from gateway.tools.harness.procs import Unavailable, child_env
+
+PEER = Path(__file__).with_name("peer.py")
+
+
+def tcp_address(url: str) -> str:
+    """``@zmq+tcp://127.0.0.1:5555?backend=x`` or ``tcp://h:p`` -> ``tcp://h:p`` (for libraries)."""
+    url = url.lstrip("@>")
+    parts = urlsplit(url)
+    if not parts.hostname or parts.port is None:
+        raise ValueError(f"no host:port in {url!r}")
+    return f"tcp://{parts.hostname}:{parts.port}"
+
+
+def proc_cpu_seconds(pid: int) -> float | None:
+    """User + system CPU time of a live process (all threads) and of its live children (the
+    workers of ``gateway bridge --workers N``)."""
+    try:
+        import psutil
+
+        p = psutil.Process(pid)
+        t = p.cpu_times()
+        total = float(t.user + t.system)
+        for child in p.children(recursive=True):
+            try:
+                c = child.cpu_times()
+                total += float(c.user + c.system)
+            except psutil.Error:
+                continue
+        return total
+    except ImportError:
+        pass
+    except Exception:  # noqa: BLE001 - process gone
+        return None
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def proc_syscalls(pid: int) -> tuple[int, int] | None:
+    """(read, write) system calls so far of a process and its children (Linux /proc/PID/io:
+    ``syscr``/``syscw`` count read- and write-type calls, which is what libuv does on a TCP
+    stream); None where /proc has no io file."""
+    pids = [pid]
+    try:
+        import psutil
+
+        pids += [c.pid for c in psutil.Process(pid).children(recursive=True)]
+    except Exception:  # noqa: BLE001 - psutil missing or process gone: the process alone
+        pass
+    r = w = 0
+    for p in pids:
+        try:
+            fields = dict(line.split(":", 1) for line in
+                          Path(f"/proc/{p}/io").read_text().splitlines() if ":" in line)
+            r += int(fields["syscr"])
+            w += int(fields["syscw"])
+        except (OSError, KeyError, ValueError):
+            if p == pid:
+                return None
+    return r, w
+
+
+def proc_memory_mib(pid: int) -> dict[str, float]:
+    """Current RSS and peak RSS (VmHWM) in MiB, from /proc (psutil as fallback for RSS)."""
+    out: dict[str, float] = {}
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith(("VmRSS:", "VmHWM:")):
+                key = "rss_mib" if line.startswith("VmRSS") else "peak_rss_mib"
+                out[key] = int(line.split()[1]) / 1024
+    except OSError:
+        try:
+            import psutil
+
+            out["rss_mib"] = psutil.Process(pid).memory_info().rss / 2**20
+        except Exception:  # noqa: BLE001
+            pass
+    return out
+
+
+#: any child of the bench (a peer, a proxy, a gateway bridge)
+Child = procs.Proc
+
+
+class Proc(procs.Proc):
+    """A bench child (:class:`gateway.tools.harness.procs.Proc`); :meth:`peer` starts a bench
+    peer program (``peer.py ROLE JSON``, run by path: library peers import no ``gateway``)."""
+
+    #: peers exit on their own after this many seconds (the harness sets it from --max-time)
+    lifetime: float = 3600.0
+
+    @classmethod
+    def peer(cls, name: str, role: str, **cfg: Any) -> Proc:
+        cfg.setdefault("lifetime", cls.lifetime)
+        return cls(name, [sys.executable, "-P", str(PEER), role, json.dumps(cfg)])
+
+
+def gateway_cli_problem(timeout: float = 30.0) -> str | None:
+    """None when ``python -m gateway bridge --help`` works, else the reason in one line."""
+    try:
+        r = subprocess.run([sys.executable, "-m", "gateway", "bridge", "--help"],
+                           capture_output=True, text=True, timeout=timeout, env=child_env())
+    except subprocess.TimeoutExpired:
+        return f"`python -m gateway bridge --help` took over {timeout:.0f}s"
+    except OSError as exc:
+        return f"cannot run the gateway CLI: {exc}"
+    if r.returncode != 0:
+        tail = [ln for ln in (r.stderr or r.stdout).splitlines() if ln.strip()][-1:]
+        return f"`python -m gateway bridge --help` exited {r.returncode}: {' '.join(tail)}"
+    return None
+
+
+def bridge_help_text() -> str:
+    try:
+        r = subprocess.run([sys.executable, "-m", "gateway", "bridge", "--help"],
+                           capture_output=True, text=True, timeout=30, env=child_env())
+        return r.stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+
+
+def start_bridge(name: str, front: str, back: str, extra: list[str],
+                 ready_timeout: float) -> Gateway:
+    """``python -m gateway bridge FRONT BACK ...`` (:class:`~gateway.tools.harness.gateway.
+    Gateway`); same process group, so Ctrl-C reaches it."""
+    gw = Gateway("bridge", front, back, *extra, name=name, ready_timeout=ready_timeout,
+                 new_session=False)
+    try:
+        return gw.start()
+    except GatewayDied as exc:
+        raise Unavailable(str(exc)) from None

@@ -1,0 +1,201 @@
+"""The routes measured side by side, as data.
+
+A route = a server process, an optional middle process (``zmq.proxy``, ``nng_device`` or a
+``gateway bridge``) and a client process. Servers bind on 127.0.0.1:0; middles bind their front
+on 127.0.0.1:0 and dial the server (the bridge's default: FRONT binds, BACK connects).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from dataclasses import dataclass
+
+#: client family on the wire -> which library client speaks it
+LIB_CLIENT = {"zmq": "zmq", "sp": "nng"}
+#: client family on the wire -> the bench's byte-stream client (``peer.StreamClient``): never
+#: the bottleneck, so a route with a middle shows the middle's own ceiling
+STREAM_CLIENT = {"zmq": "zmq-stream", "sp": "sp-stream"}
+#: the server behind every middle (proxy, device, gateway): echoes that out-run any middle, so a
+#: route's figure is the middle's own (``zmq-echo-direct`` / ``sp-echo-direct`` show them direct)
+LIB_SERVER = {"zmq": "zmq-echo", "sp": "sp-echo"}
+#: the direct route of each echo server: the hop baseline of the routes with a middle
+ECHO_DIRECT = {"zmq": "zmq-echo-direct", "sp": "sp-echo-direct"}
+#: the same with the stream clients: the hop baselines of the ``stream`` group
+STREAM_DIRECT = {"zmq": "zmq-echo-stream", "sp": "sp-echo-stream"}
+LIB_BACKEND = {"zmq": "pyzmq", "sp": "pynng"}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Route:
+    name: str
+    group: str  # library | native | gateway
+    description: str
+    client: str  # zmq | nng | native | zmq-stream | sp-stream
+    server: str  # peer role
+    middle: str | None = None  # zmq-proxy | nng-device | bridge
+    front: str = "zmq"  # wire the client speaks
+    back: str = "zmq"  # wire the server speaks
+    backend: str = ""  # bridge backend: lib | native
+    bridge_args: tuple[str, ...] = ()  # extra `gateway bridge` options for this route
+    #: "curve": the client's hop uses CURVE (a libzmq client, the middle's front a CURVE
+    #: server); "tls": SP over TLS (an nng client, the middle's front tls+tcp). The server hop
+    #: stays plain, so the figure is the cost of the secured front.
+    security: str = ""
+    plain: str = ""  # the same route without security: the ratios' reference
+
+    @property
+    def baseline(self) -> str:
+        """What 'direct' means for this route's hop (see ``report.hop_us``)."""
+        if self.middle is None:
+            return self.name
+        direct = STREAM_DIRECT if self.group == "stream" else ECHO_DIRECT
+        if self.front == self.back:
+            return direct[self.front]
+        return f"mean({direct['zmq']}, {direct['sp']})"
+
+
+def _gateway_routes() -> list[Route]:
+    out = []
+    for backend in ("lib", "native"):
+        for front in ("zmq", "sp"):
+            for back in ("zmq", "sp"):
+                what = ("pyzmq/pynng adapters" if backend == "lib" else "native engine")
+                client = "libzmq REQ/DEALER" if front == "zmq" else "nng Req0/raw Req0"
+                server = "zmq echo" if back == "zmq" else "SP echo"
+                out.append(Route(
+                    name=f"gw-{front}-{back}-{backend}", group="gateway",
+                    description=f"{client} -> gateway bridge {front}->{back} ({what}) -> {server}",
+                    client=LIB_CLIENT[front], server=LIB_SERVER[back], middle="bridge",
+                    front=front, back=back, backend=backend))
+    return out
+
+
+def _stream_routes() -> list[Route]:
+    """The throughput routes of issue 13: every middle driven by the byte-stream clients, so
+    the figure is the middle's and ``zmq-proxy-stream`` is the reference of the ratios."""
+    out = [
+        Route(name="zmq-echo-stream", group="stream",
+              description="zmq stream client (DEALER) <-> zmq echo: the stream routes' zmq direct",
+              client=STREAM_CLIENT["zmq"], server=LIB_SERVER["zmq"]),
+        Route(name="sp-echo-stream", group="stream",
+              description="SP stream client (raw req0) <-> SP echo: the stream routes' SP direct",
+              client=STREAM_CLIENT["sp"], server=LIB_SERVER["sp"], front="sp", back="sp"),
+        Route(name="zmq-proxy-stream", group="stream",
+              description="zmq stream client -> zmq.proxy(ROUTER/DEALER) -> zmq echo",
+              client=STREAM_CLIENT["zmq"], server=LIB_SERVER["zmq"], middle="zmq-proxy"),
+        Route(name="nng-device-stream", group="stream",
+              description="SP stream client -> nng_device(raw Rep0/raw Req0) -> SP echo",
+              client=STREAM_CLIENT["sp"], server=LIB_SERVER["sp"], middle="nng-device",
+              front="sp", back="sp"),
+    ]
+    for front in ("zmq", "sp"):
+        for back in ("zmq", "sp"):
+            out.append(Route(
+                name=f"gw-{front}-{back}-stream", group="stream",
+                description=f"{'zmq' if front == 'zmq' else 'SP'} stream client -> gateway "
+                            f"bridge {front}->{back} (native engine) -> "
+                            f"{'zmq' if back == 'zmq' else 'SP'} echo",
+                client=STREAM_CLIENT[front], server=LIB_SERVER[back], middle="bridge",
+                front=front, back=back, backend="native"))
+    return out
+
+
+def _secure_bridge(front: str, back: str) -> Route:
+    """A native bridge whose front is secured: CURVE for a ZeroMQ front (a libzmq client),
+    TLS for an SP one (an nng client); its plain twin is the ratios' reference."""
+    security, client = ("curve", "zmq") if front == "zmq" else ("tls", "nng")
+    shown = {"curve": "libzmq REQ/DEALER (CURVE)", "tls": "nng Req0 (TLS)"}[security]
+    front_shown = "CURVE front" if front == "zmq" else "sp+tls+tcp front"
+    echo = "zmq echo" if back == "zmq" else "SP echo"
+    return Route(name=f"gw-{front}-{back}-{security}", group="security",
+                 description=f"{shown} -> gateway bridge {front}->{back} (native, "
+                             f"{front_shown}) -> {echo}",
+                 client=client, server=LIB_SERVER[back], middle="bridge", front=front,
+                 back=back, backend="native", security=security,
+                 plain=f"gw-{front}-{back}-native")
+
+
+ROUTES: list[Route] = [
+    Route(name="zmq-direct", group="library", description="libzmq REQ <-> REP (pyzmq)",
+          client="zmq", server="zmq-rep"),
+    Route(name="nng-direct", group="library", description="nng Req0 <-> Rep0 (pynng)",
+          client="nng", server="nng-rep", front="sp", back="sp"),
+    Route(name="zmq-echo-direct", group="library",
+          description="libzmq REQ/DEALER <-> zmq echo (zmq_proxy(ROUTER, ROUTER), in C): "
+                      "the server of every zmq route with a middle",
+          client="zmq", server="zmq-echo"),
+    Route(name="sp-echo-direct", group="library",
+          description="nng Req0 <-> SP echo (rep0 handshake, then the byte stream back): "
+                      "the server of every SP route with a middle",
+          client="nng", server="sp-echo", front="sp", back="sp"),
+    Route(name="zmq-proxy", group="library",
+          description="libzmq REQ -> zmq.proxy(ROUTER/DEALER) -> zmq echo",
+          client="zmq", server=LIB_SERVER["zmq"], middle="zmq-proxy"),
+    Route(name="nng-device", group="library",
+          description="nng Req0 -> nng_device(raw Rep0/raw Req0) -> SP echo",
+          client="nng", server=LIB_SERVER["sp"], middle="nng-device", front="sp", back="sp"),
+    Route(name="native-zmq", group="native", description="native REQ <-> native REP, zmq+tcp",
+          client="native", server="native-rep", front="zmq", back="zmq"),
+    Route(name="native-sp", group="native", description="native REQ <-> native REP, sp+tcp",
+          client="native", server="native-rep", front="sp", back="sp"),
+    *_gateway_routes(),
+    Route(name="gw-zmq-zmq-proxy", group="gateway",
+          description="libzmq REQ/DEALER -> gateway bridge zmq->zmq (--forwarder proxy: "
+                      "libzmq's zmq_proxy) -> zmq echo",
+          client=LIB_CLIENT["zmq"], server=LIB_SERVER["zmq"], middle="bridge", front="zmq",
+          back="zmq", backend="lib", bridge_args=("--forwarder", "proxy")),
+
+    # security (``--routes security``): CURVE and TLS fronts beside their plain routes
+    Route(name="zmq-proxy-curve", group="security",
+          description="libzmq REQ (CURVE) -> zmq.proxy(ROUTER CURVE server/DEALER) -> zmq echo",
+          client="zmq", server=LIB_SERVER["zmq"], middle="zmq-proxy", security="curve",
+          plain="zmq-proxy"),
+    *(_secure_bridge("zmq", back) for back in ("zmq", "sp")),
+    Route(name="nng-device-tls", group="security",
+          description="nng Req0 (TLS) -> nng_device(raw Rep0 on tls+tcp/raw Req0) -> SP echo",
+          client="nng", server=LIB_SERVER["sp"], middle="nng-device", front="sp", back="sp",
+          security="tls", plain="nng-device"),
+    *(_secure_bridge("sp", back) for back in ("zmq", "sp")),
+
+    # issue 13's throughput (``--routes stream``): the middles' own ceilings
+    *_stream_routes(),
+]
+
+GROUPS = {"library", "native", "gateway", "security", "stream", "all"}
+#: run when ``--routes`` is not given (``security`` is asked for by name: it needs keys made)
+DEFAULT_GROUPS = ("library", "native", "gateway", "stream")
+
+
+def select(spec: str | None) -> list[Route]:
+    """``--routes``: comma list of names, glob patterns (``gw-*-lib``) or groups; '-x' excludes."""
+    if not spec:
+        return [r for r in ROUTES if r.group in DEFAULT_GROUPS]
+    include: list[str] = []
+    exclude: list[str] = []
+    for item in (s.strip() for s in spec.split(",")):
+        if not item:
+            continue
+        (exclude if item.startswith("-") else include).append(item.lstrip("-"))
+    if not include:
+        include = ["all"]
+    unknown = [p for p in include + exclude
+               if p not in GROUPS and not any(fnmatch.fnmatchcase(r.name, p) for r in ROUTES)]
+    if unknown:
+        names = ", ".join(r.name for r in ROUTES)
+        raise ValueError(f"unknown route(s) {', '.join(unknown)}; known: {names}; "
+                         f"groups: {', '.join(sorted(GROUPS))}")
+
+    def hit(route: Route, pats: list[str]) -> bool:
+        return any(p == "all" or p == route.group or fnmatch.fnmatchcase(route.name, p)
+                   for p in pats)
+
+    chosen = [r for r in ROUTES if hit(r, include) and not hit(r, exclude)]
+    # a secured route is compared with its plain one (and CURVE with libzmq's own): bring them
+    wanted = {r.plain for r in chosen if r.plain}
+    if any(r.security == "curve" for r in chosen):
+        wanted |= {"zmq-proxy-curve", "zmq-proxy"}
+    if wanted:
+        wanted |= {"zmq-echo-direct", "sp-echo-direct"}  # the hop baselines
+    if any(r.group == "stream" and r.middle for r in chosen):  # its reference and baselines
+        wanted |= {"zmq-proxy-stream", *STREAM_DIRECT.values()}
+    return [r for r in ROUTES if r in chosen or (r.name in wanted and not hit(r, exclude))]
