@@ -110,11 +110,12 @@ def test_no_import_cycles_inside_gateway() -> None:
 
 
 def test_product_and_plugins_never_import_the_tests() -> None:
+    """Nor the fuzzing harnesses (``fuzz/``: not installed)."""
     offenders = []
     for package_dir, name in ((ROOT / "gateway", "gateway"), (ROOT / "plugins", "gateway_plugins")):
         for module, path in _modules(package_dir, name).items():
             bad = {t for t in _imports(module, path)
-                   if t.split(".")[0] in ("interop_tests", "tests", "conftest", "pytest")}
+                   if t.split(".")[0] in ("interop_tests", "tests", "conftest", "pytest", "fuzz")}
             if bad:
                 offenders.append(f"{path.relative_to(ROOT)}: {sorted(bad)}")
     assert not offenders, offenders

@@ -1,0 +1,20 @@
+"""Fuzzing harnesses for the gateway's parsers (not installed; run from the repository root).
+
+Every harness is a module of this package with ``NAME`` and ``one_input(data, strict=False)``:
+bytes in, an exception out when the product broke a rule (``fuzz._data.Finding``) or crashed.
+The same function runs under atheris (coverage-guided, libFuzzer), under hypothesis where
+atheris is not installed, and in ``tests/test_fuzz_corpus.py``, which replays every input kept
+in ``fuzz/corpus/<harness>/``. ``python -m fuzz --help`` runs them; ``fuzz/README.md`` says how.
+"""
+
+from __future__ import annotations
+
+#: harness name -> (module, the longest input worth trying)
+HARNESSES: dict[str, tuple[str, int]] = {
+    "zmtp_codec": ("fuzz.zmtp_codec", 4096),
+    "sp_codec": ("fuzz.sp_codec", 4096),
+    "curve": ("fuzz.curve", 4096),
+    "plain": ("fuzz.plain", 2048),
+    "ws": ("fuzz.ws", 8192),
+    "config": ("fuzz.config", 2048),
+}
