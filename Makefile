@@ -22,8 +22,8 @@ $(STAMP): pyproject.toml setup.py gateway/tools/harness/peers/remote.py
 	$(PY) -m gateway.tools.harness.peers.remote install
 	touch $(STAMP)
 
-## make kernel: rebuild the compiled kernel in place after a change to gateway/_kernel.pyx
-$(KERNEL): $(STAMP) gateway/_kernel.pyx setup.py
+## make kernel: rebuild the compiled kernel in place after a change to gateway/_kernel*.pyx/pxi
+$(KERNEL): $(STAMP) gateway/_kernel.pyx $(wildcard gateway/_kernel_*.pxi) setup.py
 	$(PY) setup.py -q build_ext --inplace 2>&1 | grep -v "is ignored\|Beta\|warnings.warn" || true
 	$(PY) -c "import gateway._kernel"
 	touch $(KERNEL)

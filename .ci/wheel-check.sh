@@ -20,6 +20,7 @@ sdist=$(ls "$work"/sdist/zmq_sp_gateway-*.tar.gz)
 tar -tzf "$sdist" > "$work/sdist.txt"  # (not piped into grep -q: pipefail and SIGPIPE)
 grep -q '/gateway/_kernel\.c$' "$work/sdist.txt" || fail "the sdist lacks gateway/_kernel.c"
 grep -q '/gateway/_kernel\.pyx$' "$work/sdist.txt" || fail "the sdist lacks gateway/_kernel.pyx"
+grep -q '/gateway/_kernel_read\.pxi$' "$work/sdist.txt" || fail "the sdist lacks the kernel's .pxi files"
 
 step "building the wheels: compiled (from the sdist) and pure (GATEWAY_NO_EXTENSIONS=1)"
 timeout 600 "$python" -m pip wheel -q --no-deps -w "$work/dist" "$sdist" >/dev/null

@@ -178,3 +178,43 @@ def test_the_tools_graph_check_finds_an_import() -> None:
     assert any(t.startswith("gateway.") and not t.startswith(TOOLS)
                for t in edges["gateway.tools.matrix.cells"])
     assert "gateway.tools.matrix.cells" in edges["gateway.tools.matrix.runner"]
+
+
+#: the developers' guide: no module over 500 lines, no class over 300 (the tools wing aside)
+MAX_MODULE_LINES, MAX_CLASS_LINES = 500, 300
+
+
+def _core_sources() -> list[Path]:
+    found = []
+    for top in (ROOT / "gateway", ROOT / "plugins"):
+        for f in sorted(top.rglob("*")):
+            if f.suffix in (".py", ".pyx", ".pxi") and "tools" not in f.relative_to(ROOT).parts:
+                found.append(f)
+    return found
+
+
+def test_no_module_over_500_lines_and_no_class_over_300() -> None:
+    """Modules (and the kernel's Cython files) stay under 500 lines, classes under 300 (for the
+    Cython files: each ``cdef class`` up to the next top-level statement)."""
+    too_long = []
+    for f in _core_sources():
+        text = f.read_text()
+        lines = text.count("\n")
+        if lines > MAX_MODULE_LINES:
+            too_long.append(f"{f.relative_to(ROOT)}: {lines} lines")
+        if f.suffix == ".py":
+            spans = [(n.name, n.end_lineno - n.lineno + 1) for n in ast.walk(ast.parse(text))
+                     if isinstance(n, ast.ClassDef) and n.end_lineno is not None]
+        else:
+            spans, name, start = [], "", 0
+            rows = text.split("\n")
+            for i, row in enumerate(rows + ["end"]):
+                if row and not row[0].isspace() and not row.startswith("#"):
+                    if name:
+                        spans.append((name, i - start))
+                        name = ""
+                    if row.startswith("cdef class "):
+                        name, start = row.split()[2].split("(")[0].rstrip(":"), i
+        too_long += [f"{f.relative_to(ROOT)}: class {n}, {size} lines" for n, size in spans
+                     if size > MAX_CLASS_LINES]
+    assert too_long == []

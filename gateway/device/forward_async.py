@@ -50,10 +50,12 @@ def _kernel_for(fwd: AsyncForwarder) -> Any:
         if (not isinstance(translator.table, compiled.TokenTable)
                 or not isinstance(fwd.loss.inflight, compiled.InFlight)):
             return None
-    elif not (type(translator) is PatternTranslator and translator.pattern in KERNEL_PATTERNS):
-        return None
-    return compiled.Kernel(fwd, fwd.front.socket, fwd.back.socket, translator, fwd.loss,
-                           fwd.ledger, BUCKETS)
+        return compiled.Kernel(fwd, fwd.front.socket, fwd.back.socket, translator, fwd.loss,
+                               fwd.ledger, BUCKETS)
+    if type(translator) is PatternTranslator and translator.pattern in KERNEL_PATTERNS:
+        return compiled.PatternKernel(fwd, fwd.front.socket, fwd.back.socket, translator,
+                                      fwd.ledger, BUCKETS)
+    return None
 
 
 class _Front(SocketHooks):

@@ -32,7 +32,7 @@ from gateway.engine.hooks import SocketHooks
 from gateway.engine.listener import Admission, HandshakeReports
 from gateway.engine.options import SocketOptions, socket_options
 from gateway.engine.pipe import Pipe
-from gateway.engine.send import Balanced, Fanout, Routed, Routing
+from gateway.engine.send import Balanced, Routing, strategy_for
 from gateway.engine.timer import PatternTimer
 from gateway.errors import Closed, ConfigError, Drop
 from gateway.logging import get_logger
@@ -104,14 +104,9 @@ class SocketCore:
         self.hooks: SocketHooks = _NO_HOOKS
         self._take = _NO_HOOKS.message
         self._last_zmtp_id = random.getrandbits(32)
-        strategy = self.pattern.strategy
-        self.sender: Balanced | Routed | Fanout
-        if strategy == "routed":
-            self.sender = Routed(self.routing, self.pattern, opts.router_mandatory)
-        elif strategy == "fanout":
-            self.sender = Fanout(self.routing, self.pattern, self._dropped)  # type: ignore[arg-type]
-        else:
-            self.sender = Balanced(self.routing, self.pattern, self.timer.after_send)
+        self.sender = strategy_for(self.pattern, self.routing,
+                                   router_mandatory=opts.router_mandatory,
+                                   dropped=self._dropped, after_send=self.timer.after_send)
         #: the send a device calls: the strategy's fast twin where the pattern keeps no state
         self.send_now = (self.sender.send_raw if type(self.pattern) in _STATELESS
                          else self.send_general)

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from gateway.errors import MechanismError, PairingError, ProtocolError, VersionError
+from gateway.errors import LayerError, MechanismError, PairingError, ProtocolError, VersionError
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,4 +64,14 @@ def peer_closed(codec: Any, family: str, received: int, exc: Exception | None) -
     return PipeFailure("peer-closed", detail, fields)
 
 
-__all__ = ["PipeFailure", "failure_of", "peer_closed"]
+def failure_at_loss(exc: Exception | None, known: PipeFailure | None, codec: Any, family: str,
+                    received: int) -> PipeFailure:
+    """Why a connection lost before its handshake completed failed: what a layer below said
+    (TLS: a :class:`~gateway.errors.LayerError`), what was found already (``known``), or
+    what :func:`peer_closed` makes of it."""
+    if isinstance(exc, LayerError):
+        return PipeFailure(exc.reason, exc.detail, exc.fields)
+    return known or peer_closed(codec, family, received, exc)
+
+
+__all__ = ["PipeFailure", "failure_at_loss", "failure_of", "peer_closed"]

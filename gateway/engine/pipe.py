@@ -27,10 +27,10 @@ import asyncio
 from collections.abc import Callable
 from typing import Any, Protocol, cast
 
-from gateway.engine.failures import PipeFailure, failure_of, peer_closed
+from gateway.engine.failures import PipeFailure, failure_at_loss, failure_of
 from gateway.engine.liveness import Liveness
 from gateway.engine.writes import BYTES_PER_HWM, Writes, thread_batch
-from gateway.errors import HANDSHAKE_REASONS, LayerError, ProtocolError
+from gateway.errors import HANDSHAKE_REASONS, ProtocolError
 from gateway.logging import get_logger
 from gateway.metrics import METRICS
 from gateway.patterns.reqrep import ZMTP
@@ -243,12 +243,9 @@ class Pipe(Writes, PipeProtocol):
             self._timer.cancel()
         self.liveness.stop()
         failure = None
-        if not self.ready and not self._closed:
-            if isinstance(exc, LayerError):  # a layer below said why (TLS): its value
-                failure = PipeFailure(exc.reason, exc.detail, exc.fields)
-            else:
-                failure = self._failure or peer_closed(
-                    self.codec, self.family, self.received_before_handshake, exc)
+        if not self.ready and not self._closed:  # why its handshake never completed
+            failure = failure_at_loss(exc, self._failure, self.codec, self.family,
+                                      self.received_before_handshake)
         self.owner.pipe_lost(self, failure)
         if self._lost is not None and not self._lost.done():
             self._lost.set_result(self.ready)  # True: it worked for a while (the dialer resets backoff)
@@ -320,14 +317,7 @@ class Pipe(Writes, PipeProtocol):
         elif self._failure is None:
             self._failure = PipeFailure(reason if reason in HANDSHAKE_REASONS else "garbage",
                                         detail, {"wire": self.family})
-        if self.transport is not None:
-            if farewell and not self.transport.is_closing():
-                self.transport.write(farewell)
-                self.transport.close()  # flushes the farewell, then closes
-                loop = asyncio.get_running_loop()
-                loop.call_later(max(self.handshake_timeout, 1.0), self.transport.abort)
-            else:
-                self.transport.abort()
+        self.hang_up(farewell, max(self.handshake_timeout, 1.0))
 
     @property
     def authenticated_as(self) -> str:

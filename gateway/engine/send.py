@@ -215,4 +215,15 @@ class Fanout:
 
 Strategy = Balanced | Routed | Fanout
 
-__all__ = ["Balanced", "Fanout", "Routed", "Routing", "Strategy"]
+
+def strategy_for(pattern: Pattern, routing: Routing, *, router_mandatory: bool,
+                 dropped: Callable[[Drop, str], None],
+                 after_send: Callable[..., None]) -> Strategy:
+    """The send strategy ``pattern.strategy`` names, over ``routing``'s pipes."""
+    if pattern.strategy == "routed":
+        return Routed(routing, pattern, router_mandatory)
+    if pattern.strategy == "fanout":
+        return Fanout(routing, pattern, dropped)  # type: ignore[arg-type]
+    return Balanced(routing, pattern, after_send)
+
+__all__ = ["Balanced", "Fanout", "Routed", "Routing", "Strategy", "strategy_for"]

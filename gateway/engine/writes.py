@@ -142,6 +142,19 @@ class Writes:
         if chunks and transport is not None and not transport.is_closing():
             transport.write(chunks[0] if len(chunks) == 1 else b"".join(chunks))
 
+    def hang_up(self, farewell: bytes, grace: float) -> None:
+        """Close the connection now; ``farewell`` (an ERROR command) goes first, with
+        ``grace`` seconds to leave before the connection is aborted anyway."""
+        transport = self.transport
+        if transport is None:
+            return
+        if farewell and not transport.is_closing():
+            transport.write(farewell)
+            transport.close()  # flushes the farewell, then closes
+            asyncio.get_running_loop().call_later(grace, transport.abort)
+        else:
+            transport.abort()
+
     @property
     def buffered(self) -> int:
         """Bytes written to this pipe and not yet sent (transport buffer + open batch)."""

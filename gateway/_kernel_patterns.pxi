@@ -1,0 +1,107 @@
+# Included by gateway/_kernel.pyx (one compiled module): the kernel of pipeline and pub/sub
+# bridges.
+
+
+cdef class PatternKernel(_Reader):
+    """Pipeline (front -> back) and pub/sub (published messages, back -> front; subscriptions
+    stay the reference's)."""
+
+    cdef list f_out
+    cdef object f_pattern, b_pattern
+    cdef tuple sub_prefixes  # pub/sub: what the back's XSUB lets through (filtering: True)
+    cdef bint filtering
+    cdef dict filters  # pub/sub: the front's subscribers' prefixes, by routing id
+    cdef Py_ssize_t filtered
+    cdef list matched
+
+    def __init__(self, fwd, front, back, translator, ledger, buckets) -> None:
+        super().__init__(fwd, front, back, translator, ledger, buckets)
+        if self.pattern == REQREP:
+            raise ValueError("request-reply is Kernel's")
+        self.f_out = front.routing.out
+        self.f_pattern, self.b_pattern = front.pattern, back.pattern
+        self.matched = []
+
+    def reply(self, pipe) -> int:
+        """Published messages of one read of a back pipe, past the back's filter; how many."""
+        if self.pattern != PUBSUB:
+            return 0
+        self.filtering = self.b_pattern.filter
+        if self.filtering:
+            self.sub_prefixes = self.b_pattern.prefixes()
+        self.filters = self.f_pattern.filters
+        self.filtered = 0
+        n = _Reader.reply(self, pipe)
+        if self.filtered:
+            self.b_pattern.filtered += self.filtered
+        return n
+
+    cdef int _take(self, const uint8_t* p, Frame* frames, int count, bint zmtp, bint request,
+                   bytes rid, double now) except -2:
+        if self.pattern == PIPELINE:
+            return self._pipeline(p, frames, count)
+        return self._publish(p, frames, count)
+
+    cdef int _pipeline(self, const uint8_t* p, Frame* frames, int count) except -2:
+        """Pipeline, front -> back: the message as it is (toward SP: one frame only), round
+        robin over the writable back pipes."""
+        cdef _Out out = self._pick()
+        if out is None:
+            return 0
+        if _zmtp_framing(out.framing):
+            if not out.zmtp_frames(None, p, frames, 0, count):
+                return 0
+        elif count != 1 or not out.sp_payload(p, frames, 1):
+            return 0  # several frames toward SP: the reference refuses and counts
+        self.b_routing.rr = self.picked + 1
+        return FORWARDED
+
+    cdef int _publish(self, const uint8_t* p, Frame* frames, int count) except -2:
+        """Pub/sub, back -> front: a published message past the back's filter to every
+        subscriber whose prefixes match its first frame (toward SP: the frames concatenated);
+        a matching subscriber at its mark loses it (counted by its pipe, as the reference)."""
+        cdef Py_ssize_t size = 0, need, i
+        if self.filtering and not _matches(p, frames, 1, self.sub_prefixes):
+            self.filtered += 1
+            return CONSUMED
+        cdef bint to_sp = not self.front_zmtp
+        cdef int first = count if to_sp else 1  # the frames the front's filters look at
+        cdef _Out out
+        cdef list matched = self.matched
+        del matched[:]
+        filters = self.filters
+        for pipe in self.f_out:
+            flt = filters.get(pipe.routing_id, ())
+            if not flt or not _matches(p, frames, first, flt):
+                continue
+            if not pipe.writable:
+                matched.append(pipe)  # loses it
+                continue
+            out = self._out(pipe)
+            if out is None:
+                return 0
+            matched.append(out)
+        # every destination's room first: all of it or nothing
+        for i in range(count):
+            size += frames[i].size
+        for item in matched:
+            if type(item) is _Out:
+                out = <_Out>item
+                if _zmtp_framing(out.framing):
+                    need = 0
+                    for i in range(count):
+                        need += out.fsize(frames[i].size)
+                else:
+                    need = (out.framing == F_SP_IPC) + 8 + size
+                if not out.fits(need):
+                    return 0
+        for item in matched:
+            if type(item) is _Out:
+                out = <_Out>item
+                if _zmtp_framing(out.framing):
+                    out.zmtp_frames(None, p, frames, 0, count)
+                else:
+                    out.sp_payload(p, frames, count)
+            else:
+                item.dropped("hwm")
+        return FORWARDED

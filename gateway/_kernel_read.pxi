@@ -1,0 +1,241 @@
+# Included by gateway/_kernel.pyx (one compiled module): one message of a read, parsed in place
+# (plain ZMTP, SP, CURVE boxes opened), and what the tables keep of it (tuples of bytes).
+
+
+cdef struct Frame:
+    Py_ssize_t start
+    Py_ssize_t size
+
+
+cdef inline Py_ssize_t _zmtp_message(const uint8_t* p, Py_ssize_t pos, Py_ssize_t end,
+                                     Py_ssize_t limit, Frame* frames, int* count) noexcept nogil:
+    """The end of the whole plain ZMTP message at ``pos`` (its frames in ``frames``), or -1:
+    not one the kernel takes (incomplete, a command, reserved flags, past ``limit`` bytes in
+    all, more than MAX_FRAMES frames)."""
+    cdef int n = 0
+    cdef Py_ssize_t total = 0, start
+    cdef uint64_t size
+    cdef uint8_t flags
+    while True:
+        if end - pos < 2:
+            return -1
+        flags = p[pos]
+        if flags & 0xFC:
+            return -1
+        if flags & 0x02:
+            if end - pos < 9:
+                return -1
+            size = _be64(p + pos + 1)
+            start = pos + 9
+        else:
+            size = p[pos + 1]
+            start = pos + 2
+        if size > <uint64_t>(limit - total) or size > <uint64_t>(end - start) or n == MAX_FRAMES:
+            return -1
+        frames[n].start = start
+        frames[n].size = <Py_ssize_t>size
+        n += 1
+        total += <Py_ssize_t>size
+        pos = start + <Py_ssize_t>size
+        if not flags & 0x01:
+            count[0] = n
+            return pos
+
+
+cdef inline Py_ssize_t _sp_message(const uint8_t* p, Py_ssize_t pos, Py_ssize_t end,
+                                   Py_ssize_t limit, int ipc, Frame* payload) noexcept nogil:
+    """The end of the whole SP message at ``pos`` (its payload in ``payload``), or -1."""
+    cdef Py_ssize_t head = 9 if ipc else 8
+    cdef uint64_t size
+    if end - pos < head or (ipc and p[pos] != 1):
+        return -1
+    size = _be64(p + pos + head - 8)
+    if size > <uint64_t>limit or size > <uint64_t>(end - pos - head):
+        return -1
+    payload.start = pos + head
+    payload.size = <Py_ssize_t>size
+    return pos + head + <Py_ssize_t>size
+
+
+cdef inline int _sp_backtrace(const uint8_t* p, Frame payload, int limit,
+                              Py_ssize_t* words) noexcept nogil:
+    """How many 4-byte words (up to and including the one with the top bit set) lead the SP
+    payload, or -1: none within ``limit`` words or before the payload ends (the reference
+    drops or refuses those)."""
+    cdef int n = 0
+    cdef Py_ssize_t off = 0
+    while n < limit:
+        if off + 4 > payload.size:
+            return -1
+        n += 1
+        if p[payload.start + off] & 0x80:
+            words[0] = off + 4
+            return n
+        off += 4
+    return -1
+
+
+cdef inline bytes _frame(const uint8_t* p, Frame f):
+    if f.size == 0:
+        return EMPTY
+    return PyBytes_FromStringAndSize(<const char*>p + f.start, f.size)
+
+
+cdef tuple _hops(const uint8_t* p, Frame* frames, int nhops, bytes rid):
+    """(rid, the read's first ``nhops`` frames): a ZeroMQ request's envelope as the front's
+    raw REP gives it (Pattern.receive)."""
+    cdef tuple hops = PyTuple_New(nhops + 1)
+    cdef int i
+    Py_INCREF(rid)
+    PyTuple_SET_ITEM(hops, 0, rid)
+    for i in range(nhops):
+        item = _frame(p, frames[i])
+        Py_INCREF(item)
+        PyTuple_SET_ITEM(hops, i + 1, item)
+    return hops
+
+
+cdef tuple _frames(const uint8_t* p, Frame* frames, int n):
+    """The read's first ``n`` frames, as a tuple of bytes."""
+    cdef tuple out = PyTuple_New(n)
+    cdef int i
+    for i in range(n):
+        item = _frame(p, frames[i])
+        Py_INCREF(item)
+        PyTuple_SET_ITEM(out, i, item)
+    return out
+
+
+cdef tuple _words(const uint8_t* p, Py_ssize_t start, Py_ssize_t words, bytes rid,
+                  bint delimiter):
+    """An SP backtrace as hops: ``rid`` (if any), its 4-byte words, ``""`` (if asked)."""
+    cdef Py_ssize_t n = words // 4 + (rid is not None) + delimiter, i = 0, off
+    cdef tuple out = PyTuple_New(n)
+    if rid is not None:
+        Py_INCREF(rid)
+        PyTuple_SET_ITEM(out, 0, rid)
+        i = 1
+    for off in range(0, words, 4):
+        item = PyBytes_FromStringAndSize(<const char*>p + start + off, 4)
+        Py_INCREF(item)
+        PyTuple_SET_ITEM(out, i, item)
+        i += 1
+    if delimiter:
+        Py_INCREF(EMPTY)
+        PyTuple_SET_ITEM(out, i, EMPTY)
+    return out
+
+
+cdef bint _matches(const uint8_t* p, Frame* frames, int count, tuple prefixes) except -1:
+    """``b"".join(frames[:count]).startswith(prefixes)``, without the join."""
+    cdef Py_ssize_t total = 0, n, done, take
+    cdef int i, f
+    cdef const uint8_t* want
+    for i in range(count):
+        total += frames[i].size
+    for prefix in prefixes:
+        n = PyBytes_GET_SIZE(prefix)
+        if n > total:
+            continue
+        want = <const uint8_t*>PyBytes_AS_STRING(prefix)
+        done = 0
+        f = 0
+        while done < n:
+            take = min(n - done, frames[f].size)
+            if take and memcmp(p + frames[f].start, want + done, take) != 0:
+                break
+            done += take
+            f += 1
+        else:
+            return True
+    return False
+
+
+cdef bint _valid_words(const uint8_t* p, Frame* frames, int n) noexcept:
+    """zmtp_to_sp_reply's check of a ZeroMQ server's envelope (before the delimiter): 4-byte
+    words, the top bit set on the last only."""
+    cdef int i
+    for i in range(n):
+        if frames[i].size != 4:
+            return False
+        if (p[frames[i].start] & 0x80) != (0x80 if i == n - 1 else 0):
+            return False
+    return True
+
+
+cdef int _framing(object codec) except -1:
+    """What the kernel writes and reads for a pipe with ``codec`` (0: nothing, its wire is the
+    reference's: CURVE's boxes, WebSocket, another prefix)."""
+    cdef type kind = type(codec)
+    if kind is ZmtpCodec:
+        if not codec.sealed:
+            return F_ZMTP
+        session = getattr(codec.security, "session", None)  # CURVE's (gateway.wire.zmtp_curve)
+        return F_CURVE if session is not None and session() is not None else 0
+    if kind is SpCodec:
+        prefix = codec.message_prefix
+        if not prefix:
+            return F_SP
+        return F_SP_IPC if prefix == b"\x01" else 0
+    return 0
+
+
+cdef Py_ssize_t _open(bytearray plain_buf, const uint8_t* p, Py_ssize_t pos, Py_ssize_t end,
+                      Py_ssize_t limit, Frame* frames, int* count, bytes key, bytes prefix,
+                      uint64_t* nonce) except -2:
+    """The end of the whole CURVE message at ``pos``, its MESSAGE boxes opened into
+    ``plain_buf`` (``frames``: offsets there) and ``nonce`` moved to the last one's; -1:
+    not one the kernel takes (incomplete, a command inside a box, a box that does not open,
+    a nonce that does not grow, the size limit: the reference's, which refuses or handles
+    it)."""
+    cdef Py_ssize_t flimit = limit + 64 + 1 + 32, start, used = 0, total = 0, clen
+    cdef uint64_t size, short
+    cdef uint8_t flags, inner
+    cdef int n = 0
+    cdef uint8_t full[24]
+    cdef uint8_t* plain
+    memcpy(full, PyBytes_AS_STRING(prefix), 16)
+    while True:
+        if end - pos < 2:
+            return -1
+        flags = p[pos]
+        if flags & 0xFC:
+            return -1
+        if flags & 0x02:
+            if end - pos < 9:
+                return -1
+            size = _be64(p + pos + 1)
+            start = pos + 9
+        else:
+            size = p[pos + 1]
+            start = pos + 2
+        if size > <uint64_t>flimit or size > <uint64_t>(end - start) or n == MAX_FRAMES:
+            return -1
+        if size < CURVE_OVERHEAD or memcmp(p + start, b"\x07MESSAGE", 8) != 0:
+            return -1
+        short = _be64(p + start + 8)
+        if short <= nonce[0]:
+            return -1
+        clen = <Py_ssize_t>size - 16
+        if PyByteArray_GET_SIZE(plain_buf) < used + clen:
+            PyByteArray_Resize(plain_buf, max(used + clen, 2 * PyByteArray_GET_SIZE(plain_buf)))
+        plain = <uint8_t*>PyByteArray_AS_STRING(plain_buf)
+        memcpy(full + 16, p + start + 8, 8)
+        if crypto_box_open_easy_afternm(plain + used, p + start + 16, clen, full,
+                                        <const uint8_t*>PyBytes_AS_STRING(key)) != 0:
+            return -1
+        inner = plain[used]
+        if inner & 0x02:  # a command inside the box (PING ...): the reference's
+            return -1
+        total += clen - 17
+        if total > limit:
+            return -1
+        frames[n].start = used + 1
+        frames[n].size = clen - 17
+        n += 1
+        used += clen - 16
+        nonce[0] = short
+        pos = start + <Py_ssize_t>size
+        if not inner & 0x01:
+            count[0] = n
+            return pos

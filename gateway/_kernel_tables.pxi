@@ -1,0 +1,322 @@
+# Included by gateway/_kernel.pyx (one compiled module): compiled twins of the token table
+# (gateway.envelope.TokenTable) and the in-flight table (gateway.device.inflight.InFlight).
+
+
+cdef class _Fifo:
+    """A growable ring of (key, seq) in insertion order; stale items are skipped by the reader
+    and compacted away once they outnumber the live ones."""
+
+    cdef uint64_t* keys
+    cdef uint64_t* seqs
+    cdef Py_ssize_t head, size, cap
+
+    def __cinit__(self) -> None:
+        self.cap = 64
+        self.keys = <uint64_t*>PyMem_Malloc(self.cap * sizeof(uint64_t))
+        self.seqs = <uint64_t*>PyMem_Malloc(self.cap * sizeof(uint64_t))
+        if self.keys == NULL or self.seqs == NULL:
+            raise MemoryError()
+        self.head = 0
+        self.size = 0
+
+    def __dealloc__(self) -> None:
+        PyMem_Free(self.keys)
+        PyMem_Free(self.seqs)
+
+    cdef int push(self, uint64_t key, uint64_t seq) except -1:
+        cdef Py_ssize_t i, n, j
+        cdef uint64_t* nk
+        cdef uint64_t* ns
+        if self.size == self.cap:  # grow: unroll the ring into twice the room
+            n = self.cap * 2
+            nk = <uint64_t*>PyMem_Malloc(n * sizeof(uint64_t))
+            ns = <uint64_t*>PyMem_Malloc(n * sizeof(uint64_t))
+            if nk == NULL or ns == NULL:
+                PyMem_Free(nk)
+                PyMem_Free(ns)
+                raise MemoryError()
+            for i in range(self.size):
+                j = (self.head + i) % self.cap
+                nk[i] = self.keys[j]
+                ns[i] = self.seqs[j]
+            PyMem_Free(self.keys)
+            PyMem_Free(self.seqs)
+            self.keys, self.seqs, self.cap, self.head = nk, ns, n, 0
+        i = (self.head + self.size) % self.cap
+        self.keys[i] = key
+        self.seqs[i] = seq
+        self.size += 1
+        return 0
+
+    cdef inline void pop(self) noexcept:
+        self.head = (self.head + 1) % self.cap
+        self.size -= 1
+
+    cdef inline uint64_t key_at(self, Py_ssize_t i) noexcept:
+        return self.keys[(self.head + i) % self.cap]
+
+    cdef inline uint64_t seq_at(self, Py_ssize_t i) noexcept:
+        return self.seqs[(self.head + i) % self.cap]
+
+    cdef void keep(self, Py_ssize_t i, Py_ssize_t at) noexcept:
+        """Move item ``i`` to position ``at`` (``at <= i``): compaction in place."""
+        cdef Py_ssize_t a = (self.head + at) % self.cap, b = (self.head + i) % self.cap
+        self.keys[a] = self.keys[b]
+        self.seqs[a] = self.seqs[b]
+
+
+cdef class TokenTable:
+    """:class:`gateway.envelope.TokenTable`, compiled: token -> (ZeroMQ hops, deadline), the
+    same tokens in the same order, the same expiry and the same errors."""
+
+    cdef readonly Py_ssize_t max_entries
+    cdef readonly double ttl
+    cdef public Py_ssize_t expired_total
+    cdef dict _entries  # token -> (hops, deadline, seq)
+    cdef uint32_t _counter
+    cdef uint64_t _seq
+    cdef _Fifo _order
+
+    def __init__(self, max_entries: int = 100_000, ttl: float = 60.0, *,
+                 start: int | None = None) -> None:
+        if not 1 <= max_entries <= COUNTER_MASK:
+            raise ValueError(f"max_entries must be in 1..{COUNTER_MASK}, not {max_entries}")
+        if not ttl > 0:
+            raise ValueError(f"ttl must be > 0, not {ttl}")
+        import random
+
+        self.max_entries = max_entries
+        self.ttl = float(ttl)
+        self.expired_total = 0
+        self._entries = {}
+        self._counter = (random.getrandbits(31) if start is None else start) & COUNTER_MASK
+        self._seq = 0
+        self._order = _Fifo()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __contains__(self, token: object) -> bool:
+        return token in self._entries
+
+    cdef inline bint full(self):
+        return len(self._entries) >= self.max_entries
+
+    def mint(self, hops: tuple, now: float) -> bytes:
+        """Park ``hops`` until ``now + ttl``; return the new 4-byte token (top bit set)."""
+        if len(self._entries) >= self.max_entries:
+            self.expire(now)
+            if len(self._entries) >= self.max_entries:
+                raise TableFull(f"{len(self._entries)} pending requests")
+        return self.c_mint(hops, now)
+
+    cdef bytes c_mint(self, tuple hops, double now):
+        """mint, the table known not full."""
+        cdef uint32_t c = self._counter
+        cdef bytes token = _token(c)
+        while token in self._entries:  # terminates: fewer than 2**31 entries
+            c = (c + 1) & COUNTER_MASK
+            token = _token(c)
+        self._counter = (c + 1) & COUNTER_MASK
+        self._seq += 1
+        self._entries[token] = (hops, now + self.ttl, self._seq)
+        self._order.push(c, self._seq)
+        self._compact()
+        return token
+
+    def pop(self, token: bytes, now: float) -> tuple:
+        """Remove and return the hops parked under ``token``; :class:`UnknownToken` if none."""
+        entry = self._entries.pop(token, None)
+        if entry is None:
+            raise UnknownToken("unknown-token", f"token {token!r}")
+        if entry[1] <= now:
+            self.expired_total += 1
+            raise UnknownToken("expired-token", f"token {token!r}")
+        return entry[0]
+
+    cdef object c_take(self, bytes token, double now):
+        """The hops under ``token`` if it is there and not expired (removed), else None and
+        nothing changes (the reference then counts what is wrong)."""
+        cdef PyObject* entry = PyDict_GetItem(self._entries, token)
+        if entry == NULL or (<tuple><object>entry)[1] <= now:
+            return None
+        hops = (<tuple><object>entry)[0]
+        del self._entries[token]
+        return hops
+
+    def discard(self, token: bytes) -> None:
+        """Forget ``token`` (its request was counted lost some other way)."""
+        self._entries.pop(token, None)
+
+    def expire(self, now: float) -> int:
+        """Drop every entry whose deadline is ``<= now``; return how many were dropped."""
+        cdef Py_ssize_t n = 0
+        cdef _Fifo order = self._order
+        cdef PyObject* entry
+        cdef bytes token
+        while order.size:
+            token = _token(<uint32_t>order.key_at(0))
+            entry = PyDict_GetItem(self._entries, token)
+            if entry == NULL or (<tuple><object>entry)[2] != order.seq_at(0):
+                order.pop()  # answered or discarded already
+                continue
+            if (<tuple><object>entry)[1] > now:
+                break
+            del self._entries[token]
+            order.pop()
+            n += 1
+        self.expired_total += n
+        return n
+
+    cdef void _compact(self) noexcept:
+        cdef _Fifo order = self._order
+        cdef Py_ssize_t i, at = 0
+        cdef PyObject* entry
+        if order.size < 2 * len(self._entries) + 64:
+            return
+        for i in range(order.size):
+            entry = PyDict_GetItem(self._entries, _token(<uint32_t>order.key_at(i)))
+            if entry != NULL and (<tuple><object>entry)[2] == order.seq_at(i):
+                order.keep(i, at)
+                at += 1
+        order.size = at
+
+    def entries(self) -> list:
+        """``[(token, hops, deadline)]`` in insertion order (what tests compare)."""
+        live = [(_token(<uint32_t>self._order.key_at(i)), self._order.seq_at(i))
+                for i in range(self._order.size)]
+        return [(t, self._entries[t][0], self._entries[t][1]) for t, s in live
+                if t in self._entries and self._entries[t][2] == s]
+
+    def __repr__(self) -> str:
+        return f"TokenTable({len(self)}/{self.max_entries}, ttl={self.ttl})"
+
+
+cdef inline bytes _token(uint32_t c):
+    cdef uint32_t v = c | TOKEN_BIT
+    cdef char b[4]
+    b[0] = <char>((v >> 24) & 0xFF)
+    b[1] = <char>((v >> 16) & 0xFF)
+    b[2] = <char>((v >> 8) & 0xFF)
+    b[3] = <char>(v & 0xFF)
+    return PyBytes_FromStringAndSize(b, 4)
+
+
+cdef class InFlight:
+    """:class:`gateway.device.inflight.InFlight`, compiled: requests in flight by sequence
+    number (send order, which is deadline order) and by key; the same results."""
+
+    cdef readonly Py_ssize_t max_entries
+    cdef readonly double ttl
+    cdef dict _entries  # seq -> (key, pipe, deadline)
+    cdef dict _where  # key -> seq, or a list of seqs (oldest first)
+    cdef uint64_t _seq
+    cdef _Fifo _order
+
+    def __init__(self, max_entries: int = 100_000, ttl: float = 60.0) -> None:
+        self.max_entries = max_entries
+        self.ttl = ttl
+        self._entries = {}
+        self._where = {}
+        self._seq = 0
+        self._order = _Fifo()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def sent(self, key: tuple, pipe: bytes, now: float) -> list | None:
+        """Record a request sent on ``pipe``; return the keys evicted to stay bounded."""
+        evicted = None
+        if len(self._entries) >= self.max_entries:
+            evicted = [self._remove(self._oldest())]
+        self.c_sent(key, pipe, now)
+        return evicted
+
+    cdef void c_sent(self, tuple key, bytes pipe, double now) except *:
+        """sent, the table known not full."""
+        self._seq += 1
+        seq = self._seq
+        self._entries[seq] = (key, pipe, now + self.ttl)
+        cdef PyObject* where = PyDict_GetItem(self._where, key)
+        if where == NULL:
+            self._where[key] = seq
+        elif type(<object>where) is list:
+            (<list>where).append(seq)
+        else:
+            self._where[key] = [<object>where, seq]
+        self._order.push(0, self._seq)
+        if self._order.size >= 2 * len(self._entries) + 64:
+            self._compact()
+
+    def answered(self, key: tuple) -> bool:
+        """A reply came back with ``key``: the oldest request with that key is done."""
+        return self.c_answered(key)
+
+    cdef bint c_answered(self, tuple key) except -1:
+        cdef PyObject* where = PyDict_GetItem(self._where, key)
+        if where == NULL:
+            return False
+        if type(<object>where) is list:
+            seq = (<list>where).pop(0)
+            if not <list>where:
+                del self._where[key]
+        else:
+            seq = <object>where
+            del self._where[key]
+        del self._entries[seq]
+        return True
+
+    def lost(self, pipe: bytes) -> list:
+        """``pipe`` went away: every request waiting on it, once per request."""
+        gone = [seq for seq, entry in self._entries.items() if entry[1] == pipe]
+        gone.sort()
+        return [self._remove(seq) for seq in gone]
+
+    def expire(self, now: float) -> list:
+        """The requests whose deadline passed (send order is deadline order)."""
+        out = []
+        cdef _Fifo order = self._order
+        cdef PyObject* entry
+        while order.size:
+            seq = order.seq_at(0)
+            entry = PyDict_GetItem(self._entries, seq)
+            if entry == NULL:
+                order.pop()
+                continue
+            if (<tuple><object>entry)[2] > now:
+                break
+            out.append(self._remove(seq))
+        return out
+
+    def items(self) -> list:
+        """``[(key, pipe, deadline)]`` in send order (what tests compare)."""
+        return [self._entries[s] for s in sorted(self._entries)]
+
+    cdef object _oldest(self):
+        cdef _Fifo order = self._order
+        while order.size:
+            seq = order.seq_at(0)
+            if seq in self._entries:
+                return seq
+            order.pop()
+        raise KeyError("empty")
+
+    cdef tuple _remove(self, seq):
+        key, _, _ = self._entries.pop(seq)
+        where = self._where[key]
+        if type(where) is list:
+            (<list>where).remove(seq)
+            if not where:
+                del self._where[key]
+        else:
+            del self._where[key]
+        return key
+
+    cdef void _compact(self) noexcept:
+        cdef _Fifo order = self._order
+        cdef Py_ssize_t i, at = 0
+        for i in range(order.size):
+            if order.seq_at(i) in self._entries:
+                order.keep(i, at)
+                at += 1
+        order.size = at

@@ -1,0 +1,246 @@
+# Included by gateway/_kernel.pyx (one compiled module): what one read writes to one pipe.
+
+cdef inline bint _zmtp_framing(int framing) noexcept:
+    return framing == F_ZMTP or framing == F_CURVE
+
+
+cdef inline Py_ssize_t _zmtp_frame_size(Py_ssize_t size) noexcept nogil:
+    return size + (2 if size <= 255 else 9)
+
+
+cdef inline uint8_t* _zmtp_frame(uint8_t* at, const uint8_t* data, Py_ssize_t size,
+                                 bint more) noexcept nogil:
+    if size <= 255:
+        at[0] = 1 if more else 0
+        at[1] = <uint8_t>size
+        at += 2
+    else:
+        at[0] = 3 if more else 2
+        _put64(at + 1, <uint64_t>size)
+        at += 9
+    if size:
+        memcpy(at, data, size)
+    return at + size
+
+
+cdef class _Out:
+    """What one read writes to one pipe: its encoded messages, in order (CURVE: plain frames,
+    sealed at the end of the read)."""
+    cdef object pipe
+    cdef bytearray data
+    cdef Py_ssize_t size  # bytes in data
+    cdef Py_ssize_t wire  # the same on the pipe's wire (CURVE: sealed)
+    cdef Py_ssize_t room  # bytes the pipe's batch may still take (see Writes.write_frames)
+    cdef int framing
+    # CURVE: the mechanism, its precomputed key, our nonce prefix and next short nonce
+    cdef object mech
+    cdef bytes precom, prefix
+    cdef uint64_t nonce
+
+    cdef uint8_t* grow(self, Py_ssize_t n, Py_ssize_t wire) except NULL:
+        cdef Py_ssize_t have = PyByteArray_GET_SIZE(self.data)
+        if self.size + n > have:
+            PyByteArray_Resize(self.data, max(self.size + n, 2 * have, 256))
+        cdef uint8_t* at = <uint8_t*>PyByteArray_AS_STRING(self.data) + self.size
+        self.size += n
+        self.wire += wire
+        return at
+
+    cdef inline Py_ssize_t fsize(self, Py_ssize_t size) noexcept:
+        """A ZMTP frame of ``size`` bytes on this pipe's wire (CURVE: its MESSAGE box)."""
+        if self.framing == F_CURVE:
+            size += CURVE_OVERHEAD
+        return size + (2 if size <= 255 else 9)
+
+    # -- encoders (each checks the mark first; False: nothing written) ----------------------------
+    cdef inline bint fits(self, Py_ssize_t n) noexcept:
+        """The pipe's batch takes ``n`` more bytes (on its wire) without reaching its mark
+        (past it, the reference flushes, which may change what is writable: its business)."""
+        return self.wire + n < self.room
+
+    cdef bint sp_token(self, bytes token, const uint8_t* body,
+                        Py_ssize_t size) except -1:
+        """zmtp -> sp request: [token][body] as one SP message."""
+        cdef int ipc = self.framing == F_SP_IPC
+        if not self.fits(ipc + 8 + 4 + size):
+            return False
+        cdef uint8_t* at = self.grow(ipc + 8 + 4 + size, ipc + 8 + 4 + size)
+        if ipc:
+            at[0] = 1
+            at += 1
+        _put64(at, <uint64_t>(4 + size))
+        memcpy(at + 8, PyBytes_AS_STRING(token), 4)
+        if size:
+            memcpy(at + 12, body, size)
+        return True
+
+    cdef bint zmtp_frames(self, bytes rid, const uint8_t* p, Frame* frames,
+                          int first, int count) except -1:
+        """ZMTP frames: ``rid`` (if any), then ``frames[first:count]`` of the read."""
+        cdef Py_ssize_t need = 0, wneed = 0
+        cdef int i
+        if rid is not None:
+            need += _zmtp_frame_size(len(rid))
+            wneed += self.fsize(len(rid))
+        for i in range(first, count):
+            need += _zmtp_frame_size(frames[i].size)
+            wneed += self.fsize(frames[i].size)
+        if count - first + (rid is not None) == 0 or not self.fits(wneed):
+            return False
+        cdef uint8_t* at = self.grow(need, wneed)
+        if rid is not None:
+            at = _zmtp_frame(at, <const uint8_t*>PyBytes_AS_STRING(rid), len(rid),
+                             count > first)
+        for i in range(first, count):
+            at = _zmtp_frame(at, p + frames[i].start, frames[i].size, i < count - 1)
+        return True
+
+    cdef bint zmtp_parked(self, tuple parked, const uint8_t* p, Frame payload,
+                           Py_ssize_t words) except -1:
+        """zmtp -> sp reply: the parked hops but the first (the front's routing id), then the
+        SP body after the token."""
+        cdef Py_ssize_t need = 0, wneed = 0, n = PyTuple_GET_SIZE(parked)
+        cdef Py_ssize_t size = payload.size - words, i
+        for i in range(1, n):
+            need += _zmtp_frame_size(PyBytes_GET_SIZE(parked[i]))
+            wneed += self.fsize(PyBytes_GET_SIZE(parked[i]))
+        need += _zmtp_frame_size(size)
+        wneed += self.fsize(size)
+        if not self.fits(wneed):
+            return False
+        cdef uint8_t* at = self.grow(need, wneed)
+        for i in range(1, n):
+            hop = parked[i]
+            at = _zmtp_frame(at, <const uint8_t*>PyBytes_AS_STRING(hop),
+                             PyBytes_GET_SIZE(hop), True)
+        _zmtp_frame(at, p + payload.start + words, size, False)
+        return True
+
+    cdef bint sp_to_zmtp(self, bytes rid, const uint8_t* p, Frame payload,
+                          Py_ssize_t words) except -1:
+        """sp -> zmtp request: the SP pipe id, each backtrace word, "", the body."""
+        cdef Py_ssize_t body = payload.size - words, off
+        cdef Py_ssize_t need = 6 + 2 + _zmtp_frame_size(body) + words // 4 * 6
+        cdef Py_ssize_t wneed = (self.fsize(4) * (1 + words // 4) + self.fsize(0)
+                                 + self.fsize(body))
+        if not self.fits(wneed):
+            return False
+        cdef uint8_t* at = self.grow(need, wneed)
+        at = _zmtp_frame(at, <const uint8_t*>PyBytes_AS_STRING(rid), 4, True)
+        for off in range(0, words, 4):
+            at = _zmtp_frame(at, p + payload.start + off, 4, True)
+        at = _zmtp_frame(at, NULL, 0, True)
+        _zmtp_frame(at, p + payload.start + words, body, False)
+        return True
+
+    cdef bint sp_payload(self, const uint8_t* p, Frame* frames, int count) except -1:
+        """One SP message whose payload is the read's ``count`` frames, concatenated."""
+        cdef int ipc = self.framing == F_SP_IPC, i
+        cdef Py_ssize_t size = 0
+        for i in range(count):
+            size += frames[i].size
+        if not self.fits(ipc + 8 + size):
+            return False
+        cdef uint8_t* at = self.grow(ipc + 8 + size, ipc + 8 + size)
+        if ipc:
+            at[0] = 1
+            at += 1
+        _put64(at, <uint64_t>size)
+        at += 8
+        for i in range(count):
+            if frames[i].size:
+                memcpy(at, p + frames[i].start, frames[i].size)
+                at += frames[i].size
+        return True
+
+    cdef bint sp_forward(self, bytes rid, const uint8_t* p,
+                          Frame payload) except -1:
+        """sp -> sp request: the pipe id pushed in front of the payload."""
+        cdef int ipc = self.framing == F_SP_IPC
+        cdef Py_ssize_t need = ipc + 8 + 4 + payload.size
+        if not self.fits(need):
+            return False
+        cdef uint8_t* at = self.grow(need, need)
+        if ipc:
+            at[0] = 1
+            at += 1
+        _put64(at, <uint64_t>(4 + payload.size))
+        memcpy(at + 8, PyBytes_AS_STRING(rid), 4)
+        memcpy(at + 12, p + payload.start, payload.size)
+        return True
+
+    cdef bint sp_reply(self, const uint8_t* p, Frame payload) except -1:
+        """sp -> sp reply: the payload without its first word (the front's pipe id)."""
+        cdef int ipc = self.framing == F_SP_IPC
+        cdef Py_ssize_t size = payload.size - 4
+        if not self.fits(ipc + 8 + size):
+            return False
+        cdef uint8_t* at = self.grow(ipc + 8 + size, ipc + 8 + size)
+        if ipc:
+            at[0] = 1
+            at += 1
+        _put64(at, <uint64_t>size)
+        memcpy(at + 8, p + payload.start + 4, size)
+        return True
+
+    cdef bint zmtp_to_sp(self, const uint8_t* p, Frame* frames, int nhops,
+                          int count) except -1:
+        """sp -> zmtp reply: the words after the pipe id (not the delimiter), then the body,
+        as one SP message."""
+        cdef int ipc = self.framing == F_SP_IPC
+        cdef Py_ssize_t size = (nhops - 2) * 4 + frames[count - 1].size
+        if not self.fits(ipc + 8 + size):
+            return False
+        cdef uint8_t* at = self.grow(ipc + 8 + size, ipc + 8 + size)
+        cdef int i
+        if ipc:
+            at[0] = 1
+            at += 1
+        _put64(at, <uint64_t>size)
+        at += 8
+        for i in range(1, nhops - 1):
+            memcpy(at, p + frames[i].start, 4)
+            at += 4
+        memcpy(at, p + frames[count - 1].start, frames[count - 1].size)
+        return True
+
+
+cdef bytearray _seal(_Out out):
+    """``out``'s plain ZMTP frames as CURVE MESSAGE boxes (RFC 26), in order, each with the next
+    short nonce (what the reference's ``seal`` makes, frame by frame); the mechanism learns how
+    far its nonce went."""
+    cdef bytearray sealed = bytearray(out.wire)
+    cdef uint8_t* src = <uint8_t*>PyByteArray_AS_STRING(out.data)
+    cdef uint8_t* at = <uint8_t*>PyByteArray_AS_STRING(sealed)
+    cdef const uint8_t* key = <const uint8_t*>PyBytes_AS_STRING(out.precom)
+    cdef Py_ssize_t pos = 0, size, body
+    cdef uint8_t flags
+    cdef uint8_t full[24]
+    memcpy(full, PyBytes_AS_STRING(out.prefix), 16)
+    while pos < out.size:
+        flags = src[pos]
+        if flags & 0x02:
+            size = <Py_ssize_t>_be64(src + pos + 1)
+            pos += 9
+        else:
+            size = src[pos + 1]
+            pos += 2
+        body = CURVE_OVERHEAD + size
+        if body <= 255:
+            at[0] = 0
+            at[1] = <uint8_t>body
+            at += 2
+        else:
+            at[0] = 2
+            _put64(at + 1, <uint64_t>body)
+            at += 9
+        memcpy(at, b"\x07MESSAGE", 8)
+        _put64(at + 8, out.nonce)
+        memcpy(full + 16, at + 8, 8)
+        src[pos - 1] = flags & 0x01  # the byte before the payload: its flags, inside the box
+        crypto_box_easy_afternm(at + 16, src + pos - 1, size + 1, full, key)
+        at += 16 + 16 + 1 + size
+        out.nonce += 1
+        pos += size
+    out.mech.advance(out.nonce, out.mech.session()[4])
+    return sealed
