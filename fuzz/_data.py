@@ -26,18 +26,6 @@ T = TypeVar("T")
 #: that shows it with ``strict=True`` under ``xfail(strict=True)``: once the fix lands the
 #: test passes, xfail turns that into a failure, and the entry and the xfail go together.
 KNOWN: dict[str, str] = {
-    "secret-echo-loose": "issue 20 finding 10, what main's url.redact still shows: a secret "
-                         "after a ';' inside another setting's value (?curve_server=1;"
-                         "curve_secretkey=S, ?hwm=5;plain_password=S) or under a misspelt "
-                         "key (plainpassword=S), or in a URL with a '?' before its '://', is "
-                         "echoed in the ConfigError: only the values of the exact keys split "
-                         "on '&' after the first '?' are masked",
-    "secret-echo-z85-window": "issue 20 finding 14's fix against finding 10's, found by "
-                              "fuzz/config.py: main's URL parser takes the 40 characters after "
-                              "curve_serverkey= as the key when '&' or the end follows them, "
-                              "'&' and all; a secret there (?curve_serverkey=abc&plain_password"
-                              "=hhhh... with the window ending at the end) is part of the key's "
-                              "value: not refused as an inline secret, not masked, echoed",
     "curve-low-order": "found by fuzz/curve.py, not in issue 20's list: a WELCOME whose "
                        "server transient key S' is of low order (e.g. 32 zero bytes) makes "
                        "libsodium's crypto_box_beforenm fail in CurveClient._welcome, and "
