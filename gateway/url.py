@@ -15,7 +15,9 @@ which endpoint is :mod:`gateway.settings.checks`'s to say.
 Values are percent-decoded (``%2F``; a ``+`` stays a plus), except a CURVE key: Z85 text uses
 ``& = % + ? # / :`` itself, so the 40 characters after ``curve_serverkey=`` are taken as they
 are (``?curve_serverkey=rq:rM>}U?@Lns47E1%kR.o@n%FcmmsL/@{H8]yf7`` works as libzmq's docs
-write it); a key that was percent-encoded whole is decoded as any value. A URL in an error
+write it), unless they hold ``&name=`` with a known or secret-looking name (the next setting:
+``?curve_serverkey=abc&plain_password=...`` is two settings, the second refused); a key that was
+percent-encoded whole is decoded as any value. A URL in an error
 message never shows the value of a secret (an inline ``plain_password`` or
 ``curve_secretkey``, refused anyway, or any secret-looking key, wherever it stands): it shows
 ``***``.
@@ -23,6 +25,7 @@ message never shows the value of a secret (an inline ``plain_password`` or
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import unquote
@@ -88,6 +91,21 @@ def split_host_port(address: str) -> tuple[str, int]:
     return host, int(port)
 
 
+_PAIR_IN_KEY = re.compile(r"&([\w%.+\-]+)(?:=|%3[dD])")
+
+
+def _holds_a_pair(window: str) -> bool:
+    """True when a Z85 window holds ``&name=`` with ``name`` a key the URL knows or one that
+    looks like a secret's: that is the next setting, not 40 characters of a key (a key that
+    really holds one is written percent-encoded)."""
+    for match in _PAIR_IN_KEY.finditer(window):
+        name = unquote(match.group(1)).lower()
+        if (name == "backend" or name in schema.BY_NAME or name in schema.REFUSED
+                or schema.looks_secret(name)):
+            return True
+    return False
+
+
 def split_query(query: str) -> list[tuple[str, str]]:
     """``key=value&key=value`` -> pairs, percent-decoded (``+`` is a plus, not a space), a Z85
     key's 40 characters as written; ValueError when a part is not ``key=value``."""
@@ -102,7 +120,8 @@ def split_query(query: str) -> list[tuple[str, str]]:
         start = eq + 1
         if key.lower() in Z85_KEYS:
             stop = start + _Z85_LEN
-            if stop <= end and (stop == end or query[stop] == "&"):
+            if stop <= end and (stop == end or query[stop] == "&") and not _holds_a_pair(
+                    query[start:stop]):
                 pairs.append((key, query[start:stop]))
                 pos = stop + 1
                 continue

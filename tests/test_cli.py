@@ -311,6 +311,8 @@ def _gateway(*argv: str) -> subprocess.CompletedProcess[str]:
     "@zmq+tcp://127.0.0.1:0?hwm=5;plain_password=s3cr3T-0123456789ab",
     "@zmq+tcp://127.0.0.1:0?plainpassword=s3cr3T-0123456789ab",
     "@zmq?x=1://127.0.0.1:0?plain_password=s3cr3T-0123456789ab",
+    # secret-echo-z85-window: the secret inside the 40 characters after curve_serverkey=
+    ">zmq+tcp://127.0.0.1:1?curve_serverkey=abc&plain_password=s3cr3T-0123456789abcd",
 ])
 def test_a_secret_in_an_endpoint_never_reaches_stderr(front: str) -> None:
     r = _gateway("bridge", front, ">sp+tcp://127.0.0.1:1")
@@ -322,7 +324,8 @@ def test_a_secret_in_an_endpoint_never_reaches_stderr(front: str) -> None:
 def test_a_secret_in_a_config_never_reaches_stderr(tmp_path: Path) -> None:
     cfg = tmp_path / "g.toml"
     cfg.write_text('[[bridge]]\nname = "orders"\n'
-                   'front = "@zmq+tcp://127.0.0.1:0?plain_password=s3cr3T-0123456789abcd"\n'
+                   'front = "@zmq+tcp://127.0.0.1:0?curve_serverkey=abc&plain_password='
+                   's3cr3T-0123456789abcd"\n'
                    'back = ">sp+tcp://127.0.0.1:1"\n'
                    'back_options = {hwm = "5;curve_secret_key=s3cr3T-99", plainpassword = "s3cr3T-1"}\n')
     r = _gateway("check", str(cfg))

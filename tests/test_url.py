@@ -307,3 +307,29 @@ def test_redact_masks_loosely_and_keeps_the_rest() -> None:
     # the files and public keys stay readable
     kept = "zmq+tcp://h:1?plain_password_file=/etc/pw&curve_serverkey=abc&plain_passwords=/p"
     assert redact(kept) == kept
+
+
+@pytest.mark.parametrize("url", [
+    "zmq+tcp://127.0.0.1:5555?curve_serverkey=abc&plain_password=s3cr3T-0123456789abcd",
+    "zmq+tcp://127.0.0.1:5555?curve_serverkey=abcdefghij&curve_secretkey=s3cr3T-012345",
+    "zmq+tcp://127.0.0.1:5555?curve_serverkey=abc&plainpwd=s3cr3T-0123456789abcdefgh",
+])
+def test_a_secret_inside_a_z85_window_is_refused_and_masked(url: str) -> None:
+    """Finding 14 against 10 (fuzz: secret-echo-z85-window): 40 characters after
+    curve_serverkey= that hold '&name=' are two settings, not a key."""
+    from gateway.url import split_query
+
+    query = url.partition("?")[2]
+    assert [k for k, _ in split_query(query)][0] == "curve_serverkey"
+    assert len(split_query(query)) == 2
+    assert split_query(query)[0][1] != query.partition("=")[2]
+    with pytest.raises(ConfigError) as info:
+        parse(url)
+    text = str(info.value)
+    assert "s3cr3T" not in text and "curve_serverkey" in text, text
+
+
+def test_a_z85_key_with_an_unknown_name_after_its_ampersand_stays_a_key() -> None:
+    key = "abcdefghijklmnopqrstuvwxyz&abc=ABCDEFGHI"
+    assert len(key) == 40
+    assert parse(f">zmq+tcp://h:1?curve_serverkey={key}").settings == {"curve_serverkey": key}
