@@ -26,10 +26,6 @@ T = TypeVar("T")
 #: that shows it with ``strict=True`` under ``xfail(strict=True)``: once the fix lands the
 #: test passes, xfail turns that into a failure, and the entry and the xfail go together.
 KNOWN: dict[str, str] = {
-    "curve-low-order": "found by fuzz/curve.py, not in issue 20's list: a WELCOME whose "
-                       "server transient key S' is of low order (e.g. 32 zero bytes) makes "
-                       "libsodium's crypto_box_beforenm fail in CurveClient._welcome, and "
-                       "nacl.exceptions.RuntimeError (no ProtocolError) leaves the codec",
     "ws-non-ascii-header": "found by fuzz/ws.py, not in issue 20's list: a byte >= 0x80 in "
                            "an upgrade request's Sec-WebSocket-Protocol or Host header makes "
                            "wsproto raise UnicodeDecodeError (ascii, idna), which "

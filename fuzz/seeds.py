@@ -327,9 +327,6 @@ def ws_sessions() -> dict[str, bytes]:
 def known_inputs() -> dict[str, tuple[str, bytes]]:
     """One input per known finding (``fuzz._data.KNOWN``): ``(harness, input)``."""
     return {
-        "curve-low-order": ("curve", curve_h.encode_input(
-            target=1, kind=0, steps=Writer().byte(0).byte(1).raw(b"n" * 16).raw(bytes(32))
-            .raw(b"c" * 96).bytes())),
         "config-name-too-long": ("config", config_h.encode_input(2, (
             '[[bridge]]\nfront = "@zmq+tcp://127.0.0.1:5555?curve_server=1&curve_cert='
             + "a" * 300 + '"\nback = ">sp+tcp://127.0.0.1:6000"\n').encode())),
@@ -359,6 +356,9 @@ def fixed_inputs() -> dict[str, tuple[str, bytes]]:
                b"&plainpassword=s3cr3T-abcdef0123&curve_secret_key=s3cr3T-9876543210")),
         "secret-echo-loose-scheme": ("config", config_h.encode_input(
             0, b"zmq?x=1://127.0.0.1:5555?plain_password=s3cr3T-0123456789ab")),
+        "curve-low-order": ("curve", curve_h.encode_input(
+            target=1, kind=0, steps=Writer().byte(0).byte(1).raw(b"n" * 16).raw(bytes(32))
+            .raw(b"c" * 96).bytes())),
     }
 
 
