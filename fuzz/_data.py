@@ -26,13 +26,6 @@ T = TypeVar("T")
 #: that shows it with ``strict=True`` under ``xfail(strict=True)``: once the fix lands the
 #: test passes, xfail turns that into a failure, and the entry and the xfail go together.
 KNOWN: dict[str, str] = {
-    "ws-non-ascii-header": "found by fuzz/ws.py, not in issue 20's list: a byte >= 0x80 in "
-                           "an upgrade request's Sec-WebSocket-Protocol or Host header makes "
-                           "wsproto raise UnicodeDecodeError (ascii, idna), which "
-                           "WsSpCodec.receive_data does not catch (it never raises, says the "
-                           "codec contract): asyncio logs 'Fatal error: protocol."
-                           "data_received() call failed' with a traceback for every such "
-                           "connection and the client gets no HTTP 400",
     "config-name-too-long": "found by fuzz/config.py, not in issue 20's list: curve_cert= a "
                             "name over 255 bytes makes files.load_cert's twin.exists() raise "
                             "OSError(ENAMETOOLONG), which security_of does not turn into a "
