@@ -25,13 +25,7 @@ T = TypeVar("T")
 #: (so a budget run can look for new ones); ``tests/test_fuzz_corpus.py`` replays the input
 #: that shows it with ``strict=True`` under ``xfail(strict=True)``: once the fix lands the
 #: test passes, xfail turns that into a failure, and the entry and the xfail go together.
-KNOWN: dict[str, str] = {
-    "config-name-too-long": "found by fuzz/config.py, not in issue 20's list: curve_cert= a "
-                            "name over 255 bytes makes files.load_cert's twin.exists() raise "
-                            "OSError(ENAMETOOLONG), which security_of does not turn into a "
-                            "ConfigError: the CLI prints a traceback and exits 1, not one "
-                            "line and exit 2",
-}
+KNOWN: dict[str, str] = {}
 
 #: known findings a non-strict run saw, by id (the runner prints them at the end)
 SEEN: dict[str, int] = {}

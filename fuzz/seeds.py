@@ -327,9 +327,6 @@ def ws_sessions() -> dict[str, bytes]:
 def known_inputs() -> dict[str, tuple[str, bytes]]:
     """One input per known finding (``fuzz._data.KNOWN``): ``(harness, input)``."""
     return {
-        "config-name-too-long": ("config", config_h.encode_input(2, (
-            '[[bridge]]\nfront = "@zmq+tcp://127.0.0.1:5555?curve_server=1&curve_cert='
-            + "a" * 300 + '"\nback = ">sp+tcp://127.0.0.1:6000"\n').encode())),
     }
 
 
@@ -359,6 +356,9 @@ def fixed_inputs() -> dict[str, tuple[str, bytes]]:
                 b"GET / HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
                 b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n"
                 b"Sec-WebSocket-Protocol: \x80\r\n\r\n"))),
+        "config-name-too-long": ("config", config_h.encode_input(2, (
+            '[[bridge]]\nfront = "@zmq+tcp://127.0.0.1:5555?curve_server=1&curve_cert='
+            + "a" * 300 + '"\nback = ">sp+tcp://127.0.0.1:6000"\n').encode())),
     }
 
 

@@ -335,3 +335,32 @@ def test_a_secret_in_a_config_never_reaches_stderr(tmp_path: Path) -> None:
     assert any("bridge 'orders' front: bad value for plain_password" in line for line in lines)
     assert any("bridge 'orders' back_options: unknown option 'plainpassword'" in line
                for line in lines), r.stderr
+
+
+def test_a_file_name_the_system_refuses_is_a_config_error(tmp_path: Path) -> None:
+    """fuzz: config-name-too-long: every file setting's mistake at once, naming the bridge,
+    the setting and the file: exit 2, no traceback."""
+    loop = tmp_path / "loop"
+    loop.symlink_to(loop)
+    long = str(tmp_path / ("a" * 300))
+    cfg = tmp_path / "g.toml"
+    cfg.write_text(f'[[bridge]]\nname = "orders"\n'
+                   f'front = "@zmq+tcp://127.0.0.1:0?curve_server=1&curve_cert={long}'
+                   f'&curve_allow={loop}"\n'
+                   f'back = ">sp+tls+tcp://127.0.0.1:1?tls_ca={long}"\n'
+                   f'[[bridge]]\nname = "users"\n'
+                   f'front = "@zmq+tcp://127.0.0.1:0?plain_server=1&plain_passwords={tmp_path}"\n'
+                   f'back = ">sp+tcp://127.0.0.1:2"\n')
+    r = _gateway("check", str(cfg))
+    assert r.returncode == 2, r.stderr
+    assert "Traceback" not in r.stderr, r.stderr
+    lines = r.stderr.splitlines()
+    assert len(lines) == 4, r.stderr
+    assert all(line.startswith("gateway: error: ") for line in lines)
+    text = r.stderr
+    assert "bridge 'orders' front: curve_cert: cannot read certificate " in text
+    assert f"({len(long)} characters): File name too long" in text
+    assert f"bridge 'orders' front: curve_allow: cannot read {str(loop)!r}" in text
+    assert "bridge 'orders' back: tls_ca: a readable file" in text
+    assert (f"bridge 'users' front: plain_passwords: cannot read password file "
+            f"{str(tmp_path)!r}: Is a directory") in text
