@@ -246,15 +246,16 @@ def mask(text: str) -> str:
         start = match.end()
         window = text[start:start + 40]
         after = start + 40 if len(window) == 40 and set(window) <= _Z85_CHARS else start
-        stop = _NEXT_PAIR.search(text, after)
-        spans.append((start, stop.start() if stop else len(text)))
+        following = _NEXT_PAIR.search(text, after)
+        spans.append((start, following.start() if following else len(text)))
     if not spans:
         return text
-    out, pos = [], 0
-    for start, stop in sorted(spans):
+    out: list[str] = []
+    pos = 0
+    for start, end in sorted(spans):
         if start >= pos:  # (a span inside or across a masked one only widens it)
             out.append(text[pos:start] + "***")
-        pos = max(pos, stop)
+        pos = max(pos, end)
     return "".join(out) + text[pos:]
 
 
