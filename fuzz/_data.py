@@ -25,36 +25,7 @@ T = TypeVar("T")
 #: (so a budget run can look for new ones); ``tests/test_fuzz_corpus.py`` replays the input
 #: that shows it with ``strict=True`` under ``xfail(strict=True)``: once the fix lands the
 #: test passes, xfail turns that into a failure, and the entry and the xfail go together.
-KNOWN: dict[str, str] = {
-    "secret-echo-loose": "issue 20 finding 10, what main's url.redact still shows: a secret "
-                         "after a ';' inside another setting's value (?curve_server=1;"
-                         "curve_secretkey=S, ?hwm=5;plain_password=S) or under a misspelt "
-                         "key (plainpassword=S), or in a URL with a '?' before its '://', is "
-                         "echoed in the ConfigError: only the values of the exact keys split "
-                         "on '&' after the first '?' are masked",
-    "secret-echo-z85-window": "issue 20 finding 14's fix against finding 10's, found by "
-                              "fuzz/config.py: main's URL parser takes the 40 characters after "
-                              "curve_serverkey= as the key when '&' or the end follows them, "
-                              "'&' and all; a secret there (?curve_serverkey=abc&plain_password"
-                              "=hhhh... with the window ending at the end) is part of the key's "
-                              "value: not refused as an inline secret, not masked, echoed",
-    "curve-low-order": "found by fuzz/curve.py, not in issue 20's list: a WELCOME whose "
-                       "server transient key S' is of low order (e.g. 32 zero bytes) makes "
-                       "libsodium's crypto_box_beforenm fail in CurveClient._welcome, and "
-                       "nacl.exceptions.RuntimeError (no ProtocolError) leaves the codec",
-    "ws-non-ascii-header": "found by fuzz/ws.py, not in issue 20's list: a byte >= 0x80 in "
-                           "an upgrade request's Sec-WebSocket-Protocol or Host header makes "
-                           "wsproto raise UnicodeDecodeError (ascii, idna), which "
-                           "WsSpCodec.receive_data does not catch (it never raises, says the "
-                           "codec contract): asyncio logs 'Fatal error: protocol."
-                           "data_received() call failed' with a traceback for every such "
-                           "connection and the client gets no HTTP 400",
-    "config-name-too-long": "found by fuzz/config.py, not in issue 20's list: curve_cert= a "
-                            "name over 255 bytes makes files.load_cert's twin.exists() raise "
-                            "OSError(ENAMETOOLONG), which security_of does not turn into a "
-                            "ConfigError: the CLI prints a traceback and exits 1, not one "
-                            "line and exit 2",
-}
+KNOWN: dict[str, str] = {}
 
 #: known findings a non-strict run saw, by id (the runner prints them at the end)
 SEEN: dict[str, int] = {}

@@ -325,35 +325,40 @@ def ws_sessions() -> dict[str, bytes]:
 
 
 def known_inputs() -> dict[str, tuple[str, bytes]]:
-    """One input per known finding (``fuzz._data.KNOWN``): ``(harness, input)``."""
-    return {
-        "secret-echo-loose": ("config", config_h.encode_input(
-            0, b"zmq+tcp://127.0.0.1:5555?curve_server=1;curve_secretkey=s3cr3T-0123456789ab")),
-        "secret-echo-z85-window": ("config", config_h.encode_input(
-            0, b"zmq+tcp://127.0.0.1:5555?curve_serverkey=abc&plain_password=s3cr3T-0123456789abcd")),
-        "curve-low-order": ("curve", curve_h.encode_input(
-            target=1, kind=0, steps=Writer().byte(0).byte(1).raw(b"n" * 16).raw(bytes(32))
-            .raw(b"c" * 96).bytes())),
-        "config-name-too-long": ("config", config_h.encode_input(2, (
-            '[[bridge]]\nfront = "@zmq+tcp://127.0.0.1:5555?curve_server=1&curve_cert='
-            + "a" * 300 + '"\nback = ">sp+tcp://127.0.0.1:6000"\n').encode())),
-        "ws-non-ascii-header": ("ws", ws_h.encode_input(
-            role=0, proto=ws_h.KINDS.index("REP"), rest=(
-                b"GET / HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-                b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n"
-                b"Sec-WebSocket-Protocol: \x80\r\n\r\n"))),
-    }
+    """One input per known finding (``fuzz._data.KNOWN``): ``(harness, input)``; none open
+    today (the fixed ones are :func:`fixed_inputs`)."""
+    return {}
 
 
 def fixed_inputs() -> dict[str, tuple[str, bytes]]:
-    """One input per finding that was known and is fixed (issue 20, findings 10 and 14), kept
-    as ``regression-<id>``: its check now fails every run."""
+    """One input per finding that was known and is fixed (issue 20, findings 10 and 14, then
+    what the harnesses found), kept as ``regression-<id>``: its check now fails every run."""
     z85_key = next(k for k in (bytes([i]) * 32 for i in range(256))
                    if set(z85.encode(k)) & set("%+&"))
     return {
         "secret-echo": ("config", config_h.encode_input(
             0, b"zmq+tcp://127.0.0.1:5555?plain_password=s3cr3T-0123456789ab")),
         "z85-in-url": ("config", config_h.encode_input(4, b"\x01" + z85_key + b"\x00" * 8)),
+        "secret-echo-loose": ("config", config_h.encode_input(
+            0, b"zmq+tcp://127.0.0.1:5555?curve_server=1;curve_secretkey=s3cr3T-0123456789ab")),
+        "secret-echo-z85-window": ("config", config_h.encode_input(
+            0, b"zmq+tcp://127.0.0.1:5555?curve_serverkey=abc&plain_password=s3cr3T-0123456789abcd")),
+        "secret-echo-loose-misspelt": ("config", config_h.encode_input(
+            0, b"zmq+tcp://127.0.0.1:5555?hwm=5;plain_password=s3cr3T-0123456789ab"
+               b"&plainpassword=s3cr3T-abcdef0123&curve_secret_key=s3cr3T-9876543210")),
+        "secret-echo-loose-scheme": ("config", config_h.encode_input(
+            0, b"zmq?x=1://127.0.0.1:5555?plain_password=s3cr3T-0123456789ab")),
+        "curve-low-order": ("curve", curve_h.encode_input(
+            target=1, kind=0, steps=Writer().byte(0).byte(1).raw(b"n" * 16).raw(bytes(32))
+            .raw(b"c" * 96).bytes())),
+        "ws-non-ascii-header": ("ws", ws_h.encode_input(
+            role=0, proto=ws_h.KINDS.index("REP"), rest=(
+                b"GET / HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n"
+                b"Sec-WebSocket-Protocol: \x80\r\n\r\n"))),
+        "config-name-too-long": ("config", config_h.encode_input(2, (
+            '[[bridge]]\nfront = "@zmq+tcp://127.0.0.1:5555?curve_server=1&curve_cert='
+            + "a" * 300 + '"\nback = ">sp+tcp://127.0.0.1:6000"\n').encode())),
     }
 
 

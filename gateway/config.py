@@ -89,14 +89,14 @@ def _limits_checked(table: dict[str, Any], base: Limits | None,
     known = set(values)
     for key, value in table.items():
         if key not in known:
-            errors.append(f"unknown limit {key!r} (known: {', '.join(sorted(known))})")
+            errors.append(f"unknown limit {schema.quoted(key)} (known: {', '.join(sorted(known))})")
             continue
         if (not isinstance(value, int | float) or isinstance(value, bool)
                 or not math.isfinite(value) or value < 0 or (value == 0 and key != "backlog")):
-            errors.append(f"limit {key} must be a positive number, not {value!r}")
+            errors.append(f"limit {key} must be a positive number, not {schema.quoted(value)}")
             continue
         if isinstance(values[key], int) and value != int(value):
-            errors.append(f"limit {key} must be a whole number, not {value!r}")
+            errors.append(f"limit {key} must be a whole number, not {schema.quoted(value)}")
             continue
         values[key] = type(values[key])(value)
     limits = Limits(**values)
@@ -152,7 +152,7 @@ def from_dict(data: dict[str, Any], source: str = "config") -> Config:
     def table(key: str) -> dict[str, Any]:
         value = data.get(key, {})
         if not isinstance(value, dict):
-            err(f"[{key}]", f"must be a table, not {value!r}")
+            err(f"[{key}]", f"must be a table, not {schema.quoted(value)}")
             return {}
         return value
 
@@ -178,13 +178,13 @@ def from_dict(data: dict[str, Any], source: str = "config") -> Config:
             err(f"bridge #{i + 1}", "must be a table")
             continue
         name = entry.get("name", f"bridge{i + 1}")
-        where = f"bridge {name!r}" if isinstance(name, str) else f"bridge #{i + 1}"
+        where = f"bridge {schema.quoted(name)}" if isinstance(name, str) else f"bridge #{i + 1}"
         for key in sorted(set(entry) - set(_BRIDGE_KEYS) - set(_BRIDGE_TABLES)):
             err(f"{where} {key}", f"unknown key (known: {', '.join(_BRIDGE_KEYS + _BRIDGE_TABLES)})")
         ok = True
         for key in _BRIDGE_KEYS:
             if key in entry and not isinstance(entry[key], str):
-                err(f"{where} {key}", f"must be a string, not {entry[key]!r}")
+                err(f"{where} {key}", f"must be a string, not {schema.quoted(entry[key])}")
                 ok = False
         tables: dict[str, tuple[tuple[str, Any], ...]] = {}
         for key in ("front", "back"):
@@ -202,7 +202,7 @@ def from_dict(data: dict[str, Any], source: str = "config") -> Config:
             table_key = f"{key}_options"
             value = entry.get(table_key, {})
             if not isinstance(value, dict):
-                err(f"{where} {table_key}", f"must be a table of settings, not {value!r}")
+                err(f"{where} {table_key}", f"must be a table of settings, not {schema.quoted(value)}")
                 ok = False
                 continue
             bad: list[str] = []
@@ -217,7 +217,7 @@ def from_dict(data: dict[str, Any], source: str = "config") -> Config:
             tables[key] = tuple(sorted(read.items()))  # the good ones: checked further
         forwarder = entry.get("forwarder", "auto")
         if forwarder not in ("auto", "proxy"):
-            err(f"{where} forwarder", f"must be auto or proxy, not {forwarder!r}")
+            err(f"{where} forwarder", f"must be auto or proxy, not {schema.quoted(forwarder)}")
             ok = False
         if isinstance(name, str):
             if name in seen:

@@ -19,7 +19,7 @@ import hmac
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from gateway.errors import ConfigError
 from gateway.logging import Throttle, get_logger
@@ -30,6 +30,8 @@ from gateway.wire import z85
 from gateway.wire.zmtp_curve import CurveClient, CurveServer
 from gateway.wire.zmtp_mechanism import Authenticate, AuthResult, Mechanism
 from gateway.wire.zmtp_plain import PlainClient, PlainServer
+
+T = TypeVar("T")
 
 log = get_logger("gateway.security")
 
@@ -88,30 +90,55 @@ def security_of(settings: Mapping[str, Any] | Any, family: str = "zmtp") -> Secu
     def g(name: str) -> Any:
         return given.get(name)
 
-    try:
-        if g("curve_cert"):
-            cert = files.load_cert(g("curve_cert"), secret=True)
-            assert cert.secret is not None
-            if g("curve_server"):
-                if g("curve_allow"):
-                    files.check_allow_directory(g("curve_allow"))
-                    files.allow_list(g("curve_allow")).keys()  # loaded now, not at a client
-                return Security("CURVE", True, cert.public, cert.secret,
+    def read(name: str, load: Callable[[], T]) -> T | None:
+        """What ``load`` reads from the file ``name`` names; its mistake kept, named."""
+        try:
+            return load()
+        except ValueError as exc:  # (files' errors name the file; OSErrors are turned)
+            text = str(exc)
+            errors.append(text if text.startswith(f"{name}:") else f"{name}: {text}")
+            return None
+
+    made: Security | None = None
+    if g("curve_cert"):
+        cert = read("curve_cert", lambda: files.load_cert(g("curve_cert"), secret=True))
+        if g("curve_server"):
+            if g("curve_allow"):
+                read("curve_allow", lambda: _allow_directory(g("curve_allow")))
+            if cert is not None and cert.secret is not None:
+                made = Security("CURVE", True, cert.public, cert.secret,
                                 curve_allow=g("curve_allow"))
-            server_key = (files.read_z85_key(g("curve_serverkey"), "curve_serverkey")
-                          if g("curve_serverkey") else files.load_cert(g("curve_server_cert")).public)
-            return Security("CURVE", False, cert.public, cert.secret, server_key)
-        if g("plain_server"):
-            if g("plain_passwords"):
-                files.read_passwords(g("plain_passwords"))
-            return Security("PLAIN", True, plain_passwords=g("plain_passwords"),
-                            plain_allow_any=bool(g("plain_allow_any")))
-        if g("plain_username") is not None:
-            return Security("PLAIN", False, username=g("plain_username"),
-                            password=files.read_secret_file(g("plain_password_file")))
-    except ValueError as exc:
-        raise ConfigError(str(exc)) from None
-    return None
+        else:
+            server_key = (read("curve_serverkey", lambda: files.read_z85_key(
+                              g("curve_serverkey"), "curve_serverkey"))
+                          if g("curve_serverkey") else
+                          read("curve_server_cert",
+                               lambda: files.load_cert(g("curve_server_cert")).public))
+            if cert is not None and cert.secret is not None and server_key is not None:
+                made = Security("CURVE", False, cert.public, cert.secret, server_key)
+    elif g("plain_server"):
+        if g("plain_passwords"):
+            read("plain_passwords", lambda: files.read_passwords(g("plain_passwords")))
+        made = Security("PLAIN", True, plain_passwords=g("plain_passwords"),
+                        plain_allow_any=bool(g("plain_allow_any")))
+    elif g("plain_username") is not None:
+        password = read("plain_password_file",
+                        lambda: files.read_secret_file(g("plain_password_file")))
+        if password is not None:
+            made = Security("PLAIN", False, username=g("plain_username"), password=password)
+    if errors:
+        raise ConfigError("\n".join(errors))
+    return made
+
+
+def _allow_directory(path: str) -> None:
+    """A ``curve_allow`` directory checked and its certificates loaded now (not at the first
+    client); ValueError when it cannot be listed (it would allow nobody)."""
+    files.check_allow_directory(path)
+    allowed = files.allow_list(path)
+    allowed.keys()
+    if allowed.error:
+        raise ValueError(allowed.error)
 
 
 # -- authentication ---------------------------------------------------------------------------------

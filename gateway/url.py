@@ -15,13 +15,17 @@ which endpoint is :mod:`gateway.settings.checks`'s to say.
 Values are percent-decoded (``%2F``; a ``+`` stays a plus), except a CURVE key: Z85 text uses
 ``& = % + ? # / :`` itself, so the 40 characters after ``curve_serverkey=`` are taken as they
 are (``?curve_serverkey=rq:rM>}U?@Lns47E1%kR.o@n%FcmmsL/@{H8]yf7`` works as libzmq's docs
-write it); a key that was percent-encoded whole is decoded as any value. A URL in an error
+write it), unless they hold ``&name=`` with a known or secret-looking name (the next setting:
+``?curve_serverkey=abc&plain_password=...`` is two settings, the second refused); a key that was
+percent-encoded whole is decoded as any value. A URL in an error
 message never shows the value of a secret (an inline ``plain_password`` or
-``curve_secretkey``, refused anyway): it shows ``***``.
+``curve_secretkey``, refused anyway, or any secret-looking key, wherever it stands): it shows
+``***``.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import unquote
@@ -78,13 +82,28 @@ class Endpoint:
 def split_host_port(address: str) -> tuple[str, int]:
     host, sep, port = address.rpartition(":")
     if not sep or not host:
-        raise ConfigError(f"tcp address {address!r} needs host:port")
+        raise ConfigError(f"tcp address {schema.quoted(address)} needs host:port")
     host = host.strip("[]")
     if port == "*":
         return host, 0
     if not port.isdigit() or int(port) > 65535:
-        raise ConfigError(f"bad port {port!r} in {address!r}")
+        raise ConfigError(f"bad port {schema.quoted(port)} in {schema.quoted(address)}")
     return host, int(port)
+
+
+_PAIR_IN_KEY = re.compile(r"&([\w%.+\-]+)(?:=|%3[dD])")
+
+
+def _holds_a_pair(window: str) -> bool:
+    """True when a Z85 window holds ``&name=`` with ``name`` a key the URL knows or one that
+    looks like a secret's: that is the next setting, not 40 characters of a key (a key that
+    really holds one is written percent-encoded)."""
+    for match in _PAIR_IN_KEY.finditer(window):
+        name = unquote(match.group(1)).lower()
+        if (name == "backend" or name in schema.BY_NAME or name in schema.REFUSED
+                or schema.looks_secret(name)):
+            return True
+    return False
 
 
 def split_query(query: str) -> list[tuple[str, str]]:
@@ -101,7 +120,8 @@ def split_query(query: str) -> list[tuple[str, str]]:
         start = eq + 1
         if key.lower() in Z85_KEYS:
             stop = start + _Z85_LEN
-            if stop <= end and (stop == end or query[stop] == "&"):
+            if stop <= end and (stop == end or query[stop] == "&") and not _holds_a_pair(
+                    query[start:stop]):
                 pairs.append((key, query[start:stop]))
                 pos = stop + 1
                 continue
@@ -114,20 +134,9 @@ def split_query(query: str) -> list[tuple[str, str]]:
 
 
 def redact(url: str) -> str:
-    """``url`` as an error message may show it: the value of every secret key is ``***``
-    (and a query that does not split is left out whole)."""
-    head, sep, query = url.partition("?")
-    if not sep:
-        return url
-    try:
-        pairs = split_query(query)
-    except ValueError:  # still masked, part by part
-        parts = [p.partition("=") for p in query.split("&")]
-        return head + "?" + "&".join(
-            f"{k}={'***' if unquote(k).lower() in SECRET_KEYS else v}" if eq else k
-            for k, eq, v in parts)
-    return head + "?" + "&".join(f"{k}={'***' if k.lower() in SECRET_KEYS else v}"
-                                 for k, v in pairs)
+    """``url`` as an error message may show it: the value after every secret-looking key is
+    ``***`` wherever it stands (:func:`gateway.settings.schema.mask`)."""
+    return schema.mask(url)
 
 
 def parse(url: str, *, transports: frozenset[str] | None = None) -> Endpoint:
@@ -144,20 +153,22 @@ def parse(url: str, *, transports: frozenset[str] | None = None) -> Endpoint:
         raise ConfigError(f"bad endpoint {shown!r}: expected wire+transport://address, e.g. zmq+tcp://127.0.0.1:5555")
     address, _, query = rest.partition("?")
     wire_name, plus, transport = scheme.lower().partition("+")
+    wire_shown, transport_shown = schema.quoted(wire_name), schema.quoted(transport)
+    hint = wire_name if schema.mask(wire_name) == wire_name else "tcp"  # (never a secret)
     if not plus:
         if wire_name == "inproc":
             wire_name, transport = "zmtp", "inproc"
         else:
-            raise ConfigError(f"bad endpoint {shown!r}: say which wire, e.g. zmq+{wire_name}:// or sp+{wire_name}://")
+            raise ConfigError(f"bad endpoint {shown!r}: say which wire, e.g. zmq+{hint}:// or sp+{hint}://")
     if not transport:
-        raise ConfigError(f"bad endpoint {shown!r}: missing transport, e.g. {wire_name}+tcp://")
+        raise ConfigError(f"bad endpoint {shown!r}: missing transport, e.g. {hint}+tcp://")
     wire = WIRE_ALIASES.get(wire_name)
     if wire is None:
-        raise ConfigError(f"unknown wire {wire_name!r} in {shown!r}: use zmq+ or sp+ (nng+, "
+        raise ConfigError(f"unknown wire {wire_shown} in {shown!r}: use zmq+ or sp+ (nng+, "
                           "nanomsg+), or any+ for a port that takes both")
     if transports is not None and transport not in transports:
         known = ", ".join(sorted(transports))
-        raise ConfigError(f"unknown transport {transport!r} in {shown!r} (loaded: {known})")
+        raise ConfigError(f"unknown transport {transport_shown} in {shown!r} (loaded: {known})")
     if not address:
         raise ConfigError(f"bad endpoint {shown!r}: missing address")
     if transport in ("tcp", "tls+tcp"):
@@ -173,7 +184,7 @@ def parse(url: str, *, transports: frozenset[str] | None = None) -> Endpoint:
         if key != "backend":
             pairs.append((key, value))
         elif not value or not set(value) <= _NAME:
-            raise ConfigError(f"bad backend {value!r} in {shown!r}: native, or an adapter's name")
+            raise ConfigError(f"bad backend {schema.quoted(value)} in {shown!r}: native, or an adapter's name")
         else:
             backend = value  # which adapters exist is the plugin registry's to say
     settings = schema.read(pairs, repr(shown)) if pairs else {}

@@ -293,3 +293,74 @@ def test_the_example_systemd_unit(tmp_path: Path) -> None:
     done = subprocess.run([analyze, "verify", str(local)], capture_output=True, text=True,
                           timeout=60)
     assert done.returncode == 0, done.stderr
+
+
+# ---------------------------------------------------------------------------------------------
+# issue 20: the findings of the fuzzing harnesses, through the real process
+
+
+def _gateway(*argv: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "gateway", *argv], cwd=REPO, text=True,
+                          capture_output=True, timeout=60,
+                          env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"})
+
+
+@pytest.mark.parametrize("front", [
+    # secret-echo-loose: behind a ';', under a misspelt key, a '?' before the '://'
+    "@zmq+tcp://127.0.0.1:0?curve_server=1;curve_secretkey=s3cr3T-0123456789ab",
+    "@zmq+tcp://127.0.0.1:0?hwm=5;plain_password=s3cr3T-0123456789ab",
+    "@zmq+tcp://127.0.0.1:0?plainpassword=s3cr3T-0123456789ab",
+    "@zmq?x=1://127.0.0.1:0?plain_password=s3cr3T-0123456789ab",
+    # secret-echo-z85-window: the secret inside the 40 characters after curve_serverkey=
+    ">zmq+tcp://127.0.0.1:1?curve_serverkey=abc&plain_password=s3cr3T-0123456789abcd",
+])
+def test_a_secret_in_an_endpoint_never_reaches_stderr(front: str) -> None:
+    r = _gateway("bridge", front, ">sp+tcp://127.0.0.1:1")
+    assert r.returncode == 2, r.stderr
+    assert "s3cr3T" not in r.stderr and "s3cr3T" not in r.stdout, r.stderr
+    assert "Traceback" not in r.stderr and r.stderr.startswith("gateway: error: "), r.stderr
+
+
+def test_a_secret_in_a_config_never_reaches_stderr(tmp_path: Path) -> None:
+    cfg = tmp_path / "g.toml"
+    cfg.write_text('[[bridge]]\nname = "orders"\n'
+                   'front = "@zmq+tcp://127.0.0.1:0?curve_serverkey=abc&plain_password='
+                   's3cr3T-0123456789abcd"\n'
+                   'back = ">sp+tcp://127.0.0.1:1"\n'
+                   'back_options = {hwm = "5;curve_secret_key=s3cr3T-99", plainpassword = "s3cr3T-1"}\n')
+    r = _gateway("check", str(cfg))
+    assert r.returncode == 2, r.stderr
+    assert "s3cr3T" not in r.stderr and "Traceback" not in r.stderr, r.stderr
+    lines = r.stderr.splitlines()
+    assert any("bridge 'orders' front: bad value for plain_password" in line for line in lines)
+    assert any("bridge 'orders' back_options: unknown option 'plainpassword'" in line
+               for line in lines), r.stderr
+
+
+def test_a_file_name_the_system_refuses_is_a_config_error(tmp_path: Path) -> None:
+    """fuzz: config-name-too-long: every file setting's mistake at once, naming the bridge,
+    the setting and the file: exit 2, no traceback."""
+    loop = tmp_path / "loop"
+    loop.symlink_to(loop)
+    long = str(tmp_path / ("a" * 300))
+    cfg = tmp_path / "g.toml"
+    cfg.write_text(f'[[bridge]]\nname = "orders"\n'
+                   f'front = "@zmq+tcp://127.0.0.1:0?curve_server=1&curve_cert={long}'
+                   f'&curve_allow={loop}"\n'
+                   f'back = ">sp+tls+tcp://127.0.0.1:1?tls_ca={long}"\n'
+                   f'[[bridge]]\nname = "users"\n'
+                   f'front = "@zmq+tcp://127.0.0.1:0?plain_server=1&plain_passwords={tmp_path}"\n'
+                   f'back = ">sp+tcp://127.0.0.1:2"\n')
+    r = _gateway("check", str(cfg))
+    assert r.returncode == 2, r.stderr
+    assert "Traceback" not in r.stderr, r.stderr
+    lines = r.stderr.splitlines()
+    assert len(lines) == 4, r.stderr
+    assert all(line.startswith("gateway: error: ") for line in lines)
+    text = r.stderr
+    assert "bridge 'orders' front: curve_cert: cannot read certificate " in text
+    assert f"({len(long)} characters): File name too long" in text
+    assert f"bridge 'orders' front: curve_allow: cannot read {str(loop)!r}" in text
+    assert "bridge 'orders' back: tls_ca: a readable file" in text
+    assert (f"bridge 'users' front: plain_passwords: cannot read password file "
+            f"{str(tmp_path)!r}: Is a directory") in text

@@ -277,3 +277,19 @@ def test_an_any_front_takes_neither_zeromq_security_nor_tls() -> None:
     assert any(line.startswith("g.toml: bridge 't' front: tls_verify: TLS settings need")
                for line in lines)
     assert not any("bridge 'ok'" in line for line in lines)
+
+
+def test_a_secret_in_a_value_echoed_by_the_config_is_masked() -> None:
+    """Issue 20 finding 10 (fuzz: secret-echo-loose): the values the config echoes (a front
+    that is not a string, a table's bad value, the URL) never show a secret."""
+    with pytest.raises(ConfigError) as info:
+        from_dict({"bridge": [
+            {"name": "a", "front": {"plain_password": "hunter2"}, "back": "sp+tcp://h:1"},
+            {"name": "b", "front": "zmq+tcp://h:1?hwm=5;curve_secretkey=hunter3",
+             "back": "sp+tcp://h:2", "back_options": {"linger": "1;pwd=hunter4"}},
+        ]}, source="g.toml")
+    text = str(info.value)
+    assert "hunter" not in text, text
+    assert "g.toml: bridge 'a' front: must be a string" in text
+    assert "g.toml: bridge 'b' front: bad value '5;curve_secretkey=***' for hwm" in text
+    assert "bridge 'b' front" in text and "bridge 'b' back_options" in text

@@ -136,3 +136,41 @@ def test_auth_denied_is_rate_limited_and_counted(monkeypatch: pytest.MonkeyPatch
     assert len([e for e in logs if e["event"] == "auth.denied"]) == 1
     assert METRICS.get("gateway_auth_failures_total", socket="rl", mechanism="PLAIN",
                        reason="no-user-list") == before + 500
+
+
+def test_every_file_mistake_at_once_each_naming_its_setting(tmp_path: Path) -> None:
+    """fuzz: config-name-too-long: a name over the system's limits (or a loop, a directory)
+    is a ConfigError naming the setting and the file, never an OSError; every file's mistake
+    in the same breath."""
+    loop = tmp_path / "loop"
+    loop.symlink_to(loop)
+    long = str(tmp_path / ("a" * 300))
+    with pytest.raises(ConfigError) as info:
+        security_of({"curve_server": True, "curve_cert": long, "curve_allow": str(loop)})
+    lines = str(info.value).splitlines()
+    assert len(lines) == 2, lines
+    assert lines[0].startswith("curve_cert: cannot read certificate ")
+    assert lines[0].endswith(f"({len(long)} characters): File name too long"), lines[0]
+    assert lines[1] == f"curve_allow: cannot read {str(loop)!r}: Too many levels of symbolic links"
+    with pytest.raises(ConfigError) as info:
+        security_of({"curve_cert": str(tmp_path), "curve_server_cert": long})
+    lines = str(info.value).splitlines()
+    assert lines[0] == f"curve_cert: cannot read certificate {str(tmp_path)!r}: Is a directory"
+    assert lines[1].startswith("curve_server_cert: cannot read certificate ")
+    for settings in ({"plain_server": True, "plain_passwords": long},
+                     {"plain_username": "u", "plain_password_file": long}):
+        with pytest.raises(ConfigError, match="File name too long"):
+            security_of(settings)
+
+
+def test_a_curve_allow_directory_that_cannot_be_listed_is_refused_at_start(
+        tmp_path: Path) -> None:
+    """It would allow nobody: a config error, not a running server that refuses everyone."""
+    public, secret = keypair()
+    from gateway.settings.files import save_cert
+
+    _, sec = save_cert(str(tmp_path / "server"), public, secret)
+    not_a_dir = tmp_path / "file"
+    not_a_dir.write_text("x")
+    with pytest.raises(ConfigError, match="^curve_allow: .*Not a directory"):
+        security_of({"curve_server": True, "curve_cert": sec, "curve_allow": str(not_a_dir)})

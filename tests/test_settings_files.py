@@ -191,3 +191,49 @@ def test_save_cert_over_an_open_file_makes_it_private(tmp_path: Path) -> None:
     _, sec = save_cert(base, public, secret)
     assert os.stat(sec).st_mode & 0o777 == 0o600
     assert load_cert(sec, secret=True).secret == secret
+
+
+# -- names the system refuses (fuzz: config-name-too-long) -------------------------------------
+def _bad_names(tmp_path: Path) -> dict[str, str]:
+    loop = tmp_path / "loop"
+    loop.symlink_to(loop)
+    return {"ENAMETOOLONG": str(tmp_path / ("a" * 300)), "ELOOP": str(loop),
+            "EISDIR": str(tmp_path), "NUL": str(tmp_path / "x\0y"),
+            "ENOTDIR": str(tmp_path / "loop" / "x")}
+
+
+@pytest.mark.parametrize("error", ["ENAMETOOLONG", "ELOOP", "EISDIR", "NUL", "ENOTDIR"])
+@pytest.mark.parametrize("reader", ["load_cert", "load_cert_secret", "read_passwords",
+                                    "read_secret_file", "check_private_file",
+                                    "check_allow_directory"])
+def test_a_name_the_system_refuses_is_a_value_error_naming_it(tmp_path: Path, error: str,
+                                                              reader: str) -> None:
+    """Every reader turns what the system says of the name (OSError: too long, a loop, a
+    directory, ...) into a ValueError naming the file, a very long name cut short."""
+    from gateway.settings import files
+
+    name = _bad_names(tmp_path)[error]
+    call = {"load_cert": lambda: files.load_cert(name),
+            "load_cert_secret": lambda: files.load_cert(name, secret=True),
+            "read_passwords": lambda: files.read_passwords(name),
+            "read_secret_file": lambda: files.read_secret_file(name),
+            "check_private_file": lambda: files.check_private_file(name),
+            "check_allow_directory": lambda: files.check_allow_directory(name)}[reader]
+    if error == "EISDIR" and reader in ("check_private_file", "check_allow_directory"):
+        call()  # a directory is fine there (mode 0700 from tmp_path)
+        return
+    with pytest.raises(ValueError) as info:
+        call()
+    text = str(info.value)
+    assert type(info.value) is ValueError
+    assert files.shown(name) in text and len(text) < 400, text
+    if error == "ENAMETOOLONG":
+        assert f"({len(name)} characters)" in text
+
+
+def test_shown_cuts_a_long_name() -> None:
+    from gateway.settings.files import shown
+
+    assert shown("/etc/x") == "'/etc/x'"
+    long = "/d/" + "a" * 300
+    assert shown(long) == f"{long[:60]!r}...{long[-30:]!r} (303 characters)"

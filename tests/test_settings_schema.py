@@ -108,3 +108,36 @@ def test_the_schema_declares_each_default_once_and_every_reader_takes_the_same_s
         assert [f for f, _ in toml.bridges[0].front_options] == [s.field], s.name
     with pytest.raises(ConfigError, match="unknown option"):
         parse("@zmq+tcp://127.0.0.1:1?not_a_setting=1")
+
+
+@pytest.mark.parametrize(("key", "secret"), [
+    ("plain_password", True), ("curve_secretkey", True), ("curve_secret_key", True),
+    ("plainpassword", True), ("curve_secret", True), ("db_pwd", True), ("Plain%5FPassword", True),
+    ("plain_password_file", False), ("plain_passwords", False), ("curve_secretkey_file", False),
+    ("curve_serverkey", False), ("hwm", False), ("curve_cert", False),
+])
+def test_looks_secret(key: str, secret: bool) -> None:
+    assert options.looks_secret(key) is secret
+
+
+@pytest.mark.parametrize(("text", "shown"), [
+    ("5;plain_password=pw", "5;plain_password=***"),
+    ("1;curve_secretkey=x&hwm=1", "1;curve_secretkey=***&hwm=1"),
+    ("plainpassword%3Dpw", "plainpassword%3D***"),
+    ("{'plain_password': 'pw'}", "{'plain_password':***"),
+    ("hwm=5&plain_passwords=/etc/pw", "hwm=5&plain_passwords=/etc/pw"),
+    ("plain_password=a;curve_secret=b", "plain_password=***"),
+])
+def test_mask(text: str, shown: str) -> None:
+    assert options.mask(text) == shown
+
+
+def test_a_bad_value_holding_a_secret_is_masked() -> None:
+    """Finding 10 (fuzz: secret-echo-loose): the value of a setting is echoed, masked."""
+    with pytest.raises(ConfigError) as info:
+        options.read([("hwm", "5;plain_password=hunter2"), ("allow", "10.0.0.1;pwd=hunter3"),
+                     ("plain_passwordz", "hunter4")], "bridge 'b' front_options")
+    text = str(info.value)
+    assert "hunter" not in text, text
+    assert "bad value '5;plain_password=***' for hwm in bridge 'b' front_options" in text
+    assert "allow" in text and "plain_passwordz" in text

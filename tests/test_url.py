@@ -262,3 +262,74 @@ def test_a_refused_inline_secret_is_never_echoed(url: str) -> None:
     text = str(info.value)
     assert "hunter2" not in text and "JTKVSB" not in text and "Ni{Lh6" not in text, text
     assert "***" in text or "?..." in text
+
+
+@pytest.mark.parametrize(("url", "secrets", "names"), [
+    # behind a ';' inside another setting's value
+    ("zmq+tcp://127.0.0.1:5555?curve_server=1;curve_secretkey=s3cr3T-0123456789ab",
+     ["s3cr3T-0123456789ab"], ["curve_server"]),
+    ("zmq+tcp://127.0.0.1:5555?hwm=5;plain_password=hunter2-xyz&linger=1",
+     ["hunter2-xyz"], ["hwm"]),
+    # under a misspelt key close to a secret's
+    ("zmq+tcp://127.0.0.1:5555?plainpassword=hunter2-xyz&hwm=2", ["hunter2-xyz"],
+     ["plainpassword"]),
+    ("zmq+tcp://127.0.0.1:5555?curve_secret=hunter2-xyz", ["hunter2-xyz"], ["curve_secret"]),
+    ("zmq+tcp://127.0.0.1:5555?plain%5Fpassword%3Dhunter2-xyz", ["hunter2-xyz"], []),
+    # a '?' before the '://'
+    ("zmq?x=1://127.0.0.1:5555?plain_password=hunter2-xyz", ["hunter2-xyz"], []),
+    # in the address, the scheme, the backend
+    ("zmq+tcp://plain_password=hunter2-xyz", ["hunter2-xyz"], ["needs host:port"]),
+    ("zmq+tcp://h:1;pwd=hunter2-xyz", ["hunter2-xyz"], ["bad port"]),
+    ("zmq+tcp://h:1?backend=x;passwd=hunter2-xyz", ["hunter2-xyz"], ["bad backend"]),
+    # a secret Z85 key holding '&' under a misspelt name: its 40 characters at least
+    ("zmq+tcp://h:1?curve_secret=JTKVSB%%)wK0E.X)V>+}o?pNmC{O&4W4b!Ni{Lh6&hwm=0",
+     ["JTKVSB", "Ni{Lh6"], ["curve_secret", "hwm"]),
+])
+def test_a_secret_is_masked_wherever_it_stands(url: str, secrets: list[str],
+                                               names: list[str]) -> None:
+    """Finding 10 (fuzz: secret-echo-loose): not only the exact keys split on '&'."""
+    with pytest.raises(ConfigError) as info:
+        parse(url)
+    text = str(info.value)
+    for secret in secrets:
+        assert secret not in text, text
+    for name in names:  # the message still says which setting
+        assert name in text, text
+    assert "***" in text
+
+
+def test_redact_masks_loosely_and_keeps_the_rest() -> None:
+    from gateway.url import redact
+
+    assert redact("zmq+tcp://h:1?hwm=5;plain_password=pw&linger=1") == (
+        "zmq+tcp://h:1?hwm=5;plain_password=***&linger=1")
+    assert redact("zmq+tcp://h:1?plain_password=a&b&hwm=1") == "zmq+tcp://h:1?plain_password=***&hwm=1"
+    # the files and public keys stay readable
+    kept = "zmq+tcp://h:1?plain_password_file=/etc/pw&curve_serverkey=abc&plain_passwords=/p"
+    assert redact(kept) == kept
+
+
+@pytest.mark.parametrize("url", [
+    "zmq+tcp://127.0.0.1:5555?curve_serverkey=abc&plain_password=s3cr3T-0123456789abcd",
+    "zmq+tcp://127.0.0.1:5555?curve_serverkey=abcdefghij&curve_secretkey=s3cr3T-012345",
+    "zmq+tcp://127.0.0.1:5555?curve_serverkey=abc&plainpwd=s3cr3T-0123456789abcdefgh",
+])
+def test_a_secret_inside_a_z85_window_is_refused_and_masked(url: str) -> None:
+    """Finding 14 against 10 (fuzz: secret-echo-z85-window): 40 characters after
+    curve_serverkey= that hold '&name=' are two settings, not a key."""
+    from gateway.url import split_query
+
+    query = url.partition("?")[2]
+    assert [k for k, _ in split_query(query)][0] == "curve_serverkey"
+    assert len(split_query(query)) == 2
+    assert split_query(query)[0][1] != query.partition("=")[2]
+    with pytest.raises(ConfigError) as info:
+        parse(url)
+    text = str(info.value)
+    assert "s3cr3T" not in text and "curve_serverkey" in text, text
+
+
+def test_a_z85_key_with_an_unknown_name_after_its_ampersand_stays_a_key() -> None:
+    key = "abcdefghijklmnopqrstuvwxyz&abc=ABCDEFGHI"
+    assert len(key) == 40
+    assert parse(f">zmq+tcp://h:1?curve_serverkey={key}").settings == {"curve_serverkey": key}

@@ -388,3 +388,41 @@ def test_curve_server_forgets_its_cookie_key_and_transient_secret() -> None:
     assert server._cookie_key == b"" and server._t_secret == b""  # type: ignore[union-attr]
     b.receive_data(a.send_message((b"", b"still works")))
     assert b.next_event() == (b"", b"still works")
+
+
+# -- keys of low order (fuzz: curve-low-order) -------------------------------------------------
+LOW_ORDER = [bytes(32), b"\x01" + bytes(31),  # 0 and 1: libsodium's crypto_box_beforenm refuses
+             bytes.fromhex("e0eb7a7c3b41b8ae1656e3faf19fc46ada098deb9c32b1fd866205165f49b800")]
+
+
+@pytest.mark.parametrize("server_t", LOW_ORDER, ids=["zero", "one", "order-8"])
+def test_curve_client_refuses_a_welcome_with_a_low_order_transient_key(server_t: bytes) -> None:
+    """A WELCOME sealed honestly (server's long-term key) to our C', carrying an S' of low
+    order: libsodium's beforenm fails; the codec raises its CryptoError (handshake reason
+    'curve'), never nacl's RuntimeError."""
+    server = codec("REP", CurveServer(S_PUB, S_SEC))
+    a = codec("REQ", CurveClient(C_PUB, C_SEC, S_PUB))
+    hello = _first_command(a, server)
+    assert hello[:8] == b"\x04\xc8\x05HELLO"
+    client_t = hello[8 + 74:8 + 106]
+    long_nonce = b"n" * 16
+    box = sodium.crypto_box(server_t + b"c" * 96, b"WELCOME-" + long_nonce, client_t, S_SEC)
+    welcome = b"\x07WELCOME" + long_nonce + box
+    assert len(welcome) == WELCOME_SIZE
+    a.receive_data(b"\x04" + bytes((len(welcome),)) + welcome)
+    with pytest.raises(CryptoError) as info:
+        a.next_event()
+    assert isinstance(info.value, RemoteProtocolError)
+    assert info.value.handshake_reason == "curve" and "low order" in str(info.value)
+
+
+@pytest.mark.parametrize("client_t", LOW_ORDER, ids=["zero", "one", "order-8"])
+def test_curve_server_refuses_a_hello_with_a_low_order_transient_key(client_t: bytes) -> None:
+    b = _server_after_greeting(CurveServer(S_PUB, S_SEC))
+    hello = (b"\x05HELLO\x01\x00" + bytes(72) + client_t + b"\x00" * 7 + b"\x01"
+             + bytes(80))
+    assert len(hello) == HELLO_SIZE
+    b.receive_data(b"\x04" + bytes((len(hello),)) + hello)
+    with pytest.raises(CryptoError) as info:
+        b.next_event()
+    assert info.value.handshake_reason == "curve"

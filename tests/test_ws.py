@@ -156,3 +156,75 @@ def test_a_ping_flood_from_a_client_that_does_not_read_queues_nothing() -> None:
             raw.close()
 
     asyncio.run(main())
+
+
+# -- what wsproto raises on a peer's bytes (fuzz: ws-non-ascii-header) -------------------------
+_UPGRADE = (b"GET / HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+            b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n")
+
+
+@pytest.mark.parametrize(("request_", "status"), [
+    (_UPGRADE + b"Sec-WebSocket-Protocol: \x80\r\n\r\n", b"400"),  # UnicodeDecodeError (ascii)
+    (_UPGRADE.replace(b"Host: x", b"Host: \xff\xfe") + b"\r\n", b"400"),  # (idna)
+    (b"GARBAGE\r\n\r\n", b"400"),  # h11: Bad HTTP message
+    (_UPGRADE.replace(b"Sec-WebSocket-Version: 13", b"Sec-WebSocket-Version: 8") + b"\r\n",
+     b"426"),  # wsproto's own answer
+])
+def test_a_request_wsproto_cannot_read_is_a_refused_upgrade(request_: bytes,
+                                                            status: bytes) -> None:
+    """receive_data never raises; next_event raises the codec's Refused (handshake reason
+    sp-protocol, with the HTTP answer as its farewell), never wsproto's or a UnicodeError."""
+    from gateway.engine.codecs import sp_role
+    from gateway.errors import RemoteProtocolError
+
+    rep = WsSpCodec(sp_role("REP"), address="h:1/")
+    rep.receive_data(request_)
+    with pytest.raises(RemoteProtocolError) as info:
+        rep.next_event()
+    assert info.value.handshake_reason == "sp-protocol"
+    assert getattr(info.value, "farewell", False)
+    assert rep.data_to_send().startswith(b"HTTP/1.1 " + status)
+    with pytest.raises(RemoteProtocolError):  # and it stays failed
+        rep.next_event()
+    rep.receive_data(b"more")
+
+
+def test_a_server_answer_wsproto_cannot_read_is_a_failed_handshake() -> None:
+    from gateway.engine.codecs import sp_role
+    from gateway.errors import RemoteProtocolError
+
+    req = WsSpCodec(sp_role("REQ"), address="h:1/", client=True)
+    req.initiate()
+    req.receive_data(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
+                     b"Connection: Upgrade\r\nSec-WebSocket-Accept: x\r\n"
+                     b"Sec-WebSocket-Protocol: \x80\r\n\r\n")
+    with pytest.raises(RemoteProtocolError) as info:
+        req.next_event()
+    assert info.value.handshake_reason == "sp-protocol"
+
+
+def test_a_non_ascii_header_from_a_real_client_is_answered_400_without_a_traceback() -> None:
+    """Through the engine: the client gets HTTP 400, the loop's exception handler is never
+    called (asyncio's 'Fatal error: protocol.data_received() call failed'), and the listener
+    still serves a real client afterwards."""
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        fatal: list[dict[str, object]] = []
+        loop.set_exception_handler(lambda _loop, context: fatal.append(context))
+        async with gateway.Socket("REP") as rep, gateway.Socket("REQ") as req:
+            url = rep.bind("sp+ws://127.0.0.1:0/")
+            port = int(url.split(":")[2].split("/")[0])
+
+            def probe() -> bytes:
+                with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+                    s.sendall(_UPGRADE + b"Sec-WebSocket-Protocol: \x80\r\n\r\n")
+                    return s.recv(4096)
+
+            answer = await asyncio.to_thread(probe)
+            assert answer.startswith(b"HTTP/1.1 400")
+            req.connect(url)
+            await req.send(b"still here")
+            assert await asyncio.wait_for(rep.recv(), 10) == b"still here"
+        assert not fatal, fatal
+
+    asyncio.run(main())

@@ -83,6 +83,25 @@ class Cert:
     path: str
 
 
+#: how much of a file name a message shows (a name over the system's limits is the mistake)
+_SHOWN = 120
+
+
+def shown(path: str | os.PathLike[str]) -> str:
+    """A file name as a message shows it: quoted, and cut short when it is very long."""
+    text = str(path)
+    if len(text) <= _SHOWN:
+        return repr(text)
+    return f"{text[:_SHOWN // 2]!r}...{text[-_SHOWN // 4:]!r} ({len(text)} characters)"
+
+
+def _named(path: str | os.PathLike[str], what: str = "") -> str | os.PathLike[str]:
+    """``path``, unless no system call can take it (a NUL byte): ValueError naming it."""
+    if "\0" in str(path):
+        raise ValueError(f"cannot read {what}{shown(path)}: a NUL byte in the name")
+    return path
+
+
 def _check_private(path: Path, what: str = "the secret key") -> None:
     mode = path.stat().st_mode
     if mode & (stat.S_IRWXG | stat.S_IRWXO):
@@ -94,18 +113,18 @@ def check_private_file(path: str | os.PathLike[str], what: str = "the secret in 
     """A file holding a secret (a key, passwords) must be readable by its owner only, as ssh
     asks of a private key; ValueError naming the file otherwise."""
     try:
-        _check_private(Path(path), what)
+        _check_private(Path(_named(path)), what)
     except OSError as exc:
-        raise ValueError(f"cannot read {str(path)!r}: {exc.strerror or exc}") from None
+        raise ValueError(f"cannot read {shown(path)}: {exc.strerror or exc}") from None
 
 
 def check_allow_directory(path: str | os.PathLike[str]) -> None:
     """A ``curve_allow`` directory whose certificates decide who gets in: other users must not
     be able to add one (no group or world write bit); ValueError naming it otherwise."""
     try:
-        mode = os.stat(path).st_mode
+        mode = os.stat(_named(path)).st_mode
     except OSError as exc:
-        raise ValueError(f"cannot read {str(path)!r}: {exc.strerror or exc}") from None
+        raise ValueError(f"cannot read {shown(path)}: {exc.strerror or exc}") from None
     if mode & (stat.S_IWGRP | stat.S_IWOTH):
         raise ValueError(f"permissions {stat.S_IMODE(mode):04o} for {str(path)!r} are too open: "
                          f"other users can add allowed keys (chmod go-w {path})")
@@ -115,17 +134,17 @@ def load_cert(path: str | os.PathLike[str], *, secret: bool = False) -> Cert:
     """Read a zcert file. ``secret=True``: the secret key is needed; ``PATH`` may name the
     ``.key_secret`` file or the public one next to it (CZMQ's ``zcert_load`` habit). Errors
     are ValueErrors naming the file."""
-    p = Path(path)
-    if secret and not p.name.endswith("_secret"):
-        twin = p.with_name(p.name + "_secret")
-        if twin.exists():
-            p = twin
+    p = Path(_named(path, "certificate "))
     try:
+        if secret and p.name and not p.name.endswith("_secret"):
+            twin = p.with_name(p.name + "_secret")
+            if twin.exists():
+                p = twin
         text = p.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ValueError(f"cannot read certificate {str(p)!r}: {exc.strerror or exc}") from None
+    except OSError as exc:  # too long a name, a loop, no permission, a directory ...
+        raise ValueError(f"cannot read certificate {shown(p)}: {exc.strerror or exc}") from None
     except UnicodeDecodeError:
-        raise ValueError(f"certificate {str(p)!r} is not UTF-8 text") from None
+        raise ValueError(f"certificate {shown(p)} is not UTF-8 text") from None
     try:
         zpl = parse_zpl(text)
     except ValueError as exc:
@@ -137,7 +156,11 @@ def load_cert(path: str | os.PathLike[str], *, secret: bool = False) -> Cert:
     secret_key = None
     if "secret-key" in curve:
         if secret:
-            _check_private(p)
+            try:
+                _check_private(p)
+            except OSError as exc:  # (gone since it was read)
+                raise ValueError(f"cannot read certificate {shown(p)}: "
+                                 f"{exc.strerror or exc}") from None
         secret_key = read_z85_key(curve["secret-key"], f"certificate {str(p)!r} secret-key")
         if public_of(secret_key) != public:
             raise ValueError(f"certificate {str(p)!r}: the secret key does not belong to the "
@@ -247,10 +270,12 @@ def read_passwords(path: str | os.PathLike[str]) -> dict[str, str]:
     Clear-text passwords: the file must be readable by its owner only (mode 600)."""
     users: dict[str, str] = {}
     try:
-        _check_private(Path(path), "the passwords")
+        _check_private(Path(_named(path, "password file ")), "the passwords")
         text = Path(path).read_text(encoding="utf-8")
     except OSError as exc:
-        raise ValueError(f"cannot read password file {str(path)!r}: {exc.strerror or exc}") from None
+        raise ValueError(f"cannot read password file {shown(path)}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise ValueError(f"password file {shown(path)} is not UTF-8 text") from None
     for lineno, line in enumerate(text.splitlines(), 1):
         if not line.strip() or line.lstrip().startswith("#"):
             continue
@@ -263,18 +288,20 @@ def read_passwords(path: str | os.PathLike[str]) -> dict[str, str]:
 
 def read_secret_file(path: str | os.PathLike[str]) -> str:
     """A one-line secret (PLAIN password); refused when other users can read it."""
-    p = Path(path)
+    p = Path(_named(path))
     try:
         _check_private(p)
         return p.read_text(encoding="utf-8").splitlines()[0] if p.stat().st_size else ""
     except OSError as exc:
-        raise ValueError(f"cannot read {str(p)!r}: {exc.strerror or exc}") from None
+        raise ValueError(f"cannot read {shown(p)}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise ValueError(f"{shown(p)} is not UTF-8 text") from None
 
 
 def readable_file(path: str) -> str:
     """A readable file; ValueError naming it otherwise."""
     if not os.path.isfile(path) or not os.access(path, os.R_OK):
-        raise ValueError(f"a readable file ({path!r} is not one)")
+        raise ValueError(f"a readable file ({shown(path)} is not one)")
     return path
 
 
@@ -290,4 +317,4 @@ def holds_private_key(path: str) -> bool:
 __all__ = ["ALLOW_RECHECK", "AllowList", "Cert", "allow_list", "allowed_keys",
            "check_allow_directory", "check_private_file", "holds_private_key", "load_cert",
            "parse_zpl", "read_passwords", "read_secret_file", "read_z85_key", "readable_file",
-           "save_cert"]
+           "save_cert", "shown"]

@@ -15,10 +15,12 @@ or end) are :mod:`gateway.settings.checks`; loading the files settings name is
 
 from __future__ import annotations
 
+import re
 import textwrap
 from collections.abc import Iterable, Mapping
 from dataclasses import MISSING, Field, dataclass, field, fields
 from typing import Any
+from urllib.parse import unquote
 
 from gateway.errors import ConfigError
 from gateway.settings import convert as c
@@ -209,6 +211,59 @@ DEFAULTS = SideOptions()
 BRIDGE_FIELDS = frozenset(s.field for s in SETTINGS if s.bridge)
 
 
+#: what makes a key look like a secret's (matched anywhere in its lower-cased, decoded name)
+_SECRET_WORD = re.compile(r"secret|pass|pwd|private")
+#: ``key=`` (or ``key%3D``, or ``'key':`` as a dict's repr shows it) anywhere in a text: the key
+#: is the run of name characters before it
+_ASSIGN = re.compile(r"([\w%.+\-]*)(?:=|%3[dD]|['\"]?:)")
+#: where a masked value ends: the next ``&key=``
+_NEXT_PAIR = re.compile(r"&[\w%.+\-]*(?:=|%3[dD])")
+_Z85_CHARS = frozenset("0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                       ".-:+=^!/*?&<>()[]{}@%$#")
+
+
+def looks_secret(key: str) -> bool:
+    """True when the value of ``key`` must never be shown: an inline secret the schema
+    refuses (``plain_password``, ``curve_secretkey``...) or any other name that looks like
+    one (``plainpassword``, ``curve_secret``, ``db_pwd``...); the settings that name a file
+    (``plain_password_file``, ``plain_passwords``) are not secrets."""
+    name = unquote(key).strip().lower()
+    found = BY_NAME.get(name)
+    if found is not None and not found.secret:
+        return False
+    return _SECRET_WORD.search(name) is not None
+
+
+def mask(text: str) -> str:
+    """``text`` (a URL, a query, a setting's value) as a message may show it: the value after
+    every secret-looking ``key=`` is ``***``, wherever it stands (behind a ``;`` inside another
+    value, before the ``://``, in the window of a Z85 key), up to the next ``&key=`` (a Z85
+    key's 40 characters first) or the end; when unsure, more is masked, never less."""
+    spans: list[tuple[int, int]] = []
+    for match in _ASSIGN.finditer(text):
+        if not looks_secret(match.group(1)):
+            continue
+        start = match.end()
+        window = text[start:start + 40]
+        after = start + 40 if len(window) == 40 and set(window) <= _Z85_CHARS else start
+        following = _NEXT_PAIR.search(text, after)
+        spans.append((start, following.start() if following else len(text)))
+    if not spans:
+        return text
+    out: list[str] = []
+    pos = 0
+    for start, end in sorted(spans):
+        if start >= pos:  # (a span inside or across a masked one only widens it)
+            out.append(text[pos:start] + "***")
+        pos = max(pos, end)
+    return "".join(out) + text[pos:]
+
+
+def quoted(value: object) -> str:
+    """``repr(value)`` with its secrets masked (:func:`mask`), for a message."""
+    return repr(mask(value)) if isinstance(value, str) else mask(repr(value))
+
+
 def known() -> str:
     return ", ".join(s.name for s in SETTINGS)
 
@@ -216,7 +271,7 @@ def known() -> str:
 def lookup(key: str) -> Setting:
     found = BY_NAME.get(key.lower())
     if found is None:
-        raise ConfigError(f"unknown option {key!r} (known: backend, {known()})")
+        raise ConfigError(f"unknown option {quoted(key)} (known: backend, {known()})")
     return found
 
 
@@ -254,7 +309,8 @@ def read(items: Iterable[tuple[str, object]], where: str,
             if found.secret or found.field.startswith(("curve_", "plain_")):
                 errors.append(f"bad value for {found.name}{at}: {exc}")  # never echoed
                 continue
-            errors.append(f"bad value {value!r} for {found.name}{at}: expected {exc}")
+            shown = quoted(value)
+            errors.append(f"bad value {shown} for {found.name}{at}: expected {mask(str(exc))}")
     if errors and not collect:
         raise ConfigError("\n".join(errors))
     return out
@@ -303,5 +359,5 @@ def help_text() -> str:
 
 
 __all__ = ["BRIDGE_FIELDS", "BY_FIELD", "BY_NAME", "DEFAULTS", "REFUSED", "SETTINGS", "Setting",
-           "SideOptions", "default_text", "describe", "help_text", "known", "lookup", "merged",
-           "read", "setting"]
+           "SideOptions", "default_text", "describe", "help_text", "known", "looks_secret",
+           "lookup", "mask", "merged", "quoted", "read", "setting"]

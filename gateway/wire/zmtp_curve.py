@@ -86,6 +86,23 @@ def _open(box: bytes, nonce: bytes, public: bytes, secret: bytes, what: str) -> 
         raise CryptoError(f"CURVE {what} box does not open") from None
 
 
+def _precompute(peer: bytes, secret: bytes, what: str) -> bytes:
+    """crypto_box_beforenm on a key the peer sent: libsodium refuses a key of low order (32
+    zero bytes, ...), a bad handshake like any other."""
+    try:
+        return bytes(sodium.crypto_box_beforenm(peer, secret))
+    except (_NaclError, ValueError, TypeError):  # (nacl's RuntimeError is a CryptoError)
+        raise CryptoError(f"CURVE {what} key is not usable (of low order)") from None
+
+
+def _box_to(plain: bytes, nonce: bytes, peer: bytes, secret: bytes, what: str) -> bytes:
+    """crypto_box to a key the peer sent (refused as :func:`_precompute` says)."""
+    try:
+        return bytes(sodium.crypto_box(plain, nonce, peer, secret))
+    except (_NaclError, ValueError, TypeError):
+        raise CryptoError(f"CURVE {what} key is not usable (of low order)") from None
+
+
 class _Curve:
     name = b"CURVE"
     encrypts = True
@@ -193,10 +210,10 @@ class CurveClient(_Curve):
         plain = _open(bytes(data[16:]), _WELCOME_NONCE + bytes(data[:16]), self._server,
                       self._t_secret, "WELCOME")
         self._server_t, self._cookie = plain[:KEY], plain[KEY:]
-        self._precom = bytes(sodium.crypto_box_beforenm(self._server_t, self._t_secret))
+        self._precom = _precompute(self._server_t, self._t_secret, "WELCOME transient")
         vouch_long = os.urandom(16)
-        vouch = sodium.crypto_box(self._t_public + self._server, _VOUCH_NONCE + vouch_long,
-                                  self._server_t, self._secret)
+        vouch = _box_to(self._t_public + self._server, _VOUCH_NONCE + vouch_long,
+                        self._server_t, self._secret, "WELCOME transient")
         short = self._next_nonce()
         box = sodium.crypto_box_afternm(self._public + vouch_long + vouch + self._metadata,
                                         _INITIATE_NONCE + short, self._precom)
@@ -260,8 +277,8 @@ class CurveServer(_Curve):
                                                        _COOKIE_NONCE + cookie_long,
                                                        self._cookie_key)
         welcome_long = os.urandom(16)
-        box = sodium.crypto_box(self._t_public + cookie, _WELCOME_NONCE + welcome_long,
-                                self._client_t, self._secret)
+        box = _box_to(self._t_public + cookie, _WELCOME_NONCE + welcome_long, self._client_t,
+                      self._secret, "HELLO transient")
         self._step = 2
         return welcome_long + box
 
@@ -276,7 +293,7 @@ class CurveServer(_Curve):
             raise CryptoError("CURVE INITIATE cookie does not open") from None
         if plain[:KEY] != self._client_t or plain[KEY:] != self._t_secret:
             raise CryptoError("CURVE INITIATE cookie is not ours")
-        self._precom = bytes(sodium.crypto_box_beforenm(self._client_t, self._t_secret))
+        self._precom = _precompute(self._client_t, self._t_secret, "HELLO transient")
         # RFC 26: the server forgets the cookie key and its transient secret once INITIATE
         # arrived; the vouch below is opened with the transient secret first
         t_secret, self._t_secret, self._cookie_key = self._t_secret, b"", b""

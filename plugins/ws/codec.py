@@ -9,7 +9,9 @@ its handshake, so the engine's pipe sees the usual events: :class:`HandshakeComp
 ``(payload,)`` per message. Pings are answered (one pong at most while the peer does not read:
 ``discard_pong``), fragments reassembled (bounded by ``max_message_size`` plus the backtrace),
 a refused upgrade is a failed handshake (``sp-protocol``: 404 for another path, 400 for another
-protocol), a text message is garbage.
+protocol or for a request wsproto cannot read: a bad HTTP message, a header that is not ASCII),
+a text message is garbage. Nothing but the project's protocol errors leaves the codec:
+``receive_data`` never raises, ``next_event`` raises what wsproto's failure meant.
 """
 
 from __future__ import annotations
@@ -47,6 +49,11 @@ def split_address(address: str) -> tuple[str, str]:
     """``host:port/path`` -> (``host:port``, ``/path``)."""
     hostport, slash, path = address.partition("/")
     return hostport, "/" + path if slash else "/"
+
+
+#: what a listener answers when wsproto cannot make the answer itself
+_BAD_REQUEST = b"HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
+_UNDECODABLE = "a header that does not decode (not ASCII, or a bad IDNA host)"
 
 
 class Refused(RemoteProtocolError):
@@ -115,11 +122,32 @@ class WsSpCodec:
 
     # -- incoming ----------------------------------------------------------------------------
     def receive_data(self, data: bytes) -> None:
+        """Never raises: what wsproto (or h11, or a decoder under them) makes of a peer's
+        bytes, any exception, is kept for :meth:`next_event` to raise as a protocol error; a
+        listener refuses a bad upgrade request in HTTP (400, or wsproto's 426)."""
         try:
             self._ws.receive_data(data)
-        except (WsRemoteError, WsLocalError) as exc:
+        except Exception as exc:  # noqa: BLE001 (peer bytes: whatever wsproto raises)
             if self._error is None:
-                self._error = RemoteProtocolError(f"WebSocket: {exc}")
+                self._error = self._failed(exc)
+
+    def _failed(self, exc: Exception) -> RemoteProtocolError:
+        """The protocol error for what wsproto raised on the peer's bytes."""
+        what = (str(exc) if isinstance(exc, (WsRemoteError, WsLocalError))
+                else _UNDECODABLE if isinstance(exc, UnicodeError)
+                else f"{type(exc).__name__} in the WebSocket layer")
+        if self.handshake_done:
+            return RemoteProtocolError(f"WebSocket: {what}")
+        if self.client:  # the server's answer is bad: a failed handshake all the same
+            return Refused(f"WebSocket upgrade failed: {what}")
+        hint = getattr(exc, "event_hint", None)
+        try:
+            answer = self._ws.send(hint if isinstance(hint, RejectConnection)
+                                   else RejectConnection(status_code=400))
+        except Exception:  # noqa: BLE001 (wsproto cannot answer in its state: answer raw)
+            answer = _BAD_REQUEST
+        self._out += answer
+        return Refused(f"WebSocket upgrade refused: {what}", farewell=True)
 
     @property
     def partial(self) -> bool:
@@ -129,19 +157,25 @@ class WsSpCodec:
     def next_event(self) -> Event | None:
         if self._error is not None:
             raise self._error
-        try:
-            for event in self._events:  # suspended where it is while events wait
+        while True:  # (as many events as the bytes received made)
+            try:
+                event = next(self._events, None)  # suspended where it is while events wait
+            except Exception as exc:  # noqa: BLE001 (peer bytes: whatever wsproto raises)
+                self._error = self._failed(exc)
+                raise self._error from None
+            if event is None:
+                self._events = self._ws.events()  # exhausted: a fresh one for the next bytes
+                return None
+            try:
                 got = self._on(event)
-                if got is not None:
-                    return got
-            self._events = self._ws.events()  # exhausted: a fresh one for the next bytes
-        except (WsRemoteError, WsLocalError) as exc:
-            self._error = RemoteProtocolError(f"WebSocket: {exc}")
-            raise self._error from None
-        except RemoteProtocolError as exc:
-            self._error = exc
-            raise
-        return None
+            except (WsRemoteError, WsLocalError) as exc:
+                self._error = RemoteProtocolError(f"WebSocket: {exc}")
+                raise self._error from None
+            except RemoteProtocolError as exc:
+                self._error = exc
+                raise
+            if got is not None:
+                return got
 
     def _on(self, event: object) -> Event | None:
         if isinstance(event, BytesMessage):
