@@ -22,6 +22,10 @@ LIB_SERVER = {"zmq": "zmq-echo", "sp": "sp-echo"}
 ECHO_DIRECT = {"zmq": "zmq-echo-direct", "sp": "sp-echo-direct"}
 #: the same with the stream clients: the hop baselines of the ``stream`` group
 STREAM_DIRECT = {"zmq": "zmq-echo-stream", "sp": "sp-echo-stream"}
+#: the ``cpeers`` group: C load clients and C echoes (gateway/tools/bench/c), and their directs
+C_CLIENT = {"zmq": "c-zmq", "sp": "c-nng"}
+C_SERVER = {"zmq": "c-zmq-echo", "sp": "c-sp-echo"}
+C_DIRECT = {"zmq": "zmq-echo-c", "sp": "sp-echo-c"}
 LIB_BACKEND = {"zmq": "pyzmq", "sp": "pynng"}
 
 
@@ -30,7 +34,7 @@ class Route:
     name: str
     group: str  # library | native | gateway
     description: str
-    client: str  # zmq | nng | native | zmq-stream | sp-stream
+    client: str  # zmq | nng | native | zmq-stream | sp-stream | c-zmq | c-nng
     server: str  # peer role
     middle: str | None = None  # zmq-proxy | nng-device | bridge
     front: str = "zmq"  # wire the client speaks
@@ -48,7 +52,7 @@ class Route:
         """What 'direct' means for this route's hop (see ``report.hop_us``)."""
         if self.middle is None:
             return self.name
-        direct = STREAM_DIRECT if self.group == "stream" else ECHO_DIRECT
+        direct = {"stream": STREAM_DIRECT, "cpeers": C_DIRECT}.get(self.group, ECHO_DIRECT)
         if self.front == self.back:
             return direct[self.front]
         return f"mean({direct['zmq']}, {direct['sp']})"
@@ -97,6 +101,37 @@ def _stream_routes() -> list[Route]:
                             f"{'zmq' if back == 'zmq' else 'SP'} echo",
                 client=STREAM_CLIENT[front], server=LIB_SERVER[back], middle="bridge",
                 front=front, back=back, backend="native"))
+    return out
+
+
+def _c_routes() -> list[Route]:
+    """Issue 22's measurement (``--routes cpeers``): C clients (libzmq DEALER, nng raw req0;
+    W in flight) and C echoes, direct (the ceiling), through zmq.proxy (the ratios' reference),
+    nng_device and the native gateway."""
+    out = [
+        Route(name="zmq-echo-c", group="cpeers",
+              description="C libzmq DEALER <-> C zmq ROUTER echo: the C ceiling, zmq",
+              client=C_CLIENT["zmq"], server=C_SERVER["zmq"]),
+        Route(name="sp-echo-c", group="cpeers",
+              description="C nng raw req0 <-> C nng raw rep0 echo: the C ceiling, SP",
+              client=C_CLIENT["sp"], server=C_SERVER["sp"], front="sp", back="sp"),
+        Route(name="zmq-proxy-c", group="cpeers",
+              description="C libzmq DEALER -> zmq.proxy(ROUTER/DEALER) -> C zmq echo",
+              client=C_CLIENT["zmq"], server=C_SERVER["zmq"], middle="zmq-proxy"),
+        Route(name="nng-device-c", group="cpeers",
+              description="C nng raw req0 -> nng_device(raw Rep0/raw Req0) -> C nng echo",
+              client=C_CLIENT["sp"], server=C_SERVER["sp"], middle="nng-device", front="sp",
+              back="sp"),
+    ]
+    for front in ("zmq", "sp"):
+        for back in ("zmq", "sp"):
+            out.append(Route(
+                name=f"gw-{front}-{back}-c", group="cpeers",
+                description=f"C {'libzmq DEALER' if front == 'zmq' else 'nng raw req0'} -> "
+                            f"gateway bridge {front}->{back} (native engine) -> C "
+                            f"{'zmq' if back == 'zmq' else 'nng'} echo",
+                client=C_CLIENT[front], server=C_SERVER[back], middle="bridge", front=front,
+                back=back, backend="native"))
     return out
 
 
@@ -159,9 +194,12 @@ ROUTES: list[Route] = [
 
     # issue 13's throughput (``--routes stream``): the middles' own ceilings
     *_stream_routes(),
+
+    # issue 22 (``--routes cpeers``): the same middles driven by C load peers
+    *_c_routes(),
 ]
 
-GROUPS = {"library", "native", "gateway", "security", "stream", "all"}
+GROUPS = {"library", "native", "gateway", "security", "stream", "cpeers", "all"}
 #: run when ``--routes`` is not given (``security`` is asked for by name: it needs keys made)
 DEFAULT_GROUPS = ("library", "native", "gateway", "stream")
 
@@ -198,4 +236,6 @@ def select(spec: str | None) -> list[Route]:
         wanted |= {"zmq-echo-direct", "sp-echo-direct"}  # the hop baselines
     if any(r.group == "stream" and r.middle for r in chosen):  # its reference and baselines
         wanted |= {"zmq-proxy-stream", *STREAM_DIRECT.values()}
+    if any(r.group == "cpeers" and r.middle for r in chosen):  # the references and ceilings
+        wanted |= {"zmq-proxy-c", "nng-device-c", *C_DIRECT.values()}
     return [r for r in ROUTES if r in chosen or (r.name in wanted and not hit(r, exclude))]
