@@ -6,7 +6,9 @@ unavailable with the reason. Skipped with the reason where gcc or a header is mi
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,8 +20,9 @@ from gateway.tools.bench.procs import Proc
 from gateway.tools.bench.routes import select
 from gateway.tools.harness.procs import Unavailable, free_port
 
-#: wire -> (client role, echo role)
-WIRES = {"zmq": ("c-zmq", "c-zmq-echo"), "sp": ("c-nng", "c-sp-echo")}
+#: peers -> (client role, echo role)
+WIRES = {"zmq": ("c-zmq", "c-zmq-echo"), "sp": ("c-sp", "c-sp-echo"),
+         "nng": ("c-nng", "c-nng-echo")}
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -91,14 +94,62 @@ def test_client_speaks_the_bench_line_protocol(echo: tuple[str, str]) -> None:
 
 @pytest.mark.timeout(30)
 @pytest.mark.parametrize("wire", sorted(WIRES))
-def test_client_without_a_server_times_out_and_says_so(wire: str) -> None:
+def test_client_without_a_server_says_so(wire: str) -> None:
     url = f"tcp://127.0.0.1:{free_port()}"  # nothing listens there
     argv = cpeers.argv(WIRES[wire][0], url=url, requests=10, window=4, size=16, timeout=1,
                        lifetime=20)
     r = subprocess.run(argv, capture_output=True, text=True, timeout=20)
-    assert r.returncode == 1, r.stderr
+    if wire == "sp":  # plain sockets: the connection is refused at once
+        assert r.returncode == 2 and "cannot connect" in r.stderr, r
+        return
+    assert r.returncode == 1, r.stderr  # libzmq and nng dial again and again: a timeout
     res = json.loads(r.stdout)
     assert res["n"] == 0 and res["timed_out"], res
+
+
+@pytest.mark.timeout(30)
+def test_sp_echo_drops_a_peer_that_is_no_req0() -> None:
+    server = cpeers.peer("sp-echo", "c-sp-echo")
+    try:
+        port = int(str(server.wait_ready(10)["url"]).rsplit(":", 1)[1])
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+            s.sendall(b"\x00SP\x00\x00\x31\x00\x00")  # a rep0 header: no req0
+            got = b""
+            while chunk := s.recv(64):  # its own header, then the end of the connection
+                got += chunk
+            assert got == b"\x00SP\x00\x00\x31\x00\x00"
+        deadline = time.monotonic() + 5
+        while "no req0" not in server.stderr_text() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert "dropped a connection: the peer is no req0" in server.stderr_text()
+    finally:
+        server.stop()
+
+
+@pytest.mark.timeout(30)
+def test_sp_client_stops_at_a_reply_to_no_request() -> None:
+    """A rep0 on a plain socket that answers with another request id: the error, not a count."""
+    with socket.socket() as ls:
+        ls.bind(("127.0.0.1", 0))
+        ls.listen(1)
+        argv = cpeers.argv("c-sp", url=f"tcp://127.0.0.1:{ls.getsockname()[1]}", requests=5,
+                           window=1, size=16, timeout=5, lifetime=20)
+        with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True) as p:
+            conn, _ = ls.accept()
+            with conn:
+                conn.settimeout(10)
+                conn.sendall(b"\x00SP\x00\x00\x31\x00\x00")
+                head = conn.recv(8, socket.MSG_WAITALL)
+                size = int.from_bytes(conn.recv(8, socket.MSG_WAITALL), "big")
+                request = conn.recv(size, socket.MSG_WAITALL)
+                wrong = (int.from_bytes(request[:4], "big") ^ 1).to_bytes(4, "big")
+                conn.sendall(size.to_bytes(8, "big") + wrong + request[4:])
+                out, err = p.communicate(timeout=15)
+    assert head == b"\x00SP\x00\x00\x30\x00\x00"  # it says req0
+    assert p.returncode == 1, err
+    res = json.loads(out)
+    assert res["errors"] == 1 and "not its request's" in res["error"], res
 
 
 def test_a_missing_compiler_makes_the_peers_unavailable_with_the_reason(
@@ -127,8 +178,8 @@ def test_python_roles_still_start_python_peers() -> None:
 
 def test_cpeers_group_and_its_references() -> None:
     names = [r.name for r in select("cpeers")]
-    assert names == ["zmq-echo-c", "sp-echo-c", "zmq-proxy-c", "nng-device-c", "gw-zmq-zmq-c",
-                     "gw-zmq-sp-c", "gw-sp-zmq-c", "gw-sp-sp-c"]
+    assert names == ["zmq-echo-c", "sp-echo-c", "nng-echo-c", "zmq-proxy-c", "nng-device-c",
+                     "gw-zmq-zmq-c", "gw-zmq-sp-c", "gw-sp-zmq-c", "gw-sp-sp-c"]
     # one gateway route brings its references and the C ceilings along
     assert [r.name for r in select("gw-sp-zmq-c")] == ["zmq-echo-c", "sp-echo-c", "zmq-proxy-c",
                                                        "nng-device-c", "gw-sp-zmq-c"]

@@ -23,7 +23,7 @@ ECHO_DIRECT = {"zmq": "zmq-echo-direct", "sp": "sp-echo-direct"}
 #: the same with the stream clients: the hop baselines of the ``stream`` group
 STREAM_DIRECT = {"zmq": "zmq-echo-stream", "sp": "sp-echo-stream"}
 #: the ``cpeers`` group: C load clients and C echoes (gateway/tools/bench/c), and their directs
-C_CLIENT = {"zmq": "c-zmq", "sp": "c-nng"}
+C_CLIENT = {"zmq": "c-zmq", "sp": "c-sp"}
 C_SERVER = {"zmq": "c-zmq-echo", "sp": "c-sp-echo"}
 C_DIRECT = {"zmq": "zmq-echo-c", "sp": "sp-echo-c"}
 LIB_BACKEND = {"zmq": "pyzmq", "sp": "pynng"}
@@ -105,21 +105,25 @@ def _stream_routes() -> list[Route]:
 
 
 def _c_routes() -> list[Route]:
-    """Issue 22's measurement (``--routes cpeers``): C clients (libzmq DEALER, nng raw req0;
-    W in flight) and C echoes, direct (the ceiling), through zmq.proxy (the ratios' reference),
-    nng_device and the native gateway."""
+    """Issue 22's measurement (``--routes cpeers``): C clients (libzmq DEALER; SP req0 on
+    plain sockets; W in flight) and C echoes, direct (the ceilings), through zmq.proxy (the
+    ratios' reference), nng_device and the native gateway; and nng's own C peers direct (the
+    library's figure: too costly to drive the middles, see ``cpeers.ROLES``)."""
     out = [
         Route(name="zmq-echo-c", group="cpeers",
               description="C libzmq DEALER <-> C zmq ROUTER echo: the C ceiling, zmq",
               client=C_CLIENT["zmq"], server=C_SERVER["zmq"]),
         Route(name="sp-echo-c", group="cpeers",
-              description="C nng raw req0 <-> C nng raw rep0 echo: the C ceiling, SP",
+              description="C SP req0 <-> C SP rep0 echo (plain sockets): the C ceiling, SP",
               client=C_CLIENT["sp"], server=C_SERVER["sp"], front="sp", back="sp"),
+        Route(name="nng-echo-c", group="cpeers",
+              description="C nng raw req0 <-> C nng raw rep0 echo: nng's own C peers",
+              client="c-nng", server="c-nng-echo", front="sp", back="sp"),
         Route(name="zmq-proxy-c", group="cpeers",
               description="C libzmq DEALER -> zmq.proxy(ROUTER/DEALER) -> C zmq echo",
               client=C_CLIENT["zmq"], server=C_SERVER["zmq"], middle="zmq-proxy"),
         Route(name="nng-device-c", group="cpeers",
-              description="C nng raw req0 -> nng_device(raw Rep0/raw Req0) -> C nng echo",
+              description="C SP req0 -> nng_device(raw Rep0/raw Req0) -> C SP echo",
               client=C_CLIENT["sp"], server=C_SERVER["sp"], middle="nng-device", front="sp",
               back="sp"),
     ]
@@ -127,9 +131,9 @@ def _c_routes() -> list[Route]:
         for back in ("zmq", "sp"):
             out.append(Route(
                 name=f"gw-{front}-{back}-c", group="cpeers",
-                description=f"C {'libzmq DEALER' if front == 'zmq' else 'nng raw req0'} -> "
+                description=f"C {'libzmq DEALER' if front == 'zmq' else 'SP req0'} -> "
                             f"gateway bridge {front}->{back} (native engine) -> C "
-                            f"{'zmq' if back == 'zmq' else 'nng'} echo",
+                            f"{'zmq' if back == 'zmq' else 'SP'} echo",
                 client=C_CLIENT[front], server=C_SERVER[back], middle="bridge", front=front,
                 back=back, backend="native"))
     return out
