@@ -217,3 +217,43 @@ def test_cpeers_ratios_to_the_proxy_the_device_and_the_ceiling() -> None:
     assert e["client_cores"] == 0.3
     text = versus.group_lines(d)
     assert text[0].startswith("C peers") and "gw-zmq-sp-c" in text[-1]
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("wire", ["zmq", "sp"])
+def test_c_publisher_reaches_c_subscribers(wire: str) -> None:
+    pub = cpeers.pattern_peer("pub", "pattern-pub", wire, hwm=10000)
+    subs = None
+    try:
+        url = str(pub.wait_ready(10)["url"])
+        subs = cpeers.pattern_peer("subs", "pattern-subs", wire, url=url, count=3, hwm=10000)
+        assert subs.wait_ready(10) == {"count": 3}
+        subs.send(op="collect", timeout=20)
+        pub.send(op="go", n=300, size=50, warm=0.5)
+        sent, got = pub.result(30), subs.result(30)
+        assert sent["sent"] == 300 and got["complete"], (sent, got)
+        assert got["per_socket"] == [300, 300, 300] and got["received"] == 900, got
+    finally:
+        for p in (subs, pub):
+            if p is not None:
+                p.stop()
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("wire", ["zmq", "sp"])
+def test_c_pusher_reaches_the_c_puller(wire: str) -> None:
+    pull = cpeers.pattern_peer("pull", "pattern-pull", wire, hwm=1000)
+    push = None
+    try:
+        url = str(pull.wait_ready(10)["url"])
+        push = cpeers.pattern_peer("push", "pattern-push", wire, url=url, hwm=1000)
+        assert push.wait_ready(10) == {"url": url}
+        pull.send(op="collect", n=2000, timeout=20)
+        push.send(op="go", n=2000, size=100)
+        assert push.result(30) == {"sent": 2000, "elapsed": pytest.approx(1, abs=30)}
+        got = pull.result(30)
+        assert got["received"] == 2000 and got["elapsed"] > 0, got
+    finally:
+        for p in (push, pull):
+            if p is not None:
+                p.stop()

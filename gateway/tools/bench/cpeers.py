@@ -29,6 +29,8 @@ PROGRAMS: dict[str, tuple[str, tuple[str, ...]]] = {
     "zmq_reqrep": ("zmq_reqrep.c", ("-lzmq",)),
     "nng_reqrep": ("nng_reqrep.c", ("-lnng", "-lpthread")),
     "sp_stream": ("sp_stream.c", ()),
+    "zmq_patterns": ("zmq_patterns.c", ("-lzmq",)),
+    "nng_patterns": ("nng_patterns.c", ("-lnng", "-lpthread")),
 }
 #: bench role -> (program, mode): the request-reply clients and echo servers. The SP routes
 #: use ``sp_stream`` (SP over plain sockets): nng's own peers cost ~30 us of CPU per request
@@ -128,3 +130,13 @@ def peer(name: str, role: str, **cfg: Any) -> Proc:
         raise Unavailable(f"C peer {role}: no option {', '.join(sorted(unknown))} "
                           "(plain TCP only)")
     return Proc(name, argv(role, lifetime=int(Proc.lifetime), **cfg))
+
+
+def pattern_peer(name: str, role: str, wire: str, **cfg: Any) -> Proc:
+    """A ``pattern-*`` peer (``pattern-pub``, ``-subs``, ``-pull``, ``-push``; see
+    ``patterns.py``) in C on ``wire``: libzmq for zmq, nng for SP. cfg: ``hwm``, ``url``,
+    ``count``."""
+    program = "zmq_patterns" if wire == "zmq" else "nng_patterns"
+    mode = role.removeprefix("pattern-")
+    return Proc(name, [str(build(program)), mode,
+                       *(f"{k}={v}" for k, v in {"lifetime": int(Proc.lifetime), **cfg}.items())])

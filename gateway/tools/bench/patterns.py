@@ -2,8 +2,10 @@
 side by side with libzmq's ``zmq.proxy`` (XSUB/XPUB, PULL/PUSH) and an nng device (raw
 sockets, ``nng_device``), as ratios against ``zmq.proxy`` in one run.
 
-Every peer is its own process (``gateway.tools.bench.peer`` roles ``pattern-*``); the middles are
-``zmq.proxy``, ``nng_device`` or ``python -m gateway bridge ...?pattern=``.
+Every peer is its own process (``gateway.tools.bench.peer`` roles ``pattern-*``; on the routes
+whose name ends in ``-c``, the C peers ``c/zmq_patterns.c`` and ``c/nng_patterns.c``, issue 22,
+with their own ``zmq-proxy-c`` reference); the middles are ``zmq.proxy``, ``nng_device`` or
+``python -m gateway bridge ...?pattern=``.
 
 * fan-out: one publisher (binds), the middle dials it, ``S`` subscribers (1, 10, 100; one
   process polling them all) dial the middle. The publisher first sends ``w.`` messages for a
@@ -20,6 +22,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from gateway.tools.bench import cpeers
 from gateway.tools.bench.procs import Child, Proc, Unavailable, start_bridge, tcp_address
 
 #: (name, publisher/puller wire, subscriber/pusher wire, middle); a gateway route's name ends
@@ -32,6 +35,12 @@ FANOUT_ROUTES = (
     ("gw-sp-zmq-native", "sp", "zmq", "gateway"),
     ("gw-zmq-sp-lib", "zmq", "sp", "gateway"),
     ("gw-sp-zmq-lib", "sp", "zmq", "gateway"),
+    # the same middles with C peers (a C publisher or pusher, C subscribers or puller)
+    ("zmq-proxy-c", "zmq", "zmq", "proxy"),
+    ("nng-device-c", "sp", "sp", "device"),
+    ("gw-zmq-zmq-c", "zmq", "zmq", "gateway"),
+    ("gw-zmq-sp-c", "zmq", "sp", "gateway"),
+    ("gw-sp-zmq-c", "sp", "zmq", "gateway"),
 )
 _LIB = {"zmq": "pyzmq", "sp": "pynng"}
 PIPELINE_ROUTES = FANOUT_ROUTES  # (name, PULL server wire, PUSH client wire, middle)
@@ -57,6 +66,13 @@ def _log(settings: PatternSettings, text: str) -> None:
         print(f"[bench patterns] {text}", file=sys.stderr, flush=True)
 
 
+def _peer(route: str, name: str, role: str, wire: str, **cfg: Any) -> Proc:
+    """A ``pattern-*`` peer: in C on a ``-c`` route, else the Python one."""
+    if route.endswith("-c"):
+        return cpeers.pattern_peer(name, role, wire, **cfg)
+    return Proc.peer(name, role, wire=wire, **cfg)
+
+
 def _middle(name: str, pattern: str, middle: str, upstream: str, up_wire: str, down_wire: str,
             settings: PatternSettings, procs: list[Child], hwm: int) -> str:
     """Start the middle dialling ``upstream``; return the URL the other side dials."""
@@ -80,12 +96,12 @@ def fanout(route: tuple[str, str, str, str], subs: int, settings: PatternSetting
     procs: list[Child] = []
     try:
         hwm = settings.hwm or settings.n
-        pub = Proc.peer(f"{name}/pub", "pattern-pub", wire=pub_wire, hwm=hwm)
+        pub = _peer(name, f"{name}/pub", "pattern-pub", pub_wire, hwm=hwm)
         procs.append(pub)
         url = str(pub.wait_ready(settings.ready_timeout)["url"])
         front = _middle(name, "pubsub", middle, url, pub_wire, sub_wire, settings, procs, hwm)
-        sub = Proc.peer(f"{name}/subs", "pattern-subs", wire=sub_wire, url=front, count=subs,
-                        hwm=hwm)
+        sub = _peer(name, f"{name}/subs", "pattern-subs", sub_wire, url=front, count=subs,
+                    hwm=hwm)
         procs.append(sub)
         sub.wait_ready(settings.ready_timeout)
         sub.send(op="collect", timeout=settings.timeout)
@@ -109,12 +125,12 @@ def pipeline(route: tuple[str, str, str, str], settings: PatternSettings) -> dic
     procs: list[Child] = []
     try:
         hwm = settings.hwm or 1000
-        pull = Proc.peer(f"{name}/pull", "pattern-pull", wire=pull_wire, hwm=hwm)
+        pull = _peer(name, f"{name}/pull", "pattern-pull", pull_wire, hwm=hwm)
         procs.append(pull)
         url = str(pull.wait_ready(settings.ready_timeout)["url"])
         front = _middle(name, "pipeline", middle, url, pull_wire, push_wire, settings, procs,
                         hwm)
-        push = Proc.peer(f"{name}/push", "pattern-push", wire=push_wire, url=front, hwm=hwm)
+        push = _peer(name, f"{name}/push", "pattern-push", push_wire, url=front, hwm=hwm)
         procs.append(push)
         push.wait_ready(settings.ready_timeout)
         pull.send(op="collect", n=settings.n, timeout=settings.timeout)
@@ -132,10 +148,14 @@ def pipeline(route: tuple[str, str, str, str], settings: PatternSettings) -> dic
 
 
 def _ratios(rows: list[dict[str, Any]], key: tuple[str, ...]) -> None:
-    base = {tuple(r.get(k) for k in key): r.get("msgs_per_s") for r in rows
-            if r["route"] == "zmq-proxy"}
+    """Each row against zmq.proxy with the same peers: ``zmq-proxy-c`` for a C row."""
+    def reference(route: str) -> str:
+        return "zmq-proxy-c" if route.endswith("-c") else "zmq-proxy"
+
+    base = {(r["route"], *(r.get(k) for k in key)): r.get("msgs_per_s") for r in rows
+            if r["route"] in ("zmq-proxy", "zmq-proxy-c")}
     for r in rows:
-        ref = base.get(tuple(r.get(k) for k in key))
+        ref = base.get((reference(r["route"]), *(r.get(k) for k in key)))
         rate = r.get("msgs_per_s")
         r["ratio_vs_zmq_proxy"] = (rate / ref) if ref and rate else None
 

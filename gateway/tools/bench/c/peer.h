@@ -26,7 +26,7 @@
 #define DEFAULT_HWM 100000 /* every queue of a request-reply peer: above any bench window */
 
 /* `key=value` among the arguments after the mode, or `dflt` */
-static const char *arg_str(int argc, char **argv, const char *key, const char *dflt)
+static inline const char *arg_str(int argc, char **argv, const char *key, const char *dflt)
 {
     size_t n = strlen(key);
     for (int i = 2; i < argc; i++)
@@ -35,14 +35,14 @@ static const char *arg_str(int argc, char **argv, const char *key, const char *d
     return dflt;
 }
 
-static long arg_int(int argc, char **argv, const char *key, long dflt)
+static inline long arg_int(int argc, char **argv, const char *key, long dflt)
 {
     const char *v = arg_str(argc, argv, key, NULL);
     return v ? strtol(v, NULL, 10) : dflt;
 }
 
 /* a usage or set-up error: one line on stderr, exit status 2 */
-static void die(const char *fmt, ...)
+static inline void die(const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -52,14 +52,14 @@ static void die(const char *fmt, ...)
     exit(2);
 }
 
-static double now_s(void)
+static inline double now_s(void)
 {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
 }
 
-static int64_t now_ns(void)
+static inline int64_t now_ns(void)
 {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
@@ -67,7 +67,7 @@ static int64_t now_ns(void)
 }
 
 /* user + system CPU seconds of this process so far (all its threads) */
-static double cpu_s(void)
+static inline double cpu_s(void)
 {
     struct rusage u;
     getrusage(RUSAGE_SELF, &u);
@@ -75,7 +75,7 @@ static double cpu_s(void)
            + (double)(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
 }
 
-static void *exit_on_stdin_eof(void *unused)
+static inline void *exit_on_stdin_eof(void *unused)
 {
     char buf[256];
     (void)unused;
@@ -87,7 +87,7 @@ static void *exit_on_stdin_eof(void *unused)
 
 /* die with the harness, and after `lifetime=` seconds (default 3600) in any case; servers
  * (which read no commands) also exit when their stdin closes */
-static void bounded_life(int argc, char **argv, int server)
+static inline void bounded_life(int argc, char **argv, int server)
 {
     long lifetime = arg_int(argc, argv, "lifetime", 3600);
     prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -101,14 +101,14 @@ static void bounded_life(int argc, char **argv, int server)
     }
 }
 
-static void ready_url(int port)
+static inline void ready_url(int port)
 {
     printf("READY {\"url\": \"tcp://127.0.0.1:%d\"}\n", port);
     fflush(stdout);
 }
 
 /* the next command line from the harness; 0 at the end of stdin */
-static int next_command(char *line, size_t cap)
+static inline int next_command(char *line, size_t cap)
 {
     if (!fgets(line, (int)cap, stdin))
         return 0;
@@ -116,7 +116,7 @@ static int next_command(char *line, size_t cap)
 }
 
 /* the position just after `"key":` (and blanks) in a flat JSON object, or NULL */
-static const char *json_value(const char *line, const char *key)
+static inline const char *json_value(const char *line, const char *key)
 {
     char quoted[64];
     snprintf(quoted, sizeof quoted, "\"%s\"", key);
@@ -129,21 +129,21 @@ static const char *json_value(const char *line, const char *key)
     return p;
 }
 
-static int is_op(const char *line, const char *op)
+static inline int is_op(const char *line, const char *op)
 {
     const char *p = json_value(line, "op");
     size_t n = strlen(op);
     return p && p[0] == '"' && strncmp(p + 1, op, n) == 0 && p[n + 1] == '"';
 }
 
-static double json_num(const char *line, const char *key, double dflt)
+static inline double json_num(const char *line, const char *key, double dflt)
 {
     const char *p = json_value(line, key);
     return p ? strtod(p, NULL) : dflt;
 }
 
 /* a command the peer does not know: answered, never ignored */
-static void unknown_command(const char *line)
+static inline void unknown_command(const char *line)
 {
     printf("RESULT {\"error\": \"unknown command\", \"line_bytes\": %zu}\n", strlen(line));
     fflush(stdout);
