@@ -35,7 +35,10 @@ FANOUT_ROUTES = (
     ("gw-sp-zmq-native", "sp", "zmq", "gateway"),
     ("gw-zmq-sp-lib", "zmq", "sp", "gateway"),
     ("gw-sp-zmq-lib", "sp", "zmq", "gateway"),
-    # the same middles with C peers (a C publisher or pusher, C subscribers or puller)
+    # the same middles with C peers (a C publisher or pusher, C subscribers or puller), and
+    # the C peers straight to each other: each wire's ceiling
+    ("zmq-direct-c", "zmq", "zmq", "direct"),
+    ("sp-direct-c", "sp", "sp", "direct"),
     ("zmq-proxy-c", "zmq", "zmq", "proxy"),
     ("nng-device-c", "sp", "sp", "device"),
     ("gw-zmq-zmq-c", "zmq", "zmq", "gateway"),
@@ -75,7 +78,10 @@ def _peer(route: str, name: str, role: str, wire: str, **cfg: Any) -> Proc:
 
 def _middle(name: str, pattern: str, middle: str, upstream: str, up_wire: str, down_wire: str,
             settings: PatternSettings, procs: list[Child], hwm: int) -> str:
-    """Start the middle dialling ``upstream``; return the URL the other side dials."""
+    """Start the middle dialling ``upstream``; return the URL the other side dials (no middle:
+    ``upstream`` itself)."""
+    if middle == "direct":
+        return upstream
     if middle == "gateway":
         lib = name.endswith("-lib")
         fb, bb = (_LIB[down_wire], _LIB[up_wire]) if lib else ("native", "native")
@@ -183,7 +189,8 @@ def table(result: dict[str, Any]) -> str:
         return "-" if v is None else f"{v:.3f}"
 
     lines = [f"pub/sub fan-out ({result['n']} messages of {result['size']} B published; "
-             f"delivered msgs/s over all subscribers)",
+             f"delivered msgs/s over all subscribers; -c routes: C peers, against zmq-proxy-c; "
+             f"*-direct-c: no middle, the C peers' ceiling)",
              f"{'route':<18} {'subs':>5} {'msgs/s':>10} {'delivered':>9} {'vs zmq.proxy':>12}"]
     for r in result["fanout"]:
         if "error" in r:

@@ -27,6 +27,15 @@ static int nrecv_any(void **socks, int n, int ms, int *index, char *buf, size_t 
 {
     static int next; /* round robin: no socket starves the others */
     struct pollfd fds[MAX_SUBS];
+    if (n == 1) { /* one socket: a blocking receive (nng's receive fd costs a wake-up more) */
+        nng_socket s = *(nng_socket *)socks[0];
+        size_t got = cap;
+        nng_socket_set_ms(s, NNG_OPT_RECVTIMEO, ms);
+        int rv = nng_recv(s, buf, &got, 0);
+        *index = 0;
+        *len = got;
+        return rv == 0 ? 1 : rv == NNG_ETIMEDOUT ? 0 : -1;
+    }
     for (int pass = 0; pass < 2; pass++) {
         for (int k = 0; k < n; k++) {
             int i = (next + k) % n;
