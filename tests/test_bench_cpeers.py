@@ -220,13 +220,16 @@ def test_cpeers_ratios_to_the_proxy_the_device_and_the_ceiling() -> None:
 
 
 @pytest.mark.timeout(60)
-@pytest.mark.parametrize("wire", ["zmq", "sp"])
+@pytest.mark.parametrize("wire", ["zmq", "sp", "nng"])
 def test_c_publisher_reaches_c_subscribers(wire: str) -> None:
-    pub = cpeers.pattern_peer("pub", "pattern-pub", wire, hwm=10000)
+    nng = wire == "nng"
+    wire = "sp" if nng else wire
+    pub = cpeers.pattern_peer("pub", "pattern-pub", wire, nng=nng, hwm=10000)
     subs = None
     try:
         url = str(pub.wait_ready(10)["url"])
-        subs = cpeers.pattern_peer("subs", "pattern-subs", wire, url=url, count=3, hwm=10000)
+        subs = cpeers.pattern_peer("subs", "pattern-subs", wire, nng=nng, url=url, count=3,
+                                   hwm=10000)
         assert subs.wait_ready(10) == {"count": 3}
         subs.send(op="collect", timeout=20)
         pub.send(op="go", n=300, size=50, warm=0.5)
@@ -240,13 +243,15 @@ def test_c_publisher_reaches_c_subscribers(wire: str) -> None:
 
 
 @pytest.mark.timeout(60)
-@pytest.mark.parametrize("wire", ["zmq", "sp"])
+@pytest.mark.parametrize("wire", ["zmq", "sp", "nng"])
 def test_c_pusher_reaches_the_c_puller(wire: str) -> None:
-    pull = cpeers.pattern_peer("pull", "pattern-pull", wire, hwm=1000)
+    nng = wire == "nng"
+    wire = "sp" if nng else wire
+    pull = cpeers.pattern_peer("pull", "pattern-pull", wire, nng=nng, hwm=1000)
     push = None
     try:
         url = str(pull.wait_ready(10)["url"])
-        push = cpeers.pattern_peer("push", "pattern-push", wire, url=url, hwm=1000)
+        push = cpeers.pattern_peer("push", "pattern-push", wire, nng=nng, url=url, hwm=1000)
         assert push.wait_ready(10) == {"url": url}
         pull.send(op="collect", n=2000, timeout=20)
         push.send(op="go", n=2000, size=100)

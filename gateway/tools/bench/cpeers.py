@@ -31,6 +31,7 @@ PROGRAMS: dict[str, tuple[str, tuple[str, ...]]] = {
     "sp_stream": ("sp_stream.c", ()),
     "zmq_patterns": ("zmq_patterns.c", ("-lzmq",)),
     "nng_patterns": ("nng_patterns.c", ("-lnng", "-lpthread")),
+    "sp_patterns": ("sp_patterns.c", ()),
 }
 #: bench role -> (program, mode): the request-reply clients and echo servers. The SP routes
 #: use ``sp_stream`` (SP over plain sockets): nng's own peers cost ~30 us of CPU per request
@@ -132,11 +133,12 @@ def peer(name: str, role: str, **cfg: Any) -> Proc:
     return Proc(name, argv(role, lifetime=int(Proc.lifetime), **cfg))
 
 
-def pattern_peer(name: str, role: str, wire: str, **cfg: Any) -> Proc:
+def pattern_peer(name: str, role: str, wire: str, nng: bool = False, **cfg: Any) -> Proc:
     """A ``pattern-*`` peer (``pattern-pub``, ``-subs``, ``-pull``, ``-push``; see
-    ``patterns.py``) in C on ``wire``: libzmq for zmq, nng for SP. cfg: ``hwm``, ``url``,
-    ``count``."""
-    program = "zmq_patterns" if wire == "zmq" else "nng_patterns"
+    ``patterns.py``) in C on ``wire``: libzmq for zmq; for SP, plain sockets (``sp_patterns``;
+    ``nng``: nng's own peers, far slower). cfg: ``hwm``, ``url``, ``count``."""
+    program = ("zmq_patterns" if wire == "zmq" else "nng_patterns" if nng
+               else "sp_patterns")
     mode = role.removeprefix("pattern-")
     return Proc(name, [str(build(program)), mode,
                        *(f"{k}={v}" for k, v in {"lifetime": int(Proc.lifetime), **cfg}.items())])

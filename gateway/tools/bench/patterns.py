@@ -39,6 +39,7 @@ FANOUT_ROUTES = (
     # the C peers straight to each other: each wire's ceiling
     ("zmq-direct-c", "zmq", "zmq", "direct"),
     ("sp-direct-c", "sp", "sp", "direct"),
+    ("nng-direct-c", "sp", "sp", "direct"),  # nng's own C peers: see cpeers.pattern_peer
     ("zmq-proxy-c", "zmq", "zmq", "proxy"),
     ("nng-device-c", "sp", "sp", "device"),
     ("gw-zmq-zmq-c", "zmq", "zmq", "gateway"),
@@ -72,7 +73,7 @@ def _log(settings: PatternSettings, text: str) -> None:
 def _peer(route: str, name: str, role: str, wire: str, **cfg: Any) -> Proc:
     """A ``pattern-*`` peer: in C on a ``-c`` route, else the Python one."""
     if route.endswith("-c"):
-        return cpeers.pattern_peer(name, role, wire, **cfg)
+        return cpeers.pattern_peer(name, role, wire, nng=route == "nng-direct-c", **cfg)
     return Proc.peer(name, role, wire=wire, **cfg)
 
 

@@ -89,7 +89,7 @@ int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "", *url = arg_str(argc, argv, "url", NULL);
     int hwm = (int)arg_int(argc, argv, "hwm", 1000), rc, rv;
-    pattern_wire w = {nsend, nrecv_any};
+    pattern_wire w = {nsend, nrecv_any, NULL};
     nng_socket s;
     bounded_life(argc, argv, 0);
     if (strcmp(mode, "pub") == 0 || strcmp(mode, "pull") == 0) {

@@ -28,6 +28,8 @@ typedef struct {
      * none came, -1 on an error */
     int (*recv_any)(void **socks, int n, int ms, int *index, char *buf, size_t cap,
                     size_t *len);
+    /* write what sends queued (NULL: sends write at once) */
+    void (*flush)(void *sock);
 } pattern_wire;
 
 static void sleep_s(double s)
@@ -59,6 +61,8 @@ static int run_sender(const pattern_wire *w, void *sock, int publisher)
             double end = now_s() + json_num(line, "warm", 1.0);
             while (now_s() < end) {
                 w->send(sock, "w.", 2);
+                if (w->flush)
+                    w->flush(sock);
                 sleep_s(0.002);
             }
             memcpy(body, "d.", 2);
@@ -69,9 +73,13 @@ static int run_sender(const pattern_wire *w, void *sock, int publisher)
         for (long i = 0; i < n; i++)
             if (w->send(sock, body, (size_t)size) != 0)
                 return send_failed(i);
+        if (w->flush)
+            w->flush(sock);
         double elapsed = now_s() - t0;
         for (int i = 0; publisher && i < 100; i++) {
             w->send(sock, "END", 3);
+            if (w->flush)
+                w->flush(sock);
             sleep_s(0.01);
         }
         free(body);

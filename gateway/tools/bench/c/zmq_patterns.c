@@ -70,7 +70,7 @@ int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "", *url = arg_str(argc, argv, "url", NULL);
     int hwm = (int)arg_int(argc, argv, "hwm", 1000), rc;
-    pattern_wire w = {zsend, zrecv_any};
+    pattern_wire w = {zsend, zrecv_any, NULL};
     void *ctx = zmq_ctx_new();
     bounded_life(argc, argv, 0);
     if (strcmp(mode, "pub") == 0 || strcmp(mode, "pull") == 0) {
