@@ -9,7 +9,8 @@
  *   sp_patterns subs url=URL count=C          C sub0 connections (SP subscribers filter on
  *                                             their side: patterns.h counts "d." and "END")
  *   sp_patterns pull                          pull0 on tcp://127.0.0.1:* (any pushers)
- *   sp_patterns push url=URL                  push0: one connection, blocking writes
+ *   sp_patterns push url=URL                  push0: one connection, blocking writes of 16 KiB
+ *                                             batches (the rest after the last message)
  */
 #define _GNU_SOURCE /* accept4 */
 #include <arpa/inet.h>
@@ -136,24 +137,41 @@ static void pub_flush(void *arg)
             drop(e, i);
 }
 
-/* push: one blocking write of the frame */
+/* push: blocking writes of the queued frames */
+static void push_flush(void *arg)
+{
+    endpoint *e = arg;
+    conn *c = e->c[0];
+    for (size_t at = 0; at < c->out_len;) {
+        ssize_t k = send(c->fd, c->out + at, c->out_len - at, MSG_NOSIGNAL);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0) {
+            e->n = 0; /* the connection failed: the next send says so */
+            break;
+        }
+        at += (size_t)k;
+    }
+    c->out_len = 0;
+}
+
+/* push: the frame queued, the queue written (blocking) once it holds PUB_BATCH bytes */
 static int push_send(void *arg, const char *body, size_t n)
 {
     endpoint *e = arg;
-    unsigned char frame[8 + RECV_CAP];
     if (n > RECV_CAP || e->n < 1)
         return -1;
-    put_be64(frame, n);
-    memcpy(frame + 8, body, n);
-    for (size_t at = 0; at < n + 8;) {
-        ssize_t k = send(e->c[0]->fd, frame + at, n + 8 - at, MSG_NOSIGNAL);
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k <= 0)
-            return -1;
-        at += (size_t)k;
+    conn *c = e->c[0];
+    if (c->out_cap < PUB_BATCH + 8 + RECV_CAP) {
+        c->out_cap = PUB_BATCH + 8 + RECV_CAP;
+        c->out = realloc(c->out, c->out_cap);
     }
-    return 0;
+    put_be64(c->out + c->out_len, n);
+    memcpy(c->out + c->out_len + 8, body, n);
+    c->out_len += n + 8;
+    if (c->out_len >= PUB_BATCH)
+        push_flush(e);
+    return e->n < 1 ? -1 : 0;
 }
 
 /* a whole message buffered in c: 1 (into buf), else 0; -1: a message over the limit */
@@ -305,7 +323,7 @@ int main(int argc, char **argv)
         printf("READY {\"url\": \"%s\"}\n", url);
         fflush(stdout);
         w.send = push_send;
-        w.flush = NULL;
+        w.flush = push_flush;
         rc = run_sender(&w, &eps[0], 0);
     } else if (strcmp(mode, "subs") == 0 && url) {
         int count = (int)arg_int(argc, argv, "count", 1);
