@@ -178,8 +178,8 @@ def test_python_roles_still_start_python_peers() -> None:
 
 def test_cpeers_group_and_its_references() -> None:
     names = [r.name for r in select("cpeers")]
-    assert names == ["zmq-echo-c", "sp-echo-c", "nng-echo-c", "zmq-proxy-c", "nng-device-c",
-                     "gw-zmq-zmq-c", "gw-zmq-sp-c", "gw-sp-zmq-c", "gw-sp-sp-c"]
+    assert names == ["zmq-echo-c", "sp-echo-c", "zmq-proxy-c", "nng-device-c",
+                     "gw-zmq-zmq-c", "gw-zmq-sp-c", "gw-sp-zmq-c", "gw-sp-sp-c", "nng-echo-c"]
     # one gateway route brings its references and the C ceilings along
     assert [r.name for r in select("gw-sp-zmq-c")] == ["zmq-echo-c", "sp-echo-c", "zmq-proxy-c",
                                                        "nng-device-c", "gw-sp-zmq-c"]

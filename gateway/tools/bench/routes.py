@@ -74,34 +74,43 @@ def _gateway_routes() -> list[Route]:
     return out
 
 
-def _stream_routes() -> list[Route]:
-    """The throughput routes of issue 13: every middle driven by the byte-stream clients, so
-    the figure is the middle's and ``zmq-proxy-stream`` is the reference of the ratios."""
+def _middle_group(group: str, suffix: str, clients: dict[str, str], servers: dict[str, str],
+                  shown: dict[str, str], echo: dict[str, str]) -> list[Route]:
+    """A group that drives every middle with its own clients and echoes: the two directs
+    (``zmq-echo-SUFFIX``, ``sp-echo-SUFFIX``: hop baselines and ceilings), ``zmq-proxy-SUFFIX``
+    (the reference), ``nng-device-SUFFIX`` and the native gateway ``gw-F-B-SUFFIX``."""
     out = [
-        Route(name="zmq-echo-stream", group="stream",
-              description="zmq stream client (DEALER) <-> zmq echo: the stream routes' zmq direct",
-              client=STREAM_CLIENT["zmq"], server=LIB_SERVER["zmq"]),
-        Route(name="sp-echo-stream", group="stream",
-              description="SP stream client (raw req0) <-> SP echo: the stream routes' SP direct",
-              client=STREAM_CLIENT["sp"], server=LIB_SERVER["sp"], front="sp", back="sp"),
-        Route(name="zmq-proxy-stream", group="stream",
-              description="zmq stream client -> zmq.proxy(ROUTER/DEALER) -> zmq echo",
-              client=STREAM_CLIENT["zmq"], server=LIB_SERVER["zmq"], middle="zmq-proxy"),
-        Route(name="nng-device-stream", group="stream",
-              description="SP stream client -> nng_device(raw Rep0/raw Req0) -> SP echo",
-              client=STREAM_CLIENT["sp"], server=LIB_SERVER["sp"], middle="nng-device",
-              front="sp", back="sp"),
+        Route(name=f"zmq-echo-{suffix}", group=group,
+              description=f"{shown['zmq']} <-> {echo['zmq']}: the {group} routes' zmq direct",
+              client=clients["zmq"], server=servers["zmq"]),
+        Route(name=f"sp-echo-{suffix}", group=group,
+              description=f"{shown['sp']} <-> {echo['sp']}: the {group} routes' SP direct",
+              client=clients["sp"], server=servers["sp"], front="sp", back="sp"),
+        Route(name=f"zmq-proxy-{suffix}", group=group,
+              description=f"{shown['zmq']} -> zmq.proxy(ROUTER/DEALER) -> {echo['zmq']}",
+              client=clients["zmq"], server=servers["zmq"], middle="zmq-proxy"),
+        Route(name=f"nng-device-{suffix}", group=group,
+              description=f"{shown['sp']} -> nng_device(raw Rep0/raw Req0) -> {echo['sp']}",
+              client=clients["sp"], server=servers["sp"], middle="nng-device", front="sp",
+              back="sp"),
     ]
     for front in ("zmq", "sp"):
         for back in ("zmq", "sp"):
             out.append(Route(
-                name=f"gw-{front}-{back}-stream", group="stream",
-                description=f"{'zmq' if front == 'zmq' else 'SP'} stream client -> gateway "
-                            f"bridge {front}->{back} (native engine) -> "
-                            f"{'zmq' if back == 'zmq' else 'SP'} echo",
-                client=STREAM_CLIENT[front], server=LIB_SERVER[back], middle="bridge",
-                front=front, back=back, backend="native"))
+                name=f"gw-{front}-{back}-{suffix}", group=group,
+                description=f"{shown[front]} -> gateway bridge {front}->{back} (native engine) "
+                            f"-> {echo[back]}",
+                client=clients[front], server=servers[back], middle="bridge", front=front,
+                back=back, backend="native"))
     return out
+
+
+def _stream_routes() -> list[Route]:
+    """The throughput routes of issue 13: every middle driven by the byte-stream clients, so
+    the figure is the middle's and ``zmq-proxy-stream`` is the reference of the ratios."""
+    return _middle_group("stream", "stream", STREAM_CLIENT, LIB_SERVER,
+                         {"zmq": "zmq stream client (DEALER)", "sp": "SP stream client (raw req0)"},
+                         {"zmq": "zmq echo", "sp": "SP echo"})
 
 
 def _c_routes() -> list[Route]:
@@ -109,34 +118,12 @@ def _c_routes() -> list[Route]:
     plain sockets; W in flight) and C echoes, direct (the ceilings), through zmq.proxy (the
     ratios' reference), nng_device and the native gateway; and nng's own C peers direct (the
     library's figure: too costly to drive the middles, see ``cpeers.ROLES``)."""
-    out = [
-        Route(name="zmq-echo-c", group="cpeers",
-              description="C libzmq DEALER <-> C zmq ROUTER echo: the C ceiling, zmq",
-              client=C_CLIENT["zmq"], server=C_SERVER["zmq"]),
-        Route(name="sp-echo-c", group="cpeers",
-              description="C SP req0 <-> C SP rep0 echo (plain sockets): the C ceiling, SP",
-              client=C_CLIENT["sp"], server=C_SERVER["sp"], front="sp", back="sp"),
-        Route(name="nng-echo-c", group="cpeers",
-              description="C nng raw req0 <-> C nng raw rep0 echo: nng's own C peers",
-              client="c-nng", server="c-nng-echo", front="sp", back="sp"),
-        Route(name="zmq-proxy-c", group="cpeers",
-              description="C libzmq DEALER -> zmq.proxy(ROUTER/DEALER) -> C zmq echo",
-              client=C_CLIENT["zmq"], server=C_SERVER["zmq"], middle="zmq-proxy"),
-        Route(name="nng-device-c", group="cpeers",
-              description="C SP req0 -> nng_device(raw Rep0/raw Req0) -> C SP echo",
-              client=C_CLIENT["sp"], server=C_SERVER["sp"], middle="nng-device", front="sp",
-              back="sp"),
-    ]
-    for front in ("zmq", "sp"):
-        for back in ("zmq", "sp"):
-            out.append(Route(
-                name=f"gw-{front}-{back}-c", group="cpeers",
-                description=f"C {'libzmq DEALER' if front == 'zmq' else 'SP req0'} -> "
-                            f"gateway bridge {front}->{back} (native engine) -> C "
-                            f"{'zmq' if back == 'zmq' else 'SP'} echo",
-                client=C_CLIENT[front], server=C_SERVER[back], middle="bridge", front=front,
-                back=back, backend="native"))
-    return out
+    return [*_middle_group("cpeers", "c", C_CLIENT, C_SERVER,
+                           {"zmq": "C libzmq DEALER", "sp": "C SP req0 (plain sockets)"},
+                           {"zmq": "C zmq ROUTER echo", "sp": "C SP rep0 echo"}),
+            Route(name="nng-echo-c", group="cpeers",
+                  description="C nng raw req0 <-> C nng raw rep0 echo: nng's own C peers",
+                  client="c-nng", server="c-nng-echo", front="sp", back="sp")]
 
 
 def _secure_bridge(front: str, back: str) -> Route:
