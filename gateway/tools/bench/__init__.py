@@ -159,7 +159,7 @@ def _get(args: argparse.Namespace, name: str, default: Any = None) -> Any:
 
 def run(args: argparse.Namespace) -> int:
     """Run the benchmark described by ``args`` (from ``configure_parser``). Exit status."""
-    from gateway.tools.bench import report
+    from gateway.tools.bench import chart, report
     from gateway.tools.bench.routes import ROUTES, select
     from gateway.tools.bench.runner import Settings, log, run_routes
 
@@ -226,7 +226,7 @@ def run(args: argparse.Namespace) -> int:
     print(report.table(result))
     if _get(args, "png"):
         try:
-            why = report.write_png(result, args.png)
+            why = chart.write_png(result, args.png)
         except OSError as exc:
             why = f"cannot write {args.png}: {exc.strerror or exc}"
         if why:

@@ -22,13 +22,13 @@ from typing import Any
 
 from gateway.tools.bench.runner import RouteRun
 from gateway.tools.bench.versus import cpeers as _cpeers
-from gateway.tools.bench.versus import cpu as _cpu
 from gateway.tools.bench.versus import fmt as _fmt
 from gateway.tools.bench.versus import group_lines
 from gateway.tools.bench.versus import p50 as _p50
 from gateway.tools.bench.versus import r as _r
 from gateway.tools.bench.versus import ratio as _ratio
 from gateway.tools.bench.versus import rps as _rps
+from gateway.tools.bench.versus import security as _security
 from gateway.tools.bench.versus import stream as _stream
 
 GOAL_HOP_SAME = 1.5
@@ -332,29 +332,6 @@ def _now() -> str:
     return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _security(figs: dict[str, dict[str, Any]], big: int | None) -> dict[str, Any]:
-    """Each secured route against its plain one, and CURVE routes against libzmq's own CURVE
-    (``zmq-proxy-curve``): p50, throughput at the largest window and the middle's CPU per
-    request, as ratios (secured / reference)."""
-    out: dict[str, Any] = {}
-    for name, fig in figs.items():
-        if not fig.get("security"):
-            continue
-        refs = [("plain", fig.get("plain"))]
-        if fig["security"] == "curve" and name != "zmq-proxy-curve":
-            refs.append(("libzmq_curve", "zmq-proxy-curve"))
-        entry: dict[str, Any] = {"security": fig["security"]}
-        for label, ref in refs:
-            other = figs.get(ref or "")
-            entry[label] = ref
-            entry[f"p50_vs_{label}"] = _r(_ratio(_p50(fig), _p50(other)), 2)
-            if big:
-                entry[f"tput{big}_vs_{label}"] = _r(_ratio(_rps(fig, big), _rps(other, big)), 2)
-            entry[f"cpu_vs_{label}"] = _r(_ratio(_cpu(fig, big), _cpu(other, big)), 2)
-        out[name] = entry
-    return out
-
-
 def table(result: dict[str, Any]) -> str:
     windows = result["meta"]["settings"]["windows"]
     d = result["derived"]
@@ -499,48 +476,3 @@ def _json_default(o: Any) -> Any:
     if isinstance(o, float) and math.isnan(o):
         return None
     return str(o)
-
-
-def write_png(result: dict[str, Any], path: str) -> str | None:
-    """Bar charts: p50/p99 latency and throughput per route. Returns a reason if skipped."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError as exc:
-        return f"matplotlib not installed ({exc}); pip install matplotlib"
-    figs = [f for f in result["routes"].values() if "latency" in f]
-    if not figs:
-        return "no route measured"
-    windows = result["meta"]["settings"]["windows"]
-    names = [f["name"] for f in figs]
-    x = list(range(len(names)))
-    fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(max(8, 0.8 * len(names) + 3), 9),
-                                   constrained_layout=True)
-    w = 0.38
-    p50 = [f["latency"]["p50_us"] for f in figs]
-    p99 = [f["latency"]["p99_us"] for f in figs]
-    ax1.bar([i - w / 2 for i in x], p50, w, label="p50")
-    ax1.bar([i + w / 2 for i in x], p99, w, label="p99")
-    ax1.set_ylabel("round trip (µs), 1 client")
-    ax1.set_title(f"Latency, {result['meta']['settings']['size']} B request-reply")
-    ax1.set_xticks(x, names, rotation=35, ha="right")
-    ax1.legend()
-    ax1.grid(axis="y", alpha=0.3)
-    series = [("x1", [f["latency"].get("rps_1") or 0 for f in figs])]
-    series += [(f"x{win}", [(f.get("throughput", {}).get(str(win), {}).get("rps") or 0)
-                            for f in figs]) for win in windows]
-    bw = 0.8 / len(series)
-    for k, (label, vals) in enumerate(series):
-        ax2.bar([i - 0.4 + bw * (k + 0.5) for i in x], vals, bw, label=f"{label} in flight")
-    ax2.set_ylabel("requests / s")
-    ax2.set_title("Throughput")
-    ax2.set_xticks(x, names, rotation=35, ha="right")
-    ax2.legend()
-    ax2.grid(axis="y", alpha=0.3)
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(p, dpi=110)
-    plt.close(fig)
-    return None

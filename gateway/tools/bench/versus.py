@@ -1,5 +1,5 @@
-"""The bench's figure helpers and the route groups compared with references of their own:
-``stream`` (byte-stream clients, against ``zmq-proxy-stream``) and ``cpeers`` (C load peers,
+"""The bench's figure helpers and the routes compared with references of their own: the
+secured routes (against their plain twins and libzmq's CURVE), ``stream`` (byte-stream clients, against ``zmq-proxy-stream``) and ``cpeers`` (C load peers,
 issue 22, against ``zmq-proxy-c`` and ``nng-device-c``, with the direct C ceilings).
 """
 
@@ -44,6 +44,29 @@ def cpu(fig: dict[str, Any] | None, big: int | None) -> float | None:
 
 def ratio(a: float | None, b: float | None) -> float | None:
     return a / b if a is not None and b else None
+
+
+def security(figs: dict[str, dict[str, Any]], big: int | None) -> dict[str, Any]:
+    """Each secured route against its plain one, and CURVE routes against libzmq's own CURVE
+    (``zmq-proxy-curve``): p50, throughput at the largest window and the middle's CPU per
+    request, as ratios (secured / reference)."""
+    out: dict[str, Any] = {}
+    for name, fig in figs.items():
+        if not fig.get("security"):
+            continue
+        refs = [("plain", fig.get("plain"))]
+        if fig["security"] == "curve" and name != "zmq-proxy-curve":
+            refs.append(("libzmq_curve", "zmq-proxy-curve"))
+        entry: dict[str, Any] = {"security": fig["security"]}
+        for label, ref in refs:
+            other = figs.get(ref or "")
+            entry[label] = ref
+            entry[f"p50_vs_{label}"] = r(ratio(p50(fig), p50(other)), 2)
+            if big:
+                entry[f"tput{big}_vs_{label}"] = r(ratio(rps(fig, big), rps(other, big)), 2)
+            entry[f"cpu_vs_{label}"] = r(ratio(cpu(fig, big), cpu(other, big)), 2)
+        out[name] = entry
+    return out
 
 
 def stream(figs: dict[str, dict[str, Any]], big: int | None) -> dict[str, Any]:
