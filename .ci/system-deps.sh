@@ -4,12 +4,16 @@
 # compiled at test time), Debian's pyzmq (libzmq 4.3.4, another libzmq generation for the
 # matrix), a C compiler and the Python headers (the compiled kernel), Prometheus (with promtool)
 # and Chromium with its driver (metrics scraped by a real Prometheus; the documentation site and
-# the matrix report in a headless browser), and libzmq's and nng's headers (the bench's C load
-# peers). Installs only what is missing; needs root (CI and dev machines are).
+# the matrix report in a headless browser). Installs only what is missing; needs root (CI and
+# dev machines are).
 set -euo pipefail
 need=()
 command -v nanocat >/dev/null 2>&1 || need+=(nanomsg-utils)
 command -v nngcat >/dev/null 2>&1 || need+=(nng-utils)
+# the bench's C load peers (gateway/tools/bench/c/*.c, compiled by `gateway bench` with gcc):
+# libzmq's and nng 1.5's headers and link libraries
+[ -f /usr/include/zmq.h ] || need+=(libzmq3-dev)
+[ -f /usr/include/nng/nng.h ] || need+=(libnng-dev)
 command -v javac >/dev/null 2>&1 || need+=(default-jdk-headless)
 [ -f /usr/share/java/jeromq.jar ] || need+=(libjeromq-java)
 command -v openssl >/dev/null 2>&1 || need+=(openssl)  # test certificates (SP over TLS)
@@ -26,10 +30,6 @@ command -v prometheus >/dev/null 2>&1 || need+=(prometheus)
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
 command -v chromedriver >/dev/null 2>&1 || need+=(chromium-driver)
 [ -d /usr/lib/python3/dist-packages/zmq ] || need+=(python3-zmq)  # libzmq 4.3.4, /usr/bin/python3
-# the bench's C load peers (gateway/tools/bench/c/*.c, compiled by `gateway bench` with gcc):
-# libzmq's and nng 1.5's headers and link libraries
-[ -f /usr/include/zmq.h ] || need+=(libzmq3-dev)
-[ -f /usr/include/nng/nng.h ] || need+=(libnng-dev)
 [ ${#need[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" != 0 ]; then
   echo "system-deps: missing ${need[*]}; run as root or: sudo apt-get install ${need[*]}" >&2
