@@ -11,6 +11,10 @@ set -euo pipefail
 need=()
 command -v nanocat >/dev/null 2>&1 || need+=(nanomsg-utils)
 command -v nngcat >/dev/null 2>&1 || need+=(nng-utils)
+# the bench's C load peers (gateway/tools/bench/c/*.c, compiled by `gateway bench` with gcc):
+# libzmq's and nng 1.5's headers and link libraries
+[ -f /usr/include/zmq.h ] || need+=(libzmq3-dev)
+[ -f /usr/include/nng/nng.h ] || need+=(libnng-dev)
 command -v javac >/dev/null 2>&1 || need+=(default-jdk-headless)
 [ -f /usr/share/java/jeromq.jar ] || need+=(libjeromq-java)
 command -v openssl >/dev/null 2>&1 || need+=(openssl)  # test certificates (SP over TLS)

@@ -68,12 +68,15 @@ def configure_parser(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("what to measure")
     g.add_argument("--routes", metavar="LIST",
                    help="comma list of route names, globs (gw-*-lib) or groups (library, "
-                        "native, gateway, stream, security, all); '-name' excludes. Default: "
+                        "native, gateway, stream, security, cpeers, all); '-name' excludes. "
+                        "Default: "
                         "library, native, gateway and stream; 'stream' drives zmq.proxy, "
                         "nng_device and the native gateway with byte-stream clients that are "
                         "never the bottleneck (issue 13's ratios); 'security' runs CURVE and "
                         "TLS fronts beside their plain routes and libzmq's own CURVE through "
-                        "zmq.proxy. See --list")
+                        "zmq.proxy; 'cpeers' drives them with C load peers built with gcc "
+                        "against libzmq (SP peers on plain sockets), beside the direct C "
+                        "ceilings (issue 22). See --list")
     g.add_argument("--list", action="store_true", help="list the routes and exit")
     g.add_argument("--quick", action="store_true",
                    help="small counts (seconds, for make demo and tests)")
@@ -156,7 +159,7 @@ def _get(args: argparse.Namespace, name: str, default: Any = None) -> Any:
 
 def run(args: argparse.Namespace) -> int:
     """Run the benchmark described by ``args`` (from ``configure_parser``). Exit status."""
-    from gateway.tools.bench import report
+    from gateway.tools.bench import chart, report
     from gateway.tools.bench.routes import ROUTES, select
     from gateway.tools.bench.runner import Settings, log, run_routes
 
@@ -223,7 +226,7 @@ def run(args: argparse.Namespace) -> int:
     print(report.table(result))
     if _get(args, "png"):
         try:
-            why = report.write_png(result, args.png)
+            why = chart.write_png(result, args.png)
         except OSError as exc:
             why = f"cannot write {args.png}: {exc.strerror or exc}"
         if why:

@@ -2,8 +2,10 @@
 side by side with libzmq's ``zmq.proxy`` (XSUB/XPUB, PULL/PUSH) and an nng device (raw
 sockets, ``nng_device``), as ratios against ``zmq.proxy`` in one run.
 
-Every peer is its own process (``gateway.tools.bench.peer`` roles ``pattern-*``); the middles are
-``zmq.proxy``, ``nng_device`` or ``python -m gateway bridge ...?pattern=``.
+Every peer is its own process (``gateway.tools.bench.peer`` roles ``pattern-*``; on the routes
+whose name ends in ``-c``, the C peers ``c/zmq_patterns.c`` and ``c/nng_patterns.c``, issue 22,
+with their own ``zmq-proxy-c`` reference); the middles are ``zmq.proxy``, ``nng_device`` or
+``python -m gateway bridge ...?pattern=``.
 
 * fan-out: one publisher (binds), the middle dials it, ``S`` subscribers (1, 10, 100; one
   process polling them all) dial the middle. The publisher first sends ``w.`` messages for a
@@ -12,6 +14,10 @@ Every peer is its own process (``gateway.tools.bench.peer`` roles ``pattern-*``)
   the fraction of ``n x S`` delivered (pub/sub drops at every high-water mark on the way).
 * pipeline: a PULL server (binds), the middle dials it, a PUSH client dials the middle and
   sends ``n`` messages (blocking sends: back-pressure). Figure: messages per second at the PULL.
+
+Both figures are over the longer of the receivers' span (first to last message) and the
+sender's (publishing, pushing): a middle that reads ahead into its queues and then delivers in
+a burst is not credited with the burst.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from gateway.tools.bench import cpeers
 from gateway.tools.bench.procs import Child, Proc, Unavailable, start_bridge, tcp_address
 
 #: (name, publisher/puller wire, subscriber/pusher wire, middle); a gateway route's name ends
@@ -32,6 +39,16 @@ FANOUT_ROUTES = (
     ("gw-sp-zmq-native", "sp", "zmq", "gateway"),
     ("gw-zmq-sp-lib", "zmq", "sp", "gateway"),
     ("gw-sp-zmq-lib", "sp", "zmq", "gateway"),
+    # the same middles with C peers (a C publisher or pusher, C subscribers or puller), and
+    # the C peers straight to each other: each wire's ceiling
+    ("zmq-direct-c", "zmq", "zmq", "direct"),
+    ("sp-direct-c", "sp", "sp", "direct"),
+    ("nng-direct-c", "sp", "sp", "direct"),  # nng's own C peers: see cpeers.pattern_peer
+    ("zmq-proxy-c", "zmq", "zmq", "proxy"),
+    ("nng-device-c", "sp", "sp", "device"),
+    ("gw-zmq-zmq-c", "zmq", "zmq", "gateway"),
+    ("gw-zmq-sp-c", "zmq", "sp", "gateway"),
+    ("gw-sp-zmq-c", "sp", "zmq", "gateway"),
 )
 _LIB = {"zmq": "pyzmq", "sp": "pynng"}
 PIPELINE_ROUTES = FANOUT_ROUTES  # (name, PULL server wire, PUSH client wire, middle)
@@ -57,9 +74,19 @@ def _log(settings: PatternSettings, text: str) -> None:
         print(f"[bench patterns] {text}", file=sys.stderr, flush=True)
 
 
+def _peer(route: str, name: str, role: str, wire: str, **cfg: Any) -> Proc:
+    """A ``pattern-*`` peer: in C on a ``-c`` route, else the Python one."""
+    if route.endswith("-c"):
+        return cpeers.pattern_peer(name, role, wire, nng=route == "nng-direct-c", **cfg)
+    return Proc.peer(name, role, wire=wire, **cfg)
+
+
 def _middle(name: str, pattern: str, middle: str, upstream: str, up_wire: str, down_wire: str,
             settings: PatternSettings, procs: list[Child], hwm: int) -> str:
-    """Start the middle dialling ``upstream``; return the URL the other side dials."""
+    """Start the middle dialling ``upstream``; return the URL the other side dials (no middle:
+    ``upstream`` itself)."""
+    if middle == "direct":
+        return upstream
     if middle == "gateway":
         lib = name.endswith("-lib")
         fb, bb = (_LIB[down_wire], _LIB[up_wire]) if lib else ("native", "native")
@@ -80,19 +107,22 @@ def fanout(route: tuple[str, str, str, str], subs: int, settings: PatternSetting
     procs: list[Child] = []
     try:
         hwm = settings.hwm or settings.n
-        pub = Proc.peer(f"{name}/pub", "pattern-pub", wire=pub_wire, hwm=hwm)
+        pub = _peer(name, f"{name}/pub", "pattern-pub", pub_wire, hwm=hwm)
         procs.append(pub)
         url = str(pub.wait_ready(settings.ready_timeout)["url"])
         front = _middle(name, "pubsub", middle, url, pub_wire, sub_wire, settings, procs, hwm)
-        sub = Proc.peer(f"{name}/subs", "pattern-subs", wire=sub_wire, url=front, count=subs,
-                        hwm=hwm)
+        sub = _peer(name, f"{name}/subs", "pattern-subs", sub_wire, url=front, count=subs,
+                    hwm=hwm)
         procs.append(sub)
         sub.wait_ready(settings.ready_timeout)
         sub.send(op="collect", timeout=settings.timeout)
         pub.send(op="go", n=settings.n, size=settings.size, warm=1.0)
         sent = pub.result(settings.timeout + 30)
         got = sub.result(settings.timeout + 30)
-        rate = got["received"] / got["elapsed"] if got["received"] else 0.0
+        # over the longer of the subscribers' span and the publishing: a middle that queues
+        # what it reads delivers in a burst, faster than anything was published
+        span = max(got["elapsed"], sent["elapsed"])
+        rate = got["received"] / span if got["received"] else 0.0
         return {"route": name, "subscribers": subs, "delivered": got["received"],
                 "fraction": got["received"] / (settings.n * subs), "msgs_per_s": rate,
                 "publish_s": sent["elapsed"], "complete": got["complete"]}
@@ -109,21 +139,25 @@ def pipeline(route: tuple[str, str, str, str], settings: PatternSettings) -> dic
     procs: list[Child] = []
     try:
         hwm = settings.hwm or 1000
-        pull = Proc.peer(f"{name}/pull", "pattern-pull", wire=pull_wire, hwm=hwm)
+        pull = _peer(name, f"{name}/pull", "pattern-pull", pull_wire, hwm=hwm)
         procs.append(pull)
         url = str(pull.wait_ready(settings.ready_timeout)["url"])
         front = _middle(name, "pipeline", middle, url, pull_wire, push_wire, settings, procs,
                         hwm)
-        push = Proc.peer(f"{name}/push", "pattern-push", wire=push_wire, url=front, hwm=hwm)
+        push = _peer(name, f"{name}/push", "pattern-push", push_wire, url=front, hwm=hwm)
         procs.append(push)
         push.wait_ready(settings.ready_timeout)
         pull.send(op="collect", n=settings.n, timeout=settings.timeout)
         time.sleep(0.3)  # the connections settle
         push.send(op="go", n=settings.n, size=settings.size)
         got = pull.result(settings.timeout + 30)
-        push.try_result(5)
+        sent = push.try_result(5) or {}
+        # over the longer of the puller's span (first to last) and the pushing: a middle that
+        # queues what it reads delivers in a burst, faster than anything was pushed
+        span = max(got["elapsed"], float(sent.get("elapsed", 0.0)))
         return {"route": name, "received": got["received"], "lost": settings.n - got["received"],
-                "msgs_per_s": got["received"] / got["elapsed"]}
+                "msgs_per_s": got["received"] / span, "pull_s": got["elapsed"],
+                "push_s": sent.get("elapsed")}
     except Unavailable as exc:
         return {"route": name, "error": str(exc)}
     finally:
@@ -132,10 +166,14 @@ def pipeline(route: tuple[str, str, str, str], settings: PatternSettings) -> dic
 
 
 def _ratios(rows: list[dict[str, Any]], key: tuple[str, ...]) -> None:
-    base = {tuple(r.get(k) for k in key): r.get("msgs_per_s") for r in rows
-            if r["route"] == "zmq-proxy"}
+    """Each row against zmq.proxy with the same peers: ``zmq-proxy-c`` for a C row."""
+    def reference(route: str) -> str:
+        return "zmq-proxy-c" if route.endswith("-c") else "zmq-proxy"
+
+    base = {(r["route"], *(r.get(k) for k in key)): r.get("msgs_per_s") for r in rows
+            if r["route"] in ("zmq-proxy", "zmq-proxy-c")}
     for r in rows:
-        ref = base.get(tuple(r.get(k) for k in key))
+        ref = base.get((reference(r["route"]), *(r.get(k) for k in key)))
         rate = r.get("msgs_per_s")
         r["ratio_vs_zmq_proxy"] = (rate / ref) if ref and rate else None
 
@@ -163,7 +201,8 @@ def table(result: dict[str, Any]) -> str:
         return "-" if v is None else f"{v:.3f}"
 
     lines = [f"pub/sub fan-out ({result['n']} messages of {result['size']} B published; "
-             f"delivered msgs/s over all subscribers)",
+             f"delivered msgs/s over all subscribers; -c routes: C peers, against zmq-proxy-c; "
+             f"*-direct-c: no middle, the C peers' ceiling)",
              f"{'route':<18} {'subs':>5} {'msgs/s':>10} {'delivered':>9} {'vs zmq.proxy':>12}"]
     for r in result["fanout"]:
         if "error" in r:

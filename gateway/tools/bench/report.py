@@ -21,6 +21,15 @@ from pathlib import Path
 from typing import Any
 
 from gateway.tools.bench.runner import RouteRun
+from gateway.tools.bench.versus import cpeers as _cpeers
+from gateway.tools.bench.versus import fmt as _fmt
+from gateway.tools.bench.versus import group_lines
+from gateway.tools.bench.versus import p50 as _p50
+from gateway.tools.bench.versus import r as _r
+from gateway.tools.bench.versus import ratio as _ratio
+from gateway.tools.bench.versus import rps as _rps
+from gateway.tools.bench.versus import security as _security
+from gateway.tools.bench.versus import stream as _stream
 
 GOAL_HOP_SAME = 1.5
 GOAL_HOP_STRETCH = 1.0
@@ -45,12 +54,6 @@ def percentile(sorted_values: list[int], q: float) -> float:
         return math.nan
     k = max(0, min(len(sorted_values) - 1, math.ceil(q / 100 * len(sorted_values)) - 1))
     return float(sorted_values[k])
-
-
-def _r(x: float | None, nd: int = 1) -> float | None:
-    if x is None or (isinstance(x, float) and math.isnan(x)):
-        return None
-    return round(x, nd)
 
 
 def route_figures(run: RouteRun) -> dict[str, Any]:
@@ -115,23 +118,16 @@ def route_figures(run: RouteRun) -> dict[str, Any]:
             srv["cpu_us_per_req"] = _r(srv_cpu / srv_n * 1e6)
             srv["ceiling_rps_one_core"] = _r(srv_n / srv_cpu, 0)
         out["server_process"] = srv
+    if run.client_cpu:  # the C clients: CPU per request and cores busy while they drive
+        cli: dict[str, Any] = {"role": route.client}
+        for window, c in sorted(run.client_cpu.items()):
+            n, elapsed = run.tput.get(window, (0, 0.0))
+            cli[f"cpu_us_per_req_{window}"] = _r(c / n * 1e6) if n else None
+            cli[f"cores_{window}"] = _r(c / elapsed, 2) if elapsed else None
+        out["client_process"] = cli
     if run.sweep:
         out["sweep"] = {str(k): v for k, v in sorted(run.sweep.items())}
     return out
-
-
-def _p50(fig: dict[str, Any] | None) -> float | None:
-    if not fig or "latency" not in fig:
-        return None
-    v = fig["latency"].get("p50_us")
-    return float(v) if v is not None else None
-
-
-def _rps(fig: dict[str, Any] | None, window: int) -> float | None:
-    try:
-        return float(fig["throughput"][str(window)]["rps"])  # type: ignore[index]
-    except (KeyError, TypeError):
-        return None
 
 
 def _round_p50s(figs: dict[str, dict[str, Any]], name: str) -> list[float]:
@@ -187,8 +183,9 @@ def derive(figs: dict[str, dict[str, Any]], windows: tuple[int, ...]) -> dict[st
     proxy_rps = _rps(proxy, big) if big else None
     hops: dict[str, Any] = {}
     for name, fig in figs.items():
-        if fig.get("middle") is None or _p50(fig) is None or fig.get("group") == "stream":
-            continue  # (the stream routes have baselines and a reference of their own)
+        if fig.get("middle") is None or _p50(fig) is None or fig.get("group") in ("stream",
+                                                                                   "cpeers"):
+            continue  # (these groups have baselines and references of their own)
         if fig["front"] == fig["back"]:
             b = base[fig["front"]]
         else:
@@ -218,6 +215,7 @@ def derive(figs: dict[str, dict[str, Any]], windows: tuple[int, ...]) -> dict[st
                             "library": "zmq-direct" if fam == "zmq" else "nng-direct"}
     return {"zmq_direct_p50_us": _r(lib["zmq"]), "nng_direct_p50_us": _r(lib["sp"]),
             "security": _security(figs, big), "stream": _stream(figs, big),
+            "cpeers": _cpeers(figs, big),
             "hop_baselines": [zname, nname], "hop_baseline_p50_us": [_r(z), _r(n)],
             "zmq_proxy_hop_us": _r(proxy_hop), f"zmq_proxy_tput{big}_rps": _r(proxy_rps, 0),
             "hops": hops, "native": native}
@@ -334,80 +332,6 @@ def _now() -> str:
     return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _fmt(v: Any, nd: int = 1) -> str:
-    if v is None:
-        return "-"
-    if isinstance(v, float):
-        return f"{v:.{nd}f}" if abs(v) < 1e4 else f"{v:.0f}"
-    return str(v)
-
-
-def _cpu(fig: dict[str, Any] | None, big: int | None) -> float | None:
-    mid = (fig or {}).get("middle_process", {})
-    return mid.get(f"cpu_us_per_req_{big}") if big else mid.get("cpu_us_per_req")
-
-
-def _security(figs: dict[str, dict[str, Any]], big: int | None) -> dict[str, Any]:
-    """Each secured route against its plain one, and CURVE routes against libzmq's own CURVE
-    (``zmq-proxy-curve``): p50, throughput at the largest window and the middle's CPU per
-    request, as ratios (secured / reference)."""
-    out: dict[str, Any] = {}
-    for name, fig in figs.items():
-        if not fig.get("security"):
-            continue
-        refs = [("plain", fig.get("plain"))]
-        if fig["security"] == "curve" and name != "zmq-proxy-curve":
-            refs.append(("libzmq_curve", "zmq-proxy-curve"))
-        entry: dict[str, Any] = {"security": fig["security"]}
-        for label, ref in refs:
-            other = figs.get(ref or "")
-            entry[label] = ref
-            entry[f"p50_vs_{label}"] = _r(_ratio(_p50(fig), _p50(other)), 2)
-            if big:
-                entry[f"tput{big}_vs_{label}"] = _r(_ratio(_rps(fig, big), _rps(other, big)), 2)
-            entry[f"cpu_vs_{label}"] = _r(_ratio(_cpu(fig, big), _cpu(other, big)), 2)
-        out[name] = entry
-    return out
-
-
-def _stream(figs: dict[str, dict[str, Any]], big: int | None) -> dict[str, Any]:
-    """The ``stream`` routes (byte-stream clients: the middles' own ceilings) against
-    ``zmq-proxy-stream``: throughput at the largest window and the middle's CPU per request as
-    ratios, and the hop over the stream directs (``zmq-echo-stream``, ``sp-echo-stream``; the
-    mean of both across families) as a ratio to the proxy's hop."""
-    ref = figs.get("zmq-proxy-stream")
-    direct = {"zmq": _p50(figs.get("zmq-echo-stream")), "sp": _p50(figs.get("sp-echo-stream"))}
-
-    def hop(fig: dict[str, Any] | None) -> float | None:
-        p = _p50(fig)
-        if fig is None or p is None:
-            return None
-        if fig["front"] == fig["back"]:
-            b = direct[fig["front"]]
-        else:
-            z, n = direct["zmq"], direct["sp"]
-            b = (z + n) / 2 if z is not None and n is not None else None
-        return p - b if b is not None else None
-
-    ref_hop = hop(ref)
-    out: dict[str, Any] = {}
-    for name, fig in figs.items():
-        if fig.get("group") != "stream" or fig.get("middle") is None:
-            continue
-        h = hop(fig)
-        entry: dict[str, Any] = {"reference": "zmq-proxy-stream", "hop_us": _r(h),
-                                 "hop_vs_reference": _r(_ratio(h, ref_hop), 2)
-                                 if h is not None and ref_hop and ref_hop > 0 else None}
-        if big:
-            entry["window"] = big
-            entry["rps"] = _r(_rps(fig, big), 0)
-            entry["tput_vs_reference"] = _r(_ratio(_rps(fig, big), _rps(ref, big)), 2)
-            entry["cpu_us_per_req"] = _cpu(fig, big)
-            entry["cpu_vs_reference"] = _r(_ratio(_cpu(fig, big), _cpu(ref, big)), 2)
-        out[name] = entry
-    return out
-
-
 def table(result: dict[str, Any]) -> str:
     windows = result["meta"]["settings"]["windows"]
     d = result["derived"]
@@ -467,16 +391,7 @@ def table(result: dict[str, Any]) -> str:
                      f" / {_fmt(e.get('cpu_vs_' + k), 2)} vs {e[k]}"
                      for k in ("plain", "libzmq_curve") if e.get(k)]
             lines.append(f"  {name:<18} {e['security']:<5} " + "; ".join(parts))
-    stream = d.get("stream") or {}
-    if stream:
-        lines.append("stream clients (the middles' own ceilings; ratios to zmq-proxy-stream: "
-                     "throughput, middle CPU per request, hop over the stream directs):")
-        for name, e in stream.items():
-            lines.append(f"  {name:<18} x{e.get('window')}: {_fmt(e.get('rps'), 0)} req/s "
-                         f"({_fmt(e.get('tput_vs_reference'), 2)}x), "
-                         f"{_fmt(e.get('cpu_us_per_req'))} us/req "
-                         f"({_fmt(e.get('cpu_vs_reference'), 2)}x), hop "
-                         f"{_fmt(e.get('hop_us'))} us ({_fmt(e.get('hop_vs_reference'), 2)}x)")
+    lines.extend(group_lines(d))
     sweeps = [(n, f["sweep"]) for n, f in result["routes"].items() if f.get("sweep")]
     if sweeps:
         lines.append("clients sweep (each client: its own connection, one request in flight):")
@@ -551,10 +466,6 @@ def table(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _ratio(a: float | None, b: float | None) -> float | None:
-    return a / b if a is not None and b else None
-
-
 def write_json(result: dict[str, Any], path: str) -> None:
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
@@ -565,48 +476,3 @@ def _json_default(o: Any) -> Any:
     if isinstance(o, float) and math.isnan(o):
         return None
     return str(o)
-
-
-def write_png(result: dict[str, Any], path: str) -> str | None:
-    """Bar charts: p50/p99 latency and throughput per route. Returns a reason if skipped."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError as exc:
-        return f"matplotlib not installed ({exc}); pip install matplotlib"
-    figs = [f for f in result["routes"].values() if "latency" in f]
-    if not figs:
-        return "no route measured"
-    windows = result["meta"]["settings"]["windows"]
-    names = [f["name"] for f in figs]
-    x = list(range(len(names)))
-    fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(max(8, 0.8 * len(names) + 3), 9),
-                                   constrained_layout=True)
-    w = 0.38
-    p50 = [f["latency"]["p50_us"] for f in figs]
-    p99 = [f["latency"]["p99_us"] for f in figs]
-    ax1.bar([i - w / 2 for i in x], p50, w, label="p50")
-    ax1.bar([i + w / 2 for i in x], p99, w, label="p99")
-    ax1.set_ylabel("round trip (µs), 1 client")
-    ax1.set_title(f"Latency, {result['meta']['settings']['size']} B request-reply")
-    ax1.set_xticks(x, names, rotation=35, ha="right")
-    ax1.legend()
-    ax1.grid(axis="y", alpha=0.3)
-    series = [("x1", [f["latency"].get("rps_1") or 0 for f in figs])]
-    series += [(f"x{win}", [(f.get("throughput", {}).get(str(win), {}).get("rps") or 0)
-                            for f in figs]) for win in windows]
-    bw = 0.8 / len(series)
-    for k, (label, vals) in enumerate(series):
-        ax2.bar([i - 0.4 + bw * (k + 0.5) for i in x], vals, bw, label=f"{label} in flight")
-    ax2.set_ylabel("requests / s")
-    ax2.set_title("Throughput")
-    ax2.set_xticks(x, names, rotation=35, ha="right")
-    ax2.legend()
-    ax2.grid(axis="y", alpha=0.3)
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(p, dpi=110)
-    plt.close(fig)
-    return None

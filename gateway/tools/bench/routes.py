@@ -22,6 +22,10 @@ LIB_SERVER = {"zmq": "zmq-echo", "sp": "sp-echo"}
 ECHO_DIRECT = {"zmq": "zmq-echo-direct", "sp": "sp-echo-direct"}
 #: the same with the stream clients: the hop baselines of the ``stream`` group
 STREAM_DIRECT = {"zmq": "zmq-echo-stream", "sp": "sp-echo-stream"}
+#: the ``cpeers`` group: C load clients and C echoes (gateway/tools/bench/c), and their directs
+C_CLIENT = {"zmq": "c-zmq", "sp": "c-sp"}
+C_SERVER = {"zmq": "c-zmq-echo", "sp": "c-sp-echo"}
+C_DIRECT = {"zmq": "zmq-echo-c", "sp": "sp-echo-c"}
 LIB_BACKEND = {"zmq": "pyzmq", "sp": "pynng"}
 
 
@@ -30,7 +34,7 @@ class Route:
     name: str
     group: str  # library | native | gateway
     description: str
-    client: str  # zmq | nng | native | zmq-stream | sp-stream
+    client: str  # zmq | nng | native | zmq-stream | sp-stream | c-zmq | c-nng
     server: str  # peer role
     middle: str | None = None  # zmq-proxy | nng-device | bridge
     front: str = "zmq"  # wire the client speaks
@@ -48,7 +52,7 @@ class Route:
         """What 'direct' means for this route's hop (see ``report.hop_us``)."""
         if self.middle is None:
             return self.name
-        direct = STREAM_DIRECT if self.group == "stream" else ECHO_DIRECT
+        direct = {"stream": STREAM_DIRECT, "cpeers": C_DIRECT}.get(self.group, ECHO_DIRECT)
         if self.front == self.back:
             return direct[self.front]
         return f"mean({direct['zmq']}, {direct['sp']})"
@@ -70,34 +74,56 @@ def _gateway_routes() -> list[Route]:
     return out
 
 
-def _stream_routes() -> list[Route]:
-    """The throughput routes of issue 13: every middle driven by the byte-stream clients, so
-    the figure is the middle's and ``zmq-proxy-stream`` is the reference of the ratios."""
+def _middle_group(group: str, suffix: str, clients: dict[str, str], servers: dict[str, str],
+                  shown: dict[str, str], echo: dict[str, str]) -> list[Route]:
+    """A group that drives every middle with its own clients and echoes: the two directs
+    (``zmq-echo-SUFFIX``, ``sp-echo-SUFFIX``: hop baselines and ceilings), ``zmq-proxy-SUFFIX``
+    (the reference), ``nng-device-SUFFIX`` and the native gateway ``gw-F-B-SUFFIX``."""
     out = [
-        Route(name="zmq-echo-stream", group="stream",
-              description="zmq stream client (DEALER) <-> zmq echo: the stream routes' zmq direct",
-              client=STREAM_CLIENT["zmq"], server=LIB_SERVER["zmq"]),
-        Route(name="sp-echo-stream", group="stream",
-              description="SP stream client (raw req0) <-> SP echo: the stream routes' SP direct",
-              client=STREAM_CLIENT["sp"], server=LIB_SERVER["sp"], front="sp", back="sp"),
-        Route(name="zmq-proxy-stream", group="stream",
-              description="zmq stream client -> zmq.proxy(ROUTER/DEALER) -> zmq echo",
-              client=STREAM_CLIENT["zmq"], server=LIB_SERVER["zmq"], middle="zmq-proxy"),
-        Route(name="nng-device-stream", group="stream",
-              description="SP stream client -> nng_device(raw Rep0/raw Req0) -> SP echo",
-              client=STREAM_CLIENT["sp"], server=LIB_SERVER["sp"], middle="nng-device",
-              front="sp", back="sp"),
+        Route(name=f"zmq-echo-{suffix}", group=group,
+              description=f"{shown['zmq']} <-> {echo['zmq']}: the {group} routes' zmq direct",
+              client=clients["zmq"], server=servers["zmq"]),
+        Route(name=f"sp-echo-{suffix}", group=group,
+              description=f"{shown['sp']} <-> {echo['sp']}: the {group} routes' SP direct",
+              client=clients["sp"], server=servers["sp"], front="sp", back="sp"),
+        Route(name=f"zmq-proxy-{suffix}", group=group,
+              description=f"{shown['zmq']} -> zmq.proxy(ROUTER/DEALER) -> {echo['zmq']}",
+              client=clients["zmq"], server=servers["zmq"], middle="zmq-proxy"),
+        Route(name=f"nng-device-{suffix}", group=group,
+              description=f"{shown['sp']} -> nng_device(raw Rep0/raw Req0) -> {echo['sp']}",
+              client=clients["sp"], server=servers["sp"], middle="nng-device", front="sp",
+              back="sp"),
     ]
     for front in ("zmq", "sp"):
         for back in ("zmq", "sp"):
             out.append(Route(
-                name=f"gw-{front}-{back}-stream", group="stream",
-                description=f"{'zmq' if front == 'zmq' else 'SP'} stream client -> gateway "
-                            f"bridge {front}->{back} (native engine) -> "
-                            f"{'zmq' if back == 'zmq' else 'SP'} echo",
-                client=STREAM_CLIENT[front], server=LIB_SERVER[back], middle="bridge",
-                front=front, back=back, backend="native"))
+                name=f"gw-{front}-{back}-{suffix}", group=group,
+                description=f"{shown[front]} -> gateway bridge {front}->{back} (native engine) "
+                            f"-> {echo[back]}",
+                client=clients[front], server=servers[back], middle="bridge", front=front,
+                back=back, backend="native"))
     return out
+
+
+def _stream_routes() -> list[Route]:
+    """The throughput routes of issue 13: every middle driven by the byte-stream clients, so
+    the figure is the middle's and ``zmq-proxy-stream`` is the reference of the ratios."""
+    return _middle_group("stream", "stream", STREAM_CLIENT, LIB_SERVER,
+                         {"zmq": "zmq stream client (DEALER)", "sp": "SP stream client (raw req0)"},
+                         {"zmq": "zmq echo", "sp": "SP echo"})
+
+
+def _c_routes() -> list[Route]:
+    """Issue 22's measurement (``--routes cpeers``): C clients (libzmq DEALER; SP req0 on
+    plain sockets; W in flight) and C echoes, direct (the ceilings), through zmq.proxy (the
+    ratios' reference), nng_device and the native gateway; and nng's own C peers direct (the
+    library's figure: too costly to drive the middles, see ``cpeers.ROLES``)."""
+    return [*_middle_group("cpeers", "c", C_CLIENT, C_SERVER,
+                           {"zmq": "C libzmq DEALER", "sp": "C SP req0 (plain sockets)"},
+                           {"zmq": "C zmq ROUTER echo", "sp": "C SP rep0 echo"}),
+            Route(name="nng-echo-c", group="cpeers",
+                  description="C nng raw req0 <-> C nng raw rep0 echo: nng's own C peers",
+                  client="c-nng", server="c-nng-echo", front="sp", back="sp")]
 
 
 def _secure_bridge(front: str, back: str) -> Route:
@@ -159,9 +185,12 @@ ROUTES: list[Route] = [
 
     # issue 13's throughput (``--routes stream``): the middles' own ceilings
     *_stream_routes(),
+
+    # issue 22 (``--routes cpeers``): the same middles driven by C load peers
+    *_c_routes(),
 ]
 
-GROUPS = {"library", "native", "gateway", "security", "stream", "all"}
+GROUPS = {"library", "native", "gateway", "security", "stream", "cpeers", "all"}
 #: run when ``--routes`` is not given (``security`` is asked for by name: it needs keys made)
 DEFAULT_GROUPS = ("library", "native", "gateway", "stream")
 
@@ -198,4 +227,6 @@ def select(spec: str | None) -> list[Route]:
         wanted |= {"zmq-echo-direct", "sp-echo-direct"}  # the hop baselines
     if any(r.group == "stream" and r.middle for r in chosen):  # its reference and baselines
         wanted |= {"zmq-proxy-stream", *STREAM_DIRECT.values()}
+    if any(r.group == "cpeers" and r.middle for r in chosen):  # the references and ceilings
+        wanted |= {"zmq-proxy-c", "nng-device-c", *C_DIRECT.values()}
     return [r for r in ROUTES if r in chosen or (r.name in wanted and not hit(r, exclude))]

@@ -12,6 +12,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from gateway.tools.bench.cpeers import peer
 from gateway.tools.bench.procs import (
     Child,
     Proc,
@@ -61,6 +62,7 @@ class RouteRun:
     lat_elapsed: float = 0.0
     tput: dict[int, list[float]] = field(default_factory=dict)  # window -> [n, elapsed]
     cpu: dict[str, float] = field(default_factory=dict)  # phase -> middle CPU seconds
+    client_cpu: dict[int, float] = field(default_factory=dict)  # window -> client CPU s (C)
     server_cpu: dict[str, float] = field(default_factory=dict)  # phase -> server CPU seconds
     syscalls: dict[str, list[int]] = field(default_factory=dict)  # phase -> middle [reads, writes]
     sweep: dict[int, dict[str, Any]] = field(default_factory=dict)  # clients -> figures
@@ -118,7 +120,7 @@ def start_server_and_middle(route: Route, settings: Settings, run: RouteRun,
     """Start the server and the middle (if any); return the URL clients connect to."""
     role = server_role or route.server
     cfg: dict[str, Any] = {"wire": route.back} if role == "native-rep" else {}
-    server = Proc.peer(f"{route.name}/server", role, **cfg)
+    server = peer(f"{route.name}/server", role, **cfg)
     run.procs.append(server)
     run.server = server
     url = str(server.wait_ready(settings.ready_timeout)["url"])
@@ -144,8 +146,11 @@ def setup(route: Route, settings: Settings) -> RouteRun:
     try:
         url = start_server_and_middle(route, settings, run)
         run.front_url = url
-        client = Proc.peer(f"{route.name}/client", "client", client=route.client,
-                           url=client_url_of(route, url), **security_cfg(route))
+        url = client_url_of(route, url)
+        client = (peer(f"{route.name}/client", route.client, url=url)
+                  if route.client.startswith("c-") else
+                  Proc.peer(f"{route.name}/client", "client", client=route.client, url=url,
+                            **security_cfg(route)))
         run.procs.append(client)
         client.wait_ready(settings.ready_timeout)
         run.client = client
@@ -239,6 +244,8 @@ def measure_round(run: RouteRun, settings: Settings, n_lat: int, n_tput: int) ->
         acc = run.tput.setdefault(window, [0, 0.0])
         acc[0] += res["n"]
         acc[1] += res["elapsed"]
+        if "cpu_s" in res:  # (the C clients say their own: is the client the bottleneck?)
+            run.client_cpu[window] = run.client_cpu.get(window, 0.0) + res["cpu_s"]
         if res["elapsed"] > 0:
             run.round_rps.setdefault(window, []).append(round(res["n"] / res["elapsed"]))
         if res.get("timed_out"):
