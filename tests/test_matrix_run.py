@@ -135,3 +135,37 @@ def test_forked_cell_keeps_the_result_when_the_process_dies_closing_its_peers(mo
     row = _run_forked(cell, 2.0)
     assert "cell crashed" in row["detail"] and "died closing" not in row["detail"]
     assert "_early" not in row
+
+
+def test_a_cell_whose_client_is_unavailable_is_skipped_and_leaves_no_gateway(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A client implementation missing on this machine (its peers' environment not installed)
+    raises after the cell's gateway started: the cell is skipped at once, with the reason, and
+    its gateway is stopped (it outlived the cell and held the result pipe open: a 39 s hard
+    timeout reported as an error)."""
+    import os
+    import time
+
+    from gateway.tools.matrix.cells import Cell
+    from gateway.tools.matrix.host import _run_forked
+
+    monkeypatch.setenv("GATEWAY_PEERS", str(tmp_path / "none"))
+    cell = Cell(client_impl="libzmq-4.1", client_type="REQ", server_impl="nng",
+                server_type="REP", transport="zmq+tcp->sp+tcp", route="gateway:native->native",
+                shape="small")
+    before = {p for p in os.listdir("/proc") if p.isdigit()}
+    t0 = time.monotonic()
+    row = _run_forked(cell, 1.5)
+    assert row["observed"] == "skipped", row["detail"]
+    assert "not installed" in row["detail"]
+    assert time.monotonic() - t0 < 20
+    own = Path("/proc/self/cmdline").read_bytes()  # a forked gateway keeps our command line
+    left = []
+    for pid in {p for p in os.listdir("/proc") if p.isdigit()} - before:
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if (cmd == own or b"gateway" in cmd) and Path(f"/proc/{pid}/status").read_text().find("State:\tZ") < 0:
+            left.append(cmd)
+    assert left == []

@@ -116,6 +116,9 @@ class Outcome:
         self.envelope_problems: list[str] = []
         self.rtts: list[float] = []
         self.bytes_seen: list[str] = []  # what each side received, for people (hex, cut)
+        #: the cell's gateway once started: stopped even when the play raises after it (an
+        #: unavailable client left it running, outside the cell's process group)
+        self.gateway: Gateway | None = None
 
     def saw(self, who: str, messages: list[bytes] | tuple[bytes, ...]) -> None:
         """Record (cut short) the messages ``who`` received."""
@@ -156,6 +159,7 @@ def run_cell_inline(cell: Cell, timeout: float,
         for p in reversed(peers):
             with contextlib.suppress(Exception):
                 p.close()
+        gw = gw or out.gateway
         if gw is not None:
             rc = gw.stop()
             if rc not in (0, None, -9, -15):
@@ -224,6 +228,7 @@ def _play(cell: Cell, timeout: float, workdir: str, peers: list[Any], out: Outco
             front += beat if cell.client_wire == "zmq" else ""
             back += beat if cell.server_wire == "zmq" else ""
         gw, connect_url = start_gateway(front, back, workdir)
+        out.gateway = gw
         out.note(f"gateway {fb}->{bb} READY front={gw.front}")
 
     crid = GATEWAY_ID if (not cell.direct and cell.client_type == "ROUTER") else None
@@ -553,6 +558,7 @@ def _play_pattern(cell: Cell, timeout: float, workdir: str, peers: list[Any],
                  + ("" if on_back else f"&pattern={pattern}"))
         back = f">{scheme}+{server_url}?backend={bb}" + (f"&pattern={pattern}" if on_back else "")
         gw, connect_url = start_gateway(front, back, workdir)
+        out.gateway = gw
         out.note(f"gateway {cell.gateway_pattern} {fb}->{bb} READY front={gw.front}")
     client = peer("client")
     peers.append(client)
