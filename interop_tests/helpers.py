@@ -6,11 +6,13 @@ backend pair."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
-from typing import Any
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, Protocol, TypeVar
 
 import pytest
 
+import gateway
 from gateway.metrics import METRICS
 from gateway.tools.harness.gateway import BACKEND_IDS, BACKENDS
 
@@ -33,6 +35,30 @@ def pairing_errors() -> int:
     closes without its READY when ours arrives together with our greeting); both count as the
     handshake failure ``pairing``."""
     return METRICS.total_where("gateway_handshake_failures_total", reason="pairing")
+
+
+class _Closable(Protocol):
+    def close(self) -> Any: ...
+
+
+P = TypeVar("P", bound=_Closable)
+
+
+@contextlib.asynccontextmanager
+async def linked_peer(kind: str, native_opts: dict[str, Any] | None, make_peer: Callable[[], P],
+                      link: Callable[[gateway.Socket, P, str], object], binder: str,
+                      wait: bool) -> AsyncIterator[tuple[gateway.Socket, P]]:
+    """A native socket of ``kind`` and a library peer (``make_peer()``), linked by ``link``
+    (``binder`` binds) and, with ``wait``, connected; both closed on the way out."""
+    async with gateway.Socket(kind, **(native_opts or {})) as native:
+        peer = make_peer()
+        try:
+            link(native, peer, binder)
+            if wait:
+                await native.wait_peers(1)
+            yield native, peer
+        finally:
+            peer.close()
 
 
 def pair_busy() -> int:

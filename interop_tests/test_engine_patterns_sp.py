@@ -5,9 +5,9 @@ nanomsg / nng 1.5 command-line tools (``nanocat``, ``nngcat``), both bind direct
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import shutil
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 import pynng
@@ -18,7 +18,7 @@ import gateway
 from gateway import Message
 from gateway.tools.harness.peers.cli import parse_hex_line
 from gateway.tools.harness.procs import free_port
-from interop_tests.helpers import Flood, number_of, pair_busy, pairing_errors, run
+from interop_tests.helpers import Flood, linked_peer, number_of, pair_busy, pairing_errors, run
 
 ffi, lib = _nng.ffi, _nng.lib
 BINDERS = ("native", "nng")
@@ -43,21 +43,11 @@ def link(native: gateway.Socket, sock: pynng.Socket, binder: str) -> str:
     return url
 
 
-@contextlib.asynccontextmanager
-async def linked(kind: str, cls: type[pynng.Socket], binder: str, wait: bool = True,
-                 native_opts: dict[str, Any] | None = None,
-                 **nng_opts: Any) -> AsyncIterator[tuple[gateway.Socket, pynng.Socket]]:
-    """A native socket of ``kind`` and an nng one of ``cls`` (:func:`nng`), linked (``binder``
-    binds) and, with ``wait``, connected; both closed on the way out."""
-    async with gateway.Socket(kind, **(native_opts or {})) as native:
-        peer = nng(cls, **nng_opts)
-        try:
-            link(native, peer, binder)
-            if wait:
-                await native.wait_peers(1)
-            yield native, peer
-        finally:
-            peer.close()
+def linked(kind: str, cls: type[pynng.Socket], binder: str, wait: bool = True,
+           native_opts: dict[str, Any] | None = None,
+           **nng_opts: Any) -> AbstractAsyncContextManager[tuple[gateway.Socket, pynng.Socket]]:
+    """A native socket of ``kind`` and an nng one of ``cls`` (:func:`nng`, :func:`linked_peer`)."""
+    return linked_peer(kind, native_opts, lambda: nng(cls, **nng_opts), link, binder, wait)
 
 
 # pynng's coroutines are not used (cancelling a pending arecv can hang the loop): blocking calls

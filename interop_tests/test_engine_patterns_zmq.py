@@ -8,8 +8,8 @@ libzmq >= 4.3.3 greets ZMTP 3.1 and subscribes with RFC 37 SUBSCRIBE/CANCEL comm
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 import pytest
@@ -17,7 +17,7 @@ import zmq
 import zmq.asyncio
 
 import gateway
-from interop_tests.helpers import Flood, number_of, pair_busy, pairing_errors, run
+from interop_tests.helpers import Flood, linked_peer, number_of, pair_busy, pairing_errors, run
 
 BINDERS = ("native", "libzmq")
 QUIET = 0.3
@@ -49,21 +49,13 @@ def link(native: gateway.Socket, lib: zmq.asyncio.Socket, binder: str) -> str:
     return f"tcp://127.0.0.1:{port}"
 
 
-@contextlib.asynccontextmanager
-async def linked(ctx: zmq.asyncio.Context, kind: str, lib_kind: int, binder: str,
-                 wait: bool = True, native_opts: dict[str, Any] | None = None,
-                 **lib_opts: int) -> AsyncIterator[tuple[gateway.Socket, zmq.asyncio.Socket]]:
-    """A native socket of ``kind`` and a libzmq one of ``lib_kind``, linked (``binder`` binds)
-    and, with ``wait``, connected; both closed on the way out."""
-    async with gateway.Socket(kind, **(native_opts or {})) as native:
-        lib = zsock(ctx, lib_kind, **lib_opts)
-        try:
-            link(native, lib, binder)
-            if wait:
-                await native.wait_peers(1)
-            yield native, lib
-        finally:
-            lib.close()
+def linked(ctx: zmq.asyncio.Context, kind: str, lib_kind: int, binder: str, wait: bool = True,
+           native_opts: dict[str, Any] | None = None,
+           **lib_opts: int,
+           ) -> AbstractAsyncContextManager[tuple[gateway.Socket, zmq.asyncio.Socket]]:
+    """A native socket of ``kind`` and a libzmq one of ``lib_kind`` (:func:`linked_peer`)."""
+    return linked_peer(kind, native_opts, lambda: zsock(ctx, lib_kind, **lib_opts), link, binder,
+                       wait)
 
 
 async def until(pred: Callable[[], bool], timeout: float = 5.0,
