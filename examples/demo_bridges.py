@@ -21,6 +21,7 @@ It prints what crossed (requests, replies, envelopes in hex), stops each gateway
 
 from __future__ import annotations
 
+import contextlib
 import os
 import queue
 import signal
@@ -28,6 +29,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pynng
@@ -172,27 +174,41 @@ class _ZmqRouterServer:
 # scenes
 
 
+@contextlib.contextmanager
+def _bridging(server: _RawNngServer | _ZmqRouterServer, front: str,
+              back: str) -> Iterator[_Gateway]:
+    """A gateway from ``front`` to ``back`` (``{port}``: the server's); on the way out the
+    gateway stops, then the server."""
+    try:
+        gw = _Gateway(front, back.format(port=server.port))
+        try:
+            yield gw
+        finally:
+            gw.stop()
+    finally:
+        server.stop()
+
+
+def _zmq_client(ctx: zmq.Context[zmq.Socket[bytes]], kind: int, url: str) -> zmq.Socket[bytes]:
+    sock = ctx.socket(kind)
+    sock.linger, sock.rcvtimeo = 0, TIMEOUT_MS
+    sock.connect(url)
+    return sock
+
+
 def _zmq_to_nng(backend: str) -> None:
     front_be, back_be = ("pyzmq", "pynng") if backend == "lib" else ("native", "native")
     print(f"\n== ZeroMQ clients -> gateway -> nng server (front {front_be}, back {back_be}) ==",
           flush=True)
-    server = _RawNngServer()
-    gw = None
-    ctx = zmq.Context()
-    try:
-        gw = _Gateway(f"@zmq+tcp://{HOST}:0?backend={front_be}",
-                      f">sp+tcp://{HOST}:{server.port}?backend={back_be}")
-        req = ctx.socket(zmq.REQ)
-        req.linger, req.rcvtimeo = 0, TIMEOUT_MS
-        req.connect(gw.lib_front())
+    with zmq.Context() as ctx, _bridging(_RawNngServer(), f"@zmq+tcp://{HOST}:0?backend={front_be}",
+                                         f">sp+tcp://{HOST}:{{port}}?backend={back_be}") as gw:
+        req = _zmq_client(ctx, zmq.REQ, gw.lib_front())
         req.send(b"hello from REQ")
         _say("zmq REQ", "sent b'hello from REQ'")
         _say("zmq REQ", f"got {req.recv()!r}")
         req.close()
 
-        dealer = ctx.socket(zmq.DEALER)
-        dealer.linger, dealer.rcvtimeo = 0, TIMEOUT_MS
-        dealer.connect(gw.lib_front())
+        dealer = _zmq_client(ctx, zmq.DEALER, gw.lib_front())
         for i in (1, 2):
             frames = [b"app", b"order-%d" % i, b"", b"item %d" % i]
             dealer.send_multipart(frames)
@@ -201,22 +217,14 @@ def _zmq_to_nng(backend: str) -> None:
             *envelope, body = dealer.recv_multipart()
             _say("zmq DEALER", f"got envelope {_hex(envelope)} body {body!r} (its own, back)")
         dealer.close()
-    finally:
-        if gw is not None:
-            gw.stop()
-        server.stop()
-        ctx.term()
 
 
 def _nng_to_zmq(backend: str) -> None:
     front_be, back_be = ("pynng", "pyzmq") if backend == "lib" else ("native", "native")
     print(f"\n== nng client -> gateway -> ZeroMQ server (front {front_be}, back {back_be}) ==",
           flush=True)
-    server = _ZmqRouterServer()
-    gw = None
-    try:
-        gw = _Gateway(f"@sp+tcp://{HOST}:0?backend={front_be}",
-                      f">zmq+tcp://{HOST}:{server.port}?backend={back_be}")
+    with _bridging(_ZmqRouterServer(), f"@sp+tcp://{HOST}:0?backend={front_be}",
+                   f">zmq+tcp://{HOST}:{{port}}?backend={back_be}") as gw:
         with pynng.Req0(recv_timeout=TIMEOUT_MS, send_timeout=TIMEOUT_MS) as req:
             req.dial(gw.lib_front(), block=False)
             for i in (1, 2):
@@ -224,10 +232,6 @@ def _nng_to_zmq(backend: str) -> None:
                 req.send(body)
                 _say("nng REQ", f"sent {body!r}")
                 _say("nng REQ", f"got {req.recv()!r}")
-    finally:
-        if gw is not None:
-            gw.stop()
-        server.stop()
 
 
 def _one_port(back: str) -> None:
@@ -238,15 +242,10 @@ def _one_port(back: str) -> None:
         _RawNngServer(" (pipe id; a token for a ZeroMQ client, its backtrace for an nng one)")
         if back == "sp" else
         _ZmqRouterServer(" (identity; the ZeroMQ client's envelope or the nng client's hops)"))
-    gw = None
-    ctx = zmq.Context()
-    try:
-        gw = _Gateway(f"@any+tcp://{HOST}:0", f">{back}+tcp://{HOST}:{server.port}")
+    with zmq.Context() as ctx, _bridging(server, f"@any+tcp://{HOST}:0",
+                                         f">{back}+tcp://{HOST}:{{port}}") as gw:
         port = gw.lib_front()
-        req, dealer = ctx.socket(zmq.REQ), ctx.socket(zmq.DEALER)
-        for sock in (req, dealer):
-            sock.linger, sock.rcvtimeo = 0, TIMEOUT_MS
-            sock.connect(port)
+        req, dealer = _zmq_client(ctx, zmq.REQ, port), _zmq_client(ctx, zmq.DEALER, port)
         with pynng.Req0(recv_timeout=TIMEOUT_MS, send_timeout=TIMEOUT_MS) as nreq:
             nreq.dial(port, block=False)
             req.send(b"hello from zmq REQ")
@@ -258,11 +257,6 @@ def _one_port(back: str) -> None:
             _say("nng REQ", f"got {nreq.recv()!r}")
         req.close()
         dealer.close()
-    finally:
-        if gw is not None:
-            gw.stop()
-        server.stop()
-        ctx.term()
 
 
 def _pubsub() -> None:

@@ -60,23 +60,30 @@ def make_app(readiness: Readiness) -> Callable[..., Iterable[bytes]]:
     return app
 
 
-class ObserveServer:
-    """Serve the endpoints on ``address`` (``HOST:PORT``, port 0 for any) until closed."""
+class HttpEndpoint:
+    """Serve the WSGI ``app`` on ``address`` (``HOST:PORT``, port 0 for any) from a daemon
+    thread named ``thread_name`` until closed; ``self.address`` is where it listens."""
 
-    def __init__(self, address: str, readiness: Readiness) -> None:
+    def __init__(self, address: str, app: Any, thread_name: str) -> None:
         host, port = split_host_port(address)
         try:
-            self._server = make_server(host, port, make_app(readiness), ThreadingWSGIServer,
-                                       handler_class=_Quiet)
+            self._server = make_server(host, port, app, ThreadingWSGIServer, handler_class=_Quiet)
         except OSError as exc:
             raise ConfigError(f"cannot serve metrics on {address}: {exc.strerror or exc}") from None
         real_host, real_port = self._server.server_address[:2]
         real_host = real_host.decode() if isinstance(real_host, bytes) else real_host
         self.address = f"{real_host}:{real_port}"
-        self._thread = threading.Thread(target=self._server.serve_forever, name="gateway-http",
+        self._thread = threading.Thread(target=self._server.serve_forever, name=thread_name,
                                         daemon=True)
         self._thread.start()
 
     def close(self) -> None:
         self._server.shutdown()
         self._server.server_close()
+
+
+class ObserveServer(HttpEndpoint):
+    """Serve the endpoints on ``address`` (``HOST:PORT``, port 0 for any) until closed."""
+
+    def __init__(self, address: str, readiness: Readiness) -> None:
+        super().__init__(address, make_app(readiness), "gateway-http")

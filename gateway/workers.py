@@ -48,7 +48,6 @@ import urllib.request
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
-from wsgiref.simple_server import make_server
 
 from gateway.config import BridgeSpec
 from gateway.errors import ConfigError
@@ -196,25 +195,12 @@ class Aggregator:
     """The parent's HTTP endpoint: /metrics summed over the workers, /readyz, /healthz."""
 
     def __init__(self, address: str, workers: Callable[[], list[Worker]]) -> None:
-        from prometheus_client.exposition import ThreadingWSGIServer
-
-        from gateway.observe import _Quiet
-        from gateway.url import split_host_port
+        from gateway.observe import HttpEndpoint
 
         self.workers = workers
         self._last: dict[int, str] = {}  # each worker's last /metrics text
-        host, port = split_host_port(address)
-        try:
-            self._server = make_server(host, port, self.app, ThreadingWSGIServer,
-                                       handler_class=_Quiet)
-        except OSError as exc:
-            raise ConfigError(f"cannot serve metrics on {address}: {exc.strerror or exc}") from None
-        real_host, real_port = self._server.server_address[:2]
-        real_host = real_host.decode() if isinstance(real_host, bytes) else real_host
-        self.address = f"{real_host}:{real_port}"
-        self._thread = threading.Thread(target=self._server.serve_forever,
-                                        name="gateway-workers-http", daemon=True)
-        self._thread.start()
+        self._http = HttpEndpoint(address, self.app, "gateway-workers-http")
+        self.address = self._http.address
 
     def metrics_text(self) -> str:
         from prometheus_client import CollectorRegistry, generate_latest
@@ -276,8 +262,7 @@ class Aggregator:
         return [body]
 
     def close(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
+        self._http.close()
 
 
 # -- the parent ----------------------------------------------------------------------------------

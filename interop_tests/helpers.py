@@ -1,15 +1,18 @@
 """What the interop suites share beyond the harness (``gateway.tools.harness``): a bounded
-``asyncio.run``, the engine's count of pipes refused at the handshake, and the ``backends``
-mark that runs a gateway test on every front/back backend pair."""
+``asyncio.run``, the engine's count of pipes refused at the handshake, a numbered flood for the
+back-pressure tests, and the ``backends`` mark that runs a gateway test on every front/back
+backend pair."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable
-from typing import Any
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, Protocol, TypeVar
 
 import pytest
 
+import gateway
 from gateway.metrics import METRICS
 from gateway.tools.harness.gateway import BACKEND_IDS, BACKENDS
 
@@ -32,6 +35,70 @@ def pairing_errors() -> int:
     closes without its READY when ours arrives together with our greeting); both count as the
     handshake failure ``pairing``."""
     return METRICS.total_where("gateway_handshake_failures_total", reason="pairing")
+
+
+class _Closable(Protocol):
+    def close(self) -> Any: ...
+
+
+P = TypeVar("P", bound=_Closable)
+
+
+@contextlib.asynccontextmanager
+async def linked_peer(kind: str, native_opts: dict[str, Any] | None, make_peer: Callable[[], P],
+                      link: Callable[[gateway.Socket, P, str], object], binder: str,
+                      wait: bool) -> AsyncIterator[tuple[gateway.Socket, P]]:
+    """A native socket of ``kind`` and a library peer (``make_peer()``), linked by ``link``
+    (``binder`` binds) and, with ``wait``, connected; both closed on the way out."""
+    async with gateway.Socket(kind, **(native_opts or {})) as native:
+        peer = make_peer()
+        try:
+            link(native, peer, binder)
+            if wait:
+                await native.wait_peers(1)
+            yield native, peer
+        finally:
+            peer.close()
+
+
+def pair_busy() -> int:
+    """How many pipes a PAIR closed because it already had its one peer (process-wide)."""
+    return METRICS.get("gateway_pipes_closed_total", reason="pair-busy")
+
+
+def numbered(i: int, size: int) -> bytes:
+    """A ``size``-byte message that carries ``i`` (4 bytes, big-endian, repeated)."""
+    return i.to_bytes(4, "big") * (size // 4)
+
+
+def number_of(data: bytes) -> int:
+    """The ``i`` of a :func:`numbered` message."""
+    return int.from_bytes(data[:4], "big")
+
+
+class Flood:
+    """Sends ``total`` :func:`numbered` messages of ``size`` bytes through ``send`` in a task,
+    counting those sent, for a receiver that does not read yet."""
+
+    def __init__(self, send: Callable[[bytes], Awaitable[Any]], total: int, size: int) -> None:
+        self.sent = 0
+        self.total = total
+        self.task = asyncio.ensure_future(self._run(send, size))
+
+    async def _run(self, send: Callable[[bytes], Awaitable[Any]], size: int) -> None:
+        for i in range(self.total):
+            await send(numbered(i, size))
+            self.sent += 1
+
+    async def assert_held(self, after: float = 1.5, still: float = 0.0) -> None:
+        """After ``after`` seconds the sender waits short of ``total``; with ``still``, it
+        sends nothing more over ``still`` seconds (waiting, not dropping)."""
+        await asyncio.sleep(after)
+        stuck = self.sent
+        assert not self.task.done() and stuck < self.total
+        if still:
+            await asyncio.sleep(still)
+            assert self.sent == stuck
 
 
 #: parametrize a test over (front backend, back backend): library adapter ("lib") or engine

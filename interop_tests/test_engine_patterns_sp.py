@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import shutil
 from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 import pynng
@@ -15,10 +16,9 @@ from pynng import _nng
 
 import gateway
 from gateway import Message
-from gateway.metrics import METRICS
 from gateway.tools.harness.peers.cli import parse_hex_line
 from gateway.tools.harness.procs import free_port
-from interop_tests.helpers import pairing_errors, run
+from interop_tests.helpers import Flood, linked_peer, number_of, pair_busy, pairing_errors, run
 
 ffi, lib = _nng.ffi, _nng.lib
 BINDERS = ("native", "nng")
@@ -41,6 +41,13 @@ def link(native: gateway.Socket, sock: pynng.Socket, binder: str) -> str:
     url = f"tcp://{sock.listen('tcp://127.0.0.1:0').local_address}"
     native.connect("sp+" + url)
     return url
+
+
+def linked(kind: str, cls: type[pynng.Socket], binder: str, wait: bool = True,
+           native_opts: dict[str, Any] | None = None,
+           **nng_opts: Any) -> AbstractAsyncContextManager[tuple[gateway.Socket, pynng.Socket]]:
+    """A native socket of ``kind`` and an nng one of ``cls`` (:func:`nng`, :func:`linked_peer`)."""
+    return linked_peer(kind, native_opts, lambda: nng(cls, **nng_opts), link, binder, wait)
 
 
 # pynng's coroutines are not used (cancelling a pending arecv can hang the loop): blocking calls
@@ -76,10 +83,7 @@ def header_of(msg: pynng.Message) -> bytes:
 @pytest.mark.parametrize("binder", BINDERS)
 def test_native_pub_to_nng_sub(binder: str) -> None:
     async def main() -> None:
-        async with gateway.Socket("PUB") as pub:
-            sub = nng(pynng.Sub0, topics=[b"a.", b"b"])
-            link(pub, sub, binder)
-            await pub.wait_peers(1)
+        async with linked("PUB", pynng.Sub0, binder, topics=[b"a.", b"b"]) as (pub, sub):
             await asyncio.sleep(0.1)  # nng's side of the pipe
             for m in (b"a.1", b"c.1", b"bz", b"a", b"a.2"):
                 await pub.send(m)
@@ -90,7 +94,6 @@ def test_native_pub_to_nng_sub(binder: str) -> None:
             await pub.send_multipart([b"t", b"opic"])  # SP carries one frame: concatenated
             sub.recv_timeout = 5000
             assert await nrecv(sub) == b"topic"
-            sub.close()
 
     run(main())
 
@@ -127,15 +130,11 @@ def test_nng_pub_to_native_sub_filters_locally(binder: str) -> None:
 
 def test_native_xsub_as_raw_sub0_receives_everything() -> None:
     async def main() -> None:
-        pub = nng(pynng.Pub0)
-        async with gateway.Socket("XSUB") as xsub:
-            link(xsub, pub, "nng")
-            await xsub.wait_peers(1)
+        async with linked("XSUB", pynng.Pub0, "nng") as (xsub, pub):
             await asyncio.sleep(0.1)
             await nsend(pub, b"whatever")
             async with asyncio.timeout(5):
                 assert await xsub.recv_msg() == Message((), (b"whatever",))
-            pub.close()
 
     run(main())
 
@@ -148,14 +147,10 @@ N = 1000
 @pytest.mark.parametrize("binder", BINDERS)
 def test_native_push_to_nng_pull(binder: str) -> None:
     async def main() -> None:
-        async with gateway.Socket("PUSH") as push:
-            pull = nng(pynng.Pull0)
-            link(push, pull, binder)
-            await push.wait_peers(1)
+        async with linked("PUSH", pynng.Pull0, binder) as (push, pull):
             for i in range(N):
                 await push.send(b"%d" % i)
             assert [await nrecv(pull) for _ in range(N)] == [b"%d" % i for i in range(N)]
-            pull.close()
 
     run(main())
 
@@ -163,17 +158,13 @@ def test_native_push_to_nng_pull(binder: str) -> None:
 @pytest.mark.parametrize("binder", BINDERS)
 def test_nng_push_to_native_pull(binder: str) -> None:
     async def main() -> None:
-        push = nng(pynng.Push0)
-        async with gateway.Socket("PULL") as pull:
-            link(pull, push, binder)
-            await pull.wait_peers(1)
+        async with linked("PULL", pynng.Push0, binder) as (pull, push):
             sender = asyncio.ensure_future(asyncio.to_thread(
                 lambda: [push.send(b"%d" % i) for i in range(N)]))
             async with asyncio.timeout(15):
                 got = [await pull.recv() for _ in range(N)]
             await sender
             assert got == [b"%d" % i for i in range(N)]
-            push.close()
 
     run(main())
 
@@ -182,29 +173,14 @@ def test_native_push_back_pressure_from_a_slow_nng_pull() -> None:
     total, size = 300, 64 * 1024
 
     async def main() -> None:
-        async with gateway.Socket("PUSH", hwm=4) as push:
-            pull = nng(pynng.Pull0, recv_buffer_size=1)
-            link(push, pull, "native")
-            await push.wait_peers(1)
-            sent = 0
-
-            async def flood() -> None:
-                nonlocal sent
-                for i in range(total):
-                    await push.send(i.to_bytes(4, "big") * (size // 4))
-                    sent += 1
-
-            task = asyncio.ensure_future(flood())
-            await asyncio.sleep(1.5)
-            stuck = sent
-            assert not task.done() and stuck < total
-            await asyncio.sleep(0.5)
-            assert sent == stuck
+        async with linked("PUSH", pynng.Pull0, "native", native_opts={"hwm": 4},
+                          recv_buffer_size=1) as (push, pull):
+            flood = Flood(push.send, total, size)
+            await flood.assert_held(still=0.5)  # waiting, not dropping
             pull.recv_timeout = 10000
-            got = [int.from_bytes((await nrecv(pull))[:4], "big") for _ in range(total)]
-            await task
+            got = [number_of(await nrecv(pull)) for _ in range(total)]
+            await flood.task
             assert got == list(range(total))
-            pull.close()
 
     run(main(), timeout=60)
 
@@ -245,10 +221,9 @@ def test_native_pair0_refuses_a_second_nng_pair0() -> None:
             first, second = nng(pynng.Pair0), nng(pynng.Pair0)
             url = link(pair, first, "native")
             await pair.wait_peers(1)
-            before = METRICS.get("gateway_pipes_closed_total", reason="pair-busy")
+            before = pair_busy()
             second.dial(url, block=False)
-            await until(lambda: METRICS.get("gateway_pipes_closed_total", reason="pair-busy")
-                        > before)
+            await until(lambda: pair_busy() > before)
             await pair.send(b"first")
             assert await nrecv(first) == b"first"
             await nothing_at(second)
@@ -264,24 +239,16 @@ def test_native_pair1_and_nng_pair1_hop_count(binder: str) -> None:
     sees ``00 00 00 01``, and nng's raw pair1 sees the same from a native cooked one."""
 
     async def main() -> None:
-        async with gateway.Socket("PAIR1", raw=True) as raw:
-            cooked = nng(pynng.Pair1)
-            link(raw, cooked, binder)
-            await raw.wait_peers(1)
+        async with linked("PAIR1", pynng.Pair1, binder, native_opts={"raw": True}) as (raw, cooked):
             await nsend(cooked, b"hi")
             async with asyncio.timeout(5):
                 assert await raw.recv_msg() == Message((b"\x00\x00\x00\x01",), (b"hi",))
             await raw.send_msg(Message((b"\x00\x00\x00\x02",), (b"x",)))
             assert await nrecv(cooked) == b"x"  # arrived with 3, under nng's max ttl 8
-            cooked.close()
-        async with gateway.Socket("pair1") as native:
-            nraw = nng(pynng.Pair1, raw=True)
-            link(native, nraw, binder)
-            await native.wait_peers(1)
+        async with linked("pair1", pynng.Pair1, binder, raw=True) as (native, nraw):
             await native.send(b"yo")
             msg = await asyncio.to_thread(nraw.recv_msg)
             assert (header_of(msg), msg.bytes) == (b"\x00\x00\x00\x01", b"yo")
-            nraw.close()
 
     run(main())
 
@@ -292,12 +259,9 @@ def test_native_pair1_and_nng_pair1_hop_count(binder: str) -> None:
 def test_illegal_sp_pairings_refused(native: str, cls: type[pynng.Socket]) -> None:
     async def main() -> None:
         before = pairing_errors()
-        async with gateway.Socket(native) as sock:
-            peer = nng(cls)
-            link(sock, peer, "native")
+        async with linked(native, cls, "native", wait=False) as (sock, _):
             await until(lambda: pairing_errors() > before)
             assert sock.peers == 0
-            peer.close()
 
     run(main())
 

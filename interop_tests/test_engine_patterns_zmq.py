@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 import pytest
@@ -16,8 +17,7 @@ import zmq
 import zmq.asyncio
 
 import gateway
-from gateway.metrics import METRICS
-from interop_tests.helpers import pairing_errors, run
+from interop_tests.helpers import Flood, linked_peer, number_of, pair_busy, pairing_errors, run
 
 BINDERS = ("native", "libzmq")
 QUIET = 0.3
@@ -47,6 +47,15 @@ def link(native: gateway.Socket, lib: zmq.asyncio.Socket, binder: str) -> str:
     port = lib.bind_to_random_port("tcp://127.0.0.1")
     native.connect(f"zmq+tcp://127.0.0.1:{port}")
     return f"tcp://127.0.0.1:{port}"
+
+
+def linked(ctx: zmq.asyncio.Context, kind: str, lib_kind: int, binder: str, wait: bool = True,
+           native_opts: dict[str, Any] | None = None,
+           **lib_opts: int,
+           ) -> AbstractAsyncContextManager[tuple[gateway.Socket, zmq.asyncio.Socket]]:
+    """A native socket of ``kind`` and a libzmq one of ``lib_kind`` (:func:`linked_peer`)."""
+    return linked_peer(kind, native_opts, lambda: zsock(ctx, lib_kind, **lib_opts), link, binder,
+                       wait)
 
 
 async def until(pred: Callable[[], bool], timeout: float = 5.0,
@@ -82,9 +91,7 @@ def test_libzmq_sub_and_native_pub(ctx: Any, binder: str) -> None:
     """Subscribed, not subscribed, a prefix of another, unsubscribe, counted, empty."""
 
     async def main() -> None:
-        async with gateway.Socket("PUB") as pub:
-            sub = zsock(ctx, zmq.SUB)
-            link(pub, sub, binder)
+        async with linked(ctx, "PUB", zmq.SUB, binder, wait=False) as (pub, sub):
             sub.subscribe(b"a.")
             sub.subscribe(b"b.")
             await until(lambda: holders(pub) == {b"a.": 1, b"b.": 1}, lib=sub)  # 3.1 commands
@@ -105,7 +112,6 @@ def test_libzmq_sub_and_native_pub(ctx: Any, binder: str) -> None:
             await until(lambda: b"" in holders(pub), lib=sub)
             await pub.send_multipart([b"zz", b"body"])
             assert await sub.recv_multipart() == [b"zz", b"body"]
-            sub.close()
 
     run(main())
 
@@ -115,10 +121,7 @@ def test_native_sub_and_libzmq_xpub(ctx: Any, binder: str) -> None:
     """libzmq's XPUB sees the native SUB's subscriptions (commands, counted on our side)."""
 
     async def main() -> None:
-        async with gateway.Socket("SUB") as sub:
-            xpub = zsock(ctx, zmq.XPUB)
-            link(sub, xpub, binder)
-            await sub.wait_peers(1)
+        async with linked(ctx, "SUB", zmq.XPUB, binder) as (sub, xpub):
             sub.subscribe(b"a.")
             assert await zrecv(xpub) == b"\x01a."
             sub.subscribe(b"a.")  # a second count: libzmq's XPUB holds the pipe once
@@ -133,7 +136,6 @@ def test_native_sub_and_libzmq_xpub(ctx: Any, binder: str) -> None:
             sub.unsubscribe(b"a.")
             sub.unsubscribe(b"a")
             assert {await zrecv(xpub), await zrecv(xpub)} == {b"\x00a.", b"\x00a"}
-            xpub.close()
 
     run(main())
 
@@ -141,9 +143,8 @@ def test_native_sub_and_libzmq_xpub(ctx: Any, binder: str) -> None:
 @pytest.mark.parametrize("binder", BINDERS)
 def test_native_sub_and_libzmq_pub_late_joiner(ctx: Any, binder: str) -> None:
     async def main() -> None:
-        pub = zsock(ctx, zmq.PUB)
-        async with gateway.Socket("SUB", subscribe=[b"t."]) as sub:
-            link(sub, pub, binder)
+        async with linked(ctx, "SUB", zmq.PUB, binder, wait=False,
+                          native_opts={"subscribe": [b"t."]}) as (sub, pub):
             got: list[bytes] = []
 
             async def pump() -> None:  # libzmq drops until the subscription arrived
@@ -160,7 +161,6 @@ def test_native_sub_and_libzmq_pub_late_joiner(ctx: Any, binder: str) -> None:
             assert all(m.startswith(b"t.") for m in got)
             nums = [int(m[2:]) for m in got]
             assert nums == sorted(nums)  # in order per publisher
-            pub.close()
 
     run(main())
 
@@ -168,10 +168,7 @@ def test_native_sub_and_libzmq_pub_late_joiner(ctx: Any, binder: str) -> None:
 @pytest.mark.parametrize("binder", BINDERS)
 def test_native_xpub_and_libzmq_xsub(ctx: Any, binder: str) -> None:
     async def main() -> None:
-        async with gateway.Socket("XPUB") as xpub:
-            xsub = zsock(ctx, zmq.XSUB)
-            link(xpub, xsub, binder)
-            await xpub.wait_peers(1)
+        async with linked(ctx, "XPUB", zmq.XSUB, binder) as (xpub, xsub):
             await xsub.send(b"\x01k")
             async with asyncio.timeout(5):
                 assert await xpub.recv() == b"\x01k"
@@ -191,16 +188,12 @@ def test_native_xpub_and_libzmq_xsub(ctx: Any, binder: str) -> None:
 @pytest.mark.parametrize("binder", BINDERS)
 def test_native_xsub_and_libzmq_pub(ctx: Any, binder: str) -> None:
     async def main() -> None:
-        xpub = zsock(ctx, zmq.XPUB)
-        async with gateway.Socket("XSUB") as xsub:
-            link(xsub, xpub, binder)
-            await xsub.wait_peers(1)
+        async with linked(ctx, "XSUB", zmq.XPUB, binder) as (xsub, xpub):
             await xsub.send(b"\x01")  # the empty subscription, as a device sets it
             assert await zrecv(xpub) == b"\x01"
             await xpub.send_multipart([b"any", b"thing"])
             async with asyncio.timeout(5):
                 assert await xsub.recv_multipart() == [b"any", b"thing"]
-            xpub.close()
 
     run(main())
 
@@ -213,14 +206,11 @@ N = 1000
 @pytest.mark.parametrize("binder", BINDERS)
 def test_native_push_to_libzmq_pull(ctx: Any, binder: str) -> None:
     async def main() -> None:
-        async with gateway.Socket("PUSH") as push:
-            pull = zsock(ctx, zmq.PULL)
-            link(push, pull, binder)
+        async with linked(ctx, "PUSH", zmq.PULL, binder, wait=False) as (push, pull):
             for i in range(N):
                 await push.send_multipart([b"%d" % i, b""])  # frames as they are
             got = [await pull.recv_multipart() for _ in range(N)]
             assert got == [[b"%d" % i, b""] for i in range(N)]
-            pull.close()
 
     run(main())
 
@@ -228,15 +218,12 @@ def test_native_push_to_libzmq_pull(ctx: Any, binder: str) -> None:
 @pytest.mark.parametrize("binder", BINDERS)
 def test_libzmq_push_to_native_pull(ctx: Any, binder: str) -> None:
     async def main() -> None:
-        async with gateway.Socket("PULL") as pull:
-            push = zsock(ctx, zmq.PUSH)
-            link(pull, push, binder)
+        async with linked(ctx, "PULL", zmq.PUSH, binder, wait=False) as (pull, push):
             for i in range(N):
                 await push.send(b"%d" % i)
             async with asyncio.timeout(10):
                 got = [await pull.recv() for _ in range(N)]
             assert got == [b"%d" % i for i in range(N)]
-            push.close()
 
     run(main())
 
@@ -247,31 +234,14 @@ def test_native_push_back_pressure_from_a_slow_libzmq_pull(ctx: Any) -> None:
     total, size = 400, 64 * 1024
 
     async def main() -> None:
-        async with gateway.Socket("PUSH", hwm=4) as push:
-            pull = zsock(ctx, zmq.PULL, RCVHWM=4)
-            link(push, pull, "native")
-            await push.wait_peers(1)
-            sent = 0
-
-            async def flood() -> None:
-                nonlocal sent
-                for i in range(total):
-                    await push.send(i.to_bytes(4, "big") * (size // 4))
-                    sent += 1
-
-            task = asyncio.ensure_future(flood())
-            await asyncio.sleep(1.5)
-            stuck = sent
-            assert not task.done() and stuck < total
-            await asyncio.sleep(0.5)
-            assert sent == stuck  # waiting, not dropping
-            got = []
+        async with linked(ctx, "PUSH", zmq.PULL, "native", native_opts={"hwm": 4},
+                          RCVHWM=4) as (push, pull):
+            flood = Flood(push.send, total, size)
+            await flood.assert_held(still=0.5)  # waiting, not dropping
             async with asyncio.timeout(30):
-                for _ in range(total):
-                    got.append(int.from_bytes((await pull.recv())[:4], "big"))
-            await task
+                got = [number_of(await pull.recv()) for _ in range(total)]
+            await flood.task
             assert got == list(range(total))
-            pull.close()
 
     run(main(), timeout=60)
 
@@ -280,27 +250,15 @@ def test_libzmq_push_back_pressure_from_a_slow_native_pull(ctx: Any) -> None:
     total, size = 400, 64 * 1024
 
     async def main() -> None:
-        async with gateway.Socket("PULL", hwm=4) as pull:
-            push = zsock(ctx, zmq.PUSH, SNDHWM=4)
-            link(pull, push, "native")
-            await pull.wait_peers(1)
-            sent = 0
-
-            async def flood() -> None:
-                nonlocal sent
-                for i in range(total):
-                    await push.send(i.to_bytes(4, "big") * (size // 4))
-                    sent += 1
-
-            task = asyncio.ensure_future(flood())
-            await asyncio.sleep(1.5)
-            assert not task.done() and sent < total
+        async with linked(ctx, "PULL", zmq.PUSH, "native", native_opts={"hwm": 4},
+                          SNDHWM=4) as (pull, push):
+            flood = Flood(push.send, total, size)
+            await flood.assert_held()
             assert pull.inbox_size <= 4  # the native inbox stays bounded
             async with asyncio.timeout(30):
-                got = [int.from_bytes((await pull.recv())[:4], "big") for _ in range(total)]
-            await task
+                got = [number_of(await pull.recv()) for _ in range(total)]
+            await flood.task
             assert got == list(range(total))
-            push.close()
 
     run(main(), timeout=60)
 
@@ -345,11 +303,10 @@ def test_native_pair_refuses_a_second_libzmq_pair(ctx: Any) -> None:
             first = zsock(ctx, zmq.PAIR)
             first.connect(url)
             await pair.wait_peers(1)
-            before = METRICS.get("gateway_pipes_closed_total", reason="pair-busy")
+            before = pair_busy()
             second = zsock(ctx, zmq.PAIR)
             second.connect(url)
-            await until(lambda: METRICS.get("gateway_pipes_closed_total", reason="pair-busy")
-                        > before)
+            await until(lambda: pair_busy() > before)
             await pair.send(b"to the first")
             assert await zrecv(first) == b"to the first"
             await znothing(second)
@@ -365,12 +322,9 @@ def test_native_pair_refuses_a_second_libzmq_pair(ctx: Any) -> None:
 def test_illegal_pairings_refused(ctx: Any, native: str, lib: int) -> None:
     async def main() -> None:
         before = pairing_errors()
-        async with gateway.Socket(native) as sock:
-            peer = zsock(ctx, lib)
-            link(sock, peer, "native")
+        async with linked(ctx, native, lib, "native", wait=False) as (sock, _):
             await until(lambda: pairing_errors() > before)
             assert sock.peers == 0
-            peer.close()
 
     run(main())
 

@@ -508,6 +508,23 @@ def test_patterns_beyond_request_reply_as_the_reference(front: str, back: str, p
     assert compiled == reference
 
 
+def _hello(front: str, i: int) -> bytes:
+    """The ``i``-th plain request (``hello i``) of a client on the ``front`` wire."""
+    body = b"hello %d" % i
+    if front == "zmtp":
+        return _zmtp_frames([b"", body])
+    rid = (0x80000000 | i).to_bytes(4, "big")
+    return len(rid + body).to_bytes(8, "big") + rid + body
+
+
+async def _answered(rig: Rig, back: str) -> dict[str, Any]:
+    """Every server of ``rig`` answers what reached it (unmangled); the rig's state after."""
+    for s in rig.servers:
+        s.pipe.data_received(_server_replies(random.Random(0), s, back, mangle=False))
+    await asyncio.sleep(0)
+    return rig.state()
+
+
 @needs_kernel
 @pytest.mark.parametrize(("front", "back"), ROUTES, ids=[f"{f}-{b}" for f, b in ROUTES])
 def test_the_usual_traffic_goes_through_the_kernel(front: str, back: str,
@@ -528,18 +545,9 @@ def test_the_usual_traffic_goes_through_the_kernel(front: str, back: str,
         try:
             for c in rig.clients:
                 for i in range(10):
-                    body = b"hello %d" % i
-                    if front == "zmtp":
-                        c.pipe.data_received(_zmtp_frames([b"", body]))
-                    else:
-                        rid = (0x80000000 | i).to_bytes(4, "big")
-                        c.pipe.data_received(len(rid + body).to_bytes(8, "big") + rid + body)
+                    c.pipe.data_received(_hello(front, i))
             await asyncio.sleep(0)
-            for s in rig.servers:
-                replies = _server_replies(random.Random(0), s, back, mangle=False)
-                s.pipe.data_received(replies)
-            await asyncio.sleep(0)
-            return rig.state()
+            return await _answered(rig, back)
         finally:
             await rig.close()
 
@@ -720,18 +728,10 @@ def test_curve_traffic_goes_through_the_kernel(front: str, back: str,
                 for c in rig.clients:
                     _SEALER[0] = c.codec if front == "zmtp" else None
                     for i in range(10):
-                        body = b"hello %d" % i
-                        if front == "zmtp":
-                            data = _zmtp_frames([b"", body])
-                        else:
-                            rid = (0x80000000 | i).to_bytes(4, "big")
-                            data = len(rid + body).to_bytes(8, "big") + rid + body
-                        c.pipe.data_received(data)
+                        c.pipe.data_received(_hello(front, i))
                 await asyncio.sleep(0)
-            for s in rig.servers:  # (the peers' own codecs seal and open as they like)
-                s.pipe.data_received(_server_replies(random.Random(0), s, back, mangle=False))
-            await asyncio.sleep(0)
-            return rig.state()
+            # (the peers' own codecs seal and open as they like)
+            return await _answered(rig, back)
         finally:
             await rig.close()
 

@@ -49,3 +49,18 @@ class ReceiveBuffer:
     def __len__(self) -> int:
         """Bytes not consumed yet."""
         return len(self.data) - self.pos
+
+
+class Receiving:
+    """What both wire codecs share on the receiving side: bytes go into their ``_rx``."""
+
+    _rx: ReceiveBuffer
+
+    def receive_data(self, data: bytes) -> None:
+        """Append received bytes (any split). Never raises."""
+        self._rx.feed(data)
+
+    @property
+    def rx(self) -> ReceiveBuffer:
+        """The receive buffer (the kernel seam: see :attr:`streaming`)."""
+        return self._rx

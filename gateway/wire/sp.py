@@ -21,7 +21,7 @@ from gateway.errors import (
     SpHeaderError,
     WrongWireError,
 )
-from gateway.wire._buffer import COPY_VIA_VIEW, ReceiveBuffer
+from gateway.wire._buffer import COPY_VIA_VIEW, ReceiveBuffer, Receiving
 from gateway.wire.events import Event, HandshakeComplete
 
 __all__ = ["HEADER_SIZE", "SpCodec", "SpRole", "sp_header"]
@@ -53,7 +53,7 @@ class SpRole:
         return self.names.get(protocol, f"{protocol:#06x}")
 
 
-class SpCodec:
+class SpCodec(Receiving):
     """SP codec for one connection (the TCP mapping; ``message_prefix`` gives the IPC one).
 
     ``message_prefix``: bytes before each message's u64 length. nng's and nanomsg's IPC mapping
@@ -103,15 +103,6 @@ class SpCodec:
             p0, p1 = parts
             return b"".join((prefix, _U64.pack(len(p0) + len(p1)), p0, p1))
         return b"".join((prefix, _U64.pack(sum(map(len, parts))), *parts))
-
-    def receive_data(self, data: bytes) -> None:
-        """Append received bytes (any split). Never raises."""
-        self._rx.feed(data)
-
-    @property
-    def rx(self) -> ReceiveBuffer:
-        """The receive buffer (the kernel seam: see :attr:`streaming`)."""
-        return self._rx
 
     @property
     def message_prefix(self) -> bytes:

@@ -28,6 +28,7 @@ from gateway.wire.zmtp_mechanism import (
     AuthenticationFailed,
     Command,
     CryptoError,
+    Stepped,
     allow_all,
 )
 
@@ -103,7 +104,7 @@ def _box_to(plain: bytes, nonce: bytes, peer: bytes, secret: bytes, what: str) -
         raise CryptoError(f"CURVE {what} key is not usable (of low order)") from None
 
 
-class _Curve:
+class _Curve(Stepped):
     name = b"CURVE"
     encrypts = True
     as_server = False
@@ -111,11 +112,10 @@ class _Curve:
     _recv_prefix = _MESSAGE_S
 
     def __init__(self) -> None:
+        super().__init__()
         self._nonce = 1  # our next short nonce
         self._peer_nonce = 0  # the peer's last short nonce
         self._precom = b""  # crypto_box_beforenm(peer transient, our transient)
-        self._metadata = b""
-        self._step = 0
 
     def _next_nonce(self) -> bytes:
         n = self._nonce
@@ -182,9 +182,7 @@ class CurveClient(_Curve):
         box = sodium.crypto_box(b"\x00" * 64, _HELLO_NONCE + short, self._server, self._t_secret)
         return b"\x01\x00" + b"\x00" * 72 + self._t_public + short + box
 
-    def start(self, metadata: bytes) -> list[Command]:
-        self._metadata = metadata
-        self._step = 1
+    def _opening(self) -> list[Command]:
         return [(b"HELLO", self.hello())]
 
     def receive(self, name: bytes, data: bytes) -> tuple[list[Command], bytes | None]:
@@ -240,11 +238,6 @@ class CurveServer(_Curve):
         self._t_public, self._t_secret = b"", b""  # S', s' (made at HELLO)
         self.client_key = b""  # C, once INITIATE was read
         self.user_id = ""
-
-    def start(self, metadata: bytes) -> list[Command]:
-        self._metadata = metadata
-        self._step = 1
-        return []
 
     def receive(self, name: bytes, data: bytes) -> tuple[list[Command], bytes | None]:
         if self._step == 1 and name == b"HELLO":

@@ -25,6 +25,7 @@ __all__ = [
     "Authenticate",
     "AuthenticationFailed",
     "Command",
+    "Stepped",
     "CryptoError",
     "MechanismMismatch",
     "Mechanism",
@@ -114,6 +115,24 @@ class Mechanism(Protocol):
     def open(self, body: bytes) -> tuple[int, bytes]:
         """A MESSAGE command body (name included) -> (flags, payload)."""
         ...
+
+
+class Stepped:
+    """What PLAIN and CURVE share: our metadata and the handshake's step (0 until started).
+    :meth:`start` keeps the metadata and sends :meth:`_opening`: nothing for a server, the
+    HELLO for a client."""
+
+    def __init__(self) -> None:
+        self._metadata = b""
+        self._step = 0
+
+    def start(self, metadata: bytes) -> list[Command]:
+        self._metadata = metadata
+        self._step = 1
+        return self._opening()
+
+    def _opening(self) -> list[Command]:
+        return []
 
 
 def short_string(data: bytes, pos: int, what: str) -> tuple[bytes, int]:

@@ -13,6 +13,7 @@ from gateway.wire.zmtp_mechanism import (
     Authenticate,
     AuthenticationFailed,
     Command,
+    Stepped,
     allow_all,
     short_string,
 )
@@ -29,14 +30,10 @@ def hello_body(username: bytes, password: bytes) -> bytes:
     return bytes((len(username),)) + username + bytes((len(password),)) + password
 
 
-class _Plain:
+class _Plain(Stepped):
     name = b"PLAIN"
     encrypts = False
     as_server = False
-
-    def __init__(self) -> None:
-        self._metadata = b""
-        self._step = 0
 
     def seal(self, flags: int, payload: bytes) -> bytes:  # pragma: no cover - not encrypting
         raise LocalProtocolError("PLAIN does not seal frames")
@@ -56,9 +53,7 @@ class PlainClient(_Plain):
         super().__init__()
         self._hello = hello_body(username, password)
 
-    def start(self, metadata: bytes) -> list[Command]:
-        self._metadata = metadata
-        self._step = 1
+    def _opening(self) -> list[Command]:
         return [(_HELLO, self._hello)]
 
     def receive(self, name: bytes, data: bytes) -> tuple[list[Command], bytes | None]:
@@ -84,11 +79,6 @@ class PlainServer(_Plain):
         super().__init__()
         self._authenticate = authenticate
         self.user_id = ""
-
-    def start(self, metadata: bytes) -> list[Command]:
-        self._metadata = metadata
-        self._step = 1
-        return []
 
     def receive(self, name: bytes, data: bytes) -> tuple[list[Command], bytes | None]:
         if self._step == 1:

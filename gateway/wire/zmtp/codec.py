@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from gateway.errors import LocalProtocolError, RemoteProtocolError
-from gateway.wire._buffer import ReceiveBuffer
+from gateway.wire._buffer import ReceiveBuffer, Receiving
 from gateway.wire.events import Event, HandshakeComplete, Ping
 from gateway.wire.zmtp import readers
 from gateway.wire.zmtp.commands import (
@@ -69,7 +69,7 @@ class ZmtpRole:
     sends_identity: bool = False  # put an Identity property in READY (libzmq: REQ, DEALER, ROUTER)
 
 
-class ZmtpCodec:
+class ZmtpCodec(Receiving):
     """ZMTP 3.1 (and 2.0) codec for one connection: NULL, or the ``security`` mechanism (PLAIN,
     CURVE); ZMTP frames alike on every transport."""
 
@@ -229,15 +229,6 @@ class ZmtpCodec:
         return encode_command(name, data)
 
     # -- incoming -------------------------------------------------------------------------
-
-    def receive_data(self, data: bytes) -> None:
-        """Append received bytes (any split). Never raises."""
-        self._rx.feed(data)
-
-    @property
-    def rx(self) -> ReceiveBuffer:
-        """The receive buffer (the kernel seam: see :attr:`streaming`)."""
-        return self._rx
 
     @property
     def sealed(self) -> bool:
