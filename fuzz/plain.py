@@ -67,6 +67,13 @@ def _synced(op: int, step: sec.Step, codec: ZmtpCodec, did: object) -> bool:
     return not (op >= 3 and (codec.partial or step.events or did))
 
 
+def _model(delivered: sec.Delivered, op: int, step: sec.Step, taken: bool,
+           sent: tuple[bytes, bool]) -> None:
+    """A data frame (op 2) the codec had to take after the handshake goes into the model."""
+    if op == 2 and taken and not step.refused:
+        delivered.sent.append(sent)
+
+
 def _server_steps(data: Data, kind: str, allow: bool, minor: int, strict: bool) -> None:
     auth = sec.Auth(allow)
     codec = ZmtpCodec(zmtp_role(kind, False), security=PlainServer(auth))
@@ -134,8 +141,7 @@ def _server_steps(data: Data, kind: str, allow: bool, minor: int, strict: bool) 
                 raise Finding(f"no READY with our metadata after the handshake: {out!r:.80}")
         elif legal:
             raise Finding("an honest INITIATE with a legal Socket-Type did not complete")
-        if op == 2 and codec.handshake_done and not step.refused and not must_refuse:
-            delivered.sent.append((payload, more))
+        _model(delivered, op, step, codec.handshake_done and not must_refuse, (payload, more))
         if step.refused:
             break
     delivered.check()
@@ -187,8 +193,7 @@ def _client_steps(data: Data, kind: str, as_server: bool, minor: int, strict: bo
             welcome_ok = True
         if sec.check_step(op, step, must_refuse, 1, honest, kind) is None and legal:
             raise Finding("an honest READY with a legal Socket-Type did not complete")
-        if op == 2 and codec.handshake_done and not step.refused and not must_refuse:
-            delivered.sent.append((payload, more))
+        _model(delivered, op, step, codec.handshake_done and not must_refuse, (payload, more))
         if step.refused:
             break
     delivered.check()
