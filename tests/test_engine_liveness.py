@@ -50,6 +50,15 @@ class RawPeer:
         writer.write(ZMTP_GREETING + ready(b"DEALER", identity))
         return cls(reader, writer)
 
+    @classmethod
+    async def attach(cls, router: gateway.Socket, joined: bool = True) -> RawPeer:
+        """A raw peer of ``router`` on a new ``zmq+tcp`` port; ``joined``: once the router
+        counts it as a peer."""
+        peer = await cls.connect(router.bind("zmq+tcp://127.0.0.1:0"))
+        if joined:
+            await until(lambda: router.peers == 1)
+        return peer
+
     async def read_until(self, needle: bytes, timeout: float = 5.0) -> None:
         async with asyncio.timeout(timeout):
             while needle not in self.got:
@@ -84,10 +93,8 @@ PING_NO_TTL = b"\x04\x07\x04PING\x00\x00"
 @timed
 async def test_silent_peer_after_handshake_is_closed_by_heartbeat_timeout() -> None:
     async with gateway.Socket("ROUTER", heartbeat_ivl=0.1, heartbeat_timeout=0.3) as router:
-        url = router.bind("zmq+tcp://127.0.0.1:0")
         before = closed("heartbeat-timeout")
-        peer = await RawPeer.connect(url)
-        await until(lambda: router.peers == 1)
+        peer = await RawPeer.attach(router)
         t0 = time.monotonic()
         await peer.read_until(PING_NO_TTL, timeout=3)  # our PING on the idle pipe
         gone = await peer.wait_closed(timeout=5)
@@ -101,10 +108,8 @@ async def test_silent_peer_after_handshake_is_closed_by_heartbeat_timeout() -> N
 @timed
 async def test_a_peer_that_answers_pings_stays() -> None:
     async with gateway.Socket("ROUTER", heartbeat_ivl=0.05, heartbeat_timeout=0.2) as router:
-        url = router.bind("zmq+tcp://127.0.0.1:0")
         before = closed("heartbeat-timeout")
-        peer = await RawPeer.connect(url)
-        await until(lambda: router.peers == 1)
+        peer = await RawPeer.attach(router)
         pings = 0
         async with asyncio.timeout(5):
             while pings < 10:  # 10 PINGs (>= 0.5 s, 2.5 timeouts), each one answered
@@ -139,9 +144,7 @@ async def test_native_heartbeats_both_ways_keep_an_idle_pipe() -> None:
 @timed
 async def test_busy_pipe_sends_no_ping_without_a_ttl() -> None:
     async with gateway.Socket("ROUTER", heartbeat_ivl=0.3) as router:
-        url = router.bind("zmq+tcp://127.0.0.1:0")
-        peer = await RawPeer.connect(url)
-        await until(lambda: router.peers == 1)
+        peer = await RawPeer.attach(router)
         for _ in range(45):  # traffic every 20 ms for 0.9 s: never idle for an interval
             peer.writer.write(b"\x00\x01x")
             await asyncio.sleep(0.02)
@@ -158,9 +161,8 @@ async def test_no_heartbeat_timeout_while_our_back_pressure_holds_the_peer() -> 
     in the kernel), so no heartbeat deadline closes it; once read again, a silent peer is."""
     async with gateway.Socket("ROUTER", hwm=1, heartbeat_ivl=0.05,
                               heartbeat_timeout=0.15) as router:
-        url = router.bind("zmq+tcp://127.0.0.1:0")
         before = closed("heartbeat-timeout")
-        peer = await RawPeer.connect(url)
+        peer = await RawPeer.attach(router, joined=False)
         peer.writer.write(b"\x00\x01a" * 5)
         await until(lambda: router.inbox_size == 1)
         (pipe,) = router.endpoints.pipes
@@ -177,8 +179,7 @@ async def test_no_heartbeat_timeout_while_our_back_pressure_holds_the_peer() -> 
 @timed
 async def test_our_ttl_is_in_every_ping() -> None:
     async with gateway.Socket("ROUTER", heartbeat_ivl=0.05, heartbeat_ttl=2.5) as router:
-        url = router.bind("zmq+tcp://127.0.0.1:0")
-        peer = await RawPeer.connect(url)
+        peer = await RawPeer.attach(router, joined=False)
         await peer.read_until(b"\x04\x07\x04PING\x00\x19")  # 25 deciseconds
         peer.close()
 
@@ -189,10 +190,8 @@ async def test_the_peers_ttl_is_honoured(ours: float) -> None:
     """The peer's PING says ttl 0.4 s; nothing follows: the pipe is closed after about 0.4 s,
     whether or not this socket sends heartbeats of its own."""
     async with gateway.Socket("ROUTER", heartbeat_ivl=ours, heartbeat_timeout=5.0) as router:
-        url = router.bind("zmq+tcp://127.0.0.1:0")
         before = closed("heartbeat-timeout")
-        peer = await RawPeer.connect(url)
-        await until(lambda: router.peers == 1)
+        peer = await RawPeer.attach(router)
         t0 = time.monotonic()
         peer.writer.write(b"\x04\x07\x04PING\x00\x04")  # ttl 4 deciseconds
         await peer.read_until(b"\x04\x05\x04PONG")
@@ -205,10 +204,8 @@ async def test_the_peers_ttl_is_honoured(ours: float) -> None:
 @timed
 async def test_traffic_after_the_peers_ping_keeps_the_pipe() -> None:
     async with gateway.Socket("ROUTER") as router:
-        url = router.bind("zmq+tcp://127.0.0.1:0")
         before = closed("heartbeat-timeout")
-        peer = await RawPeer.connect(url)
-        await until(lambda: router.peers == 1)
+        peer = await RawPeer.attach(router)
         for _ in range(8):  # a PING with ttl 0.3 s every 0.1 s: always within the TTL
             peer.writer.write(b"\x04\x07\x04PING\x00\x03")
             await asyncio.sleep(0.1)

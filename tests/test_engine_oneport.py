@@ -12,6 +12,8 @@ libzmq ``zmtp_engine_t::plug_internal`` queues the 10-byte signature (RFC 23 "th
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import AsyncIterator
 from typing import Any
 
 from _aio import bounded, until
@@ -51,65 +53,54 @@ async def nothing_heard(reader: asyncio.StreamReader, wait: float = 0.3) -> bool
     return False
 
 
-async def _connect(url: str) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
-    return await asyncio.open_connection("127.0.0.1", parse(url).host_port()[1])
+@contextlib.asynccontextmanager
+async def _client(**options: Any) -> AsyncIterator[tuple[Any, asyncio.StreamReader,
+                                                          asyncio.StreamWriter]]:
+    """A ROUTER on a new ``any+tcp`` port and a raw TCP client of it (closed on the way out)."""
+    async with gateway.Socket("ROUTER", **options) as router:
+        url = router.bind("any+tcp://127.0.0.1:0")
+        reader, writer = await asyncio.open_connection("127.0.0.1", parse(url).host_port()[1])
+        try:
+            yield router, reader, writer
+        finally:
+            writer.close()
 
 
 @timed
 async def test_sp_peer_first_byte_alone_then_the_header() -> None:
-    async with gateway.Socket("ROUTER") as router:
-        url = router.bind("any+tcp://127.0.0.1:0")
-        reader, writer = await _connect(url)
-        try:
-            assert await nothing_heard(reader)  # the listener waits for the peer
-            writer.write(SP_REQ0_HEADER[:1])  # the first byte alone decides the wire
-            got = await read_at_least(reader, 8)
-            # our SP header: 00 53 50 00, the rep0 protocol (0x31), 00 00
-            assert got[:8] == b"\x00SP\x00\x00\x31\x00\x00", got
-            writer.write(SP_REQ0_HEADER[1:])
-            await until(lambda: router.peers == 1)
-        finally:
-            writer.close()
+    async with _client() as (router, reader, writer):
+        assert await nothing_heard(reader)  # the listener waits for the peer
+        writer.write(SP_REQ0_HEADER[:1])  # the first byte alone decides the wire
+        got = await read_at_least(reader, 8)
+        # our SP header: 00 53 50 00, the rep0 protocol (0x31), 00 00
+        assert got[:8] == b"\x00SP\x00\x00\x31\x00\x00", got
+        writer.write(SP_REQ0_HEADER[1:])
+        await until(lambda: router.peers == 1)
 
 
 @timed
 async def test_zmtp_peer_gets_the_zmtp_signature() -> None:
-    async with gateway.Socket("ROUTER") as router:
-        url = router.bind("any+tcp://127.0.0.1:0")
-        reader, writer = await _connect(url)
-        try:
-            assert await nothing_heard(reader)
-            writer.write(SIGNATURE[:1])
-            got = await read_at_least(reader, 10)
-            assert got[0] == 0xFF and got[9] & 0x01, got  # RFC 23 signature
-        finally:
-            writer.close()
+    async with _client() as (router, reader, writer):
+        assert await nothing_heard(reader)
+        writer.write(SIGNATURE[:1])
+        got = await read_at_least(reader, 10)
+        assert got[0] == 0xFF and got[9] & 0x01, got  # RFC 23 signature
 
 
 @timed
 async def test_silent_peer_is_a_handshake_timeout() -> None:
-    async with gateway.Socket("ROUTER", handshake_timeout=0.3) as router:
-        url = router.bind("any+tcp://127.0.0.1:0")
+    async with _client(handshake_timeout=0.3) as (router, reader, writer):
         before = failures(router, "handshake-timeout")
-        reader, writer = await _connect(url)
-        try:
-            assert await read_at_least(reader, 1, timeout=5) == b""  # closed, nothing said
-            await until(lambda: failures(router, "handshake-timeout") == before + 1)
-            assert router.peers == 0
-        finally:
-            writer.close()
+        assert await read_at_least(reader, 1, timeout=5) == b""  # closed, nothing said
+        await until(lambda: failures(router, "handshake-timeout") == before + 1)
+        assert router.peers == 0
 
 
 @timed
 async def test_neither_wire_is_garbage() -> None:
-    async with gateway.Socket("ROUTER", handshake_timeout=5) as router:
-        url = router.bind("any+tcp://127.0.0.1:0")
+    async with _client(handshake_timeout=5) as (router, reader, writer):
         before = failures(router, "garbage")
-        reader, writer = await _connect(url)
-        try:
-            writer.write(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
-            await read_at_least(reader, 1 << 16, timeout=5)  # until the listener closes
-            await until(lambda: failures(router, "garbage") == before + 1)
-            assert router.peers == 0
-        finally:
-            writer.close()
+        writer.write(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+        await read_at_least(reader, 1 << 16, timeout=5)  # until the listener closes
+        await until(lambda: failures(router, "garbage") == before + 1)
+        assert router.peers == 0
