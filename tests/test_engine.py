@@ -5,8 +5,10 @@ one pipe (with a counter) while the socket and its other pipes go on."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 import uuid
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -580,8 +582,10 @@ async def test_asyncio_timeout_on_recv_loses_nothing() -> None:
 # -- bad input: one pipe closed, counted; the socket goes on -----------------------------------
 
 
-async def _raw_client(port: int, data: bytes, read_timeout: float = 3.0) -> bytes:
-    """Connect, write ``data``, read until the server closes; return what it sent."""
+async def _raw_client(where: int | str, data: bytes, read_timeout: float = 3.0) -> bytes:
+    """Connect (to a port, or a ``tcp`` URL's port), write ``data``, read until the server
+    closes; return what it sent."""
+    port = where if isinstance(where, int) else parse(where).host_port()[1]
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     writer.write(data)
     got = bytearray()
@@ -594,6 +598,25 @@ async def _raw_client(port: int, data: bytes, read_timeout: float = 3.0) -> byte
     finally:
         writer.close()
     return bytes(got)
+
+
+@contextlib.asynccontextmanager
+async def _served(wire: str, **router_options: Any) -> AsyncIterator[
+        tuple[gateway.Socket, gateway.Socket, str]]:
+    """A ROUTER on a new ``<wire>+tcp`` port with a native DEALER connected: (router, dealer,
+    url); a raw client then tries the port, and the DEALER shows the socket goes on."""
+    async with (gateway.Socket("ROUTER", **router_options) as router,
+                gateway.Socket("DEALER") as dealer):
+        url = router.bind(f"{wire}+tcp://127.0.0.1:0")
+        dealer.connect(url)
+        await router.wait_peers(1)
+        yield router, dealer, url
+
+
+async def _goes_on(router: gateway.Socket, dealer: gateway.Socket, wire: str) -> None:
+    """The ROUTER still has its DEALER, and they still exchange."""
+    assert router.peers == 1
+    await _good_exchange(router, dealer, wire == "sp")
 
 
 async def _good_exchange(router: gateway.Socket, dealer: gateway.Socket, sp: bool) -> None:
@@ -627,19 +650,15 @@ BAD_INPUT = [
                          ids=[f"{w}-{i}" for i, (w, _, _) in enumerate(BAD_INPUT)])
 @timed
 async def test_bad_input_closes_only_that_pipe(wire: str, garbage: bytes, reason: str) -> None:
-    async with gateway.Socket("ROUTER") as router, gateway.Socket("DEALER") as dealer:
-        url = router.bind(f"{wire}+tcp://127.0.0.1:0")
-        dealer.connect(url)
-        await router.wait_peers(1)
+    async with _served(wire) as (router, dealer, url):
         before = closed(reason)
-        got = await _raw_client(parse(url).host_port()[1], garbage)
+        got = await _raw_client(url, garbage)
         if wire == "zmq":
             assert got[:1] == b"\xff"  # our greeting went out first; then the close
         else:
             assert got[:8] == sp_header(0x31)
         await until(lambda: closed(reason) == before + 1)
-        assert router.peers == 1
-        await _good_exchange(router, dealer, wire == "sp")
+        await _goes_on(router, dealer, wire)
 
 
 @timed
@@ -648,7 +667,7 @@ async def test_handshake_timeout_closes_a_silent_peer() -> None:
         url = router.bind("zmq+tcp://127.0.0.1:0")
         before = closed("handshake-timeout")
         t0 = time.monotonic()
-        got = await _raw_client(parse(url).host_port()[1], b"")
+        got = await _raw_client(url, b"")
         assert got[:1] == b"\xff" and time.monotonic() - t0 < 2
         assert closed("handshake-timeout") == before + 1
 
@@ -709,16 +728,11 @@ def test_handshake_failure_is_logged_and_counted(
     configure("json", "info")
 
     async def main() -> str:
-        async with gateway.Socket("ROUTER", name="front") as router, \
-                gateway.Socket("DEALER") as dealer:
-            url = router.bind(f"{wire}+tcp://127.0.0.1:0")
-            dealer.connect(url)
-            await router.wait_peers(1)
+        async with _served(wire, name="front") as (router, dealer, url):
             before = _failures(reason, "front")
-            await _raw_client(parse(url).host_port()[1], data)
+            await _raw_client(url, data)
             await until(lambda: _failures(reason, "front") == before + 1)
-            assert router.peers == 1
-            await _good_exchange(router, dealer, wire == "sp")
+            await _goes_on(router, dealer, wire)
             return url
 
     url = run(main(), TIMEOUT)
@@ -1100,20 +1114,15 @@ def _sp_message(body: bytes) -> bytes:
 @pytest.mark.parametrize("wire", ["sp", "zmq"])
 @timed
 async def test_message_timeout_closes_a_stalled_partial_message(wire: str) -> None:
-    async with (gateway.Socket("ROUTER", message_timeout=0.3) as router,
-                gateway.Socket("DEALER") as dealer):
-        url = router.bind(f"{wire}+tcp://127.0.0.1:0")
-        dealer.connect(url)
-        await router.wait_peers(1)
+    async with _served(wire, message_timeout=0.3) as (router, dealer, url):
         before = closed("message-timeout")
         t0 = time.monotonic()
-        got = await _raw_client(parse(url).host_port()[1], _stalled_opening(wire), 5.0)
+        got = await _raw_client(url, _stalled_opening(wire), 5.0)
         elapsed = time.monotonic() - t0
         assert got[:1] == (b"\x00" if wire == "sp" else b"\xff")  # it was served, then closed
         assert 0.3 <= elapsed < 3.0
         assert closed("message-timeout") == before + 1
-        assert router.peers == 1
-        await _good_exchange(router, dealer, wire == "sp")
+        await _goes_on(router, dealer, wire)
 
 
 @timed
@@ -1123,7 +1132,7 @@ async def test_message_timeout_counts_a_pending_multipart_message() -> None:
         url = router.bind("zmq+tcp://127.0.0.1:0")
         before = closed("message-timeout")
         data = ZMTP_GREETING + zmtp_ready(b"DEALER") + b"\x01\x03one\x01\x03two"
-        await _raw_client(parse(url).host_port()[1], data, 5.0)
+        await _raw_client(url, data, 5.0)
         assert closed("message-timeout") == before + 1
 
 
