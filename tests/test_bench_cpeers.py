@@ -230,13 +230,19 @@ def _pattern_peer(stack: contextlib.ExitStack, role: str, wire: str, **options: 
     return proc
 
 
+def _linked(stack: contextlib.ExitStack, wire: str, first: str, second: str, hwm: int,
+            **second_options: Any) -> tuple[Proc, Proc, str]:
+    """``first`` started and ready, then ``second`` dialling its URL: (first, second, url)."""
+    one = _pattern_peer(stack, first, wire, hwm=hwm)
+    url = str(one.wait_ready(10)["url"])
+    return one, _pattern_peer(stack, second, wire, url=url, hwm=hwm, **second_options), url
+
+
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("wire", ["zmq", "sp", "nng"])
 def test_c_publisher_reaches_c_subscribers(wire: str) -> None:
     with contextlib.ExitStack() as stack:
-        pub = _pattern_peer(stack, "pub", wire, hwm=10000)
-        url = str(pub.wait_ready(10)["url"])
-        subs = _pattern_peer(stack, "subs", wire, url=url, count=3, hwm=10000)
+        pub, subs, _ = _linked(stack, wire, "pub", "subs", hwm=10000, count=3)
         assert subs.wait_ready(10) == {"count": 3}
         subs.send(op="collect", timeout=20)
         pub.send(op="go", n=300, size=50, warm=0.5)
@@ -249,9 +255,7 @@ def test_c_publisher_reaches_c_subscribers(wire: str) -> None:
 @pytest.mark.parametrize("wire", ["zmq", "sp", "nng"])
 def test_c_pusher_reaches_the_c_puller(wire: str) -> None:
     with contextlib.ExitStack() as stack:
-        pull = _pattern_peer(stack, "pull", wire, hwm=1000)
-        url = str(pull.wait_ready(10)["url"])
-        push = _pattern_peer(stack, "push", wire, url=url, hwm=1000)
+        pull, push, url = _linked(stack, wire, "pull", "push", hwm=1000)
         assert push.wait_ready(10) == {"url": url}
         pull.send(op="collect", n=2000, timeout=20)
         push.send(op="go", n=2000, size=100)

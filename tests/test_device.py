@@ -575,19 +575,20 @@ async def _until(check: Callable[[], bool], timeout: float = 5.0) -> None:
         await asyncio.sleep(0.02)
 
 
-ROUTE_CASES = [  # front wire, front backend, back wire, back backend, forwarder
-    ("zmq", "native", "sp", "native", "asyncio"),  # the callback path
-    ("zmq", "pyzmq", "sp", "native", "asyncio"),
-    ("zmq", "native", "sp", "pynng", "asyncio"),
-    ("zmq", "pyzmq", "sp", "pynng", "poller"),
-    ("sp", "native", "zmq", "native", "asyncio"),
-    ("sp", "native", "zmq", "pyzmq", "asyncio"),
-    ("sp", "pynng", "zmq", "pyzmq", "poller"),
-    ("zmq", "pyzmq", "zmq", "pyzmq", "poller"),  # the zmq->zmq default
-    ("zmq", "native", "zmq", "native", "asyncio"),
-    ("sp", "native", "sp", "native", "asyncio"),
-    ("sp", "pynng", "sp", "pynng", "poller"),
-]
+#: front wire, its backend, back wire, its backend, forwarder
+ROUTE_CASES = [tuple(case.split()) for case in (
+    "zmq native sp native asyncio",  # the callback path
+    "zmq pyzmq  sp native asyncio",
+    "zmq native sp pynng  asyncio",
+    "zmq pyzmq  sp pynng  poller",
+    "sp  native zmq native asyncio",
+    "sp  native zmq pyzmq  asyncio",
+    "sp  pynng  zmq pyzmq  poller",
+    "zmq pyzmq  zmq pyzmq  poller",  # the zmq->zmq default
+    "zmq native zmq native asyncio",
+    "sp  native sp  native asyncio",
+    "sp  pynng  sp  pynng  poller",
+)]
 
 
 @pytest.mark.parametrize("case", ROUTE_CASES, ids=["-".join(c) for c in ROUTE_CASES])
