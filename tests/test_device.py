@@ -181,10 +181,16 @@ def test_zmtp_to_sp_body_refused_by_default(body: tuple[bytes, ...], reason: str
     assert len(bridge.table) == 0  # nothing parked for a refused request
 
 
-def test_token_table_full_and_expired_counted() -> None:
+def _two_token_bridge(ttl: float) -> tuple[Bridge, Message]:
+    """A zmq->sp bridge whose token table holds two requests for ``ttl`` seconds, and a
+    request to fill it with."""
     bridge = Bridge("zmq+tcp://127.0.0.1:1", "sp+tcp://127.0.0.1:2", name=_name(),
-                    limits=Limits(pending_tokens=2, token_ttl=5.0))
-    msg = Message((b"id", b""), (b"x",))
+                    limits=Limits(pending_tokens=2, token_ttl=ttl))
+    return bridge, Message((b"id", b""), (b"x",))
+
+
+def test_token_table_full_and_expired_counted() -> None:
+    bridge, msg = _two_token_bridge(5.0)
     bridge.translator.request(msg, now=0.0)
     bridge.translator.request(msg, now=1.0)
     with pytest.raises(TableFull) as err:  # our limit (a drop), not the peer's EnvelopeError
@@ -200,9 +206,7 @@ def test_token_table_full_and_expired_counted() -> None:
 
 def test_expiry_made_by_mint_to_make_room_is_counted_too() -> None:
     """A full table expires old entries itself when a new request comes: still counted."""
-    bridge = Bridge("zmq+tcp://127.0.0.1:1", "sp+tcp://127.0.0.1:2", name=_name(),
-                    limits=Limits(pending_tokens=2, token_ttl=1.0))
-    msg = Message((b"id", b""), (b"x",))
+    bridge, msg = _two_token_bridge(1.0)
     bridge.translator.request(msg, now=0.0)
     bridge.translator.request(msg, now=0.0)
     bridge.translator.request(msg, now=3.0)  # both expired, evicted to make room, before any sweep
