@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+from typing import Any
 
 import gateway_plugins.pyzmq_adapter as pyzmq_adapter
 import pynng
@@ -18,12 +19,7 @@ from gateway.adapter import SideOptions
 from gateway.envelope import sp_to_zmtp, zmtp_to_sp_reply
 from gateway.errors import Closed, ConfigError
 from gateway.message import Message
-from gateway.testing.adapter_checks import (
-    check_bind_returns_real_port,
-    keepalive_timers,
-    registered_adapters,
-    relay,
-)
+from gateway.testing import adapter_checks as checks
 
 T = 5  # seconds: every await on the network is bounded
 timed = bounded(20.0)  # each test as a whole
@@ -37,7 +33,7 @@ def ctx():  # type: ignore[no-untyped-def]
 
 
 def test_registers_through_pluggy() -> None:
-    got = registered_adapters(pyzmq_adapter, "pyzmq")
+    got = checks.registered_adapters(pyzmq_adapter, "pyzmq")
     assert got == [(("pyzmq", "zmtp", pyzmq_adapter.open_async),
                     dict(polled=pyzmq_adapter.open_polled, proxy=pyzmq_adapter.open_proxy,
                          options=pyzmq_adapter.HONOURED))]
@@ -62,7 +58,7 @@ def test_kinds(ctx) -> None:  # type: ignore[no-untyped-def]
 
 
 def test_bind_returns_real_port(ctx) -> None:  # type: ignore[no-untyped-def]
-    check_bind_returns_real_port(lambda: PyzmqRawSocket("ROUTER", context=ctx))
+    checks.check_bind_returns_real_port(lambda: PyzmqRawSocket("ROUTER", context=ctx))
 
 
 def test_liveness_options_reach_libzmq() -> None:
@@ -94,7 +90,7 @@ async def test_accepted_connections_keep_alive() -> None:
     c.linger = 0
     c.connect(url)
     try:
-        (timer,) = keepalive_timers(int(url.rsplit(":", 1)[1]))
+        (timer,) = checks.keepalive_timers(int(url.rsplit(":", 1)[1]))
         # the kernel's countdown from 30 s: a loaded box may run `ss` seconds later
         idle = re.match(r"keepalive,(\d+)sec", timer)
         assert idle is not None and 15 <= int(idle[1]) <= 30, timer
@@ -126,12 +122,21 @@ async def test_router_handover_on_the_adapter_front(ctx) -> None:  # type: ignor
     s.close()
 
 
-@timed
-async def test_router_with_req_client(ctx) -> None:  # type: ignore[no-untyped-def]
+def _router_and_client(ctx, kind: int, identity: bytes = b"") -> tuple[PyzmqRawSocket, Any]:  # type: ignore[no-untyped-def]
+    """The adapter's ROUTER on an ephemeral port and a libzmq ``kind`` client connected to
+    it (with ``identity`` when given)."""
     s = PyzmqRawSocket("ROUTER", context=ctx)
     url = s.bind("tcp://127.0.0.1:0")
-    c = ctx.socket(zmq.REQ)
+    c = ctx.socket(kind)
+    if identity:
+        c.setsockopt(zmq.IDENTITY, identity)
     c.connect(url)
+    return s, c
+
+
+@timed
+async def test_router_with_req_client(ctx) -> None:  # type: ignore[no-untyped-def]
+    s, c = _router_and_client(ctx, zmq.REQ)
     await c.send(b"hi")
     msg = await asyncio.wait_for(s.recv_msg(), T)
     ident = msg.hops[0]
@@ -145,11 +150,7 @@ async def test_router_with_req_client(ctx) -> None:  # type: ignore[no-untyped-d
 
 @timed
 async def test_router_with_dealer_clients(ctx) -> None:  # type: ignore[no-untyped-def]
-    s = PyzmqRawSocket("ROUTER", context=ctx)
-    url = s.bind("tcp://127.0.0.1:0")
-    d = ctx.socket(zmq.DEALER)
-    d.setsockopt(zmq.IDENTITY, b"client-A")
-    d.connect(url)
+    s, d = _router_and_client(ctx, zmq.DEALER, b"client-A")
     # no delimiter: every frame is body
     await d.send_multipart([b"a", b"b"])
     msg = await asyncio.wait_for(s.recv_msg(), T)
@@ -235,9 +236,9 @@ async def test_device_preview_sp_clients_to_zmq_rep(ctx) -> None:  # type: ignor
             body = await rep.recv()
             await rep.send(b"re:" + body)
 
-    tasks = [asyncio.create_task(c) for c in (relay(front, back, sp_to_zmtp, drops),
-                                              relay(back, front, zmtp_to_sp_reply, drops),
-                                              server())]
+    relays = (checks.relay(front, back, sp_to_zmtp, drops),
+              checks.relay(back, front, zmtp_to_sp_reply, drops))
+    tasks = [asyncio.create_task(c) for c in (*relays, server())]
 
     async def client(i: int) -> None:
         with pynng.Req0(dial=furl) as c:
