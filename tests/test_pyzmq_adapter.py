@@ -170,10 +170,15 @@ async def test_router_with_dealer_clients(ctx) -> None:  # type: ignore[no-untyp
     s.close()
 
 
+def _rep_server(ctx) -> tuple[Any, int]:  # type: ignore[no-untyped-def]
+    """A libzmq REP bound to an ephemeral port: (socket, port)."""
+    rep = ctx.socket(zmq.REP)
+    return rep, rep.bind_to_random_port("tcp://127.0.0.1")
+
+
 @timed
 async def test_dealer_adapter_with_rep_server(ctx) -> None:  # type: ignore[no-untyped-def]
-    rep = ctx.socket(zmq.REP)
-    port = rep.bind_to_random_port("tcp://127.0.0.1")
+    rep, port = _rep_server(ctx)
     s = PyzmqRawSocket("DEALER", context=ctx)
     s.connect(f"tcp://127.0.0.1:{port}")
     await asyncio.wait_for(s.send_msg(Message((b"",), (b"q",))), T)
@@ -223,8 +228,7 @@ async def test_cancelled_recv_stays_cancelled(ctx) -> None:  # type: ignore[no-u
 @timed
 async def test_device_preview_sp_clients_to_zmq_rep(ctx) -> None:  # type: ignore[no-untyped-def]
     """nng Req0 clients -> pynng raw REP (front) -> envelope -> pyzmq DEALER (back) -> zmq REP."""
-    rep = ctx.socket(zmq.REP)
-    port = rep.bind_to_random_port("tcp://127.0.0.1")
+    rep, port = _rep_server(ctx)
     front = PynngRawSocket("REP")
     back = PyzmqRawSocket("DEALER", context=ctx)
     furl = front.bind("tcp://127.0.0.1:0")
