@@ -46,3 +46,14 @@ async def until(pred: Callable[[], bool], timeout: float = 5.0) -> None:
 
 def closed(reason: str) -> int:
     return METRICS.get("gateway_pipes_closed_total", reason=reason)
+
+
+async def round_trip(client: Any, server: Any, request: bytes, reply: bytes) -> None:
+    """``client`` sends ``request``, ``server`` gets exactly it and answers ``reply``, which
+    ``client`` gets."""
+    await client.send(request)
+    got = await server.recv()
+    assert got == request, (got, request)
+    await server.send(reply)
+    got = await client.recv()
+    assert got == reply, (got, reply)

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _aio import bounded, closed, run, until
+from _aio import bounded, closed, round_trip, run, until
 
 import gateway
 from gateway import Closed, Message
@@ -426,10 +426,7 @@ async def test_reconnect_after_the_server_rebinds(wire: str) -> None:
         rep = gateway.Socket("REP")
         url = rep.bind(f"{wire}+tcp://127.0.0.1:0")
         req.connect(url)
-        await req.send(b"one")
-        assert await rep.recv() == b"one"
-        await rep.send(b"1")
-        assert await req.recv() == b"1"
+        await round_trip(req, rep, b"one", b"1")
         rep.close()
         await until(lambda: req.peers == 0)
         await asyncio.sleep(0.3)  # a few failed redials
@@ -437,10 +434,7 @@ async def test_reconnect_after_the_server_rebinds(wire: str) -> None:
         assert rep.bind(url) == url  # same port
         try:
             await req.wait_peers(1, timeout=5)
-            await req.send(b"two")
-            assert await rep.recv() == b"two"
-            await rep.send(b"2")
-            assert await req.recv() == b"2"
+            await round_trip(req, rep, b"two", b"2")
         finally:
             rep.close()
 
@@ -788,10 +782,7 @@ def test_handshake_timeout_and_peer_closed_are_logged(
             await writer.drain()
             writer.close()  # a port probe: closes before any greeting
             await until(lambda: _failures("peer-closed", "REP") == timeouts + 1)
-            await req.send(b"still")
-            assert await rep.recv() == b"still"
-            await rep.send(b"here")
-            assert await req.recv() == b"here"
+            await round_trip(req, rep, b"still", b"here")
 
     run(main(), TIMEOUT)
     lines = {line["reason"]: line for line in _warnings(capsys.readouterr().err, "handshake.failed")}
