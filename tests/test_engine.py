@@ -328,8 +328,7 @@ def test_routed_send_respects_the_hwm(mandatory: bool) -> None:
     n, size = 100_000, 1024
 
     async def main() -> None:
-        async with gateway.Socket("ROUTER", router_mandatory=mandatory) as router:
-            url = router.bind("zmq+tcp://127.0.0.1:0")
+        async with _router("zmq", router_mandatory=mandatory) as (router, url):
             ctx = zmq.Context()
             dealer = ctx.socket(zmq.DEALER)
             dealer.setsockopt(zmq.RCVHWM, 10)
@@ -595,6 +594,13 @@ async def _raw_client(where: int | str, data: bytes, read_timeout: float = 3.0) 
 
 
 @contextlib.asynccontextmanager
+async def _router(wire: str, **options: Any) -> AsyncIterator[tuple[gateway.Socket, str]]:
+    """A ROUTER bound to a new ``<wire>+tcp`` port on 127.0.0.1: (router, its URL)."""
+    async with gateway.Socket("ROUTER", **options) as router:
+        yield router, router.bind(f"{wire}+tcp://127.0.0.1:0")
+
+
+@contextlib.asynccontextmanager
 async def _served(wire: str, **router_options: Any) -> AsyncIterator[
         tuple[gateway.Socket, gateway.Socket, str]]:
     """A ROUTER on a new ``<wire>+tcp`` port with a native DEALER connected: (router, dealer,
@@ -657,8 +663,7 @@ async def test_bad_input_closes_only_that_pipe(wire: str, garbage: bytes, reason
 
 @timed
 async def test_handshake_timeout_closes_a_silent_peer() -> None:
-    async with gateway.Socket("ROUTER", handshake_timeout=0.2) as router:
-        url = router.bind("zmq+tcp://127.0.0.1:0")
+    async with _router("zmq", handshake_timeout=0.2) as (router, url):
         before = closed("handshake-timeout")
         t0 = time.monotonic()
         got = await _raw_client(url, b"")
@@ -747,8 +752,7 @@ def test_handshake_failures_rate_limited_per_endpoint(
     plain = ZMTP_GREETING[:12] + b"PLAIN".ljust(20, b"\x00") + b"\x00" * 32
 
     async def main() -> None:
-        async with gateway.Socket("ROUTER") as router:
-            url = router.bind("zmq+tcp://127.0.0.1:0")
+        async with _router("zmq") as (router, url):
             port = parse(url).host_port()[1]
             before = _failures("mechanism")
             for _ in range(5):
@@ -825,8 +829,7 @@ def test_peer_closing_after_its_greeting_says_what_was_seen(
 @timed
 async def test_closing_our_socket_is_no_handshake_failure() -> None:
     before = METRICS.total("gateway_handshake_failures_total")
-    async with gateway.Socket("ROUTER") as router:
-        url = router.bind("zmq+tcp://127.0.0.1:0")
+    async with _router("zmq") as (router, url):
         reader, writer = await asyncio.open_connection("127.0.0.1", parse(url).host_port()[1])
         await reader.readexactly(11)
         router.close()
@@ -838,8 +841,7 @@ async def test_closing_our_socket_is_no_handshake_failure() -> None:
 
 @timed
 async def test_zmtp_ping_is_answered() -> None:
-    async with gateway.Socket("ROUTER") as router:
-        url = router.bind("zmq+tcp://127.0.0.1:0")
+    async with _router("zmq") as (router, url):
         reader, writer = await asyncio.open_connection("127.0.0.1", parse(url).host_port()[1])
         writer.write(ZMTP_GREETING + zmtp_ready(b"DEALER"))
         writer.write(b"\x04\x09\x04PING\x00\x0aab")  # ttl 1 s, context "ab"
@@ -1119,8 +1121,7 @@ async def test_message_timeout_closes_a_stalled_partial_message(wire: str) -> No
 @timed
 async def test_message_timeout_counts_a_pending_multipart_message() -> None:
     """ZMTP: whole frames with MORE and no last frame are an incomplete message too."""
-    async with gateway.Socket("ROUTER", message_timeout=0.3) as router:
-        url = router.bind("zmq+tcp://127.0.0.1:0")
+    async with _router("zmq", message_timeout=0.3) as (router, url):
         before = closed("message-timeout")
         data = ZMTP_GREETING + zmtp_ready(b"DEALER") + b"\x01\x03one\x01\x03two"
         await _raw_client(url, data, 5.0)
@@ -1131,8 +1132,7 @@ async def test_message_timeout_counts_a_pending_multipart_message() -> None:
 async def test_message_timeout_restarts_for_each_message() -> None:
     """A steady stream whose chunks always end inside a message is not 'stalled': each message
     completes within the deadline, though some message is always incomplete."""
-    async with gateway.Socket("ROUTER", message_timeout=0.3) as router:
-        url = router.bind("sp+tcp://127.0.0.1:0")
+    async with _router("sp", message_timeout=0.3) as (router, url):
         before = closed("message-timeout")
         reader, writer = await asyncio.open_connection("127.0.0.1", parse(url).host_port()[1])
         writer.write(sp_header(0x30))
@@ -1150,8 +1150,7 @@ async def test_message_timeout_restarts_for_each_message() -> None:
 @pytest.mark.parametrize("off", [None, 0])
 @timed
 async def test_message_timeout_can_be_disabled(off: float | None) -> None:
-    async with gateway.Socket("ROUTER", message_timeout=off) as router:
-        url = router.bind("sp+tcp://127.0.0.1:0")
+    async with _router("sp", message_timeout=off) as (router, url):
         before = closed("message-timeout")
         reader, writer = await asyncio.open_connection("127.0.0.1", parse(url).host_port()[1])
         writer.write(_stalled_opening("sp", 4096))
@@ -1167,8 +1166,7 @@ async def test_message_timeout_can_be_disabled(off: float | None) -> None:
 async def test_no_message_deadline_while_reading_is_paused() -> None:
     """A full inbox pauses reading: our back-pressure, not the peer's stall, so no deadline runs
     then; once reading resumes, the incomplete message gets its own deadline."""
-    async with gateway.Socket("ROUTER", hwm=2, message_timeout=0.2) as router:
-        url = router.bind("sp+tcp://127.0.0.1:0")
+    async with _router("sp", hwm=2, message_timeout=0.2) as (router, url):
         before = closed("message-timeout")
         reader, writer = await asyncio.open_connection("127.0.0.1", parse(url).host_port()[1])
         writer.write(sp_header(0x30) + b"".join(_sp_message(b"%d" % i) for i in range(4))
@@ -1198,8 +1196,7 @@ def test_stalled_partial_messages_release_their_memory() -> None:
             pass
 
     async def main() -> None:
-        async with gateway.Socket("ROUTER", message_timeout=0.5) as router:
-            url = router.bind("sp+tcp://127.0.0.1:0")
+        async with _router("sp", message_timeout=0.5) as (router, url):
             port = parse(url).host_port()[1]
             before = closed("message-timeout")
             trim()
