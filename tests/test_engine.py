@@ -594,6 +594,17 @@ async def _raw_client(where: int | str, data: bytes, read_timeout: float = 3.0) 
 
 
 @contextlib.asynccontextmanager
+async def _linked(server_kind: str, client_kind: str, wire: str) -> AsyncIterator[
+        tuple[gateway.Socket, gateway.Socket]]:
+    """A ``server_kind`` socket on a new ``<wire>+tcp`` port and a ``client_kind`` socket
+    connected to it, once the client has its peer: (server, client)."""
+    async with gateway.Socket(server_kind) as server, gateway.Socket(client_kind) as client:
+        client.connect(server.bind(f"{wire}+tcp://127.0.0.1:0"))
+        await client.wait_peers(1)
+        yield server, client
+
+
+@contextlib.asynccontextmanager
 async def _router(wire: str, **options: Any) -> AsyncIterator[tuple[gateway.Socket, str]]:
     """A ROUTER bound to a new ``<wire>+tcp`` port on 127.0.0.1: (router, its URL)."""
     async with gateway.Socket("ROUTER", **options) as router:
@@ -1017,9 +1028,7 @@ async def test_peer_chosen_identity_and_duplicates() -> None:
 
 @timed
 async def test_sp_refuses_multipart_bodies() -> None:
-    async with gateway.Socket("REP") as rep, gateway.Socket("DEALER") as dealer:
-        dealer.connect(rep.bind("sp+tcp://127.0.0.1:0"))
-        await dealer.wait_peers(1)
+    async with _linked("REP", "DEALER", "sp") as (rep, dealer):
         with pytest.raises(LocalProtocolError):
             await dealer.send_msg(Message((b"\x80\x00\x00\x01",), (b"a", b"b")))
 
@@ -1077,9 +1086,7 @@ async def test_bad_options() -> None:
 @timed
 async def test_refused_multiframe_send_on_sp_leaves_req_usable() -> None:
     """SP carries one body frame: the refusal comes before REQ records a pending request."""
-    async with gateway.Socket("REP") as rep, gateway.Socket("REQ") as req:
-        req.connect(rep.bind("sp+tcp://127.0.0.1:0"))
-        await req.wait_peers(1)
+    async with _linked("REP", "REQ", "sp") as (rep, req):
         with pytest.raises(LocalProtocolError):
             await req.send_multipart([b"a", b"b"])
         await req.send(b"ok")  # no StateError: nothing was pending
