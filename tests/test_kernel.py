@@ -517,6 +517,17 @@ def _hello(front: str, i: int) -> bytes:
     return len(rid + body).to_bytes(8, "big") + rid + body
 
 
+async def _ten_hellos_each(rig: Rig, front: str, sealed: bool = False) -> None:
+    """Every client of ``rig`` sends ten requests (``sealed``: in its own CURVE boxes, for a
+    ZMTP front), and the loop runs once."""
+    for c in rig.clients:
+        if sealed:
+            _SEALER[0] = c.codec if front == "zmtp" else None
+        for i in range(10):
+            c.pipe.data_received(_hello(front, i))
+    await asyncio.sleep(0)
+
+
 async def _answered(rig: Rig, back: str) -> dict[str, Any]:
     """Every server of ``rig`` answers what reached it (unmangled); the rig's state after."""
     for s in rig.servers:
@@ -543,10 +554,7 @@ def test_the_usual_traffic_goes_through_the_kernel(front: str, back: str,
         rig = Rig(front, back, True)
         await rig.open(clients=2, servers=2)
         try:
-            for c in rig.clients:
-                for i in range(10):
-                    c.pipe.data_received(_hello(front, i))
-            await asyncio.sleep(0)
+            await _ten_hellos_each(rig, front)
             return await _answered(rig, back)
         finally:
             await rig.close()
@@ -725,11 +733,7 @@ def test_curve_traffic_goes_through_the_kernel(front: str, back: str,
                     if isinstance(mech, zmtp_curve._Curve):
                         for name in ("seal", "open"):
                             m.setattr(mech, name, lambda *a, name=name: calls.append(name))
-                for c in rig.clients:
-                    _SEALER[0] = c.codec if front == "zmtp" else None
-                    for i in range(10):
-                        c.pipe.data_received(_hello(front, i))
-                await asyncio.sleep(0)
+                await _ten_hellos_each(rig, front, sealed=True)
             # (the peers' own codecs seal and open as they like)
             return await _answered(rig, back)
         finally:
