@@ -11,11 +11,5 @@
 #   python examples/nng_req_client.py --connect tcp://127.0.0.1:6001 --count 3
 #   nanocat --req --connect tcp://127.0.0.1:6001 --data hello --ascii      # nanomsg's own CLI
 set -eu
-FRONT_PORT=${1:-6001}
-BACK_PORT=${2:-7000}
-[ $# -gt 0 ] && shift
-[ $# -gt 0 ] && shift
-PYTHONPATH="$(cd "$(dirname "$0")/.." && pwd)${PYTHONPATH:+:$PYTHONPATH}"
-export PYTHONPATH
-exec "${PYTHON:-python3}" -m gateway bridge \
-    "@sp+tcp://127.0.0.1:${FRONT_PORT}" ">zmq+tcp://127.0.0.1:${BACK_PORT}" "$@"
+exec sh "$(dirname "$0")/bridge.sh" \
+    "@sp+tcp://127.0.0.1:${1:-6001}" ">zmq+tcp://127.0.0.1:${2:-7000}" "$@"

@@ -12,12 +12,5 @@
 # Options pass through, e.g. --log-format json --metrics 127.0.0.1:9100, and
 # append ?backend=pyzmq or ?backend=pynng to an endpoint to run that side on libzmq or nng.
 set -eu
-FRONT_PORT=${1:-5555}
-BACK_PORT=${2:-6000}
-[ $# -gt 0 ] && shift
-[ $# -gt 0 ] && shift
-# from a checkout: find the gateway package next to this script
-PYTHONPATH="$(cd "$(dirname "$0")/.." && pwd)${PYTHONPATH:+:$PYTHONPATH}"
-export PYTHONPATH
-exec "${PYTHON:-python3}" -m gateway bridge \
-    "@zmq+tcp://127.0.0.1:${FRONT_PORT}" ">sp+tcp://127.0.0.1:${BACK_PORT}" "$@"
+exec sh "$(dirname "$0")/bridge.sh" \
+    "@zmq+tcp://127.0.0.1:${1:-5555}" ">sp+tcp://127.0.0.1:${2:-6000}" "$@"

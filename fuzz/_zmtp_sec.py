@@ -4,7 +4,7 @@ drains a codec and says how a step ended."""
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from nacl import bindings as sodium
@@ -16,10 +16,13 @@ from gateway.wire.events import HandshakeComplete, PeerError
 from gateway.wire.zmtp import ZmtpCodec, encode_properties
 from gateway.wire.zmtp_mechanism import AuthResult, Mechanism
 
-from ._data import Data, Finding, check
+from ._data import Data, Finding, Writer, check
 from .zmtp_codec import greeting
 
 MAX_EVENTS = 1000
+#: the socket types both harnesses play, and how many steps one input may take
+KINDS = ("REQ", "REP", "DEALER", "ROUTER")
+MAX_STEPS = 24
 #: what our codec sends of its greeting once the peer's is in (RFC 37: 11 bytes first)
 GREETING_REST = 53
 _U64 = struct.Struct(">Q")
@@ -42,6 +45,23 @@ SERVER_T = fixed_keypair(b"zmq-sp-gateway fuzz server t")
 LEGAL_PEERS = {"REQ": ("REP", "ROUTER"), "REP": ("REQ", "DEALER"),
                "DEALER": ("REP", "DEALER", "ROUTER"), "ROUTER": ("REQ", "DEALER", "ROUTER")}
 PEER_TYPES = ("REQ", "REP", "DEALER", "ROUTER", "PUB", "PAIR", "")
+
+
+def encode_input(*, target: int, kind: int = 0, minor: int = 1, auth: int = 0,
+                 steps: bytes = b"") -> bytes:
+    return Writer().byte(target).byte(kind).byte(minor).byte(auth).raw(steps).bytes()
+
+
+def ops(data: Data) -> Iterator[int]:
+    """The steps' ops (0-4) from the input: at most ``MAX_STEPS``, until the input ends or
+    op 5 says stop."""
+    for _ in range(MAX_STEPS):
+        if not len(data):
+            return
+        op = data.byte() % 6
+        if op == 5:
+            return
+        yield op
 
 
 def u64(n: int) -> bytes:

@@ -38,10 +38,11 @@ from gateway.wire.zmtp import ZmtpCodec
 from gateway.wire.zmtp_curve import CurveClient, CurveServer
 from gateway.wire.zmtp_mechanism import AuthenticationFailed
 
-from ._data import Data, Finding, Writer
+from ._data import Data, Finding
 from ._zmtp_sec import (
     CLIENT,
     CLIENT_T,
+    KINDS,
     OTHER,
     PEER_TYPES,
     SERVER,
@@ -52,9 +53,11 @@ from ._zmtp_sec import (
     check_step,
     command,
     commands_in,
+    encode_input,
     feed,
     frame,
     metadata,
+    ops,
     run,
     split_command,
     start,
@@ -63,14 +66,8 @@ from ._zmtp_sec import (
 
 NAME = "curve"
 
-KINDS = ("REQ", "REP", "DEALER", "ROUTER")
-MAX_STEPS = 24
+__all__ = ["KINDS", "NAME", "encode_input", "one_input"]
 _MESSAGE = b"\x07MESSAGE"
-
-
-def encode_input(*, target: int, kind: int = 0, minor: int = 1, auth: int = 0,
-                 steps: bytes = b"") -> bytes:
-    return Writer().byte(target).byte(kind).byte(minor).byte(auth).raw(steps).bytes()
 
 
 @dataclass
@@ -132,6 +129,27 @@ class _Sealer:
                          bool(inner & 1), plain)
         return frame(outer, body), sealed
 
+    def other_op(self, op: int, data: Data, peer_last: int,
+                 handshake_done: bool) -> tuple[bytes, _Sealed | None, bool]:
+        """Ops 2-4, the same for both roles: a MESSAGE (2), a plain command frame of any name
+        (3; an unknown one after READY: skipped), raw bytes (4); (wire, sealed, must_refuse)."""
+        if op == 2:
+            wire, sealed = self.message(data, peer_last)
+            return wire, sealed, sealed.must_refuse or not handshake_done
+        if op == 3:
+            return command(data.short(), data.short()), None, False
+        return data.short(), None, False
+
+
+def _after(op: int, sealed: _Sealed | None, step: Step, codec: ZmtpCodec,
+           delivered: Delivered, peer_last: int) -> int:
+    """The model after ops 2-4 (the same for both roles); the peer's last nonce after it."""
+    if sealed is not None:
+        peer_last = sealed.record(delivered, step, codec.handshake_done, peer_last)
+    if op in (3, 4) and step.events:
+        delivered.modelled = False
+    return peer_last
+
 
 def _server_steps(data: Data, kind: str, allow: bool, minor: int, strict: bool) -> None:
     """Our CurveServer; the harness is the client."""
@@ -147,12 +165,7 @@ def _server_steps(data: Data, kind: str, allow: bool, minor: int, strict: bool) 
     n = 0
     delivered = Delivered()
     synced = True  # every step's bytes were whole frames
-    for _ in range(MAX_STEPS):
-        if not len(data):
-            break
-        op = data.byte() % 6
-        if op == 5:
-            break
+    for op in ops(data):
         must_refuse = False
         honest_initiate = False
         claimed = b""
@@ -209,13 +222,8 @@ def _server_steps(data: Data, kind: str, allow: bool, minor: int, strict: bool) 
             wire = command(b"INITIATE", body)
             if server_t:
                 seal.precom = precom
-        elif op == 2:  # MESSAGE
-            wire, sealed = seal.message(data, peer_last)
-            must_refuse = sealed.must_refuse or not codec.handshake_done
-        elif op == 3:  # a plain command frame, any name (an unknown one after READY: skipped)
-            wire = command(data.short(), data.short())
-        else:  # raw bytes
-            wire = data.short()
+        else:
+            wire, sealed, must_refuse = seal.other_op(op, data, peer_last, codec.handshake_done)
         asked_before = len(auth.asked)
         step = feed(codec, wire, strict)
         out = codec.data_to_send()
@@ -254,10 +262,7 @@ def _server_steps(data: Data, kind: str, allow: bool, minor: int, strict: bool) 
                     peer_last = max(peer_last, n)
         elif op == 1 and not step.refused and honest_initiate:
             peer_last = max(peer_last, n)
-        elif sealed is not None:
-            peer_last = sealed.record(delivered, step, codec.handshake_done, peer_last)
-        if op in (3, 4) and step.events:
-            delivered.modelled = False
+        peer_last = _after(op, sealed, step, codec, delivered, peer_last)
         if step.refused:
             break
     delivered.check()
@@ -285,12 +290,7 @@ def _client_steps(data: Data, kind: str, as_server: bool, minor: int, strict: bo
     precom = bytes(sodium.crypto_box_beforenm(client_t, SERVER_T[1]))
     server_t = cookie = b""
     n = 0
-    for _ in range(MAX_STEPS):
-        if not len(data):
-            break
-        op = data.byte() % 6
-        if op == 5:
-            break
+    for op in ops(data):
         sealed = None
         must_refuse = False
         honest = False
@@ -330,13 +330,8 @@ def _client_steps(data: Data, kind: str, as_server: bool, minor: int, strict: bo
                       and not t & (4 | 16) and not ready_ok)
             must_refuse = not honest
             wire = command(b"READY", body)
-        elif op == 2:
-            wire, sealed = seal.message(data, peer_last)
-            must_refuse = sealed.must_refuse or not codec.handshake_done
-        elif op == 3:
-            wire = command(data.short(), data.short())
         else:
-            wire = data.short()
+            wire, sealed, must_refuse = seal.other_op(op, data, peer_last, codec.handshake_done)
         step = feed(codec, wire, strict)
         out = codec.data_to_send()
         delivered.got += step.messages
@@ -364,10 +359,7 @@ def _client_steps(data: Data, kind: str, as_server: bool, minor: int, strict: bo
         elif op == 1 and honest and not step.refused:
             ready_ok = True
             peer_last = max(peer_last, n)
-        elif sealed is not None:
-            peer_last = sealed.record(delivered, step, codec.handshake_done, peer_last)
-        if op in (3, 4) and step.events:
-            delivered.modelled = False
+        peer_last = _after(op, sealed, step, codec, delivered, peer_last)
         if step.refused:
             break
     delivered.check()

@@ -27,33 +27,13 @@ from gateway.wire.zmtp import ZmtpCodec
 from gateway.wire.zmtp_mechanism import AuthenticationFailed
 from gateway.wire.zmtp_plain import PlainClient, PlainServer
 
-from ._data import Data, Finding, Writer
-from ._zmtp_sec import (
-    LEGAL_PEERS,
-    PEER_TYPES,
-    Auth,
-    Delivered,
-    Step,
-    check_step,
-    command,
-    commands_in,
-    feed,
-    frame,
-    metadata,
-    run,
-    split_command,
-    start,
-)
+from . import _zmtp_sec as sec
+from ._data import Data, Finding
 
 NAME = "plain"
 
-KINDS = ("REQ", "REP", "DEALER", "ROUTER")
-MAX_STEPS = 24
-
-
-def encode_input(*, target: int, kind: int = 0, minor: int = 1, auth: int = 0,
-                 steps: bytes = b"") -> bytes:
-    return Writer().byte(target).byte(kind).byte(minor).byte(auth).raw(steps).bytes()
+KINDS = sec.KINDS
+encode_input = sec.encode_input
 
 
 def parse_hello(body: bytes) -> tuple[bytes, bytes] | None:
@@ -75,31 +55,33 @@ def _common_op(op: int, data: Data, handshake_done: bool) -> tuple[bytes, bool, 
     if op == 2:  # a data frame: refused before the handshake
         more = data.flag()
         payload = data.short()
-        return frame(int(more), payload), not handshake_done, payload, more
+        return sec.frame(int(more), payload), not handshake_done, payload, more
     if op == 3:  # any command
-        return command(data.short(), data.short()), False, b"", False
+        return sec.command(data.short(), data.short()), False, b"", False
     return data.short(), False, b"", False  # raw bytes
 
 
-def _synced(op: int, step: Step, codec: ZmtpCodec, did: object) -> bool:
+def _synced(op: int, step: sec.Step, codec: ZmtpCodec, did: object) -> bool:
     """False when a command of any name or raw bytes did something, or left a frame cut
     short: from then on the model's step boundaries mean nothing."""
     return not (op >= 3 and (codec.partial or step.events or did))
 
 
+def _model(delivered: sec.Delivered, op: int, step: sec.Step, taken: bool,
+           sent: tuple[bytes, bool]) -> None:
+    """A data frame (op 2) the codec had to take after the handshake goes into the model."""
+    if op == 2 and taken and not step.refused:
+        delivered.sent.append(sent)
+
+
 def _server_steps(data: Data, kind: str, allow: bool, minor: int, strict: bool) -> None:
-    auth = Auth(allow)
+    auth = sec.Auth(allow)
     codec = ZmtpCodec(zmtp_role(kind, False), security=PlainServer(auth))
-    start(codec, minor, False)
+    sec.start(codec, minor, False)
     hello_ok = False
-    delivered = Delivered()
+    delivered = sec.Delivered()
     synced = True
-    for _ in range(MAX_STEPS):
-        if not len(data):
-            break
-        op = data.byte() % 6
-        if op == 5:
-            break
+    for op in sec.ops(data):
         creds = None
         honest = legal = False
         payload, more = b"", False
@@ -115,19 +97,19 @@ def _server_steps(data: Data, kind: str, allow: bool, minor: int, strict: bool) 
             creds = parse_hello(body)
             honest = name == b"HELLO" and creds is not None and not hello_ok
             must_refuse = not honest and not codec.handshake_done  # after it: unknown, skipped
-            wire = command(name, body)
+            wire = sec.command(name, body)
         elif op == 1:  # INITIATE
             t = data.byte()
-            peer = data.choice(PEER_TYPES)
-            meta = data.short() if t & 1 else metadata(peer, data.short())
+            peer = data.choice(sec.PEER_TYPES)
+            meta = data.short() if t & 1 else sec.metadata(peer, data.short())
             honest = hello_ok and not codec.handshake_done and not t & 1
-            legal = honest and peer in LEGAL_PEERS[kind]
+            legal = honest and peer in sec.LEGAL_PEERS[kind]
             must_refuse = not hello_ok
-            wire = command(b"INITIATE", meta)
+            wire = sec.command(b"INITIATE", meta)
         else:
             wire, must_refuse, payload, more = _common_op(op, data, codec.handshake_done)
         before = len(auth.asked)
-        step = feed(codec, wire, strict)
+        step = sec.feed(codec, wire, strict)
         out = codec.data_to_send()
         asked = auth.asked[before:]
         delivered.got += step.messages
@@ -147,20 +129,19 @@ def _server_steps(data: Data, kind: str, allow: bool, minor: int, strict: bool) 
             if not allow:
                 if not isinstance(step.error, AuthenticationFailed):
                     raise Finding(f"a refused user was not refused: {step!r:.160}")
-                if not out.endswith(command(b"ERROR", b"\x03400")):
+                if not out.endswith(sec.command(b"ERROR", b"\x03400")):
                     raise Finding(f"no ZMTP ERROR queued for a refused user: {out!r:.80}")
-            elif step.refused or command(b"WELCOME", b"") not in out:
+            elif step.refused or sec.command(b"WELCOME", b"") not in out:
                 raise Finding(f"an accepted user got no WELCOME: {out!r:.80} {step!r:.80}")
             else:
                 hello_ok = True
-        if check_step(op, step, must_refuse, 1, honest, kind) is not None:
-            sent = [split_command(b) for f, b in commands_in(out) if f & 0x04]
+        if sec.check_step(op, step, must_refuse, 1, honest, kind) is not None:
+            sent = [sec.split_command(b) for f, b in sec.commands_in(out) if f & 0x04]
             if not sent or sent[-1] != (b"READY", codec.metadata()):
                 raise Finding(f"no READY with our metadata after the handshake: {out!r:.80}")
         elif legal:
             raise Finding("an honest INITIATE with a legal Socket-Type did not complete")
-        if op == 2 and codec.handshake_done and not step.refused and not must_refuse:
-            delivered.sent.append((payload, more))
+        _model(delivered, op, step, codec.handshake_done and not must_refuse, (payload, more))
         if step.refused:
             break
     delivered.check()
@@ -169,19 +150,14 @@ def _server_steps(data: Data, kind: str, allow: bool, minor: int, strict: bool) 
 def _client_steps(data: Data, kind: str, as_server: bool, minor: int, strict: bool) -> None:
     user, password = data.short(), data.short()
     codec = ZmtpCodec(zmtp_role(kind, False), security=PlainClient(user, password))
-    first = commands_in(start(codec, minor, as_server))
+    first = sec.commands_in(sec.start(codec, minor, as_server))
     hello = bytes((len(user),)) + user + bytes((len(password),)) + password
-    if [split_command(b) for _, b in first] != [(b"HELLO", hello)]:
+    if [sec.split_command(b) for _, b in first] != [(b"HELLO", hello)]:
         raise Finding(f"our PLAIN client's first command is not HELLO {hello!r}: {first!r:.80}")
     welcome_ok = False
-    delivered = Delivered()
+    delivered = sec.Delivered()
     synced = True
-    for _ in range(MAX_STEPS):
-        if not len(data):
-            break
-        op = data.byte() % 6
-        if op == 5:
-            break
+    for op in sec.ops(data):
         honest = legal = False
         payload, more = b"", False
         if op == 0:  # WELCOME
@@ -190,18 +166,18 @@ def _client_steps(data: Data, kind: str, as_server: bool, minor: int, strict: bo
             name = data.short() if t & 2 else b"WELCOME"
             honest = name == b"WELCOME" and not body and not welcome_ok
             must_refuse = not honest and not codec.handshake_done
-            wire = command(name, body)
+            wire = sec.command(name, body)
         elif op == 1:  # READY
             t = data.byte()
-            peer = data.choice(PEER_TYPES)
-            meta = data.short() if t & 1 else metadata(peer, None)
+            peer = data.choice(sec.PEER_TYPES)
+            meta = data.short() if t & 1 else sec.metadata(peer, None)
             honest = welcome_ok and not codec.handshake_done and not t & 1
-            legal = honest and peer in LEGAL_PEERS[kind]
+            legal = honest and peer in sec.LEGAL_PEERS[kind]
             must_refuse = not welcome_ok or codec.handshake_done
-            wire = command(b"READY", meta)
+            wire = sec.command(b"READY", meta)
         else:
             wire, must_refuse, payload, more = _common_op(op, data, codec.handshake_done)
-        step = feed(codec, wire, strict)
+        step = sec.feed(codec, wire, strict)
         out = codec.data_to_send()
         delivered.got += step.messages
         synced = synced and _synced(op, step, codec, out)
@@ -211,18 +187,17 @@ def _client_steps(data: Data, kind: str, as_server: bool, minor: int, strict: bo
                 break
             continue
         if op == 0 and honest:
-            sent = [split_command(b) for f, b in commands_in(out) if f & 0x04]
+            sent = [sec.split_command(b) for f, b in sec.commands_in(out) if f & 0x04]
             if step.refused or sent != [(b"INITIATE", codec.metadata())]:
                 raise Finding(f"no INITIATE with our metadata after WELCOME: {out!r:.80}")
             welcome_ok = True
-        if check_step(op, step, must_refuse, 1, honest, kind) is None and legal:
+        if sec.check_step(op, step, must_refuse, 1, honest, kind) is None and legal:
             raise Finding("an honest READY with a legal Socket-Type did not complete")
-        if op == 2 and codec.handshake_done and not step.refused and not must_refuse:
-            delivered.sent.append((payload, more))
+        _model(delivered, op, step, codec.handshake_done and not must_refuse, (payload, more))
         if step.refused:
             break
     delivered.check()
 
 
 def one_input(buf: bytes, strict: bool = False) -> None:
-    run(buf, strict, KINDS, _server_steps, _client_steps, PlainServer)
+    sec.run(buf, strict, KINDS, _server_steps, _client_steps, PlainServer)

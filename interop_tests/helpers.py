@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 import pytest
@@ -103,3 +105,20 @@ class Flood:
 
 #: parametrize a test over (front backend, back backend): library adapter ("lib") or engine
 backends = pytest.mark.parametrize(("front_be", "back_be"), BACKENDS, ids=BACKEND_IDS)
+
+
+def auth_files(tmp_path: Path, client_pub: str, passwords: str) -> dict[str, str]:
+    """The files a secured gateway reads, under ``tmp_path``: ``allow``, a directory of allowed
+    CURVE public keys holding ``client_pub``; ``passwords``, the PLAIN password file; and
+    ``alice_pw``, alice's password file (both secret files readable by the owner only: the
+    gateway refuses others)."""
+    allow = tmp_path / "allowed"
+    allow.mkdir()
+    (allow / "client.key").write_text(Path(client_pub).read_text())
+    files = {"allow": str(allow)}
+    for name, path, text in (("passwords", "passwords", passwords),
+                             ("alice_pw", "alice.pw", "wonderland\n")):
+        (tmp_path / path).write_text(text)
+        os.chmod(tmp_path / path, 0o600)
+        files[name] = str(tmp_path / path)
+    return files

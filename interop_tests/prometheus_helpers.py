@@ -28,7 +28,7 @@ from typing import Any
 
 import yaml
 
-from gateway.tools.harness.procs import free_port
+from gateway.tools.harness.procs import Started, free_port
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = REPO / "examples" / "prometheus"
@@ -44,7 +44,7 @@ class PrometheusError(AssertionError):
     pass
 
 
-class Prometheus:
+class Prometheus(Started):
     """``prometheus`` scraping ``jobs`` ({job name: [HOST:PORT, ...]}) every ``interval``."""
 
     def __init__(self, workdir: Path, jobs: dict[str, list[str]], interval: str = "1s",
@@ -111,15 +111,7 @@ class Prometheus:
                 p.kill()
                 p.wait(5)
 
-    def __enter__(self) -> Prometheus:
-        try:
-            return self.start()
-        except BaseException:
-            self.stop()
-            raise
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+    end = stop  # what leaving ``with`` does
 
     # -- the HTTP API ------------------------------------------------------------------------
     def api(self, path: str, **params: str) -> Any:

@@ -26,7 +26,7 @@ import gateway
 from gateway.metrics import METRICS
 from gateway.security import Security
 from gateway.settings.files import load_cert
-from interop_tests.helpers import run
+from interop_tests.helpers import auth_files, run
 
 
 def _certs(tmp: Path, *names: str) -> dict[str, tuple[str, str]]:
@@ -42,16 +42,8 @@ def _certs(tmp: Path, *names: str) -> dict[str, tuple[str, str]]:
 @pytest.fixture
 def pki(tmp_path: Path) -> dict[str, Any]:
     certs = _certs(tmp_path, "server", "client", "stranger")
-    allow = tmp_path / "allowed"
-    allow.mkdir()
-    (allow / "client.key").write_text(Path(certs["client"][0]).read_text())
-    pw = tmp_path / "passwords"
-    pw.write_text("alice=wonderland\n# comment\nbob=builder\n")
-    os.chmod(pw, 0o600)
-    secret = tmp_path / "alice.pw"
-    secret.write_text("wonderland\n")
-    os.chmod(secret, 0o600)
-    return {"certs": certs, "allow": str(allow), "passwords": str(pw), "alice_pw": str(secret)}
+    return {"certs": certs, **auth_files(tmp_path, certs["client"][0],
+                                         "alice=wonderland\n# comment\nbob=builder\n")}
 
 
 def _curve_client(sock: zmq.Socket[Any], cert_secret: str, server_public: str) -> None:

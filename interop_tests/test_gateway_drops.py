@@ -12,8 +12,11 @@ observable instead.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
+from collections.abc import Callable
+from typing import Any
 
 import pynng
 import pytest
@@ -266,40 +269,43 @@ def _check_client_gone(gw: Gateway, front_be: str) -> None:
         time.sleep(0.05)
 
 
-@backends
-def test_zmq_client_gone_before_reply(front_be: str, back_be: str) -> None:
-    server, release = _held_server("ROUTER")
+def _client_gone(front: str, server_kind: str, front_be: str, back_be: str,
+                 orphan: Callable[[str, ZmqServer], None],
+                 req: Callable[[str], contextlib.AbstractContextManager[Any]]) -> None:
+    """``orphan`` sends a request and goes away before the held server replies: the drop (or
+    the hand-over to the library) is counted, and a new client ``req`` is served after it."""
+    server, release = _held_server(server_kind)
     with server, local_bridge(
-            "zmq", "zmq", server.port, front_be=front_be, back_be=back_be, metrics=True) as gw:
+            front, "zmq", server.port, front_be=front_be, back_be=back_be, metrics=True) as gw:
         try:
-            with zmq_client("DEALER", lib_url(gw.front)) as dealer:
-                dealer.send_multipart([b"", b"orphan"])
-                server.wait_received(1)
+            orphan(lib_url(gw.front), server)
             time.sleep(0.3)  # the client's connection is gone
         finally:
             release.set()
         _check_client_gone(gw, front_be)
-        with zmq_client("REQ", lib_url(gw.front)) as req:
-            req.send(b"next")
-            assert req.recv() == b"re:next"
+        with req(lib_url(gw.front)) as client:
+            client.send(b"next")
+            assert client.recv() == b"re:next"
+
+
+@backends
+def test_zmq_client_gone_before_reply(front_be: str, back_be: str) -> None:
+    def orphan(url: str, server: ZmqServer) -> None:
+        with zmq_client("DEALER", url) as dealer:
+            dealer.send_multipart([b"", b"orphan"])
+            server.wait_received(1)
+
+    _client_gone("zmq", "ROUTER", front_be, back_be, orphan, lambda url: zmq_client("REQ", url))
 
 
 @backends
 def test_nng_client_gone_before_reply(front_be: str, back_be: str) -> None:
-    server, release = _held_server("REP")
-    with server, local_bridge(
-            "sp", "zmq", server.port, front_be=front_be, back_be=back_be, metrics=True) as gw:
-        try:
-            with nng_req(lib_url(gw.front)) as req:
-                req.send(b"orphan")
-                server.wait_received(1)
-            time.sleep(0.3)
-        finally:
-            release.set()
-        _check_client_gone(gw, front_be)
-        with nng_req(lib_url(gw.front)) as req:
-            req.send(b"next")
-            assert req.recv() == b"re:next"
+    def orphan(url: str, server: ZmqServer) -> None:
+        with nng_req(url) as req:
+            req.send(b"orphan")
+            server.wait_received(1)
+
+    _client_gone("sp", "REP", front_be, back_be, orphan, nng_req)
 
 
 def test_zmq_proxy_route_survives_a_stalled_backend_and_stops_on_sigterm() -> None:

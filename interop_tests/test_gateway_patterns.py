@@ -310,23 +310,19 @@ def test_pipeline_none_lost_none_duplicated_with_a_slow_pull(ctx, direction: str
                 push.setsockopt(zmq.SNDHWM, 100)
                 push.sndtimeo = 50
                 push.connect(lib_url(gw.front))
-
-                def send(i: int) -> bool:
-                    try:
-                        push.send(b"%08d" % i + payload)
-                        return True
-                    except zmq.Again:
-                        return False
+                held_back: type[Exception] = zmq.Again
             else:
                 push = pynng.Push0(send_buffer_size=16, send_timeout=50)
                 push.dial(lib_url(gw.front), block=True)
+                held_back = pynng.Timeout
 
-                def send(i: int) -> bool:
-                    try:
-                        push.send(b"%08d" % i + payload)
-                        return True
-                    except pynng.Timeout:
-                        return False
+            def send(i: int) -> bool:
+                """One message; False when the PUSH was held back (its send timed out)."""
+                try:
+                    push.send(b"%08d" % i + payload)
+                    return True
+                except held_back:
+                    return False
             # phase 1: nobody reads; the PUSH fills every queue and is then held back
             deadline = time.monotonic() + 4
             blocked = 0

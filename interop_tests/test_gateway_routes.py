@@ -11,6 +11,8 @@ from __future__ import annotations
 import shutil
 import threading
 import uuid
+from collections.abc import Callable
+from typing import Any
 
 import pynng
 import pytest
@@ -210,11 +212,7 @@ def test_zmq_to_zmq_same_as_zmq_proxy(front_be: str, back_be: str) -> None:
             t.join(5)  # close the control socket only then: closing at once can lose it
             control.close(0)
             assert not t.is_alive(), "zmq.proxy did not terminate"
-        via_proxy, server.received[:] = list(server.received), []
-
-        with local_bridge("zmq", "zmq", server.port, front_be=front_be, back_be=back_be) as gw:
-            got = _zmq_exchange(lib_url(gw.front))
-        via_gateway = server.received
+        via_proxy, got, via_gateway = _then_the_gateway(server, "zmq", front_be, back_be, _zmq_exchange)
 
     assert got == expected == [[b"re:req-body"], [b"app1", b"app2", b"", b"re:dealer-body"]]
     # the server sees the same envelopes: [proxy's id][client's id] + what the client sent
@@ -223,6 +221,17 @@ def test_zmq_to_zmq_same_as_zmq_proxy(front_be: str, back_be: str) -> None:
         assert len(g) == len(p)
         assert all(_is_zmq_id(f) for f in g[:2] + p[:2])
         assert g[2:] == p[2:]
+
+
+def _then_the_gateway(server: Any, wire: str, front_be: str, back_be: str,
+                      exchange: Callable[[str], Any]) -> tuple[list[Any], Any, list[Any]]:
+    """What ``server`` received from the reference route (taken out of it), then ``exchange``
+    through a ``wire``->``wire`` gateway: (via the reference, what the client got, via the
+    gateway)."""
+    via_reference, server.received[:] = list(server.received), []
+    with local_bridge(wire, wire, server.port, front_be=front_be, back_be=back_be) as gw:
+        got = exchange(lib_url(gw.front))
+    return via_reference, got, server.received
 
 
 def _sp_exchange(front: str) -> list[bytes]:
@@ -251,11 +260,7 @@ def test_sp_to_sp_same_as_nng_device(front_be: str, back_be: str) -> None:
             dev_back.close()
             device.join(5)
             assert not device.is_alive(), "nng_device did not return"
-        via_device, server.received[:] = list(server.received), []
-
-        with local_bridge("sp", "sp", server.port, front_be=front_be, back_be=back_be) as gw:
-            got = _sp_exchange(lib_url(gw.front))
-        via_gateway = server.received
+        via_device, got, via_gateway = _then_the_gateway(server, "sp", front_be, back_be, _sp_exchange)
 
     assert got == expected == [b"re:one", b"re:two"]
     assert [b for _, b in via_gateway] == [b for _, b in via_device] == [b"one", b"two"]

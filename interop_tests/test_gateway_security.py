@@ -24,6 +24,7 @@ import zmq.auth
 from gateway.tools.harness.gateway import Gateway, bridge_args
 from gateway.tools.harness.peers.servers import NngServer, ZmqServer, nng_req, zmq_client
 from gateway.tools.harness.procs import ANY, LOCAL, lib_url
+from interop_tests.helpers import auth_files
 
 pytestmark = pytest.mark.timeout(60)
 BACKENDS = ["native", "pyzmq"]
@@ -36,17 +37,7 @@ def pki(tmp_path: Path) -> dict[str, Any]:
         pub, sec = zmq.auth.create_certificates(str(tmp_path), name)
         os.chmod(sec, 0o600)
         certs[name] = {"pub": pub, "sec": sec, "keys": zmq.auth.load_certificate(sec)}
-    allow = tmp_path / "allowed"
-    allow.mkdir()
-    (allow / "client.key").write_text(Path(certs["client"]["pub"]).read_text())
-    passwords = tmp_path / "passwords"
-    passwords.write_text("alice=wonderland\n")
-    os.chmod(passwords, 0o600)
-    alice = tmp_path / "alice.pw"
-    alice.write_text("wonderland\n")
-    os.chmod(alice, 0o600)
-    return {"certs": certs, "allow": str(allow), "passwords": str(passwords),
-            "alice_pw": str(alice)}
+    return {"certs": certs, **auth_files(tmp_path, certs["client"]["pub"], "alice=wonderland\n")}
 
 
 def _q(**settings: str) -> str:

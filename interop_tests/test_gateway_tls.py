@@ -22,9 +22,13 @@ def certs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return make_certs(tmp_path_factory.mktemp("tls"))
 
 
-def _client_config(certs: Path, ca: str = "ca.pem") -> pynng.TLSConfig:
+def _client_config(certs: Path, ca: str = "ca.pem", own: str = "") -> pynng.TLSConfig:
+    """A client's TLS config trusting ``ca``; ``own``: with the certificate ``<own>.pem`` and
+    its key ``<own>.key``."""
+    mine = {} if not own else {"own_cert_string": (certs / f"{own}.pem").read_text(),
+                               "own_key_string": (certs / f"{own}.key").read_text()}
     return pynng.TLSConfig(pynng.TLSConfig.MODE_CLIENT, ca_string=(certs / ca).read_text(),
-                           server_name="localhost")
+                           server_name="localhost", **mine)
 
 
 def _nng_req(url: str, config: pynng.TLSConfig) -> pynng.Req0:
@@ -79,22 +83,14 @@ def test_an_untrusted_client_is_refused_logged_counted_and_others_served(certs: 
             metrics=True) as gw:
         url = "tls+tcp://" + lib_url(gw.front).partition("://")[2]
         # a client whose certificate comes from a CA the gateway does not trust
-        stranger = pynng.TLSConfig(pynng.TLSConfig.MODE_CLIENT,
-                                   ca_string=(certs / "ca.pem").read_text(),
-                                   own_cert_string=(certs / "other.pem").read_text(),
-                                   own_key_string=(certs / "other.key").read_text(),
-                                   server_name="localhost")
+        stranger = _client_config(certs, own="other")
         with _nng_req(url, stranger) as bad:
             failed = gw.wait_event("handshake.failed", timeout=10, socket="secure/front",
                                    reason="tls")
             assert "TLS handshake failed" in failed["detail"]
             assert gw.wait_metric("gateway_handshake_failures_total", 1, socket="secure/front",
                                   reason="tls") >= 1
-            good = pynng.TLSConfig(pynng.TLSConfig.MODE_CLIENT,
-                                   ca_string=(certs / "ca.pem").read_text(),
-                                   own_cert_string=(certs / "client.pem").read_text(),
-                                   own_key_string=(certs / "client.key").read_text(),
-                                   server_name="localhost")
+            good = _client_config(certs, own="client")
             with _nng_req(url, good) as req:
                 req.send(b"trusted")
                 assert req.recv() == b"re:trusted"

@@ -5,6 +5,7 @@ unavailable with the reason. Skipped with the reason where gcc or a header is mi
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import subprocess
@@ -219,46 +220,45 @@ def test_cpeers_ratios_to_the_proxy_the_device_and_the_ceiling() -> None:
     assert text[0].startswith("C peers") and "gw-zmq-sp-c" in text[-1]
 
 
+def _pattern_peer(stack: contextlib.ExitStack, role: str, wire: str, **options: Any) -> Proc:
+    """The C pattern peer ``role`` on ``wire`` (zmq, sp: our C SP peer, nng: libnng's),
+    stopped when ``stack`` closes (the last started first)."""
+    nng = wire == "nng"
+    proc = cpeers.pattern_peer(role, f"pattern-{role}", "sp" if nng else wire, nng=nng,
+                               **options)
+    stack.callback(proc.stop)
+    return proc
+
+
+def _linked(stack: contextlib.ExitStack, wire: str, first: str, second: str, hwm: int,
+            **second_options: Any) -> tuple[Proc, Proc, str]:
+    """``first`` started and ready, then ``second`` dialling its URL: (first, second, url)."""
+    one = _pattern_peer(stack, first, wire, hwm=hwm)
+    url = str(one.wait_ready(10)["url"])
+    return one, _pattern_peer(stack, second, wire, url=url, hwm=hwm, **second_options), url
+
+
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("wire", ["zmq", "sp", "nng"])
 def test_c_publisher_reaches_c_subscribers(wire: str) -> None:
-    nng = wire == "nng"
-    wire = "sp" if nng else wire
-    pub = cpeers.pattern_peer("pub", "pattern-pub", wire, nng=nng, hwm=10000)
-    subs = None
-    try:
-        url = str(pub.wait_ready(10)["url"])
-        subs = cpeers.pattern_peer("subs", "pattern-subs", wire, nng=nng, url=url, count=3,
-                                   hwm=10000)
+    with contextlib.ExitStack() as stack:
+        pub, subs, _ = _linked(stack, wire, "pub", "subs", hwm=10000, count=3)
         assert subs.wait_ready(10) == {"count": 3}
         subs.send(op="collect", timeout=20)
         pub.send(op="go", n=300, size=50, warm=0.5)
         sent, got = pub.result(30), subs.result(30)
         assert sent["sent"] == 300 and got["complete"], (sent, got)
         assert got["per_socket"] == [300, 300, 300] and got["received"] == 900, got
-    finally:
-        for p in (subs, pub):
-            if p is not None:
-                p.stop()
 
 
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("wire", ["zmq", "sp", "nng"])
 def test_c_pusher_reaches_the_c_puller(wire: str) -> None:
-    nng = wire == "nng"
-    wire = "sp" if nng else wire
-    pull = cpeers.pattern_peer("pull", "pattern-pull", wire, nng=nng, hwm=1000)
-    push = None
-    try:
-        url = str(pull.wait_ready(10)["url"])
-        push = cpeers.pattern_peer("push", "pattern-push", wire, nng=nng, url=url, hwm=1000)
+    with contextlib.ExitStack() as stack:
+        pull, push, url = _linked(stack, wire, "pull", "push", hwm=1000)
         assert push.wait_ready(10) == {"url": url}
         pull.send(op="collect", n=2000, timeout=20)
         push.send(op="go", n=2000, size=100)
         assert push.result(30) == {"sent": 2000, "elapsed": pytest.approx(1, abs=30)}
         got = pull.result(30)
         assert got["received"] == 2000 and got["elapsed"] > 0, got
-    finally:
-        for p in (push, pull):
-            if p is not None:
-                p.stop()

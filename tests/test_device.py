@@ -181,10 +181,16 @@ def test_zmtp_to_sp_body_refused_by_default(body: tuple[bytes, ...], reason: str
     assert len(bridge.table) == 0  # nothing parked for a refused request
 
 
-def test_token_table_full_and_expired_counted() -> None:
+def _two_token_bridge(ttl: float) -> tuple[Bridge, Message]:
+    """A zmq->sp bridge whose token table holds two requests for ``ttl`` seconds, and a
+    request to fill it with."""
     bridge = Bridge("zmq+tcp://127.0.0.1:1", "sp+tcp://127.0.0.1:2", name=_name(),
-                    limits=Limits(pending_tokens=2, token_ttl=5.0))
-    msg = Message((b"id", b""), (b"x",))
+                    limits=Limits(pending_tokens=2, token_ttl=ttl))
+    return bridge, Message((b"id", b""), (b"x",))
+
+
+def test_token_table_full_and_expired_counted() -> None:
+    bridge, msg = _two_token_bridge(5.0)
     bridge.translator.request(msg, now=0.0)
     bridge.translator.request(msg, now=1.0)
     with pytest.raises(TableFull) as err:  # our limit (a drop), not the peer's EnvelopeError
@@ -200,9 +206,7 @@ def test_token_table_full_and_expired_counted() -> None:
 
 def test_expiry_made_by_mint_to_make_room_is_counted_too() -> None:
     """A full table expires old entries itself when a new request comes: still counted."""
-    bridge = Bridge("zmq+tcp://127.0.0.1:1", "sp+tcp://127.0.0.1:2", name=_name(),
-                    limits=Limits(pending_tokens=2, token_ttl=1.0))
-    msg = Message((b"id", b""), (b"x",))
+    bridge, msg = _two_token_bridge(1.0)
     bridge.translator.request(msg, now=0.0)
     bridge.translator.request(msg, now=0.0)
     bridge.translator.request(msg, now=3.0)  # both expired, evicted to make room, before any sweep
@@ -575,19 +579,20 @@ async def _until(check: Callable[[], bool], timeout: float = 5.0) -> None:
         await asyncio.sleep(0.02)
 
 
-ROUTE_CASES = [  # front wire, front backend, back wire, back backend, forwarder
-    ("zmq", "native", "sp", "native", "asyncio"),  # the callback path
-    ("zmq", "pyzmq", "sp", "native", "asyncio"),
-    ("zmq", "native", "sp", "pynng", "asyncio"),
-    ("zmq", "pyzmq", "sp", "pynng", "poller"),
-    ("sp", "native", "zmq", "native", "asyncio"),
-    ("sp", "native", "zmq", "pyzmq", "asyncio"),
-    ("sp", "pynng", "zmq", "pyzmq", "poller"),
-    ("zmq", "pyzmq", "zmq", "pyzmq", "poller"),  # the zmq->zmq default
-    ("zmq", "native", "zmq", "native", "asyncio"),
-    ("sp", "native", "sp", "native", "asyncio"),
-    ("sp", "pynng", "sp", "pynng", "poller"),
-]
+#: front wire, its backend, back wire, its backend, forwarder
+ROUTE_CASES = [tuple(case.split()) for case in (
+    "zmq native sp native asyncio",  # the callback path
+    "zmq pyzmq  sp native asyncio",
+    "zmq native sp pynng  asyncio",
+    "zmq pyzmq  sp pynng  poller",
+    "sp  native zmq native asyncio",
+    "sp  native zmq pyzmq  asyncio",
+    "sp  pynng  zmq pyzmq  poller",
+    "zmq pyzmq  zmq pyzmq  poller",  # the zmq->zmq default
+    "zmq native zmq native asyncio",
+    "sp  native sp  native asyncio",
+    "sp  pynng  sp  pynng  poller",
+)]
 
 
 @pytest.mark.parametrize("case", ROUTE_CASES, ids=["-".join(c) for c in ROUTE_CASES])

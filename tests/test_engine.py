@@ -5,13 +5,15 @@ one pipe (with a counter) while the socket and its other pipes go on."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from _aio import bounded, closed, round_trip, run, until
 
 import gateway
 from gateway import Closed, Message
@@ -23,26 +25,11 @@ TIMEOUT = 10.0
 ZMTP_GREETING = b"\xff" + b"\x00" * 8 + b"\x7f\x03\x01" + b"NULL".ljust(20, b"\x00") + b"\x00" * 32
 
 
-def run(coro: Awaitable[Any], timeout: float = TIMEOUT) -> Any:
-    async def bounded() -> Any:
-        async with asyncio.timeout(timeout):
-            return await coro
-
-    return asyncio.run(bounded())
-
-
-def closed(reason: str) -> int:
-    return METRICS.get("gateway_pipes_closed_total", reason=reason)
+timed = bounded(TIMEOUT)
 
 
 def dropped(reason: str) -> int:
     return METRICS.get("gateway_socket_dropped_messages_total", reason=reason)
-
-
-async def until(pred: Callable[[], bool], timeout: float = 3.0) -> None:
-    async with asyncio.timeout(timeout):
-        while not pred():
-            await asyncio.sleep(0.01)
 
 
 def zmtp_ready(socket_type: bytes, identity: bytes | None = b"") -> bytes:
@@ -74,19 +61,17 @@ ENDPOINTS = ("zmq+tcp", "sp+tcp", "zmq+ipc", "sp+ipc", "zmq+inproc", "sp+inproc"
 
 
 @pytest.mark.parametrize("where", ENDPOINTS)
-def test_req_rep(where: str, tmp_path: Path) -> None:
-    async def main() -> None:
-        async with gateway.Socket("REP") as rep, gateway.Socket("REQ") as req:
-            url = rep.bind(endpoint(where, tmp_path))
-            req.connect(url)
-            for i in range(100):
-                await req.send(b"req %d" % i)
-                assert await rep.recv() == b"req %d" % i
-                await rep.send(b"rep %d" % i)
-                assert await req.recv() == b"rep %d" % i
-            assert req.peers == rep.peers == 1
-
-    run(main())
+@timed
+async def test_req_rep(where: str, tmp_path: Path) -> None:
+    async with gateway.Socket("REP") as rep, gateway.Socket("REQ") as req:
+        url = rep.bind(endpoint(where, tmp_path))
+        req.connect(url)
+        for i in range(100):
+            await req.send(b"req %d" % i)
+            assert await rep.recv() == b"req %d" % i
+            await rep.send(b"rep %d" % i)
+            assert await req.recv() == b"rep %d" % i
+        assert req.peers == rep.peers == 1
 
 
 @pytest.mark.parametrize("where", ENDPOINTS)
@@ -126,85 +111,78 @@ def test_dealer_router(where: str, tmp_path: Path) -> None:
 
         run(sp_main())
     else:
-        run(main())
+        run(main(), TIMEOUT)
 
 
 @pytest.mark.parametrize("wire", ["zmq", "sp"])
-def test_raw_device_chain(wire: str) -> None:
+@timed
+async def test_raw_device_chain(wire: str) -> None:
     """REQ -> xrep | device | xreq -> REP over native sockets: the seed walk-through live."""
+    async with (gateway.Socket("REP") as rep, gateway.Socket("REQ", raw=True) as xreq,
+                gateway.Socket("REP", raw=True) as xrep, gateway.Socket("REQ") as req):
+        xreq.connect(rep.bind(f"{wire}+tcp://127.0.0.1:0"))
+        req.connect(xrep.bind(f"{wire}+tcp://127.0.0.1:0"))
+        await xreq.wait_peers(1)
+        for i in range(20):
+            await req.send(b"q%d" % i)
+            fwd = await xrep.recv_msg()
+            assert len(fwd.hops) == 2  # (pipe id, rid) on SP; (pipe id, delimiter) on ZMTP
+            await xreq.send_msg(fwd)
+            assert await rep.recv() == b"q%d" % i
+            await rep.send(b"r%d" % i)
+            back = await xreq.recv_msg()
+            assert back.hops == fwd.hops
+            await xrep.send_msg(back)
+            assert await req.recv() == b"r%d" % i
 
-    async def main() -> None:
-        async with (gateway.Socket("REP") as rep, gateway.Socket("REQ", raw=True) as xreq,
-                    gateway.Socket("REP", raw=True) as xrep, gateway.Socket("REQ") as req):
-            xreq.connect(rep.bind(f"{wire}+tcp://127.0.0.1:0"))
-            req.connect(xrep.bind(f"{wire}+tcp://127.0.0.1:0"))
-            await xreq.wait_peers(1)
-            for i in range(20):
+
+@timed
+async def test_one_socket_serves_both_wires(tmp_path: Path) -> None:
+    async with (gateway.Socket("REP") as rep, gateway.Socket("REQ") as zreq,
+                gateway.Socket("REQ") as sreq):
+        zreq.connect(rep.bind("zmq+tcp://127.0.0.1:0"))
+        sreq.connect(rep.bind(f"sp+ipc://{tmp_path}/both.sock"))
+        await rep.wait_peers(2)
+        for i in range(10):
+            for req in (zreq, sreq):
                 await req.send(b"q%d" % i)
-                fwd = await xrep.recv_msg()
-                assert len(fwd.hops) == 2  # (pipe id, rid) on SP; (pipe id, delimiter) on ZMTP
-                await xreq.send_msg(fwd)
-                assert await rep.recv() == b"q%d" % i
-                await rep.send(b"r%d" % i)
-                back = await xreq.recv_msg()
-                assert back.hops == fwd.hops
-                await xrep.send_msg(back)
-                assert await req.recv() == b"r%d" % i
-
-    run(main())
+                body = await rep.recv()
+                await rep.send(body + b"!")
+                assert await req.recv() == b"q%d!" % i
 
 
-def test_one_socket_serves_both_wires(tmp_path: Path) -> None:
-    async def main() -> None:
-        async with (gateway.Socket("REP") as rep, gateway.Socket("REQ") as zreq,
-                    gateway.Socket("REQ") as sreq):
-            zreq.connect(rep.bind("zmq+tcp://127.0.0.1:0"))
-            sreq.connect(rep.bind(f"sp+ipc://{tmp_path}/both.sock"))
-            await rep.wait_peers(2)
-            for i in range(10):
-                for req in (zreq, sreq):
-                    await req.send(b"q%d" % i)
-                    body = await rep.recv()
-                    await rep.send(body + b"!")
-                    assert await req.recv() == b"q%d!" % i
-
-    run(main())
-
-
-def test_dealer_round_robin_and_router_fair_queue() -> None:
-    async def main() -> None:
-        routers = [gateway.Socket("ROUTER") for _ in range(3)]
-        dealer = gateway.Socket("DEALER")
-        try:
-            for r in routers:
-                dealer.connect(r.bind("zmq+tcp://127.0.0.1:0"))
-            await dealer.wait_peers(3)
-            for i in range(30):
-                await dealer.send(b"%d" % i)
-            counts = []
-            for r in routers:
-                got = [await r.recv_msg() for _ in range(10)]
-                counts.append(len(got))
-                assert len({m.hops[0] for m in got}) == 1
-            assert counts == [10, 10, 10]
-            # fair queueing the other way: two dealers into one router
-            other = gateway.Socket("DEALER")
-            other.connect(routers[0].bind("zmq+tcp://127.0.0.1:0"))
-            await other.wait_peers(1)
-            await routers[0].wait_peers(2)
-            for i in range(10):
-                await dealer.send(b"a%d" % i)  # round-robin: a0, a3, a6, a9 reach routers[0]
-                await other.send(b"b%d" % i)
-            bodies = [(await routers[0].recv_msg()).body[0] for _ in range(14)]
-            assert sorted(b for b in bodies if b.startswith(b"b")) == sorted(b"b%d" % i for i in range(10))
-            assert [b for b in bodies if b.startswith(b"a")] == [b"a0", b"a3", b"a6", b"a9"]
-            other.close()
-        finally:
-            dealer.close()
-            for r in routers:
-                r.close()
-
-    run(main())
+@timed
+async def test_dealer_round_robin_and_router_fair_queue() -> None:
+    routers = [gateway.Socket("ROUTER") for _ in range(3)]
+    dealer = gateway.Socket("DEALER")
+    try:
+        for r in routers:
+            dealer.connect(r.bind("zmq+tcp://127.0.0.1:0"))
+        await dealer.wait_peers(3)
+        for i in range(30):
+            await dealer.send(b"%d" % i)
+        counts = []
+        for r in routers:
+            got = [await r.recv_msg() for _ in range(10)]
+            counts.append(len(got))
+            assert len({m.hops[0] for m in got}) == 1
+        assert counts == [10, 10, 10]
+        # fair queueing the other way: two dealers into one router
+        other = gateway.Socket("DEALER")
+        other.connect(routers[0].bind("zmq+tcp://127.0.0.1:0"))
+        await other.wait_peers(1)
+        await routers[0].wait_peers(2)
+        for i in range(10):
+            await dealer.send(b"a%d" % i)  # round-robin: a0, a3, a6, a9 reach routers[0]
+            await other.send(b"b%d" % i)
+        bodies = [(await routers[0].recv_msg()).body[0] for _ in range(14)]
+        assert sorted(b for b in bodies if b.startswith(b"b")) == sorted(b"b%d" % i for i in range(10))
+        assert [b for b in bodies if b.startswith(b"a")] == [b"a0", b"a3", b"a6", b"a9"]
+        other.close()
+    finally:
+        dealer.close()
+        for r in routers:
+            r.close()
 
 
 # -- addresses -------------------------------------------------------------------------------
@@ -212,56 +190,50 @@ def test_dealer_round_robin_and_router_fair_queue() -> None:
 
 @pytest.mark.parametrize("url", ["zmq+tcp://127.0.0.1:0", "sp+tcp://127.0.0.1:0",
                                  "nng+tcp://127.0.0.1:*", "@zmq+tcp://127.0.0.1:0"])
-def test_bind_port_zero_returns_the_real_port(url: str) -> None:
-    async def main() -> None:
-        async with gateway.Socket("REP") as rep:
-            real = rep.bind(url)
-            ep = parse(real)
-            host, port = ep.host_port()
-            assert host == "127.0.0.1" and port > 0
-            assert real == f"{parse(url).scheme}://127.0.0.1:{port}"
-            # really listening before bind returned: a raw connection succeeds at once
-            reader, writer = await asyncio.open_connection("127.0.0.1", port)
-            await until(lambda: bool(rep.endpoints.pipes))
-            assert [p.endpoint for p in rep.endpoints.pipes] == [real]  # logs name the real address
-            writer.close()
-
-    run(main())
+@timed
+async def test_bind_port_zero_returns_the_real_port(url: str) -> None:
+    async with gateway.Socket("REP") as rep:
+        real = rep.bind(url)
+        ep = parse(real)
+        host, port = ep.host_port()
+        assert host == "127.0.0.1" and port > 0
+        assert real == f"{parse(url).scheme}://127.0.0.1:{port}"
+        # really listening before bind returned: a raw connection succeeds at once
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        await until(lambda: bool(rep.endpoints.pipes))
+        assert [p.endpoint for p in rep.endpoints.pipes] == [real]  # logs name the real address
+        writer.close()
 
 
-def test_bind_address_in_use_is_a_transport_error() -> None:
-    async def main() -> None:
-        async with gateway.Socket("REP") as a, gateway.Socket("REP") as b:
-            url = a.bind("zmq+tcp://127.0.0.1:0")
-            with pytest.raises(TransportError):
-                b.bind(url)
-            name = f"inproc://{uuid.uuid4().hex}"
-            a.bind(name)
-            with pytest.raises(TransportError):
-                b.bind(name)
-
-    run(main())
+@timed
+async def test_bind_address_in_use_is_a_transport_error() -> None:
+    async with gateway.Socket("REP") as a, gateway.Socket("REP") as b:
+        url = a.bind("zmq+tcp://127.0.0.1:0")
+        with pytest.raises(TransportError):
+            b.bind(url)
+        name = f"inproc://{uuid.uuid4().hex}"
+        a.bind(name)
+        with pytest.raises(TransportError):
+            b.bind(name)
 
 
-def test_many_endpoints_on_one_socket(tmp_path: Path) -> None:
-    async def main() -> None:
-        async with gateway.Socket("ROUTER") as router:
-            urls = [router.bind(endpoint(k, tmp_path)) for k in ENDPOINTS]
-            dealers = []
-            for url in urls:
-                d = gateway.Socket("DEALER")
-                d.connect(url)
-                dealers.append(d)
-            await router.wait_peers(len(urls))
-            for i, d in enumerate(dealers):
-                rid = (0x80000000 | i).to_bytes(4, "big")
-                await d.send_msg(Message((rid,), (b"from %d" % i,)))
-            got = sorted([(await router.recv_msg()).body[-1] for _ in dealers])
-            assert got == sorted(b"from %d" % i for i in range(len(dealers)))
-            for d in dealers:
-                d.close()
-
-    run(main())
+@timed
+async def test_many_endpoints_on_one_socket(tmp_path: Path) -> None:
+    async with gateway.Socket("ROUTER") as router:
+        urls = [router.bind(endpoint(k, tmp_path)) for k in ENDPOINTS]
+        dealers = []
+        for url in urls:
+            d = gateway.Socket("DEALER")
+            d.connect(url)
+            dealers.append(d)
+        await router.wait_peers(len(urls))
+        for i, d in enumerate(dealers):
+            rid = (0x80000000 | i).to_bytes(4, "big")
+            await d.send_msg(Message((rid,), (b"from %d" % i,)))
+        got = sorted([(await router.recv_msg()).body[-1] for _ in dealers])
+        assert got == sorted(b"from %d" % i for i in range(len(dealers)))
+        for d in dealers:
+            d.close()
 
 
 # -- bounded queues ----------------------------------------------------------------------------
@@ -356,8 +328,7 @@ def test_routed_send_respects_the_hwm(mandatory: bool) -> None:
     n, size = 100_000, 1024
 
     async def main() -> None:
-        async with gateway.Socket("ROUTER", router_mandatory=mandatory) as router:
-            url = router.bind("zmq+tcp://127.0.0.1:0")
+        async with _router("zmq", router_mandatory=mandatory) as (router, url):
             ctx = zmq.Context()
             dealer = ctx.socket(zmq.DEALER)
             dealer.setsockopt(zmq.RCVHWM, 10)
@@ -408,118 +379,100 @@ def test_routed_send_drop_log_is_rate_limited(capsys: pytest.CaptureFixture[str]
                 await router.send_msg(Message((ident, b""), (b"y" * 2048,)))
             return dropped("hwm") - before, 500
 
-    drops, n = run(main())
+    drops, n = run(main(), TIMEOUT)
     assert n - 2 <= drops <= n
     lines = [line for line in capsys.readouterr().out.splitlines() + capsys.readouterr().err.splitlines()
              if "drop" in line and "hwm" in line]
     assert len(lines) <= 1
 
 
-def test_rep_reply_to_a_full_pipe_is_dropped() -> None:
+@timed
+async def test_rep_reply_to_a_full_pipe_is_dropped() -> None:
     """Cooked REP, like libzmq's: a reply to a pipe at its mark is dropped; REP goes on."""
-
-    async def main() -> None:
-        async with (gateway.Socket("REP", hwm=1) as rep, gateway.Socket("DEALER") as dealer):
-            dealer.connect(rep.bind("zmq+inproc://" + uuid.uuid4().hex))
-            await dealer.wait_peers(1)
-            (pipe,) = [p for p in rep.endpoints.pipes if p.ready]
-            before = dropped("hwm")
-            for i in range(5):  # requests that all arrive before the loop runs the replies
-                await dealer.send_msg(Message((b"",), (b"q%d" % i,)))
-            for i in range(5):
-                assert await rep.recv() == b"q%d" % i
-                await rep.send(b"x" * 4096)  # 4 KiB > 1 KiB mark: the first fills the pipe
-            assert dropped("hwm") - before == 4
-            assert pipe.buffered <= 1024 + 4096 + 16
-
-    run(main())
+    async with (gateway.Socket("REP", hwm=1) as rep, gateway.Socket("DEALER") as dealer):
+        dealer.connect(rep.bind("zmq+inproc://" + uuid.uuid4().hex))
+        await dealer.wait_peers(1)
+        (pipe,) = [p for p in rep.endpoints.pipes if p.ready]
+        before = dropped("hwm")
+        for i in range(5):  # requests that all arrive before the loop runs the replies
+            await dealer.send_msg(Message((b"",), (b"q%d" % i,)))
+        for i in range(5):
+            assert await rep.recv() == b"q%d" % i
+            await rep.send(b"x" * 4096)  # 4 KiB > 1 KiB mark: the first fills the pipe
+        assert dropped("hwm") - before == 4
+        assert pipe.buffered <= 1024 + 4096 + 16
 
 
-def test_inbox_size_counts_waiting_messages() -> None:
-    async def main() -> None:
-        async with gateway.Socket("ROUTER") as router, gateway.Socket("DEALER") as dealer:
-            dealer.connect(router.bind("zmq+inproc://" + uuid.uuid4().hex))
-            assert router.inbox_size == 0
-            for i in range(3):
-                await dealer.send(b"%d" % i)
-            await until(lambda: router.inbox_size == 3)
-            await router.recv_msg()
-            assert router.inbox_size == 2
-
-    run(main())
+@timed
+async def test_inbox_size_counts_waiting_messages() -> None:
+    async with gateway.Socket("ROUTER") as router, gateway.Socket("DEALER") as dealer:
+        dealer.connect(router.bind("zmq+inproc://" + uuid.uuid4().hex))
+        assert router.inbox_size == 0
+        for i in range(3):
+            await dealer.send(b"%d" % i)
+        await until(lambda: router.inbox_size == 3)
+        await router.recv_msg()
+        assert router.inbox_size == 2
 
 
 # -- reconnect, resend, linger ------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("wire", ["zmq", "sp"])
-def test_reconnect_after_the_server_rebinds(wire: str) -> None:
-    async def main() -> None:
-        async with gateway.Socket("REQ", reconnect_ivl=0.05, reconnect_ivl_max=0.2) as req:
-            rep = gateway.Socket("REP")
-            url = rep.bind(f"{wire}+tcp://127.0.0.1:0")
-            req.connect(url)
-            await req.send(b"one")
-            assert await rep.recv() == b"one"
-            await rep.send(b"1")
-            assert await req.recv() == b"1"
+@timed
+async def test_reconnect_after_the_server_rebinds(wire: str) -> None:
+    async with gateway.Socket("REQ", reconnect_ivl=0.05, reconnect_ivl_max=0.2) as req:
+        rep = gateway.Socket("REP")
+        url = rep.bind(f"{wire}+tcp://127.0.0.1:0")
+        req.connect(url)
+        await round_trip(req, rep, b"one", b"1")
+        rep.close()
+        await until(lambda: req.peers == 0)
+        await asyncio.sleep(0.3)  # a few failed redials
+        rep = gateway.Socket("REP")
+        assert rep.bind(url) == url  # same port
+        try:
+            await req.wait_peers(1, timeout=5)
+            await round_trip(req, rep, b"two", b"2")
+        finally:
             rep.close()
-            await until(lambda: req.peers == 0)
-            await asyncio.sleep(0.3)  # a few failed redials
-            rep = gateway.Socket("REP")
-            assert rep.bind(url) == url  # same port
-            try:
-                await req.wait_peers(1, timeout=5)
-                await req.send(b"two")
-                assert await rep.recv() == b"two"
-                await rep.send(b"2")
-                assert await req.recv() == b"2"
-            finally:
-                rep.close()
-
-    run(main())
 
 
-def test_sp_req_resends_on_a_new_pipe_when_its_pipe_dies() -> None:
+@timed
+async def test_sp_req_resends_on_a_new_pipe_when_its_pipe_dies() -> None:
     """nng's REQ: the pending request goes out again when the pipe it went on is lost."""
-
-    async def main() -> None:
-        async with gateway.Socket("REQ", reconnect_ivl=0.05, reconnect_ivl_max=0.2) as req:
-            first = gateway.Socket("REP")
-            url = first.bind("sp+tcp://127.0.0.1:0")
-            req.connect(url)
-            await req.send(b"important")
-            assert await first.recv() == b"important"
-            first.close()  # dies without replying
-            second = gateway.Socket("REP")
-            second.bind(url)
-            try:
-                before = METRICS.get("gateway_requests_resent_total")
-                assert await second.recv() == b"important"
-                assert METRICS.get("gateway_requests_resent_total") > before
-                await second.send(b"done")
-                assert await req.recv() == b"done"
-            finally:
-                second.close()
-
-    run(main())
+    async with gateway.Socket("REQ", reconnect_ivl=0.05, reconnect_ivl_max=0.2) as req:
+        first = gateway.Socket("REP")
+        url = first.bind("sp+tcp://127.0.0.1:0")
+        req.connect(url)
+        await req.send(b"important")
+        assert await first.recv() == b"important"
+        first.close()  # dies without replying
+        second = gateway.Socket("REP")
+        second.bind(url)
+        try:
+            before = METRICS.get("gateway_requests_resent_total")
+            assert await second.recv() == b"important"
+            assert METRICS.get("gateway_requests_resent_total") > before
+            await second.send(b"done")
+            assert await req.recv() == b"done"
+        finally:
+            second.close()
 
 
-def test_sp_req_resend_interval() -> None:
-    async def main() -> None:
-        async with (gateway.Socket("REQ", resend_interval=0.2) as req,
-                    gateway.Socket("REP", raw=True) as xrep):
-            req.connect(xrep.bind("sp+tcp://127.0.0.1:0"))
-            await req.send(b"again?")
-            a = await xrep.recv_msg()
-            b = await xrep.recv_msg()  # the same request, resent after 0.2 s
-            assert a == b and a.body == (b"again?",)
-            await xrep.send_msg(Message(b.hops, (b"yes",)))
-            assert await req.recv() == b"yes"
-            await asyncio.sleep(0.3)
-            assert not xrep.inbox_size  # answered: no more resends
-
-    run(main())
+@timed
+async def test_sp_req_resend_interval() -> None:
+    async with (gateway.Socket("REQ", resend_interval=0.2) as req,
+                gateway.Socket("REP", raw=True) as xrep):
+        req.connect(xrep.bind("sp+tcp://127.0.0.1:0"))
+        await req.send(b"again?")
+        a = await xrep.recv_msg()
+        b = await xrep.recv_msg()  # the same request, resent after 0.2 s
+        assert a == b and a.body == (b"again?",)
+        await xrep.send_msg(Message(b.hops, (b"yes",)))
+        assert await req.recv() == b"yes"
+        await asyncio.sleep(0.3)
+        assert not xrep.inbox_size  # answered: no more resends
 
 
 def test_linger_flushes_queued_messages() -> None:
@@ -542,100 +495,90 @@ def test_linger_flushes_queued_messages() -> None:
 # -- close never hangs ------------------------------------------------------------------------
 
 
-def test_close_with_a_pending_recv_raises_closed() -> None:
-    async def main() -> None:
-        s = gateway.Socket("REP")
+@timed
+async def test_close_with_a_pending_recv_raises_closed() -> None:
+    s = gateway.Socket("REP")
+    s.bind("zmq+tcp://127.0.0.1:0")
+    task = asyncio.create_task(s.recv())
+    await asyncio.sleep(0.05)
+    s.close()
+    with pytest.raises(Closed):
+        await asyncio.wait_for(task, 1)
+
+
+@timed
+async def test_close_with_a_pending_send_raises_closed() -> None:
+    s = gateway.Socket("DEALER")
+    s.connect("zmq+tcp://127.0.0.1:1")  # nobody there: send waits for a pipe
+    task = asyncio.create_task(s.send(b"x"))
+    await asyncio.sleep(0.05)
+    assert not task.done()
+    s.close()
+    with pytest.raises(Closed):
+        await asyncio.wait_for(task, 1)
+
+
+@timed
+async def test_wait_peers_times_out() -> None:
+    async with gateway.Socket("REQ") as s:
+        s.connect("sp+tcp://127.0.0.1:1")
+        with pytest.raises(TimeoutError):
+            await s.wait_peers(1, timeout=0.2)
+
+
+@timed
+async def test_close_is_fast_and_idempotent() -> None:
+    for kind in ("REQ", "REP", "DEALER", "ROUTER"):
+        s = gateway.Socket(kind)
         s.bind("zmq+tcp://127.0.0.1:0")
-        task = asyncio.create_task(s.recv())
-        await asyncio.sleep(0.05)
-        s.close()
-        with pytest.raises(Closed):
-            await asyncio.wait_for(task, 1)
-
-    run(main())
-
-
-def test_close_with_a_pending_send_raises_closed() -> None:
-    async def main() -> None:
-        s = gateway.Socket("DEALER")
-        s.connect("zmq+tcp://127.0.0.1:1")  # nobody there: send waits for a pipe
-        task = asyncio.create_task(s.send(b"x"))
-        await asyncio.sleep(0.05)
-        assert not task.done()
-        s.close()
-        with pytest.raises(Closed):
-            await asyncio.wait_for(task, 1)
-
-    run(main())
-
-
-def test_wait_peers_times_out() -> None:
-    async def main() -> None:
-        async with gateway.Socket("REQ") as s:
-            s.connect("sp+tcp://127.0.0.1:1")
-            with pytest.raises(TimeoutError):
-                await s.wait_peers(1, timeout=0.2)
-
-    run(main())
-
-
-def test_close_is_fast_and_idempotent() -> None:
-    async def main() -> None:
-        for kind in ("REQ", "REP", "DEALER", "ROUTER"):
-            s = gateway.Socket(kind)
-            s.bind("zmq+tcp://127.0.0.1:0")
-            s.connect("sp+tcp://127.0.0.1:1")  # a dialer that keeps failing
-            t0 = time.monotonic()
-            s.close()
-            s.close()
-            await asyncio.sleep(0)
-            assert time.monotonic() - t0 < 0.5
-            with pytest.raises(Closed):
-                await s.send(b"x")
-            with pytest.raises(Closed):
-                await s.recv()
-            with pytest.raises(Closed):
-                s.bind("zmq+tcp://127.0.0.1:0")
-            with pytest.raises(Closed):
-                s.connect("zmq+tcp://127.0.0.1:1")
-
-    run(main())
-
-
-def test_close_with_peers_and_unread_data() -> None:
-    async def main() -> None:
-        router = gateway.Socket("ROUTER", linger=0)
-        dealer = gateway.Socket("DEALER")
-        dealer.connect(router.bind("zmq+tcp://127.0.0.1:0"))
-        await router.wait_peers(1)
-        for _ in range(100):
-            await dealer.send(b"unread")
+        s.connect("sp+tcp://127.0.0.1:1")  # a dialer that keeps failing
         t0 = time.monotonic()
-        router.close()
+        s.close()
+        s.close()
+        await asyncio.sleep(0)
         assert time.monotonic() - t0 < 0.5
-        await until(lambda: dealer.peers == 0)  # the peer notices
-        dealer.close()
+        with pytest.raises(Closed):
+            await s.send(b"x")
+        with pytest.raises(Closed):
+            await s.recv()
+        with pytest.raises(Closed):
+            s.bind("zmq+tcp://127.0.0.1:0")
+        with pytest.raises(Closed):
+            s.connect("zmq+tcp://127.0.0.1:1")
 
-    run(main())
+
+@timed
+async def test_close_with_peers_and_unread_data() -> None:
+    router = gateway.Socket("ROUTER", linger=0)
+    dealer = gateway.Socket("DEALER")
+    dealer.connect(router.bind("zmq+tcp://127.0.0.1:0"))
+    await router.wait_peers(1)
+    for _ in range(100):
+        await dealer.send(b"unread")
+    t0 = time.monotonic()
+    router.close()
+    assert time.monotonic() - t0 < 0.5
+    await until(lambda: dealer.peers == 0)  # the peer notices
+    dealer.close()
 
 
-def test_asyncio_timeout_on_recv_loses_nothing() -> None:
-    async def main() -> None:
-        async with gateway.Socket("REP") as rep, gateway.Socket("REQ") as req:
-            req.connect(rep.bind("zmq+tcp://127.0.0.1:0"))
-            with pytest.raises(TimeoutError):
-                await asyncio.wait_for(rep.recv(), 0.1)
-            await req.send(b"after timeout")
-            assert await rep.recv() == b"after timeout"
-
-    run(main())
+@timed
+async def test_asyncio_timeout_on_recv_loses_nothing() -> None:
+    async with gateway.Socket("REP") as rep, gateway.Socket("REQ") as req:
+        req.connect(rep.bind("zmq+tcp://127.0.0.1:0"))
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(rep.recv(), 0.1)
+        await req.send(b"after timeout")
+        assert await rep.recv() == b"after timeout"
 
 
 # -- bad input: one pipe closed, counted; the socket goes on -----------------------------------
 
 
-async def _raw_client(port: int, data: bytes, read_timeout: float = 3.0) -> bytes:
-    """Connect, write ``data``, read until the server closes; return what it sent."""
+async def _raw_client(where: int | str, data: bytes, read_timeout: float = 3.0) -> bytes:
+    """Connect (to a port, or a ``tcp`` URL's port), write ``data``, read until the server
+    closes; return what it sent."""
+    port = where if isinstance(where, int) else parse(where).host_port()[1]
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     writer.write(data)
     got = bytearray()
@@ -648,6 +591,43 @@ async def _raw_client(port: int, data: bytes, read_timeout: float = 3.0) -> byte
     finally:
         writer.close()
     return bytes(got)
+
+
+@contextlib.asynccontextmanager
+async def _linked(server_kind: str, client_kind: str, wire: str) -> AsyncIterator[
+        tuple[gateway.Socket, gateway.Socket]]:
+    """A ``server_kind`` socket on a new ``<wire>+tcp`` port and a ``client_kind`` socket
+    connected to it, once the client has its peer: (server, client)."""
+    async with gateway.Socket(server_kind) as server, gateway.Socket(client_kind) as client:
+        client.connect(server.bind(f"{wire}+tcp://127.0.0.1:0"))
+        await client.wait_peers(1)
+        yield server, client
+
+
+@contextlib.asynccontextmanager
+async def _router(wire: str, **options: Any) -> AsyncIterator[tuple[gateway.Socket, str]]:
+    """A ROUTER bound to a new ``<wire>+tcp`` port on 127.0.0.1: (router, its URL)."""
+    async with gateway.Socket("ROUTER", **options) as router:
+        yield router, router.bind(f"{wire}+tcp://127.0.0.1:0")
+
+
+@contextlib.asynccontextmanager
+async def _served(wire: str, **router_options: Any) -> AsyncIterator[
+        tuple[gateway.Socket, gateway.Socket, str]]:
+    """A ROUTER on a new ``<wire>+tcp`` port with a native DEALER connected: (router, dealer,
+    url); a raw client then tries the port, and the DEALER shows the socket goes on."""
+    async with (gateway.Socket("ROUTER", **router_options) as router,
+                gateway.Socket("DEALER") as dealer):
+        url = router.bind(f"{wire}+tcp://127.0.0.1:0")
+        dealer.connect(url)
+        await router.wait_peers(1)
+        yield router, dealer, url
+
+
+async def _goes_on(router: gateway.Socket, dealer: gateway.Socket, wire: str) -> None:
+    """The ROUTER still has its DEALER, and they still exchange."""
+    assert router.peers == 1
+    await _good_exchange(router, dealer, wire == "sp")
 
 
 async def _good_exchange(router: gateway.Socket, dealer: gateway.Socket, sp: bool) -> None:
@@ -679,36 +659,27 @@ BAD_INPUT = [
 
 @pytest.mark.parametrize(("wire", "garbage", "reason"), BAD_INPUT,
                          ids=[f"{w}-{i}" for i, (w, _, _) in enumerate(BAD_INPUT)])
-def test_bad_input_closes_only_that_pipe(wire: str, garbage: bytes, reason: str) -> None:
-    async def main() -> None:
-        async with gateway.Socket("ROUTER") as router, gateway.Socket("DEALER") as dealer:
-            url = router.bind(f"{wire}+tcp://127.0.0.1:0")
-            dealer.connect(url)
-            await router.wait_peers(1)
-            before = closed(reason)
-            got = await _raw_client(parse(url).host_port()[1], garbage)
-            if wire == "zmq":
-                assert got[:1] == b"\xff"  # our greeting went out first; then the close
-            else:
-                assert got[:8] == sp_header(0x31)
-            await until(lambda: closed(reason) == before + 1)
-            assert router.peers == 1
-            await _good_exchange(router, dealer, wire == "sp")
-
-    run(main())
+@timed
+async def test_bad_input_closes_only_that_pipe(wire: str, garbage: bytes, reason: str) -> None:
+    async with _served(wire) as (router, dealer, url):
+        before = closed(reason)
+        got = await _raw_client(url, garbage)
+        if wire == "zmq":
+            assert got[:1] == b"\xff"  # our greeting went out first; then the close
+        else:
+            assert got[:8] == sp_header(0x31)
+        await until(lambda: closed(reason) == before + 1)
+        await _goes_on(router, dealer, wire)
 
 
-def test_handshake_timeout_closes_a_silent_peer() -> None:
-    async def main() -> None:
-        async with gateway.Socket("ROUTER", handshake_timeout=0.2) as router:
-            url = router.bind("zmq+tcp://127.0.0.1:0")
-            before = closed("handshake-timeout")
-            t0 = time.monotonic()
-            got = await _raw_client(parse(url).host_port()[1], b"")
-            assert got[:1] == b"\xff" and time.monotonic() - t0 < 2
-            assert closed("handshake-timeout") == before + 1
-
-    run(main())
+@timed
+async def test_handshake_timeout_closes_a_silent_peer() -> None:
+    async with _router("zmq", handshake_timeout=0.2) as (router, url):
+        before = closed("handshake-timeout")
+        t0 = time.monotonic()
+        got = await _raw_client(url, b"")
+        assert got[:1] == b"\xff" and time.monotonic() - t0 < 2
+        assert closed("handshake-timeout") == before + 1
 
 
 # -- handshake diagnostics: one warning line (rate-limited) and a counter per reason -----------
@@ -767,19 +738,14 @@ def test_handshake_failure_is_logged_and_counted(
     configure("json", "info")
 
     async def main() -> str:
-        async with gateway.Socket("ROUTER", name="front") as router, \
-                gateway.Socket("DEALER") as dealer:
-            url = router.bind(f"{wire}+tcp://127.0.0.1:0")
-            dealer.connect(url)
-            await router.wait_peers(1)
+        async with _served(wire, name="front") as (router, dealer, url):
             before = _failures(reason, "front")
-            await _raw_client(parse(url).host_port()[1], data)
+            await _raw_client(url, data)
             await until(lambda: _failures(reason, "front") == before + 1)
-            assert router.peers == 1
-            await _good_exchange(router, dealer, wire == "sp")
+            await _goes_on(router, dealer, wire)
             return url
 
-    url = run(main())
+    url = run(main(), TIMEOUT)
     [line] = _warnings(capsys.readouterr().err, "handshake.failed")
     assert line["level"] == "warning" and line["reason"] == reason and line["socket"] == "front"
     assert line["endpoint"] == url and line["peer"].startswith("127.0.0.1:")
@@ -797,8 +763,7 @@ def test_handshake_failures_rate_limited_per_endpoint(
     plain = ZMTP_GREETING[:12] + b"PLAIN".ljust(20, b"\x00") + b"\x00" * 32
 
     async def main() -> None:
-        async with gateway.Socket("ROUTER") as router:
-            url = router.bind("zmq+tcp://127.0.0.1:0")
+        async with _router("zmq") as (router, url):
             port = parse(url).host_port()[1]
             before = _failures("mechanism")
             for _ in range(5):
@@ -806,7 +771,7 @@ def test_handshake_failures_rate_limited_per_endpoint(
             await _raw_client(port, plain)
             await until(lambda: _failures("mechanism") == before + 6)
 
-    run(main())
+    run(main(), TIMEOUT)
     lines = _warnings(capsys.readouterr().err, "handshake.failed")
     assert [line["peer_mechanism"] for line in lines] == ["CURVE", "PLAIN"]
 
@@ -832,12 +797,9 @@ def test_handshake_timeout_and_peer_closed_are_logged(
             await writer.drain()
             writer.close()  # a port probe: closes before any greeting
             await until(lambda: _failures("peer-closed", "REP") == timeouts + 1)
-            await req.send(b"still")
-            assert await rep.recv() == b"still"
-            await rep.send(b"here")
-            assert await req.recv() == b"here"
+            await round_trip(req, rep, b"still", b"here")
 
-    run(main())
+    run(main(), TIMEOUT)
     lines = {line["reason"]: line for line in _warnings(capsys.readouterr().err, "handshake.failed")}
     assert "no handshake within 0.3s" in lines["handshake-timeout"]["detail"]
     assert "the peer closed the connection after 5 bytes" in lines["peer-closed"]["detail"]
@@ -866,7 +828,7 @@ def test_peer_closing_after_its_greeting_says_what_was_seen(
             writer.close()
             await until(lambda: _failures("pairing", "q") == before + 1)
 
-    run(main())
+    run(main(), TIMEOUT)
     [line] = _warnings(capsys.readouterr().err, "handshake.failed")
     assert (line["reason"], line["stage"], line["socket_type"], line["inferred"]) == (
         "pairing", "ready", "REQ", "true")
@@ -875,65 +837,57 @@ def test_peer_closing_after_its_greeting_says_what_was_seen(
     assert "its greeting came (mechanism matched), its READY did not" in line["detail"]
 
 
-def test_closing_our_socket_is_no_handshake_failure() -> None:
-    async def main() -> None:
-        before = METRICS.total("gateway_handshake_failures_total")
-        async with gateway.Socket("ROUTER") as router:
-            url = router.bind("zmq+tcp://127.0.0.1:0")
-            reader, writer = await asyncio.open_connection("127.0.0.1", parse(url).host_port()[1])
-            await reader.readexactly(11)
-            router.close()
-            await reader.read()  # our close, not the peer's failure
-            writer.close()
-        await asyncio.sleep(0.05)
-        assert METRICS.total("gateway_handshake_failures_total") == before
-
-    run(main())
+@timed
+async def test_closing_our_socket_is_no_handshake_failure() -> None:
+    before = METRICS.total("gateway_handshake_failures_total")
+    async with _router("zmq") as (router, url):
+        reader, writer = await asyncio.open_connection("127.0.0.1", parse(url).host_port()[1])
+        await reader.readexactly(11)
+        router.close()
+        await reader.read()  # our close, not the peer's failure
+        writer.close()
+    await asyncio.sleep(0.05)
+    assert METRICS.total("gateway_handshake_failures_total") == before
 
 
-def test_zmtp_ping_is_answered() -> None:
-    async def main() -> None:
-        async with gateway.Socket("ROUTER") as router:
-            url = router.bind("zmq+tcp://127.0.0.1:0")
-            reader, writer = await asyncio.open_connection("127.0.0.1", parse(url).host_port()[1])
-            writer.write(ZMTP_GREETING + zmtp_ready(b"DEALER"))
-            writer.write(b"\x04\x09\x04PING\x00\x0aab")  # ttl 1 s, context "ab"
-            await router.wait_peers(1)
-            pong = b"\x04\x07\x04PONGab"
-            got = bytearray()
-            async with asyncio.timeout(3):
-                while pong not in got:
-                    got += await reader.read(4096)
-            writer.write(b"\x00\x02hi")
-            msg = await router.recv_msg()
-            assert msg.body == (b"hi",)
-            writer.close()
-
-    run(main())
+@timed
+async def test_zmtp_ping_is_answered() -> None:
+    async with _router("zmq") as (router, url):
+        reader, writer = await asyncio.open_connection("127.0.0.1", parse(url).host_port()[1])
+        writer.write(ZMTP_GREETING + zmtp_ready(b"DEALER"))
+        writer.write(b"\x04\x09\x04PING\x00\x0aab")  # ttl 1 s, context "ab"
+        await router.wait_peers(1)
+        pong = b"\x04\x07\x04PONGab"
+        got = bytearray()
+        async with asyncio.timeout(3):
+            while pong not in got:
+                got += await reader.read(4096)
+        writer.write(b"\x00\x02hi")
+        msg = await router.recv_msg()
+        assert msg.body == (b"hi",)
+        writer.close()
 
 
 @pytest.mark.parametrize("wire", ["zmq", "sp"])
-def test_oversize_message_closes_the_pipe(wire: str) -> None:
-    async def main() -> None:
-        async with (gateway.Socket("ROUTER", max_message_size=1000) as router,
-                    gateway.Socket("DEALER", reconnect_ivl=0.05) as big,
-                    gateway.Socket("DEALER") as small):
-            url = router.bind(f"{wire}+tcp://127.0.0.1:0")
-            big.connect(url)
-            small.connect(url)
-            await router.wait_peers(2)
-            before = closed("message-too-large")
-            rid = (b"\x80\x00\x00\x01",) if wire == "sp" else ()
-            await big.send_msg(Message(rid, (b"x" * 2000,)))
-            await until(lambda: closed("message-too-large") == before + 1)
-            await _good_exchange(router, small, wire == "sp")
-            # the offender redials; a message within the limit is fine afterwards
-            await until(lambda: router.peers == 2)
-            await big.send_msg(Message(rid, (b"x" * 900,)))
-            msg = await router.recv_msg()
-            assert msg.body == (b"x" * 900,)
-
-    run(main())
+@timed
+async def test_oversize_message_closes_the_pipe(wire: str) -> None:
+    async with (gateway.Socket("ROUTER", max_message_size=1000) as router,
+                gateway.Socket("DEALER", reconnect_ivl=0.05) as big,
+                gateway.Socket("DEALER") as small):
+        url = router.bind(f"{wire}+tcp://127.0.0.1:0")
+        big.connect(url)
+        small.connect(url)
+        await router.wait_peers(2)
+        before = closed("message-too-large")
+        rid = (b"\x80\x00\x00\x01",) if wire == "sp" else ()
+        await big.send_msg(Message(rid, (b"x" * 2000,)))
+        await until(lambda: closed("message-too-large") == before + 1)
+        await _good_exchange(router, small, wire == "sp")
+        # the offender redials; a message within the limit is fine afterwards
+        await until(lambda: router.peers == 2)
+        await big.send_msg(Message(rid, (b"x" * 900,)))
+        msg = await router.recv_msg()
+        assert msg.body == (b"x" * 900,)
 
 
 @pytest.mark.parametrize("ttl", [8, 3])
@@ -958,23 +912,21 @@ def test_sp_ttl_overflow_is_dropped_and_counted(ttl: int) -> None:
             await xrep.send_msg(Message(msg.hops, (b"reply",)))
             assert await xreq.recv_msg() == Message((hop,) * (ttl - 1) + (rid,), (b"reply",))
 
-    run(main())
+    run(main(), TIMEOUT)
 
 
-def test_sp_short_backtrace_closes_the_pipe() -> None:
-    async def main() -> None:
-        async with (gateway.Socket("REP", raw=True) as xrep,
-                    gateway.Socket("REQ", raw=True, reconnect_ivl=0.05) as xreq):
-            xreq.connect(xrep.bind("sp+tcp://127.0.0.1:0"))
-            await xrep.wait_peers(1)
-            before = closed("protocol-error")
-            await xreq.send_msg(Message((), (b"\x00\x00\x00\x01",)))  # no top-bit word
-            await until(lambda: closed("protocol-error") == before + 1)
-            await xrep.wait_peers(1)  # redialled
-            await xreq.send_msg(Message((b"\x80\x00\x00\x01",), (b"ok",)))
-            assert (await xrep.recv_msg()).body == (b"ok",)
-
-    run(main())
+@timed
+async def test_sp_short_backtrace_closes_the_pipe() -> None:
+    async with (gateway.Socket("REP", raw=True) as xrep,
+                gateway.Socket("REQ", raw=True, reconnect_ivl=0.05) as xreq):
+        xreq.connect(xrep.bind("sp+tcp://127.0.0.1:0"))
+        await xrep.wait_peers(1)
+        before = closed("protocol-error")
+        await xreq.send_msg(Message((), (b"\x00\x00\x00\x01",)))  # no top-bit word
+        await until(lambda: closed("protocol-error") == before + 1)
+        await xrep.wait_peers(1)  # redialled
+        await xreq.send_msg(Message((b"\x80\x00\x00\x01",), (b"ok",)))
+        assert (await xrep.recv_msg()).body == (b"ok",)
 
 
 WRONG_PAIRS = [
@@ -985,186 +937,162 @@ WRONG_PAIRS = [
 
 
 @pytest.mark.parametrize(("wire", "server", "client"), WRONG_PAIRS)
-def test_wrong_peer_type_is_refused(wire: str, server: str, client: str) -> None:
-    async def main() -> None:
-        async with (gateway.Socket(server, reconnect_ivl=0.05) as srv,
-                    gateway.Socket(client, reconnect_ivl=0.05) as cli):
-            before = closed("pairing")
-            cli.connect(srv.bind(f"{wire}+tcp://127.0.0.1:0"))
-            await until(lambda: closed("pairing") >= before + 2, 1.5)  # both ends refuse
-            assert srv.peers == 0 and cli.peers == 0
-            sender = cli if client in ("REQ", "DEALER") else srv
-            receiver = srv if sender is cli else cli
-            if sender.pattern.routed:
-                return  # nothing to route to
+@timed
+async def test_wrong_peer_type_is_refused(wire: str, server: str, client: str) -> None:
+    async with (gateway.Socket(server, reconnect_ivl=0.05) as srv,
+                gateway.Socket(client, reconnect_ivl=0.05) as cli):
+        before = closed("pairing")
+        cli.connect(srv.bind(f"{wire}+tcp://127.0.0.1:0"))
+        await until(lambda: closed("pairing") >= before + 2, 1.5)  # both ends refuse
+        assert srv.peers == 0 and cli.peers == 0
+        sender = cli if client in ("REQ", "DEALER") else srv
+        receiver = srv if sender is cli else cli
+        if sender.pattern.routed:
+            return  # nothing to route to
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(sender.send(b"must not cross"), 0.3)
+        if receiver.kind == "REQ":  # a REQ may not even call recv before sending
+            await asyncio.sleep(0.3)
+            assert not receiver.inbox_size
+        else:
             with pytest.raises(TimeoutError):
-                await asyncio.wait_for(sender.send(b"must not cross"), 0.3)
-            if receiver.kind == "REQ":  # a REQ may not even call recv before sending
-                await asyncio.sleep(0.3)
-                assert not receiver.inbox_size
-            else:
-                with pytest.raises(TimeoutError):
-                    await asyncio.wait_for(receiver.recv(), 0.3)
-
-    run(main())
+                await asyncio.wait_for(receiver.recv(), 0.3)
 
 
-def test_router_mandatory_and_unroutable_drop() -> None:
-    async def main() -> None:
-        async with gateway.Socket("ROUTER") as lax, gateway.Socket("ROUTER", router_mandatory=True) as strict:
-            before = dropped("unroutable")
-            await lax.send_msg(Message((b"nobody",), (b"x",)))
-            assert dropped("unroutable") == before + 1
-            with pytest.raises(PeerGone):  # a TransportError, as the device expects
-                await strict.send_msg(Message((b"nobody",), (b"x",)))
-            assert issubclass(PeerGone, TransportError)
-            with pytest.raises(LocalProtocolError):
-                await strict.send_msg(Message((), (b"no routing id",)))
-
-    run(main())
+@timed
+async def test_router_mandatory_and_unroutable_drop() -> None:
+    async with gateway.Socket("ROUTER") as lax, gateway.Socket("ROUTER", router_mandatory=True) as strict:
+        before = dropped("unroutable")
+        await lax.send_msg(Message((b"nobody",), (b"x",)))
+        assert dropped("unroutable") == before + 1
+        with pytest.raises(PeerGone):  # a TransportError, as the device expects
+            await strict.send_msg(Message((b"nobody",), (b"x",)))
+        assert issubclass(PeerGone, TransportError)
+        with pytest.raises(LocalProtocolError):
+            await strict.send_msg(Message((), (b"no routing id",)))
 
 
-def test_fast_send_does_what_the_general_send_does() -> None:
+@timed
+async def test_fast_send_does_what_the_general_send_does() -> None:
     """The device's send (``send_now``): for raw request-reply sockets the strategy's fast
     twin, with the general path's results: the pipe's id, None with no writable pipe, the same
     drops and errors; cooked sockets take the general path itself."""
-
-    async def main() -> None:
-        async with (gateway.Socket("ROUTER") as lax,
-                    gateway.Socket("ROUTER", router_mandatory=True) as strict,
-                    gateway.Socket("DEALER") as dealer, gateway.Socket("REQ") as req):
-            assert req.send_now == req.send_general  # cooked: its state lives in the pattern
-            send = dealer.send_now
-            assert send == dealer.sender.send_raw
-            assert send(Message((), (b"x",))) is None  # no pipe yet
-            assert dealer.send_general(Message((), (b"x",))) is None
-            url = lax.bind("zmq+tcp://127.0.0.1:0")
-            dealer.connect(url)
-            await lax.wait_peers(1)
-            await dealer.wait_peers(1)
-            assert send(Message((b"",), (b"hello",))) is not None
-            msg = await lax.recv_msg()
-            assert msg.body == (b"hello",)
-            for to_client in (lax.send_now, lax.send_general):
-                assert to_client(Message(msg.hops, (b"back",))) == msg.hops[0]
-                assert await dealer.recv_multipart() == [b"", b"back"]
-                before = dropped("unroutable")
-                assert to_client(Message((b"nobody",), (b"x",))) == b"nobody"
-                assert dropped("unroutable") == before + 1
-            for strict_send in (strict.send_now, strict.send_general):
-                with pytest.raises(PeerGone):
-                    strict_send(Message((b"nobody",), (b"x",)))
-                with pytest.raises(LocalProtocolError):
-                    strict_send(Message((), (b"no routing id",)))
-        with pytest.raises(Closed):
-            send(Message((), (b"x",)))
-
-    run(main())
-
-
-def test_peer_chosen_identity_and_duplicates() -> None:
-    async def main() -> None:
-        async with (gateway.Socket("ROUTER") as router,
-                    gateway.Socket("DEALER", identity=b"alice") as a1,
-                    gateway.Socket("DEALER", identity=b"alice", reconnect_ivl=1.0) as a2):
-            url = router.bind("zmq+tcp://127.0.0.1:0")
-            a1.connect(url)
-            await router.wait_peers(1)
-            before = closed("duplicate-identity")
-            a2.connect(url)
-            await until(lambda: closed("duplicate-identity") == before + 1)
-            await a1.send(b"hi")
-            msg = await router.recv_msg()
-            assert msg == Message((b"alice",), (b"hi",))
-            await router.send_multipart([b"alice", b"hello", b"alice"])
-            assert await a1.recv_multipart() == [b"hello", b"alice"]
-            assert router.peers == 1
-
-    run(main())
-
-
-def test_sp_refuses_multipart_bodies() -> None:
-    async def main() -> None:
-        async with gateway.Socket("REP") as rep, gateway.Socket("DEALER") as dealer:
-            dealer.connect(rep.bind("sp+tcp://127.0.0.1:0"))
-            await dealer.wait_peers(1)
+    async with (gateway.Socket("ROUTER") as lax,
+                gateway.Socket("ROUTER", router_mandatory=True) as strict,
+                gateway.Socket("DEALER") as dealer, gateway.Socket("REQ") as req):
+        assert req.send_now == req.send_general  # cooked: its state lives in the pattern
+        send = dealer.send_now
+        assert send == dealer.sender.send_raw
+        assert send(Message((), (b"x",))) is None  # no pipe yet
+        assert dealer.send_general(Message((), (b"x",))) is None
+        url = lax.bind("zmq+tcp://127.0.0.1:0")
+        dealer.connect(url)
+        await lax.wait_peers(1)
+        await dealer.wait_peers(1)
+        assert send(Message((b"",), (b"hello",))) is not None
+        msg = await lax.recv_msg()
+        assert msg.body == (b"hello",)
+        for to_client in (lax.send_now, lax.send_general):
+            assert to_client(Message(msg.hops, (b"back",))) == msg.hops[0]
+            assert await dealer.recv_multipart() == [b"", b"back"]
+            before = dropped("unroutable")
+            assert to_client(Message((b"nobody",), (b"x",))) == b"nobody"
+            assert dropped("unroutable") == before + 1
+        for strict_send in (strict.send_now, strict.send_general):
+            with pytest.raises(PeerGone):
+                strict_send(Message((b"nobody",), (b"x",)))
             with pytest.raises(LocalProtocolError):
-                await dealer.send_msg(Message((b"\x80\x00\x00\x01",), (b"a", b"b")))
-
-    run(main())
-
-
-def test_req_rep_efsm_on_the_socket() -> None:
-    async def main() -> None:
-        async with gateway.Socket("REP") as rep, gateway.Socket("REQ") as req:
-            req.connect(rep.bind("zmq+tcp://127.0.0.1:0"))
-            with pytest.raises(gateway.StateError):
-                await req.recv()
-            with pytest.raises(gateway.StateError):
-                await rep.send(b"no request yet")
-            await req.send(b"q")
-            with pytest.raises(gateway.StateError):
-                await req.send(b"q2")
-            assert await rep.recv() == b"q"
-            with pytest.raises(gateway.StateError):
-                await rep.recv()
-            await rep.send(b"r")
-            assert await req.recv() == b"r"
-
-    run(main())
+                strict_send(Message((), (b"no routing id",)))
+    with pytest.raises(Closed):
+        send(Message((), (b"x",)))
 
 
-def test_relaxed_req_drops_the_stale_reply() -> None:
-    async def main() -> None:
-        async with (gateway.Socket("REP", raw=True) as xrep,
-                    gateway.Socket("REQ", relaxed=True) as req):
-            req.connect(xrep.bind("sp+tcp://127.0.0.1:0"))
-            await req.send(b"first")
-            first = await xrep.recv_msg()
-            await req.send(b"second")
-            second = await xrep.recv_msg()
-            before = dropped("stale-reply")
-            await xrep.send_msg(Message(first.hops, (b"late",)))
-            await xrep.send_msg(Message(second.hops, (b"fresh",)))
-            assert await req.recv() == b"fresh"
-            assert dropped("stale-reply") == before + 1
-
-    run(main())
-
-
-def test_bad_options() -> None:
-    async def main() -> None:
-        with pytest.raises(gateway.GatewayError):
-            gateway.Socket("REP", hop_limit=16)
-        with pytest.raises(gateway.GatewayError):
-            gateway.Socket("REP", hop_limit=0)
-        with pytest.raises(gateway.ConfigError):
-            gateway.Socket("REP", hwm=0)
-        with pytest.raises(gateway.ConfigError):
-            gateway.Socket("REP", message_timeout=-1)
-        with pytest.raises(gateway.ConfigError):
-            gateway.Socket("REP", backlog=-1)
-        with pytest.raises(gateway.GatewayError):
-            gateway.Socket("STREAM")
-
-    run(main())
+@timed
+async def test_peer_chosen_identity_and_duplicates() -> None:
+    async with (gateway.Socket("ROUTER") as router,
+                gateway.Socket("DEALER", identity=b"alice") as a1,
+                gateway.Socket("DEALER", identity=b"alice", reconnect_ivl=1.0) as a2):
+        url = router.bind("zmq+tcp://127.0.0.1:0")
+        a1.connect(url)
+        await router.wait_peers(1)
+        before = closed("duplicate-identity")
+        a2.connect(url)
+        await until(lambda: closed("duplicate-identity") == before + 1)
+        await a1.send(b"hi")
+        msg = await router.recv_msg()
+        assert msg == Message((b"alice",), (b"hi",))
+        await router.send_multipart([b"alice", b"hello", b"alice"])
+        assert await a1.recv_multipart() == [b"hello", b"alice"]
+        assert router.peers == 1
 
 
-def test_refused_multiframe_send_on_sp_leaves_req_usable() -> None:
+@timed
+async def test_sp_refuses_multipart_bodies() -> None:
+    async with _linked("REP", "DEALER", "sp") as (rep, dealer):
+        with pytest.raises(LocalProtocolError):
+            await dealer.send_msg(Message((b"\x80\x00\x00\x01",), (b"a", b"b")))
+
+
+@timed
+async def test_req_rep_efsm_on_the_socket() -> None:
+    async with gateway.Socket("REP") as rep, gateway.Socket("REQ") as req:
+        req.connect(rep.bind("zmq+tcp://127.0.0.1:0"))
+        with pytest.raises(gateway.StateError):
+            await req.recv()
+        with pytest.raises(gateway.StateError):
+            await rep.send(b"no request yet")
+        await req.send(b"q")
+        with pytest.raises(gateway.StateError):
+            await req.send(b"q2")
+        assert await rep.recv() == b"q"
+        with pytest.raises(gateway.StateError):
+            await rep.recv()
+        await rep.send(b"r")
+        assert await req.recv() == b"r"
+
+
+@timed
+async def test_relaxed_req_drops_the_stale_reply() -> None:
+    async with (gateway.Socket("REP", raw=True) as xrep,
+                gateway.Socket("REQ", relaxed=True) as req):
+        req.connect(xrep.bind("sp+tcp://127.0.0.1:0"))
+        await req.send(b"first")
+        first = await xrep.recv_msg()
+        await req.send(b"second")
+        second = await xrep.recv_msg()
+        before = dropped("stale-reply")
+        await xrep.send_msg(Message(first.hops, (b"late",)))
+        await xrep.send_msg(Message(second.hops, (b"fresh",)))
+        assert await req.recv() == b"fresh"
+        assert dropped("stale-reply") == before + 1
+
+
+@timed
+async def test_bad_options() -> None:
+    with pytest.raises(gateway.GatewayError):
+        gateway.Socket("REP", hop_limit=16)
+    with pytest.raises(gateway.GatewayError):
+        gateway.Socket("REP", hop_limit=0)
+    with pytest.raises(gateway.ConfigError):
+        gateway.Socket("REP", hwm=0)
+    with pytest.raises(gateway.ConfigError):
+        gateway.Socket("REP", message_timeout=-1)
+    with pytest.raises(gateway.ConfigError):
+        gateway.Socket("REP", backlog=-1)
+    with pytest.raises(gateway.GatewayError):
+        gateway.Socket("STREAM")
+
+
+@timed
+async def test_refused_multiframe_send_on_sp_leaves_req_usable() -> None:
     """SP carries one body frame: the refusal comes before REQ records a pending request."""
-
-    async def main() -> None:
-        async with gateway.Socket("REP") as rep, gateway.Socket("REQ") as req:
-            req.connect(rep.bind("sp+tcp://127.0.0.1:0"))
-            await req.wait_peers(1)
-            with pytest.raises(LocalProtocolError):
-                await req.send_multipart([b"a", b"b"])
-            await req.send(b"ok")  # no StateError: nothing was pending
-            assert await rep.recv() == b"ok"
-            await rep.send(b"fine")
-            assert await req.recv() == b"fine"
-
-    run(main())
+    async with _linked("REP", "REQ", "sp") as (rep, req):
+        with pytest.raises(LocalProtocolError):
+            await req.send_multipart([b"a", b"b"])
+        await req.send(b"ok")  # no StateError: nothing was pending
+        assert await rep.recv() == b"ok"
+        await rep.send(b"fine")
+        assert await req.recv() == b"fine"
 
 
 # -- limits after the handshake: the per-message receive deadline -------------------------------
@@ -1184,101 +1112,79 @@ def _sp_message(body: bytes) -> bytes:
 
 
 @pytest.mark.parametrize("wire", ["sp", "zmq"])
-def test_message_timeout_closes_a_stalled_partial_message(wire: str) -> None:
-    async def main() -> None:
-        async with (gateway.Socket("ROUTER", message_timeout=0.3) as router,
-                    gateway.Socket("DEALER") as dealer):
-            url = router.bind(f"{wire}+tcp://127.0.0.1:0")
-            dealer.connect(url)
-            await router.wait_peers(1)
-            before = closed("message-timeout")
-            t0 = time.monotonic()
-            got = await _raw_client(parse(url).host_port()[1], _stalled_opening(wire), 5.0)
-            elapsed = time.monotonic() - t0
-            assert got[:1] == (b"\x00" if wire == "sp" else b"\xff")  # it was served, then closed
-            assert 0.3 <= elapsed < 3.0
-            assert closed("message-timeout") == before + 1
-            assert router.peers == 1
-            await _good_exchange(router, dealer, wire == "sp")
-
-    run(main())
+@timed
+async def test_message_timeout_closes_a_stalled_partial_message(wire: str) -> None:
+    async with _served(wire, message_timeout=0.3) as (router, dealer, url):
+        before = closed("message-timeout")
+        t0 = time.monotonic()
+        got = await _raw_client(url, _stalled_opening(wire), 5.0)
+        elapsed = time.monotonic() - t0
+        assert got[:1] == (b"\x00" if wire == "sp" else b"\xff")  # it was served, then closed
+        assert 0.3 <= elapsed < 3.0
+        assert closed("message-timeout") == before + 1
+        await _goes_on(router, dealer, wire)
 
 
-def test_message_timeout_counts_a_pending_multipart_message() -> None:
+@timed
+async def test_message_timeout_counts_a_pending_multipart_message() -> None:
     """ZMTP: whole frames with MORE and no last frame are an incomplete message too."""
-
-    async def main() -> None:
-        async with gateway.Socket("ROUTER", message_timeout=0.3) as router:
-            url = router.bind("zmq+tcp://127.0.0.1:0")
-            before = closed("message-timeout")
-            data = ZMTP_GREETING + zmtp_ready(b"DEALER") + b"\x01\x03one\x01\x03two"
-            await _raw_client(parse(url).host_port()[1], data, 5.0)
-            assert closed("message-timeout") == before + 1
-
-    run(main())
+    async with _router("zmq", message_timeout=0.3) as (router, url):
+        before = closed("message-timeout")
+        data = ZMTP_GREETING + zmtp_ready(b"DEALER") + b"\x01\x03one\x01\x03two"
+        await _raw_client(url, data, 5.0)
+        assert closed("message-timeout") == before + 1
 
 
-def test_message_timeout_restarts_for_each_message() -> None:
+@timed
+async def test_message_timeout_restarts_for_each_message() -> None:
     """A steady stream whose chunks always end inside a message is not 'stalled': each message
     completes within the deadline, though some message is always incomplete."""
-
-    async def main() -> None:
-        async with gateway.Socket("ROUTER", message_timeout=0.3) as router:
-            url = router.bind("sp+tcp://127.0.0.1:0")
-            before = closed("message-timeout")
-            reader, writer = await asyncio.open_connection("127.0.0.1", parse(url).host_port()[1])
-            writer.write(sp_header(0x30))
-            stream = b"".join(_sp_message(b"m%03d" % i + b"y" * 60) for i in range(12))
-            step = 50  # 68-byte messages in 50-byte chunks: a partial tail after every chunk
-            for i in range(0, len(stream), step):
-                writer.write(stream[i : i + step])
-                await asyncio.sleep(0.08)  # 17 chunks * 0.08 s: well past one deadline
-            for i in range(12):
-                assert (await router.recv_msg()).body == (b"m%03d" % i + b"y" * 60,)
-            assert router.peers == 1 and closed("message-timeout") == before
-            writer.close()
-
-    run(main())
+    async with _router("sp", message_timeout=0.3) as (router, url):
+        before = closed("message-timeout")
+        reader, writer = await asyncio.open_connection("127.0.0.1", parse(url).host_port()[1])
+        writer.write(sp_header(0x30))
+        stream = b"".join(_sp_message(b"m%03d" % i + b"y" * 60) for i in range(12))
+        step = 50  # 68-byte messages in 50-byte chunks: a partial tail after every chunk
+        for i in range(0, len(stream), step):
+            writer.write(stream[i : i + step])
+            await asyncio.sleep(0.08)  # 17 chunks * 0.08 s: well past one deadline
+        for i in range(12):
+            assert (await router.recv_msg()).body == (b"m%03d" % i + b"y" * 60,)
+        assert router.peers == 1 and closed("message-timeout") == before
+        writer.close()
 
 
 @pytest.mark.parametrize("off", [None, 0])
-def test_message_timeout_can_be_disabled(off: float | None) -> None:
-    async def main() -> None:
-        async with gateway.Socket("ROUTER", message_timeout=off) as router:
-            url = router.bind("sp+tcp://127.0.0.1:0")
-            before = closed("message-timeout")
-            reader, writer = await asyncio.open_connection("127.0.0.1", parse(url).host_port()[1])
-            writer.write(_stalled_opening("sp", 4096))
-            await router.wait_peers(1)
-            await asyncio.sleep(0.5)
-            assert router.peers == 1 and closed("message-timeout") == before
-            writer.write(b"x" * (4096 - 4 - 2048))
-            assert (await router.recv_msg()).body == (b"x" * (4096 - 4),)
-            writer.close()
-
-    run(main())
+@timed
+async def test_message_timeout_can_be_disabled(off: float | None) -> None:
+    async with _router("sp", message_timeout=off) as (router, url):
+        before = closed("message-timeout")
+        reader, writer = await asyncio.open_connection("127.0.0.1", parse(url).host_port()[1])
+        writer.write(_stalled_opening("sp", 4096))
+        await router.wait_peers(1)
+        await asyncio.sleep(0.5)
+        assert router.peers == 1 and closed("message-timeout") == before
+        writer.write(b"x" * (4096 - 4 - 2048))
+        assert (await router.recv_msg()).body == (b"x" * (4096 - 4),)
+        writer.close()
 
 
-def test_no_message_deadline_while_reading_is_paused() -> None:
+@timed
+async def test_no_message_deadline_while_reading_is_paused() -> None:
     """A full inbox pauses reading: our back-pressure, not the peer's stall, so no deadline runs
     then; once reading resumes, the incomplete message gets its own deadline."""
-
-    async def main() -> None:
-        async with gateway.Socket("ROUTER", hwm=2, message_timeout=0.2) as router:
-            url = router.bind("sp+tcp://127.0.0.1:0")
-            before = closed("message-timeout")
-            reader, writer = await asyncio.open_connection("127.0.0.1", parse(url).host_port()[1])
-            writer.write(sp_header(0x30) + b"".join(_sp_message(b"%d" % i) for i in range(4))
-                         + (100).to_bytes(8, "big") + b"\x80\x00\x00\x01half")
-            await until(lambda: router.inbox_size == 2)
-            await asyncio.sleep(0.5)
-            assert router.peers == 1 and closed("message-timeout") == before
-            for i in range(4):
-                assert (await router.recv_msg()).body == (b"%d" % i,)
-            await until(lambda: closed("message-timeout") == before + 1)
-            writer.close()
-
-    run(main())
+    async with _router("sp", hwm=2, message_timeout=0.2) as (router, url):
+        before = closed("message-timeout")
+        reader, writer = await asyncio.open_connection("127.0.0.1", parse(url).host_port()[1])
+        writer.write(sp_header(0x30) + b"".join(_sp_message(b"%d" % i) for i in range(4))
+                     + (100).to_bytes(8, "big") + b"\x80\x00\x00\x01half")
+        await until(lambda: router.inbox_size == 2)
+        await asyncio.sleep(0.5)
+        assert router.peers == 1 and closed("message-timeout") == before
+        for i in range(4):
+            assert (await router.recv_msg()).body == (b"%d" % i,)
+        await until(lambda: closed("message-timeout") == before + 1)
+        writer.close()
 
 
 def test_stalled_partial_messages_release_their_memory() -> None:
@@ -1297,8 +1203,7 @@ def test_stalled_partial_messages_release_their_memory() -> None:
             pass
 
     async def main() -> None:
-        async with gateway.Socket("ROUTER", message_timeout=0.5) as router:
-            url = router.bind("sp+tcp://127.0.0.1:0")
+        async with _router("sp", message_timeout=0.5) as (router, url):
             port = parse(url).host_port()[1]
             before = closed("message-timeout")
             trim()
@@ -1366,7 +1271,7 @@ def test_a_transport_without_backlog_keeps_working(monkeypatch: pytest.MonkeyPat
             with pytest.raises(gateway.ConfigError, match="takes no listen backlog"):
                 rep5.bind("zmq+tcp://127.0.0.1:0")
 
-    run(main())
+    run(main(), TIMEOUT)
 
 
 @pytest.mark.parametrize("backlog", [None, 5])
@@ -1381,7 +1286,7 @@ def test_socket_backlog(backlog: int | None) -> None:
             await req.send(b"ping")
             assert await rep.recv() == b"ping"
 
-    run(main())
+    run(main(), TIMEOUT)
 
 
 def test_failed_dials_are_counted_and_warned_once_per_interval(
@@ -1404,7 +1309,7 @@ def test_failed_dials_are_counted_and_warned_once_per_interval(
                     break
         assert METRICS.get("gateway_dial_failures_total", reason="refused") - before >= 5
 
-    run(main())
+    run(main(), TIMEOUT)
     lines = [line for line in capsys.readouterr().err.splitlines() if '"dial.failed"' in line]
     assert len(lines) == 1
     assert url in lines[0] and '"reason": "refused"' in lines[0] and '"retry_in"' in lines[0]

@@ -11,37 +11,21 @@ from __future__ import annotations
 import asyncio
 import socket
 import time
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
+from _aio import bounded, closed, run, until
 
 import gateway
 from gateway import Message
 from gateway.engine.hooks import SocketHooks
 from gateway.errors import ConfigError
-from gateway.metrics import METRICS
 from gateway.url import parse
 
 ZMTP_GREETING = b"\xff" + b"\x00" * 8 + b"\x7f\x03\x01" + b"NULL".ljust(20, b"\x00") + b"\x00" * 32
 
 
-def run(coro: Awaitable[Any], timeout: float = 20.0) -> Any:
-    async def bounded() -> Any:
-        async with asyncio.timeout(timeout):
-            return await coro
-
-    return asyncio.run(bounded())
-
-
-def closed(reason: str) -> int:
-    return METRICS.get("gateway_pipes_closed_total", reason=reason)
-
-
-async def until(pred: Callable[[], bool], timeout: float = 5.0) -> None:
-    async with asyncio.timeout(timeout):
-        while not pred():
-            await asyncio.sleep(0.01)
+timed = bounded(20.0)
 
 
 def ready(socket_type: bytes, identity: bytes = b"") -> bytes:
@@ -65,6 +49,15 @@ class RawPeer:
         reader, writer = await asyncio.open_connection("127.0.0.1", parse(url).host_port()[1])
         writer.write(ZMTP_GREETING + ready(b"DEALER", identity))
         return cls(reader, writer)
+
+    @classmethod
+    async def attach(cls, router: gateway.Socket, joined: bool = True) -> RawPeer:
+        """A raw peer of ``router`` on a new ``zmq+tcp`` port; ``joined``: once the router
+        counts it as a peer."""
+        peer = await cls.connect(router.bind("zmq+tcp://127.0.0.1:0"))
+        if joined:
+            await until(lambda: router.peers == 1)
+        return peer
 
     async def read_until(self, needle: bytes, timeout: float = 5.0) -> None:
         async with asyncio.timeout(timeout):
@@ -97,228 +90,191 @@ class RawPeer:
 PING_NO_TTL = b"\x04\x07\x04PING\x00\x00"
 
 
-def test_silent_peer_after_handshake_is_closed_by_heartbeat_timeout() -> None:
-    async def main() -> None:
-        async with gateway.Socket("ROUTER", heartbeat_ivl=0.1, heartbeat_timeout=0.3) as router:
-            url = router.bind("zmq+tcp://127.0.0.1:0")
-            before = closed("heartbeat-timeout")
-            peer = await RawPeer.connect(url)
-            await until(lambda: router.peers == 1)
-            t0 = time.monotonic()
-            await peer.read_until(PING_NO_TTL, timeout=3)  # our PING on the idle pipe
-            gone = await peer.wait_closed(timeout=5)
-            # PING at <= 0.1 s after the handshake, then 0.3 s: closed in [0.3, 2) s
-            assert 0.25 <= gone - t0 < 2.0, gone - t0
-            await until(lambda: closed("heartbeat-timeout") == before + 1)
-            await until(lambda: router.peers == 0)
-            peer.close()
-
-    run(main())
+@timed
+async def test_silent_peer_after_handshake_is_closed_by_heartbeat_timeout() -> None:
+    async with gateway.Socket("ROUTER", heartbeat_ivl=0.1, heartbeat_timeout=0.3) as router:
+        before = closed("heartbeat-timeout")
+        peer = await RawPeer.attach(router)
+        t0 = time.monotonic()
+        await peer.read_until(PING_NO_TTL, timeout=3)  # our PING on the idle pipe
+        gone = await peer.wait_closed(timeout=5)
+        # PING at <= 0.1 s after the handshake, then 0.3 s: closed in [0.3, 2) s
+        assert 0.25 <= gone - t0 < 2.0, gone - t0
+        await until(lambda: closed("heartbeat-timeout") == before + 1)
+        await until(lambda: router.peers == 0)
+        peer.close()
 
 
-def test_a_peer_that_answers_pings_stays() -> None:
-    async def main() -> None:
-        async with gateway.Socket("ROUTER", heartbeat_ivl=0.05, heartbeat_timeout=0.2) as router:
-            url = router.bind("zmq+tcp://127.0.0.1:0")
-            before = closed("heartbeat-timeout")
-            peer = await RawPeer.connect(url)
-            await until(lambda: router.peers == 1)
-            pings = 0
-            async with asyncio.timeout(5):
-                while pings < 10:  # 10 PINGs (>= 0.5 s, 2.5 timeouts), each one answered
-                    await peer.read_until(PING_NO_TTL)
-                    del peer.got[: peer.got.index(PING_NO_TTL) + len(PING_NO_TTL)]
-                    peer.writer.write(b"\x04\x05\x04PONG")
-                    pings += 1
-            assert router.peers == 1 and closed("heartbeat-timeout") == before
-            peer.writer.write(b"\x00\x02hi")  # and it still carries messages
-            assert (await router.recv_msg()).body == (b"hi",)
-            peer.close()
-
-    run(main())
+@timed
+async def test_a_peer_that_answers_pings_stays() -> None:
+    async with gateway.Socket("ROUTER", heartbeat_ivl=0.05, heartbeat_timeout=0.2) as router:
+        before = closed("heartbeat-timeout")
+        peer = await RawPeer.attach(router)
+        pings = 0
+        async with asyncio.timeout(5):
+            while pings < 10:  # 10 PINGs (>= 0.5 s, 2.5 timeouts), each one answered
+                await peer.read_until(PING_NO_TTL)
+                del peer.got[: peer.got.index(PING_NO_TTL) + len(PING_NO_TTL)]
+                peer.writer.write(b"\x04\x05\x04PONG")
+                pings += 1
+        assert router.peers == 1 and closed("heartbeat-timeout") == before
+        peer.writer.write(b"\x00\x02hi")  # and it still carries messages
+        assert (await router.recv_msg()).body == (b"hi",)
+        peer.close()
 
 
-def test_native_heartbeats_both_ways_keep_an_idle_pipe() -> None:
+@timed
+async def test_native_heartbeats_both_ways_keep_an_idle_pipe() -> None:
     """A native DEALER with heartbeats to a native ROUTER without: the ROUTER's codec answers
     the PINGs, so after many timeouts' worth of idleness the pipe is still up."""
-
-    async def main() -> None:
-        async with (gateway.Socket("ROUTER") as router,
-                    gateway.Socket("DEALER", heartbeat_ivl=0.05, heartbeat_timeout=0.1,
-                                   heartbeat_ttl=0.5) as dealer):
-            before = closed("heartbeat-timeout")
-            dealer.connect(router.bind("zmq+tcp://127.0.0.1:0"))
-            await router.wait_peers(1)
-            await dealer.wait_peers(1)
-            await asyncio.sleep(1.0)  # 20 intervals, 10 timeouts, 2 TTLs
-            assert closed("heartbeat-timeout") == before
-            assert router.peers == 1 and dealer.peers == 1
-            await dealer.send(b"still")
-            assert (await router.recv_msg()).body == (b"still",)
-
-    run(main())
+    async with (gateway.Socket("ROUTER") as router,
+                gateway.Socket("DEALER", heartbeat_ivl=0.05, heartbeat_timeout=0.1,
+                               heartbeat_ttl=0.5) as dealer):
+        before = closed("heartbeat-timeout")
+        dealer.connect(router.bind("zmq+tcp://127.0.0.1:0"))
+        await router.wait_peers(1)
+        await dealer.wait_peers(1)
+        await asyncio.sleep(1.0)  # 20 intervals, 10 timeouts, 2 TTLs
+        assert closed("heartbeat-timeout") == before
+        assert router.peers == 1 and dealer.peers == 1
+        await dealer.send(b"still")
+        assert (await router.recv_msg()).body == (b"still",)
 
 
-def test_busy_pipe_sends_no_ping_without_a_ttl() -> None:
-    async def main() -> None:
-        async with gateway.Socket("ROUTER", heartbeat_ivl=0.3) as router:
-            url = router.bind("zmq+tcp://127.0.0.1:0")
-            peer = await RawPeer.connect(url)
-            await until(lambda: router.peers == 1)
-            for _ in range(45):  # traffic every 20 ms for 0.9 s: never idle for an interval
-                peer.writer.write(b"\x00\x01x")
-                await asyncio.sleep(0.02)
-            await asyncio.sleep(0)
-            with pytest.raises(TimeoutError):
-                await peer.read_until(b"PING", timeout=0.05)
-            assert router.peers == 1
-            peer.close()
-
-    run(main())
+@timed
+async def test_busy_pipe_sends_no_ping_without_a_ttl() -> None:
+    async with gateway.Socket("ROUTER", heartbeat_ivl=0.3) as router:
+        peer = await RawPeer.attach(router)
+        for _ in range(45):  # traffic every 20 ms for 0.9 s: never idle for an interval
+            peer.writer.write(b"\x00\x01x")
+            await asyncio.sleep(0.02)
+        await asyncio.sleep(0)
+        with pytest.raises(TimeoutError):
+            await peer.read_until(b"PING", timeout=0.05)
+        assert router.peers == 1
+        peer.close()
 
 
-def test_no_heartbeat_timeout_while_our_back_pressure_holds_the_peer() -> None:
+@timed
+async def test_no_heartbeat_timeout_while_our_back_pressure_holds_the_peer() -> None:
     """hwm 1 and nobody reads: the pipe's reading is paused (our doing, the peer's PONGs wait
     in the kernel), so no heartbeat deadline closes it; once read again, a silent peer is."""
-
-    async def main() -> None:
-        async with gateway.Socket("ROUTER", hwm=1, heartbeat_ivl=0.05,
-                                  heartbeat_timeout=0.15) as router:
-            url = router.bind("zmq+tcp://127.0.0.1:0")
-            before = closed("heartbeat-timeout")
-            peer = await RawPeer.connect(url)
-            peer.writer.write(b"\x00\x01a" * 5)
-            await until(lambda: router.inbox_size == 1)
-            (pipe,) = router.endpoints.pipes
-            await until(lambda: not pipe.reading)
-            await asyncio.sleep(0.6)  # four timeouts' worth
-            assert router.peers == 1 and closed("heartbeat-timeout") == before
-            for _ in range(5):
-                assert (await asyncio.wait_for(router.recv_msg(), 5)).body == (b"a",)
-            await peer.wait_closed(timeout=5)  # read again: the silent peer is closed
-            assert closed("heartbeat-timeout") == before + 1
-            peer.close()
-
-    run(main())
+    async with gateway.Socket("ROUTER", hwm=1, heartbeat_ivl=0.05,
+                              heartbeat_timeout=0.15) as router:
+        before = closed("heartbeat-timeout")
+        peer = await RawPeer.attach(router, joined=False)
+        peer.writer.write(b"\x00\x01a" * 5)
+        await until(lambda: router.inbox_size == 1)
+        (pipe,) = router.endpoints.pipes
+        await until(lambda: not pipe.reading)
+        await asyncio.sleep(0.6)  # four timeouts' worth
+        assert router.peers == 1 and closed("heartbeat-timeout") == before
+        for _ in range(5):
+            assert (await asyncio.wait_for(router.recv_msg(), 5)).body == (b"a",)
+        await peer.wait_closed(timeout=5)  # read again: the silent peer is closed
+        assert closed("heartbeat-timeout") == before + 1
+        peer.close()
 
 
-def test_our_ttl_is_in_every_ping() -> None:
-    async def main() -> None:
-        async with gateway.Socket("ROUTER", heartbeat_ivl=0.05, heartbeat_ttl=2.5) as router:
-            url = router.bind("zmq+tcp://127.0.0.1:0")
-            peer = await RawPeer.connect(url)
-            await peer.read_until(b"\x04\x07\x04PING\x00\x19")  # 25 deciseconds
-            peer.close()
-
-    run(main())
+@timed
+async def test_our_ttl_is_in_every_ping() -> None:
+    async with gateway.Socket("ROUTER", heartbeat_ivl=0.05, heartbeat_ttl=2.5) as router:
+        peer = await RawPeer.attach(router, joined=False)
+        await peer.read_until(b"\x04\x07\x04PING\x00\x19")  # 25 deciseconds
+        peer.close()
 
 
 @pytest.mark.parametrize("ours", [0.0, 0.05])
-def test_the_peers_ttl_is_honoured(ours: float) -> None:
+@timed
+async def test_the_peers_ttl_is_honoured(ours: float) -> None:
     """The peer's PING says ttl 0.4 s; nothing follows: the pipe is closed after about 0.4 s,
     whether or not this socket sends heartbeats of its own."""
-
-    async def main() -> None:
-        async with gateway.Socket("ROUTER", heartbeat_ivl=ours, heartbeat_timeout=5.0) as router:
-            url = router.bind("zmq+tcp://127.0.0.1:0")
-            before = closed("heartbeat-timeout")
-            peer = await RawPeer.connect(url)
-            await until(lambda: router.peers == 1)
-            t0 = time.monotonic()
-            peer.writer.write(b"\x04\x07\x04PING\x00\x04")  # ttl 4 deciseconds
-            await peer.read_until(b"\x04\x05\x04PONG")
-            gone = await peer.wait_closed(timeout=5)
-            assert 0.3 <= gone - t0 < 2.5, gone - t0
-            assert closed("heartbeat-timeout") == before + 1
-            peer.close()
-
-    run(main())
+    async with gateway.Socket("ROUTER", heartbeat_ivl=ours, heartbeat_timeout=5.0) as router:
+        before = closed("heartbeat-timeout")
+        peer = await RawPeer.attach(router)
+        t0 = time.monotonic()
+        peer.writer.write(b"\x04\x07\x04PING\x00\x04")  # ttl 4 deciseconds
+        await peer.read_until(b"\x04\x05\x04PONG")
+        gone = await peer.wait_closed(timeout=5)
+        assert 0.3 <= gone - t0 < 2.5, gone - t0
+        assert closed("heartbeat-timeout") == before + 1
+        peer.close()
 
 
-def test_traffic_after_the_peers_ping_keeps_the_pipe() -> None:
-    async def main() -> None:
-        async with gateway.Socket("ROUTER") as router:
-            url = router.bind("zmq+tcp://127.0.0.1:0")
-            before = closed("heartbeat-timeout")
-            peer = await RawPeer.connect(url)
-            await until(lambda: router.peers == 1)
-            for _ in range(8):  # a PING with ttl 0.3 s every 0.1 s: always within the TTL
-                peer.writer.write(b"\x04\x07\x04PING\x00\x03")
-                await asyncio.sleep(0.1)
-            assert router.peers == 1 and closed("heartbeat-timeout") == before
-            peer.close()
-
-    run(main())
+@timed
+async def test_traffic_after_the_peers_ping_keeps_the_pipe() -> None:
+    async with gateway.Socket("ROUTER") as router:
+        before = closed("heartbeat-timeout")
+        peer = await RawPeer.attach(router)
+        for _ in range(8):  # a PING with ttl 0.3 s every 0.1 s: always within the TTL
+            peer.writer.write(b"\x04\x07\x04PING\x00\x03")
+            await asyncio.sleep(0.1)
+        assert router.peers == 1 and closed("heartbeat-timeout") == before
+        peer.close()
 
 
 # -- ROUTER handover ----------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("handover", [True, False])
-def test_router_handover(handover: bool) -> None:
+@timed
+async def test_router_handover(handover: bool) -> None:
     """A half-open link (a raw socket that stays open, silent) holds the routing id "alice";
     a DEALER reconnecting as "alice" takes it over at once (handover) or is refused as
     ``duplicate-identity`` (libzmq's default)."""
-
-    async def main() -> None:
-        async with (gateway.Socket("ROUTER", router_handover=handover) as router,
-                    gateway.Socket("DEALER", identity=b"alice", reconnect_ivl=5.0) as alice):
-            url = router.bind("zmq+tcp://127.0.0.1:0")
-            stale = await RawPeer.connect(url, identity=b"alice")
-            await until(lambda: router.peers == 1)
-            refused, took = closed("duplicate-identity"), closed("handover")
-            alice.connect(url)
-            if handover:
-                await stale.wait_closed(timeout=5)  # the old pipe is closed
-                await alice.wait_peers(1)
-                await alice.send(b"hi")
-                msg = await router.recv_msg()
-                assert msg == Message((b"alice",), (b"hi",))
-                await router.send_msg(Message((b"alice",), (b"hello",)))
-                assert await asyncio.wait_for(alice.recv(), 5) == b"hello"
-                assert closed("handover") == took + 1 and closed("duplicate-identity") == refused
-                assert router.peers == 1
-            else:
-                await until(lambda: closed("duplicate-identity") == refused + 1)
-                assert closed("handover") == took
-                await router.send_msg(Message((b"alice",), (b"to the old one",)))
-                await stale.read_until(b"to the old one")
-                with pytest.raises(TimeoutError):
-                    await asyncio.wait_for(alice.recv(), 0.3)
-            stale.close()
-
-    run(main())
+    async with (gateway.Socket("ROUTER", router_handover=handover) as router,
+                gateway.Socket("DEALER", identity=b"alice", reconnect_ivl=5.0) as alice):
+        url = router.bind("zmq+tcp://127.0.0.1:0")
+        stale = await RawPeer.connect(url, identity=b"alice")
+        await until(lambda: router.peers == 1)
+        refused, took = closed("duplicate-identity"), closed("handover")
+        alice.connect(url)
+        if handover:
+            await stale.wait_closed(timeout=5)  # the old pipe is closed
+            await alice.wait_peers(1)
+            await alice.send(b"hi")
+            msg = await router.recv_msg()
+            assert msg == Message((b"alice",), (b"hi",))
+            await router.send_msg(Message((b"alice",), (b"hello",)))
+            assert await asyncio.wait_for(alice.recv(), 5) == b"hello"
+            assert closed("handover") == took + 1 and closed("duplicate-identity") == refused
+            assert router.peers == 1
+        else:
+            await until(lambda: closed("duplicate-identity") == refused + 1)
+            assert closed("handover") == took
+            await router.send_msg(Message((b"alice",), (b"to the old one",)))
+            await stale.read_until(b"to the old one")
+            with pytest.raises(TimeoutError):
+                await asyncio.wait_for(alice.recv(), 0.3)
+        stale.close()
 
 
-def test_handover_routes_a_reply_in_flight_to_the_new_pipe() -> None:
+@timed
+async def test_handover_routes_a_reply_in_flight_to_the_new_pipe() -> None:
     """As libzmq: a reply addressed to the routing id after the handover goes to the peer that
     holds it now (the old pipe was relabelled; its loss touches nothing of "alice")."""
+    async with (gateway.Socket("ROUTER", router_handover=True) as router,
+                gateway.Socket("DEALER", identity=b"alice") as alice):
+        lost: list[bytes] = []
 
-    async def main() -> None:
-        async with (gateway.Socket("ROUTER", router_handover=True) as router,
-                    gateway.Socket("DEALER", identity=b"alice") as alice):
-            lost: list[bytes] = []
+        class Lost(SocketHooks):
+            def pipe_lost(self, routing_id: bytes) -> None:
+                lost.append(routing_id)
 
-            class Lost(SocketHooks):
-                def pipe_lost(self, routing_id: bytes) -> None:
-                    lost.append(routing_id)
-
-            router.observe(Lost())
-            url = router.bind("zmq+tcp://127.0.0.1:0")
-            stale = await RawPeer.connect(url, identity=b"alice")
-            stale.writer.write(b"\x00\x07request")
-            request = await router.recv_msg()  # taken from the old pipe, not yet answered
-            assert request.hops == (b"alice",)
-            alice.connect(url)
-            await stale.wait_closed(timeout=5)
-            await alice.wait_peers(1)
-            await until(lambda: len(lost) == 1)
-            assert lost[0] != b"alice" and lost[0][:1] == b"\x00"  # the relabelled old pipe
-            await router.send_msg(Message(request.hops, (b"reply",)))
-            assert await asyncio.wait_for(alice.recv(), 5) == b"reply"
-            stale.close()
-
-    run(main())
+        router.observe(Lost())
+        url = router.bind("zmq+tcp://127.0.0.1:0")
+        stale = await RawPeer.connect(url, identity=b"alice")
+        stale.writer.write(b"\x00\x07request")
+        request = await router.recv_msg()  # taken from the old pipe, not yet answered
+        assert request.hops == (b"alice",)
+        alice.connect(url)
+        await stale.wait_closed(timeout=5)
+        await alice.wait_peers(1)
+        await until(lambda: len(lost) == 1)
+        assert lost[0] != b"alice" and lost[0][:1] == b"\x00"  # the relabelled old pipe
+        await router.send_msg(Message(request.hops, (b"reply",)))
+        assert await asyncio.wait_for(alice.recv(), 5) == b"reply"
+        stale.close()
 
 
 @pytest.mark.parametrize("same_key", [True, False])
@@ -377,26 +333,24 @@ def _keepalive_of(pipe: Any) -> tuple[int, int, int, int]:
 
 @pytest.mark.skipif(not hasattr(socket, "TCP_KEEPIDLE"), reason="Linux TCP keepalive options")
 @pytest.mark.parametrize("wire", ["zmq", "sp"])
-def test_tcp_keepalive_on_every_pipe(wire: str) -> None:
-    async def main() -> None:
-        async with (gateway.Socket("REP", tcp_keepalive_idle=30, tcp_keepalive_intvl=5,
-                                   tcp_keepalive_cnt=3) as rep,
-                    gateway.Socket("REQ") as req,
-                    gateway.Socket("REQ", tcp_keepalive=False) as bare):
-            url = rep.bind(f"{wire}+tcp://127.0.0.1:0")
-            req.connect(url)
-            bare.connect(url)
-            await rep.wait_peers(2)
-            await req.wait_peers(1)
-            await bare.wait_peers(1)
-            for pipe in rep.endpoints.pipes:  # accepted
-                assert _keepalive_of(pipe) == (1, 30, 5, 3)
-            (dialled,) = req.endpoints.pipes  # the default: on, 60 s, 10 s, 6
-            assert _keepalive_of(dialled) == (1, 60, 10, 6)
-            (plain,) = bare.endpoints.pipes
-            assert _keepalive_of(plain)[0] == 0
-
-    run(main())
+@timed
+async def test_tcp_keepalive_on_every_pipe(wire: str) -> None:
+    async with (gateway.Socket("REP", tcp_keepalive_idle=30, tcp_keepalive_intvl=5,
+                               tcp_keepalive_cnt=3) as rep,
+                gateway.Socket("REQ") as req,
+                gateway.Socket("REQ", tcp_keepalive=False) as bare):
+        url = rep.bind(f"{wire}+tcp://127.0.0.1:0")
+        req.connect(url)
+        bare.connect(url)
+        await rep.wait_peers(2)
+        await req.wait_peers(1)
+        await bare.wait_peers(1)
+        for pipe in rep.endpoints.pipes:  # accepted
+            assert _keepalive_of(pipe) == (1, 30, 5, 3)
+        (dialled,) = req.endpoints.pipes  # the default: on, 60 s, 10 s, 6
+        assert _keepalive_of(dialled) == (1, 60, 10, 6)
+        (plain,) = bare.endpoints.pipes
+        assert _keepalive_of(plain)[0] == 0
 
 
 def test_bad_heartbeat_settings_are_config_errors() -> None:

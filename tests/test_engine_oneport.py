@@ -12,8 +12,11 @@ libzmq ``zmtp_engine_t::plug_internal`` queues the 10-byte signature (RFC 23 "th
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+import contextlib
+from collections.abc import AsyncIterator
 from typing import Any
+
+from _aio import bounded, until
 
 import gateway
 from gateway.metrics import METRICS
@@ -23,22 +26,11 @@ SIGNATURE = b"\xff" + b"\x00" * 7 + b"\x01\x7f"  # RFC 23 section "the greeting"
 SP_REQ0_HEADER = b"\x00SP\x00\x00\x30\x00\x00"  # sp-tcp-mapping, protocol 0x30 = req0
 
 
-def run(coro: Awaitable[Any], timeout: float = 20.0) -> Any:
-    async def bounded() -> Any:
-        async with asyncio.timeout(timeout):
-            return await coro
-
-    return asyncio.run(bounded())
+timed = bounded(20.0)
 
 
 def failures(socket: Any, reason: str) -> int:
     return METRICS.get("gateway_handshake_failures_total", socket=socket.name, reason=reason)
-
-
-async def until(pred: Callable[[], bool], timeout: float = 5.0) -> None:
-    async with asyncio.timeout(timeout):
-        while not pred():
-            await asyncio.sleep(0.01)
 
 
 async def read_at_least(reader: asyncio.StreamReader, n: int, timeout: float = 5.0) -> bytes:
@@ -61,73 +53,54 @@ async def nothing_heard(reader: asyncio.StreamReader, wait: float = 0.3) -> bool
     return False
 
 
-async def _connect(url: str) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
-    return await asyncio.open_connection("127.0.0.1", parse(url).host_port()[1])
+@contextlib.asynccontextmanager
+async def _client(**options: Any) -> AsyncIterator[tuple[Any, asyncio.StreamReader,
+                                                          asyncio.StreamWriter]]:
+    """A ROUTER on a new ``any+tcp`` port and a raw TCP client of it (closed on the way out)."""
+    async with gateway.Socket("ROUTER", **options) as router:
+        url = router.bind("any+tcp://127.0.0.1:0")
+        reader, writer = await asyncio.open_connection("127.0.0.1", parse(url).host_port()[1])
+        try:
+            yield router, reader, writer
+        finally:
+            writer.close()
 
 
-def test_sp_peer_first_byte_alone_then_the_header() -> None:
-    async def main() -> None:
-        async with gateway.Socket("ROUTER") as router:
-            url = router.bind("any+tcp://127.0.0.1:0")
-            reader, writer = await _connect(url)
-            try:
-                assert await nothing_heard(reader)  # the listener waits for the peer
-                writer.write(SP_REQ0_HEADER[:1])  # the first byte alone decides the wire
-                got = await read_at_least(reader, 8)
-                # our SP header: 00 53 50 00, the rep0 protocol (0x31), 00 00
-                assert got[:8] == b"\x00SP\x00\x00\x31\x00\x00", got
-                writer.write(SP_REQ0_HEADER[1:])
-                await until(lambda: router.peers == 1)
-            finally:
-                writer.close()
-
-    run(main())
+@timed
+async def test_sp_peer_first_byte_alone_then_the_header() -> None:
+    async with _client() as (router, reader, writer):
+        assert await nothing_heard(reader)  # the listener waits for the peer
+        writer.write(SP_REQ0_HEADER[:1])  # the first byte alone decides the wire
+        got = await read_at_least(reader, 8)
+        # our SP header: 00 53 50 00, the rep0 protocol (0x31), 00 00
+        assert got[:8] == b"\x00SP\x00\x00\x31\x00\x00", got
+        writer.write(SP_REQ0_HEADER[1:])
+        await until(lambda: router.peers == 1)
 
 
-def test_zmtp_peer_gets_the_zmtp_signature() -> None:
-    async def main() -> None:
-        async with gateway.Socket("ROUTER") as router:
-            url = router.bind("any+tcp://127.0.0.1:0")
-            reader, writer = await _connect(url)
-            try:
-                assert await nothing_heard(reader)
-                writer.write(SIGNATURE[:1])
-                got = await read_at_least(reader, 10)
-                assert got[0] == 0xFF and got[9] & 0x01, got  # RFC 23 signature
-            finally:
-                writer.close()
-
-    run(main())
+@timed
+async def test_zmtp_peer_gets_the_zmtp_signature() -> None:
+    async with _client() as (router, reader, writer):
+        assert await nothing_heard(reader)
+        writer.write(SIGNATURE[:1])
+        got = await read_at_least(reader, 10)
+        assert got[0] == 0xFF and got[9] & 0x01, got  # RFC 23 signature
 
 
-def test_silent_peer_is_a_handshake_timeout() -> None:
-    async def main() -> None:
-        async with gateway.Socket("ROUTER", handshake_timeout=0.3) as router:
-            url = router.bind("any+tcp://127.0.0.1:0")
-            before = failures(router, "handshake-timeout")
-            reader, writer = await _connect(url)
-            try:
-                assert await read_at_least(reader, 1, timeout=5) == b""  # closed, nothing said
-                await until(lambda: failures(router, "handshake-timeout") == before + 1)
-                assert router.peers == 0
-            finally:
-                writer.close()
-
-    run(main())
+@timed
+async def test_silent_peer_is_a_handshake_timeout() -> None:
+    async with _client(handshake_timeout=0.3) as (router, reader, writer):
+        before = failures(router, "handshake-timeout")
+        assert await read_at_least(reader, 1, timeout=5) == b""  # closed, nothing said
+        await until(lambda: failures(router, "handshake-timeout") == before + 1)
+        assert router.peers == 0
 
 
-def test_neither_wire_is_garbage() -> None:
-    async def main() -> None:
-        async with gateway.Socket("ROUTER", handshake_timeout=5) as router:
-            url = router.bind("any+tcp://127.0.0.1:0")
-            before = failures(router, "garbage")
-            reader, writer = await _connect(url)
-            try:
-                writer.write(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
-                await read_at_least(reader, 1 << 16, timeout=5)  # until the listener closes
-                await until(lambda: failures(router, "garbage") == before + 1)
-                assert router.peers == 0
-            finally:
-                writer.close()
-
-    run(main())
+@timed
+async def test_neither_wire_is_garbage() -> None:
+    async with _client(handshake_timeout=5) as (router, reader, writer):
+        before = failures(router, "garbage")
+        writer.write(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+        await read_at_least(reader, 1 << 16, timeout=5)  # until the listener closes
+        await until(lambda: failures(router, "garbage") == before + 1)
+        assert router.peers == 0

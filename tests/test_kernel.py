@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import random
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -517,6 +517,28 @@ def _hello(front: str, i: int) -> bytes:
     return len(rid + body).to_bytes(8, "big") + rid + body
 
 
+async def _ten_hellos_each(rig: Rig, front: str, sealed: bool = False) -> None:
+    """Every client of ``rig`` sends ten requests (``sealed``: in its own CURVE boxes, for a
+    ZMTP front), and the loop runs once."""
+    for c in rig.clients:
+        if sealed:
+            _SEALER[0] = c.codec if front == "zmtp" else None
+        for i in range(10):
+            c.pipe.data_received(_hello(front, i))
+    await asyncio.sleep(0)
+
+
+def _all_by_the_kernel(go: Callable[[], Coroutine[Any, Any, dict[str, Any]]],
+                       calls: list[str]) -> dict[str, Any]:
+    """Run ``go`` (a rig's ten requests per client, two clients, and the answers): the 20
+    requests and 20 replies were forwarded with no call of the reference recorded in
+    ``calls``; the rig's state."""
+    state = asyncio.run(go())
+    assert calls == []
+    assert state["forwarded"] == (20, 20)
+    return state
+
+
 async def _answered(rig: Rig, back: str) -> dict[str, Any]:
     """Every server of ``rig`` answers what reached it (unmangled); the rig's state after."""
     for s in rig.servers:
@@ -543,17 +565,12 @@ def test_the_usual_traffic_goes_through_the_kernel(front: str, back: str,
         rig = Rig(front, back, True)
         await rig.open(clients=2, servers=2)
         try:
-            for c in rig.clients:
-                for i in range(10):
-                    c.pipe.data_received(_hello(front, i))
-            await asyncio.sleep(0)
+            await _ten_hellos_each(rig, front)
             return await _answered(rig, back)
         finally:
             await rig.close()
 
-    state = asyncio.run(go())
-    assert calls == []
-    assert state["forwarded"] == (20, 20)
+    state = _all_by_the_kernel(go, calls)
     assert state["in_flight"] == 0 and state["tokens"] == [] and state["inflight"] == []
     for data in state["clients"]:
         assert data.count(b"re:hello") == 10
@@ -725,19 +742,13 @@ def test_curve_traffic_goes_through_the_kernel(front: str, back: str,
                     if isinstance(mech, zmtp_curve._Curve):
                         for name in ("seal", "open"):
                             m.setattr(mech, name, lambda *a, name=name: calls.append(name))
-                for c in rig.clients:
-                    _SEALER[0] = c.codec if front == "zmtp" else None
-                    for i in range(10):
-                        c.pipe.data_received(_hello(front, i))
-                await asyncio.sleep(0)
+                await _ten_hellos_each(rig, front, sealed=True)
             # (the peers' own codecs seal and open as they like)
             return await _answered(rig, back)
         finally:
             await rig.close()
 
-    state = asyncio.run(go())
-    assert calls == []
-    assert state["forwarded"] == (20, 20)
+    state = _all_by_the_kernel(go, calls)
     if front == "zmtp":
         assert [sum(b"re:hello" in f for e in data for f in e) for data in state["clients"]] \
             == [10, 10]

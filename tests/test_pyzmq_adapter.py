@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import re
+from typing import Any
 
 import gateway_plugins.pyzmq_adapter as pyzmq_adapter
 import pynng
 import pytest
 import zmq
 import zmq.asyncio
+from _aio import bounded
 from gateway_plugins.pynng_adapter import PynngRawSocket
 from gateway_plugins.pyzmq_adapter import PyzmqRawSocket
 
@@ -17,15 +19,10 @@ from gateway.adapter import SideOptions
 from gateway.envelope import sp_to_zmtp, zmtp_to_sp_reply
 from gateway.errors import Closed, ConfigError
 from gateway.message import Message
-from gateway.testing.adapter_checks import (
-    check_bind_returns_real_port,
-    keepalive_timers,
-    registered_adapters,
-    relay,
-    run,
-)
+from gateway.testing import adapter_checks as checks
 
 T = 5  # seconds: every await on the network is bounded
+timed = bounded(20.0)  # each test as a whole
 
 
 @pytest.fixture
@@ -36,7 +33,7 @@ def ctx():  # type: ignore[no-untyped-def]
 
 
 def test_registers_through_pluggy() -> None:
-    got = registered_adapters(pyzmq_adapter, "pyzmq")
+    got = checks.registered_adapters(pyzmq_adapter, "pyzmq")
     assert got == [(("pyzmq", "zmtp", pyzmq_adapter.open_async),
                     dict(polled=pyzmq_adapter.open_polled, proxy=pyzmq_adapter.open_proxy,
                          options=pyzmq_adapter.HONOURED))]
@@ -61,7 +58,7 @@ def test_kinds(ctx) -> None:  # type: ignore[no-untyped-def]
 
 
 def test_bind_returns_real_port(ctx) -> None:  # type: ignore[no-untyped-def]
-    check_bind_returns_real_port(lambda: PyzmqRawSocket("ROUTER", context=ctx))
+    checks.check_bind_returns_real_port(lambda: PyzmqRawSocket("ROUTER", context=ctx))
 
 
 def test_liveness_options_reach_libzmq() -> None:
@@ -85,191 +82,182 @@ def test_liveness_options_reach_libzmq() -> None:
     assert off[zmq.TCP_KEEPALIVE] == 0 and zmq.HEARTBEAT_IVL not in off
 
 
-def test_accepted_connections_keep_alive() -> None:
-    async def main() -> None:
-        s = pyzmq_adapter.open_async("REP", SideOptions(tcp_keepalive_idle=30))
-        url = s.bind("tcp://127.0.0.1:0")
-        c = zmq.Context.instance().socket(zmq.DEALER)
-        c.linger = 0
-        c.connect(url)
-        try:
-            (timer,) = keepalive_timers(int(url.rsplit(":", 1)[1]))
-            # the kernel's countdown from 30 s: a loaded box may run `ss` seconds later
-            idle = re.match(r"keepalive,(\d+)sec", timer)
-            assert idle is not None and 15 <= int(idle[1]) <= 30, timer
-        finally:
-            c.close(0)
-            s.close()
-
-    run(main())
+@timed
+async def test_accepted_connections_keep_alive() -> None:
+    s = pyzmq_adapter.open_async("REP", SideOptions(tcp_keepalive_idle=30))
+    url = s.bind("tcp://127.0.0.1:0")
+    c = zmq.Context.instance().socket(zmq.DEALER)
+    c.linger = 0
+    c.connect(url)
+    try:
+        (timer,) = checks.keepalive_timers(int(url.rsplit(":", 1)[1]))
+        # the kernel's countdown from 30 s: a loaded box may run `ss` seconds later
+        idle = re.match(r"keepalive,(\d+)sec", timer)
+        assert idle is not None and 15 <= int(idle[1]) <= 30, timer
+    finally:
+        c.close(0)
+        s.close()
 
 
-def test_router_handover_on_the_adapter_front(ctx) -> None:  # type: ignore[no-untyped-def]
+@timed
+async def test_router_handover_on_the_adapter_front(ctx) -> None:  # type: ignore[no-untyped-def]
     """libzmq's own ROUTER_HANDOVER: the second DEALER named "alice" takes the id over."""
-
-    async def main() -> None:
-        s = pyzmq_adapter.open_async("REP", SideOptions(router_handover=True))
-        url = s.bind("tcp://127.0.0.1:0")
-        first, second = ctx.socket(zmq.DEALER), ctx.socket(zmq.DEALER)
-        for c in (first, second):
-            c.linger = 0
-            c.setsockopt(zmq.ROUTING_ID, b"alice")
-        first.connect(url)
-        await first.send(b"from the first")
-        assert (await asyncio.wait_for(s.recv_msg(), T)).body == (b"from the first",)
-        second.connect(url)
-        await second.send(b"from the second")
-        msg = await asyncio.wait_for(s.recv_msg(), T)
-        assert msg == Message((b"alice",), (b"from the second",))
-        await asyncio.wait_for(s.send_msg(Message((b"alice",), (b"reply",))), T)
-        assert await asyncio.wait_for(second.recv(), T) == b"reply"
-        for c in (first, second):
-            c.close(0)
-        s.close()
-
-    run(main())
-
-
-def test_router_with_req_client(ctx) -> None:  # type: ignore[no-untyped-def]
-    async def main() -> None:
-        s = PyzmqRawSocket("ROUTER", context=ctx)
-        url = s.bind("tcp://127.0.0.1:0")
-        c = ctx.socket(zmq.REQ)
-        c.connect(url)
-        await c.send(b"hi")
-        msg = await asyncio.wait_for(s.recv_msg(), T)
-        ident = msg.hops[0]
-        assert msg == Message((ident, b""), (b"hi",))
-        assert len(ident) == 5 and ident[0] == 0  # libzmq generated identity
-        await asyncio.wait_for(s.send_msg(Message(msg.hops, (b"ho",))), T)
-        assert await asyncio.wait_for(c.recv_multipart(), T) == [b"ho"]
+    s = pyzmq_adapter.open_async("REP", SideOptions(router_handover=True))
+    url = s.bind("tcp://127.0.0.1:0")
+    first, second = ctx.socket(zmq.DEALER), ctx.socket(zmq.DEALER)
+    for c in (first, second):
+        c.linger = 0
+        c.setsockopt(zmq.ROUTING_ID, b"alice")
+    first.connect(url)
+    await first.send(b"from the first")
+    assert (await asyncio.wait_for(s.recv_msg(), T)).body == (b"from the first",)
+    second.connect(url)
+    await second.send(b"from the second")
+    msg = await asyncio.wait_for(s.recv_msg(), T)
+    assert msg == Message((b"alice",), (b"from the second",))
+    await asyncio.wait_for(s.send_msg(Message((b"alice",), (b"reply",))), T)
+    assert await asyncio.wait_for(second.recv(), T) == b"reply"
+    for c in (first, second):
         c.close(0)
-        s.close()
-
-    run(main())
+    s.close()
 
 
-def test_router_with_dealer_clients(ctx) -> None:  # type: ignore[no-untyped-def]
-    async def main() -> None:
-        s = PyzmqRawSocket("ROUTER", context=ctx)
-        url = s.bind("tcp://127.0.0.1:0")
-        d = ctx.socket(zmq.DEALER)
-        d.setsockopt(zmq.IDENTITY, b"client-A")
-        d.connect(url)
-        # no delimiter: every frame is body
-        await d.send_multipart([b"a", b"b"])
-        msg = await asyncio.wait_for(s.recv_msg(), T)
-        assert msg == Message((b"client-A",), (b"a", b"b"))
-        await s.send_msg(msg)
-        assert await asyncio.wait_for(d.recv_multipart(), T) == [b"a", b"b"]
-        # app envelope + delimiter: hops up to and including the first empty frame
-        await d.send_multipart([b"app", b"", b"x", b"", b"y"])
-        msg = await asyncio.wait_for(s.recv_msg(), T)
-        assert msg == Message((b"client-A", b"app", b""), (b"x", b"", b"y"))
-        assert msg.frames == (b"client-A", b"app", b"", b"x", b"", b"y")
-        await s.send_msg(msg)
-        assert await asyncio.wait_for(d.recv_multipart(), T) == [b"app", b"", b"x", b"", b"y"]
-        # unknown identity: libzmq drops silently, no error
-        await s.send_msg(Message((b"nobody", b""), (b"z",)))
-        d.close(0)
-        s.close()
-
-    run(main())
+def _router_and_client(ctx, kind: int, identity: bytes = b"") -> tuple[PyzmqRawSocket, Any]:  # type: ignore[no-untyped-def]
+    """The adapter's ROUTER on an ephemeral port and a libzmq ``kind`` client connected to
+    it (with ``identity`` when given)."""
+    s = PyzmqRawSocket("ROUTER", context=ctx)
+    url = s.bind("tcp://127.0.0.1:0")
+    c = ctx.socket(kind)
+    if identity:
+        c.setsockopt(zmq.IDENTITY, identity)
+    c.connect(url)
+    return s, c
 
 
-def test_dealer_adapter_with_rep_server(ctx) -> None:  # type: ignore[no-untyped-def]
-    async def main() -> None:
-        rep = ctx.socket(zmq.REP)
-        port = rep.bind_to_random_port("tcp://127.0.0.1")
-        s = PyzmqRawSocket("DEALER", context=ctx)
-        s.connect(f"tcp://127.0.0.1:{port}")
-        await asyncio.wait_for(s.send_msg(Message((b"",), (b"q",))), T)
-        assert await asyncio.wait_for(rep.recv_multipart(), T) == [b"q"]
-        await rep.send(b"a")
-        assert await asyncio.wait_for(s.recv_msg(), T) == Message((b"",), (b"a",))
-        # an SP-style envelope survives a ZeroMQ REP (what the gateway relies on)
-        env = (b"\x00\x00\x00\x01", b"\x80\x00\x00\x09", b"")
-        await s.send_msg(Message(env, (b"q2",)))
-        assert await asyncio.wait_for(rep.recv(), T) == b"q2"
-        await rep.send(b"a2")
-        assert await asyncio.wait_for(s.recv_msg(), T) == Message(env, (b"a2",))
-        rep.close(0)
-        s.close()
-
-    run(main())
+@timed
+async def test_router_with_req_client(ctx) -> None:  # type: ignore[no-untyped-def]
+    s, c = _router_and_client(ctx, zmq.REQ)
+    await c.send(b"hi")
+    msg = await asyncio.wait_for(s.recv_msg(), T)
+    ident = msg.hops[0]
+    assert msg == Message((ident, b""), (b"hi",))
+    assert len(ident) == 5 and ident[0] == 0  # libzmq generated identity
+    await asyncio.wait_for(s.send_msg(Message(msg.hops, (b"ho",))), T)
+    assert await asyncio.wait_for(c.recv_multipart(), T) == [b"ho"]
+    c.close(0)
+    s.close()
 
 
-def test_close_wakes_a_pending_recv(ctx) -> None:  # type: ignore[no-untyped-def]
-    async def main() -> None:
-        s = PyzmqRawSocket("ROUTER", context=ctx)
-        s.bind("tcp://127.0.0.1:0")
-        task = asyncio.create_task(s.recv_msg())
-        await asyncio.sleep(0.05)
-        s.close()
-        with pytest.raises(Closed):
-            await asyncio.wait_for(task, T)
-        with pytest.raises(Closed):
-            await s.recv_msg()
-        with pytest.raises(Closed):
-            await s.send_msg(Message((b"x", b""), (b"y",)))
-        s.close()  # idempotent
-
-    run(main())
-
-
-def test_cancelled_recv_stays_cancelled(ctx) -> None:  # type: ignore[no-untyped-def]
-    async def main() -> None:
-        s = PyzmqRawSocket("ROUTER", context=ctx)
-        url = s.bind("tcp://127.0.0.1:0")
-        with pytest.raises(asyncio.TimeoutError):
-            await asyncio.wait_for(s.recv_msg(), 0.05)
-        c = ctx.socket(zmq.REQ)
-        c.connect(url)
-        await c.send(b"after")
-        assert (await asyncio.wait_for(s.recv_msg(), T)).body == (b"after",)
-        c.close(0)
-        s.close()
-
-    run(main())
+@timed
+async def test_router_with_dealer_clients(ctx) -> None:  # type: ignore[no-untyped-def]
+    s, d = _router_and_client(ctx, zmq.DEALER, b"client-A")
+    # no delimiter: every frame is body
+    await d.send_multipart([b"a", b"b"])
+    msg = await asyncio.wait_for(s.recv_msg(), T)
+    assert msg == Message((b"client-A",), (b"a", b"b"))
+    await s.send_msg(msg)
+    assert await asyncio.wait_for(d.recv_multipart(), T) == [b"a", b"b"]
+    # app envelope + delimiter: hops up to and including the first empty frame
+    await d.send_multipart([b"app", b"", b"x", b"", b"y"])
+    msg = await asyncio.wait_for(s.recv_msg(), T)
+    assert msg == Message((b"client-A", b"app", b""), (b"x", b"", b"y"))
+    assert msg.frames == (b"client-A", b"app", b"", b"x", b"", b"y")
+    await s.send_msg(msg)
+    assert await asyncio.wait_for(d.recv_multipart(), T) == [b"app", b"", b"x", b"", b"y"]
+    # unknown identity: libzmq drops silently, no error
+    await s.send_msg(Message((b"nobody", b""), (b"z",)))
+    d.close(0)
+    s.close()
 
 
-def test_device_preview_sp_clients_to_zmq_rep(ctx) -> None:  # type: ignore[no-untyped-def]
+def _rep_server(ctx) -> tuple[Any, int]:  # type: ignore[no-untyped-def]
+    """A libzmq REP bound to an ephemeral port: (socket, port)."""
+    rep = ctx.socket(zmq.REP)
+    return rep, rep.bind_to_random_port("tcp://127.0.0.1")
+
+
+@timed
+async def test_dealer_adapter_with_rep_server(ctx) -> None:  # type: ignore[no-untyped-def]
+    rep, port = _rep_server(ctx)
+    s = PyzmqRawSocket("DEALER", context=ctx)
+    s.connect(f"tcp://127.0.0.1:{port}")
+    await asyncio.wait_for(s.send_msg(Message((b"",), (b"q",))), T)
+    assert await asyncio.wait_for(rep.recv_multipart(), T) == [b"q"]
+    await rep.send(b"a")
+    assert await asyncio.wait_for(s.recv_msg(), T) == Message((b"",), (b"a",))
+    # an SP-style envelope survives a ZeroMQ REP (what the gateway relies on)
+    env = (b"\x00\x00\x00\x01", b"\x80\x00\x00\x09", b"")
+    await s.send_msg(Message(env, (b"q2",)))
+    assert await asyncio.wait_for(rep.recv(), T) == b"q2"
+    await rep.send(b"a2")
+    assert await asyncio.wait_for(s.recv_msg(), T) == Message(env, (b"a2",))
+    rep.close(0)
+    s.close()
+
+
+@timed
+async def test_close_wakes_a_pending_recv(ctx) -> None:  # type: ignore[no-untyped-def]
+    s = PyzmqRawSocket("ROUTER", context=ctx)
+    s.bind("tcp://127.0.0.1:0")
+    task = asyncio.create_task(s.recv_msg())
+    await asyncio.sleep(0.05)
+    s.close()
+    with pytest.raises(Closed):
+        await asyncio.wait_for(task, T)
+    with pytest.raises(Closed):
+        await s.recv_msg()
+    with pytest.raises(Closed):
+        await s.send_msg(Message((b"x", b""), (b"y",)))
+    s.close()  # idempotent
+
+
+@timed
+async def test_cancelled_recv_stays_cancelled(ctx) -> None:  # type: ignore[no-untyped-def]
+    s = PyzmqRawSocket("ROUTER", context=ctx)
+    url = s.bind("tcp://127.0.0.1:0")
+    with pytest.raises(asyncio.TimeoutError):
+        await asyncio.wait_for(s.recv_msg(), 0.05)
+    c = ctx.socket(zmq.REQ)
+    c.connect(url)
+    await c.send(b"after")
+    assert (await asyncio.wait_for(s.recv_msg(), T)).body == (b"after",)
+    c.close(0)
+    s.close()
+
+
+@timed
+async def test_device_preview_sp_clients_to_zmq_rep(ctx) -> None:  # type: ignore[no-untyped-def]
     """nng Req0 clients -> pynng raw REP (front) -> envelope -> pyzmq DEALER (back) -> zmq REP."""
+    rep, port = _rep_server(ctx)
+    front = PynngRawSocket("REP")
+    back = PyzmqRawSocket("DEALER", context=ctx)
+    furl = front.bind("tcp://127.0.0.1:0")
+    back.connect(f"tcp://127.0.0.1:{port}")
+    drops: list[str] = []
 
-    async def main() -> None:
-        rep = ctx.socket(zmq.REP)
-        port = rep.bind_to_random_port("tcp://127.0.0.1")
-        front = PynngRawSocket("REP")
-        back = PyzmqRawSocket("DEALER", context=ctx)
-        furl = front.bind("tcp://127.0.0.1:0")
-        back.connect(f"tcp://127.0.0.1:{port}")
-        drops: list[str] = []
+    async def server() -> None:
+        while True:
+            body = await rep.recv()
+            await rep.send(b"re:" + body)
 
-        async def server() -> None:
-            while True:
-                body = await rep.recv()
-                await rep.send(b"re:" + body)
+    relays = (checks.relay(front, back, sp_to_zmtp, drops),
+              checks.relay(back, front, zmtp_to_sp_reply, drops))
+    tasks = [asyncio.create_task(c) for c in (*relays, server())]
 
-        tasks = [asyncio.create_task(c) for c in (relay(front, back, sp_to_zmtp, drops),
-                                                  relay(back, front, zmtp_to_sp_reply, drops),
-                                                  server())]
+    async def client(i: int) -> None:
+        with pynng.Req0(dial=furl) as c:
+            for j in range(5):
+                await c.asend(f"{i}-{j}".encode())
+                assert await asyncio.wait_for(c.arecv(), T) == f"re:{i}-{j}".encode()
 
-        async def client(i: int) -> None:
-            with pynng.Req0(dial=furl) as c:
-                for j in range(5):
-                    await c.asend(f"{i}-{j}".encode())
-                    assert await asyncio.wait_for(c.arecv(), T) == f"re:{i}-{j}".encode()
-
-        await asyncio.wait_for(asyncio.gather(*(client(i) for i in range(4))), 15)
-        assert drops == []
-        for t in tasks:
-            t.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        front.close()
-        back.close()
-        rep.close(0)
-
-    run(main())
+    await asyncio.wait_for(asyncio.gather(*(client(i) for i in range(4))), 15)
+    assert drops == []
+    for t in tasks:
+        t.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    front.close()
+    back.close()
+    rep.close(0)
 
 
 # -- the polled face's monitor: failed handshakes and dials, logged and counted ----------------

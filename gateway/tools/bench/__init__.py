@@ -61,6 +61,11 @@ def _positive(kind: type) -> Any:
     return parse
 
 
+def _count(group: Any, flag: str, **options: Any) -> None:
+    """An option whose value is a count N (a positive integer)."""
+    group.add_argument(flag, type=_positive(int), metavar="N", **options)
+
+
 def configure_parser(p: argparse.ArgumentParser) -> None:
     """Add the ``gateway bench`` options to ``p``."""
     p.description = (__doc__ or "").split("\n\n")[0].replace("``", "")
@@ -80,15 +85,14 @@ def configure_parser(p: argparse.ArgumentParser) -> None:
     g.add_argument("--list", action="store_true", help="list the routes and exit")
     g.add_argument("--quick", action="store_true",
                    help="small counts (seconds, for make demo and tests)")
-    g.add_argument("--requests", type=pint, metavar="N",
-                   help="latency round trips per route, over all rounds (default 10000; "
-                        "quick 300)")
-    g.add_argument("--tput-requests", type=pint, metavar="N",
-                   help="requests per route per in-flight window (default 20000; quick 600)")
+    _count(g, "--requests",
+           help="latency round trips per route, over all rounds (default 10000; "
+                "quick 300)")
+    _count(g, "--tput-requests",
+           help="requests per route per in-flight window (default 20000; quick 600)")
     g.add_argument("--windows", type=_windows, default=(8, 64), metavar="LIST",
                    help="requests in flight for throughput (default 8,64)")
-    g.add_argument("--rounds", type=pint, metavar="N",
-                   help="interleaved rounds (default 10; quick 2)")
+    _count(g, "--rounds", help="interleaved rounds (default 10; quick 2)")
     g.add_argument("--size", type=pint, default=100, metavar="BYTES",
                    help="request body size (default 100)")
     g.add_argument("--warmup", type=int, metavar="N",
@@ -98,9 +102,9 @@ def configure_parser(p: argparse.ArgumentParser) -> None:
                         "with its own connection and one request in flight; p50/p99 round "
                         "trip and the middle's CPU per request (default 1,100,1000; quick "
                         "1,10,50; '' for none). Routes: " + ", ".join(SWEEP_ROUTES))
-    g.add_argument("--sweep-requests", type=pint, metavar="N",
-                   help="timed round trips per sweep point, at least 5 per client (default "
-                        "20000; quick 200)")
+    _count(g, "--sweep-requests",
+           help="timed round trips per sweep point, at least 5 per client (default "
+                "20000; quick 200)")
     w = p.add_argument_group("workers check")
     w.add_argument("--workers-check", type=_sweep, metavar="LIST",
                    help="also run one route through `gateway bridge --workers N` for each N "
@@ -109,10 +113,10 @@ def configure_parser(p: argparse.ArgumentParser) -> None:
                    help="the route of the workers check (default gw-zmq-zmq-native; a "
                         "stream route, e.g. gw-zmq-sp-stream, uses byte-stream connections, "
                         "the cheapest clients the bench has)")
-    w.add_argument("--workers-clients", type=pint, default=64, metavar="N",
-                   help="client connections, one request in flight each (default 64)")
-    w.add_argument("--workers-requests", type=pint, metavar="N",
-                   help="timed round trips per N per round (default 20000; quick 300)")
+    _count(w, "--workers-clients", default=64,
+           help="client connections, one request in flight each (default 64)")
+    _count(w, "--workers-requests",
+           help="timed round trips per N per round (default 20000; quick 300)")
     pg = p.add_argument_group("pub/sub fan-out and pipeline (gateway.tools.bench.patterns)")
     pg.add_argument("--patterns", action="store_true",
                     help="also run pub/sub fan-out and pipeline throughput against zmq.proxy "
@@ -121,19 +125,18 @@ def configure_parser(p: argparse.ArgumentParser) -> None:
                     help="only the pub/sub fan-out and pipeline benchmarks")
     pg.add_argument("--subscribers", type=_windows, metavar="LIST",
                     help="fan-out subscriber counts (default 1,10,100; quick 1,10)")
-    pg.add_argument("--messages", type=pint, metavar="N",
-                    help="messages published / pushed per measurement (default 20000; "
-                         "quick 2000)")
+    _count(pg, "--messages",
+           help="messages published / pushed per measurement (default 20000; "
+                "quick 2000)")
     m = p.add_argument_group("memory checks")
     m.add_argument("--memory", action="store_true",
                    help="also run the memory checks: idle clients and a reply-less flood")
     m.add_argument("--memory-only", action="store_true", help="only the memory checks")
-    m.add_argument("--clients", type=pint, metavar="N",
-                   help="idle zmq clients connected to the middle (default 1000; quick 100)")
-    m.add_argument("--flood", type=pint, metavar="N",
-                   help="reply-less requests in the flood (default 50000; quick 3000)")
-    m.add_argument("--flood-limit", type=pint, default=10000, metavar="N",
-                   help="--pending-tokens given to the flooded bridge (default 10000)")
+    _count(m, "--clients",
+           help="idle zmq clients connected to the middle (default 1000; quick 100)")
+    _count(m, "--flood", help="reply-less requests in the flood (default 50000; quick 3000)")
+    _count(m, "--flood-limit", default=10000,
+           help="--pending-tokens given to the flooded bridge (default 10000)")
     m.add_argument("--flood-ttl", type=pfloat, metavar="S",
                    help="--token-ttl given to the flooded bridge (default 5; quick 2)")
     m.add_argument("--flood-time", type=pfloat, metavar="S",

@@ -33,6 +33,7 @@ from gateway.tools.harness.procs import (
     PY,
     SOURCE_ROOT,
     Proc,
+    Started,
     Unavailable,
     child_env,
     free_port,
@@ -166,7 +167,7 @@ class GatewayDied(AssertionError):
     """The gateway exited, or said no READY in time (an AssertionError: a test fails on it)."""
 
 
-class Gateway(Proc):
+class Gateway(Proc, Started):
     """``gateway ARGS`` as a child process; ``start()`` (or ``with``) waits for ``bridges``
     READY lines, whose fields are in ``readies`` (``ready`` is the first).
 
@@ -238,16 +239,6 @@ class Gateway(Proc):
                     raise
                 time.sleep(0.05)
 
-    def __enter__(self) -> Gateway:
-        try:
-            return self.start()
-        except BaseException:
-            self.kill()
-            raise
-
-    def __exit__(self, *exc: object) -> None:
-        self.kill()
-
     def alive(self) -> bool:
         return self._started and super().alive()
 
@@ -260,6 +251,8 @@ class Gateway(Proc):
         """SIGKILL (no drain); never raises."""
         if self._started:
             super().stop(grace=0.0, sig=signal.SIGKILL)
+
+    end = kill  # what leaving ``with`` does
 
     def terminate(self, sig: int = signal.SIGTERM, timeout: float = 5.0) -> int:
         """Send ``sig`` and wait for the exit code (raises ``TimeoutExpired`` past ``timeout``:

@@ -27,7 +27,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Self
 
 #: The directory that holds the ``gateway`` package (the checkout, or site-packages).
 SOURCE_ROOT = Path(__file__).resolve().parents[3]
@@ -159,6 +159,27 @@ def parse_ready(rest: str) -> dict[str, Any]:
     from gateway.supervisor import parse_ready as gateway_ready
 
     return dict(gateway_ready(f"READY {rest}") or {})
+
+
+class Started:
+    """``with x:`` is ``x.start()``, and ``x.end()`` on the way out, or at once when the start
+    fails (a half-started child is never left behind)."""
+
+    def start(self) -> Any:
+        raise NotImplementedError
+
+    def end(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        try:
+            return self.start()
+        except BaseException:
+            self.end()
+            raise
+
+    def __exit__(self, *exc: object) -> None:
+        self.end()
 
 
 class Proc:

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from gateway.tools.harness.peers import SERVER_ID, Peer, Reply, Seen, request_frames
+from gateway.tools.harness.procs import Started
 
 HERE = Path(__file__).resolve().parent
 SOURCE = HERE / "JeromqPeer.java"
@@ -82,7 +83,7 @@ def argv(kind: str, action: str, endpoint: str, count: int, timeout_ms: int,
     return args
 
 
-class JeromqProc:
+class JeromqProc(Started):
     """One JeroMQ peer process; always killed on exit."""
 
     def __init__(self, kind: str, action: str, endpoint: str, count: int = 1,
@@ -176,15 +177,7 @@ class JeromqProc:
                     with contextlib.suppress(Exception):
                         stream.close()
 
-    def __enter__(self) -> JeromqProc:
-        try:
-            return self.start()
-        except BaseException:
-            self.close()
-            raise
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    end = close  # what leaving ``with`` does
 
 
 class JeromqPeer(Peer):
