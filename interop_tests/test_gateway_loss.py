@@ -91,17 +91,23 @@ def test_backend_killed_with_requests_in_flight_counts_them_at_once(
         server.wait(5)
 
 
+BURST_S = 20.0  #: the 20,000-request burst of the test below, answered within
+
+
 def test_library_poller_burst_slow_client_and_prompt_stop() -> None:
     """20k x 1 KiB pipelined through pyzmq -> pynng; meanwhile a client that never reads has
-    10,000 replies coming: the reading client gets every reply within 10 s and then a p99 under
-    50 ms; SIGTERM ends the gateway with exit 0 within grace + 2 s."""
+    10,000 replies coming: the reading client gets every reply within BURST_S and then a p99
+    under 50 ms; SIGTERM ends the gateway with exit 0 within grace + 2 s. (The poller gives a
+    client at most hwm // 16 requests unanswered in the back end, for fairness: one client's
+    pipelined burst goes at that window per round trip through the Python nng server, about
+    4-7 s here alone; BURST_S leaves room for a loaded CI machine.)"""
     n = 20_000
     grace = 1.0
     with NngServer() as server, Gateway(*bridge_args(
             url("zmq", ANY, "pyzmq"), url("sp", f"{LOCAL}:{server.port}", "pynng"),
             "--grace", str(grace)), metrics=True) as gw:
         with zmq_client("DEALER", lib_url(gw.front), RCVHWM=10) as lazy, \
-                zmq_client("DEALER", lib_url(gw.front), timeout_ms=10_000,
+                zmq_client("DEALER", lib_url(gw.front), timeout_ms=int(BURST_S * 1000),
                            SNDHWM=0, RCVHWM=0) as dealer:
             for _ in range(10_000):  # replies it will never read: past every buffer
                 lazy.send_multipart([b"", b"x" * 1024])
@@ -112,7 +118,9 @@ def test_library_poller_burst_slow_client_and_prompt_stop() -> None:
             while got < n:
                 dealer.recv_multipart()
                 got += 1
-            assert time.monotonic() - t0 < 10.0
+            burst_s = time.monotonic() - t0
+            print(f"20,000 pipelined requests answered in {burst_s:.1f} s")
+            assert burst_s < BURST_S
             lat = []
             for _ in range(300):
                 s = time.perf_counter()
