@@ -24,7 +24,7 @@ ANY = f"{LOCAL}:0"
 
 FLOOD = 20_000  # 1 KiB requests from the one client that never reads
 CLIENTS = 20  # well-behaved REQ clients, one request in flight each
-P99_BOUND_MS = 150.0  # the unfair loop of 49db3ab: 940 ms-2 s
+P99_BOUND_MS = 100.0  # the unfair loop of 49db3ab: 940 ms-2 s; a fixed share: 67-111 ms
 LOST_AFTER = 5.0  # a request of theirs unanswered this long counts as lost
 
 #: a cooked nng rep0 echo (b"re:" + request) through nng's C API, in its own process so that
@@ -123,7 +123,7 @@ class _Clients:
 
 def test_a_flooder_that_never_reads_does_not_starve_the_others_on_the_library_poller() -> None:
     """20,000 x 1 KiB from a DEALER that never reads, 20 REQ clients meanwhile: their p99 stays
-    under 50 ms on a quiet machine, asserted under P99_BOUND_MS (it was 940 ms-2 s on 49db3ab:
+    under 50 ms on a quiet machine (24-26 ms), asserted under P99_BOUND_MS (it was 940 ms-2 s on 49db3ab:
     the flood stood ahead of them in one queue and in the back end's buffers), none of their
     requests is lost, the flooder's replies that cannot reach it are counted ``hwm``, and every
     request forwarded is answered or counted."""

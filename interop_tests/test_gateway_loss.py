@@ -97,10 +97,10 @@ BURST_S = 20.0  #: the 20,000-request burst of the test below, answered within
 def test_library_poller_burst_slow_client_and_prompt_stop() -> None:
     """20k x 1 KiB pipelined through pyzmq -> pynng; meanwhile a client that never reads has
     10,000 replies coming: the reading client gets every reply within BURST_S and then a p99
-    under 50 ms; SIGTERM ends the gateway with exit 0 within grace + 2 s. (The poller gives a
-    client at most hwm // 16 requests unanswered in the back end, for fairness: one client's
-    pipelined burst goes at that window per round trip through the Python nng server, about
-    4-7 s here alone; BURST_S leaves room for a loaded CI machine.)"""
+    under 50 ms; SIGTERM ends the gateway with exit 0 within grace + 2 s. (The two clients
+    share the poller's back-end window, hwm // 4 requests unanswered: the burst goes at 125 per
+    round trip through the Python nng server, 4.5-4.6 s here on a quiet machine; BURST_S leaves
+    room for a loaded CI machine.)"""
     n = 20_000
     grace = 1.0
     with NngServer() as server, Gateway(*bridge_args(

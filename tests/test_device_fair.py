@@ -69,7 +69,7 @@ def test_any_interleaving_keeps_counts_order_and_bounds(ops: list[tuple[bytes, b
 
 
 def test_window_slots_per_client_free_on_replies_and_with_time() -> None:
-    w = Window(size=2, stale=1.0)
+    w = Window(2, stale=1.0, floor=2)
     assert w.open(b"a")
     w.sent(b"a", 10.0)
     w.sent(b"a", 10.5)
@@ -91,11 +91,55 @@ def test_window_slots_per_client_free_on_replies_and_with_time() -> None:
     assert len(w) == 1
     w.clear()
     assert len(w) == 0 and w.open(b"b")
-    assert Window(size=0, stale=1.0).size == 1
+    assert Window(0, stale=1.0).size == 1
+
+
+def test_the_budget_is_shared_among_the_clients_active_at_least_a_floor_each() -> None:
+    w = Window(12, stale=1.0, floor=2)
+    for _ in range(12):  # alone: the whole budget
+        assert w.open(b"flood")
+        w.sent(b"flood", 0.0)
+    assert not w.open(b"flood") and w.size == 12 and w.active == 1
+    w.sent(b"a", 0.1)  # another client: the flood's share is 6 now; it has 12 out
+    assert w.size == 6 and not w.open(b"flood") and w.open(b"a")
+    for _ in range(7):
+        w.answered(b"flood")
+    assert w.open(b"flood")  # 5 out of 6
+    w.answered(b"a")  # a's slots are free, but a stays active until the next sweep
+    assert w.active == 2 and w.size == 6
+    for c in (b"b", b"c", b"d", b"e", b"f", b"g"):
+        w.sent(c, 0.2)
+    assert w.size == 2  # 12 // 8 is 1: the floor
+    for c in (b"b", b"c", b"d", b"e", b"f", b"g"):
+        w.answered(c)
+    w.sweep(0.3)  # only the flood has anything out: it is alone again
+    assert w.active == 1 and w.size == 12 and w.open(b"flood") and len(w) == 5
+
+
+def test_a_flooder_gets_its_share_back_when_the_others_leave() -> None:
+    w = Window(4, stale=10.0, floor=1)
+    q: FairQueue[str] = FairQueue(total=100, per_client=50, window=w)
+    for i in range(8):
+        q.put(b"flood", f"f{i}")
+    q.put(b"a", "a0")
+    sent = []
+    while q.ready:
+        w.sent(q.turn, 0.0)
+        sent.append(q.pop())
+    # in turn: f0 a0 (now two active: 2 each), f1; then the flood is parked
+    assert sent == ["f0", "a0", "f1"] and not q.ready
+    q.answered(b"a")
+    assert not q.ready  # a's reply frees none of the flood's slots
+    w.sweep(0.1)  # a has nothing out: the flood is alone, its share is 4 again
+    q.tick(0.1)
+    while q.ready:
+        w.sent(q.turn, 0.1)
+        sent.append(q.pop())
+    assert sent[3:] == ["f2", "f3"] and len(w) == 4
 
 
 def test_a_client_whose_window_is_full_sits_its_turns_out() -> None:
-    w = Window(size=2, stale=1.0)
+    w = Window(2, stale=1.0, floor=2)
     q: FairQueue[str] = FairQueue(total=100, per_client=50, window=w)
     for i in range(4):
         q.put(b"flood", f"f{i}")
@@ -130,7 +174,7 @@ def test_a_client_whose_window_is_full_sits_its_turns_out() -> None:
                           st.sampled_from([b"a", b"b", b"c"])), max_size=300))
 def test_with_a_window_no_client_exceeds_its_share_and_nothing_is_lost(
         ops: list[tuple[str, bytes]]) -> None:
-    w = Window(size=2, stale=1.0)
+    w = Window(2, stale=1.0, floor=2)  # (a fixed share: the floor is the budget)
     q: FairQueue[tuple[bytes, int]] = FairQueue(total=8, per_client=4, window=w)
     now = 0.0
     put = {c: 0 for c in (b"a", b"b", b"c")}

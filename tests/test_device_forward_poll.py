@@ -54,12 +54,14 @@ class _SilentServer:
 
 def test_a_server_that_never_answers_slows_a_client_down_but_never_stops_it(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    """``hwm=2 * PER_CLIENT``: each client's share of the back end is two requests, and as many
-    may wait here. a sends three: two go, the third waits until a slot of a's goes stale
-    (``STALE``, made 1.5 s here so that the order cannot depend on the machine's load); b's
-    request, sent meanwhile, goes at once (the share is per client); a is never stopped."""
+    """``hwm=2 * PER_CLIENT`` and a back-end budget of ``hwm // PER_CLIENT``: two requests
+    unanswered, and as many may wait here, per client (the floor is two). a sends three: two
+    go, the third waits until a slot of a's goes stale (``STALE``, made 1.5 s here so that the
+    order cannot depend on the machine's load); b's request, sent meanwhile, goes at once (the
+    floor is per client); a is never stopped."""
     stale = 1.5
     monkeypatch.setattr(forward_poll, "STALE", stale)
+    monkeypatch.setattr(forward_poll, "BACKEND", PER_CLIENT)
     server = _SilentServer()
 
     async def main() -> None:

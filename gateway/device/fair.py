@@ -6,12 +6,13 @@ libzmq's ROUTER fair-queues its pipes on receive and the native engine gives eac
 the back end's own buffers (nng's send buffer, both TCP buffers, the server's queue), where the
 flooder's thousands of requests stood ahead of everyone else's. Two pieces, pure bookkeeping:
 
-* :class:`Window`: what the back end holds unanswered, per client; at most ``size`` requests of
-  each, so that a flood waits here, in its own queue, and not in the back end's first-come
-  buffers ahead of everyone else's requests. A reply frees a slot; so does time (``stale``),
-  so a server that never answers (or a library that dropped a reply) slows a client down but
-  never stops it. The clients together are not limited: many clients keep the back end as busy
-  as before;
+* :class:`Window`: what the back end holds unanswered, per client: the clients active share a
+  budget (at least a floor each), so that a flood waits here, in its own queue, and not in the
+  back end's first-come buffers ahead of everyone else's requests, while a client alone has
+  the whole budget. A reply frees a slot; so does time (``stale``), so a server that never
+  answers (or a library that dropped a reply) slows a client down but never stops it. The
+  clients together are not limited beyond their floors: many clients keep the back end as
+  busy as before;
 * :class:`FairQueue`: requests wait per client (routing id) and go to the back end in turn, one
   message per client per turn, as libzmq's ``fq_t`` takes them; bounded in all and per client.
   A client whose window is full sits its turns out (it is parked, at no cost to the others)
@@ -27,7 +28,13 @@ T = TypeVar("T")
 
 
 class Window:
-    """What the back end holds unanswered, per client: at most ``size`` requests of each.
+    """What the back end holds unanswered, per client: a client's share of ``budget`` requests.
+
+    Work-conserving: the ``budget`` is split among the clients that are active (each with a
+    slot taken since the last :meth:`sweep`), at least ``floor`` each; a client alone has all
+    of it (a pipelined burst runs at the back end's speed), a flooder among 20 clients that
+    wait for their replies has ``budget // 21`` (so that at most that many of its requests
+    stand ahead of theirs in the back end's first-come buffers).
 
     :meth:`sent` takes a slot of the client's, :meth:`answered` frees its oldest (its reply
     came; a library back end does not say which request a reply answers, and the window needs
@@ -35,21 +42,38 @@ class Window:
     accounting (the ledger's in-flight count is exact): only who may hand the back end another
     request now."""
 
-    __slots__ = ("_taken", "size", "stale")
+    __slots__ = ("_taken", "budget", "floor", "stale")
 
-    def __init__(self, size: int, stale: float) -> None:
-        self.size = max(1, size)
+    def __init__(self, budget: int, stale: float, floor: int = 1) -> None:
+        self.budget = max(1, budget)
+        self.floor = max(1, min(floor, self.budget))
         self.stale = stale
-        self._taken: dict[bytes, deque[float]] = {}  # client -> when its slots were taken
+        #: client -> when its slots were taken; a client whose slots are all free stays (an
+        #: empty deque: still active) until the next sweep
+        self._taken: dict[bytes, deque[float]] = {}
 
     def __len__(self) -> int:
         """Slots taken, all clients."""
         return sum(len(q) for q in self._taken.values())
 
+    @property
+    def active(self) -> int:
+        """Clients sharing the budget: a slot taken since the last sweep."""
+        return len(self._taken)
+
+    @property
+    def size(self) -> int:
+        """A client's share now."""
+        share = self.budget // (len(self._taken) or 1)
+        return share if share > self.floor else self.floor
+
     def open(self, client: bytes) -> bool:
         """May ``client`` send another request now?"""
         q = self._taken.get(client)
-        return q is None or len(q) < self.size
+        if q is None:
+            return True
+        share = self.budget // len(self._taken)
+        return len(q) < (share if share > self.floor else self.floor)
 
     def sent(self, client: bytes, now: float) -> None:
         q = self._taken.get(client)
@@ -61,8 +85,6 @@ class Window:
         q = self._taken.get(client)
         if q:
             q.popleft()
-            if not q:
-                del self._taken[client]
 
     def expire(self, client: bytes, now: float) -> None:
         """Free ``client``'s slots taken more than ``stale`` seconds before ``now``."""
@@ -70,14 +92,12 @@ class Window:
         horizon = now - self.stale
         while q and q[0] <= horizon:
             q.popleft()
-        if q is not None and not q:
-            del self._taken[client]
 
     def sweep(self, now: float) -> None:
-        """Forget the clients whose every slot is stale (a client that left with requests
-        unanswered is not kept)."""
+        """Forget the clients with no slot taken, or whose every slot is stale (a client that
+        left with requests unanswered is not kept): they no longer share the budget."""
         horizon = now - self.stale
-        for client in [c for c, q in self._taken.items() if q[-1] <= horizon]:
+        for client in [c for c, q in self._taken.items() if not q or q[-1] <= horizon]:
             del self._taken[client]
 
     def clear(self) -> None:

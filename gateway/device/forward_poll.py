@@ -14,11 +14,11 @@ forwarder (:mod:`gateway.device.step`) and never blocks on a peer:
   in all (``hwm``) and, for request-reply, per client (``hwm // PER_CLIENT``; the other
   patterns' messages name no client: one queue); while that is reached the front is not read:
   back-pressure reaches the clients through the libraries' own per-peer queues and TCP;
-* request-reply: each client has at most ``hwm // PER_CLIENT`` requests waiting in the back end
-  unanswered (a reply frees a slot, and so does ``STALE`` seconds without one), so that a
-  client flooding requests waits in its own queue here rather than ahead of everyone else in
-  nng's/libzmq's send buffer, the TCP buffers and the server's queue, which serve first come
-  first served;
+* request-reply: the clients active share ``hwm // BACKEND`` requests unanswered in the back
+  end, at least ``FLOOR`` each (a reply frees a slot, and so does ``STALE`` seconds without
+  one), so that a client flooding requests waits in its own queue here rather than ahead of
+  everyone else in nng's/libzmq's send buffer, the TCP buffers and the server's queue, which
+  serve first come first served; a client alone has the whole share (its burst is not paced);
 * each wake-up moves at most ``BATCH`` messages per direction, replies first, and the stop
   flag is checked on every one (the poll waits at most 100 ms).
 """
@@ -39,9 +39,13 @@ from gateway.errors import PeerBusy
 from gateway.message import Message
 
 BATCH = 256
-#: a client's share, ``hwm // PER_CLIENT``: of the requests waiting in the poller, and of the
-#: back end (requests unanswered)
+#: a client's share of the requests waiting in the poller: ``hwm // PER_CLIENT``
 PER_CLIENT = 16
+#: what the back end may hold unanswered, ``hwm // BACKEND``, is shared among the clients active,
+#: at least ``FLOOR`` each: a flooder among 20 clients waiting for their replies has 250 // 21
+#: = 11 requests ahead of theirs (the others' p99: 24-26 ms; 67-111 ms with a fixed 62 a client)
+BACKEND = 4
+FLOOR = 2
 #: seconds after which a request the back end has not answered stops holding its client's slot:
 #: far above a round trip through a busy back end (a client's share at a few thousand requests
 #: a second: tens of ms), short enough that a client whose requests the server never answers,
@@ -64,7 +68,8 @@ class PollForwarder:
         # before) and nothing waits for an answer
         share = max(1, hwm // PER_CLIENT) if translator.pairs_replies else hwm
         #: what the back end holds unanswered, per client
-        self.window = Window(share, STALE) if translator.pairs_replies else None
+        self.window = (Window(max(1, hwm // BACKEND), STALE, FLOOR) if translator.pairs_replies
+                       else None)
         #: untranslated requests the back end (or the client's window) had no room for
         self._waiting: FairQueue[tuple[Message, float]] = FairQueue(hwm, share, self.window)
         self._now = clock()  # the loop's clock, read once per wake-up
