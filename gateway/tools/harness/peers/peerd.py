@@ -229,14 +229,11 @@ class OmqDriver(ZmqDriver):
     module = "pyomq"
 
     def send(self, frames: List[bytes], timeout: float) -> bool:
-        """A send timeout, not ``NOBLOCK``: pyomq 0.21 ignores the flag and blocks for
-        ``SNDTIMEO`` (forever by default) while no peer is attached (a refused pairing)."""
-        self.s.setsockopt(self.z.SNDTIMEO, max(1, int(timeout * 1000)))
-        try:
-            self.s.send_multipart(frames)
-            return True
-        except self.z.Again:
-            return False
+        """pyomq 0.21 ignores ``NOBLOCK`` and blocks for ``SNDTIMEO`` (forever by default)
+        while no peer is attached (a refused pairing): a short ``SNDTIMEO`` makes each try of
+        the retrying send return (``Again``, or a ROUTER's unreachable peer) in 20 ms."""
+        self.s.setsockopt(self.z.SNDTIMEO, 20)
+        return super().send(frames, timeout)
 
     def recv(self, timeout: float) -> Optional[List[bytes]]:
         """A receive timeout, not ``poll``: pyomq's poll does not see a SUB's messages."""
