@@ -362,9 +362,10 @@ KNOWN_ISSUES: tuple[tuple[Callable[[Cell], bool], str], ...] = (
      "omq.rs 0.21: a SUB that binds sends its subscriptions to no publisher that connects to "
      "it (nothing crosses; a connecting omq SUB is served, and libzmq's bound SUB is too)"),
     (_native_router_omq_req,
-     "intermittent (about 1 run in 3): the native engine's ROUTER sees an extra empty frame "
-     "before omq.rs's first REQ body ([id, '', '', body]); libzmq's ROUTER never does with "
-     "the same omq.rs REQ (to investigate: the engine's frame reader, or omq.rs's first send)"),
+     "omq.rs 0.21, intermittent (about 1 run in 3): its REQ writes two empty frames before "
+     "its first body (on the wire after READY: 01 00 01 00 00 64 ...; the next requests have "
+     "one), so the native ROUTER reports [id, '', '', body], as it arrived; not seen with "
+     "libzmq's ROUTER, whose handshake timing differs"),
 )
 
 
