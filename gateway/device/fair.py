@@ -70,10 +70,7 @@ class Window:
     def open(self, client: bytes) -> bool:
         """May ``client`` send another request now?"""
         q = self._taken.get(client)
-        if q is None:
-            return True
-        share = self.budget // len(self._taken)
-        return len(q) < (share if share > self.floor else self.floor)
+        return q is None or len(q) < self.size
 
     def sent(self, client: bytes, now: float) -> None:
         q = self._taken.get(client)
