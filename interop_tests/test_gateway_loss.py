@@ -118,9 +118,10 @@ def _replies_arrived_or_counted(gw: Gateway, lazy: zmq.Socket[bytes], got: int,
 def test_library_poller_burst_slow_client_and_prompt_stop() -> None:
     """20k x 1 KiB pipelined through pyzmq -> pynng; meanwhile a client that never reads has
     10,000 replies coming: the reading client gets its replies within BURST_S (any it does
-    not get were counted: see _replies_arrived_or_counted) and then a p99 under 50 ms; SIGTERM ends the gateway with exit 0 within grace + 2 s. (The two clients
-    share the poller's back-end window, hwm // 4 requests unanswered: the burst goes at 125 per
-    round trip through the Python nng server, 4.5-4.6 s here on a quiet machine; BURST_S leaves
+    not get were counted: see _replies_arrived_or_counted) and then a p99 under 50 ms;
+    SIGTERM ends the gateway with exit 0 within grace + 2 s. (The two clients share the
+    poller's back-end window, hwm // 4 requests unanswered: the burst goes at 125 per round
+    trip through the Python nng server, 4.5-4.6 s here on a quiet machine; BURST_S leaves
     room for a loaded CI machine.)"""
     n = 20_000
     grace = 1.0

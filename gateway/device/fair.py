@@ -64,7 +64,7 @@ class Window:
     @property
     def size(self) -> int:
         """A client's share now."""
-        share = self.budget // (len(self._taken) or 1)
+        share = self.budget // (self.active or 1)
         return share if share > self.floor else self.floor
 
     def open(self, client: bytes) -> bool:
