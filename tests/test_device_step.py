@@ -9,7 +9,7 @@ import uuid
 from gateway.device.inflight import LossTracker
 from gateway.device.ledger import Ledger
 from gateway.device.step import ReplyStep, RequestStep, SendNow
-from gateway.envelope import Translator
+from gateway.envelope import PatternTranslator, Translator
 from gateway.errors import PeerBusy, PeerGone
 from gateway.message import Message
 
@@ -101,3 +101,54 @@ def test_a_reply_for_no_token_is_counted() -> None:
     reply = ReplyStep(translator, ledger, loss, lambda out: CLIENT)
     assert reply(Message((b"\x80\x00\x00\x01",), (b"re",))) is True
     assert ledger.dropped_count("unknown-token") == 1
+
+
+def _state(translator: Translator, ledger: Ledger, loss: LossTracker) -> tuple[object, ...]:
+    return (len(translator.table), len(loss.inflight), ledger.in_flight,
+            ledger.forwarded("request"), ledger.forwarded("reply"),
+            ledger.dropped_count("multi-frame-body"), ledger.dropped_count("unknown-token"))
+
+
+def test_forward_is_prepare_send_and_done_in_one_call() -> None:
+    """The one-call path (``forward``, what the pure engine runs per message) and the three
+    parts the awaited loops call leave the same tables, in-flight entries and ledger."""
+    runs = []
+    for fused in (True, False):
+        translator, ledger, loss = _bridge()
+        sent: list[Message] = []
+        replies: list[Message] = []
+        request = RequestStep(translator, ledger, loss, _recorder(sent))
+        reply = ReplyStep(translator, ledger, loss, _recorder(replies))
+        inputs = [_request(b"a"), _request(b"b"), Message((CLIENT, b""), (b"x", b"y"))]
+        for msg in inputs:
+            if fused:
+                assert request.forward(msg) is True
+            else:
+                out = request.prepare(msg, 1.0)
+                if out is not None:
+                    request.done(out, _recorder(sent)(out), 1.0)
+        for msg in [Message(sent[0].hops, (b"re",)), Message((b"\x80\x00\x00\x09",), (b"?",))]:
+            if fused:
+                assert reply.forward(msg) is True
+            else:
+                out = reply.prepare(msg, 1.0)
+                if out is not None:
+                    reply.done(1.0)
+                    replies.append(out)
+        runs.append((_state(translator, ledger, loss), [m.body for m in sent], replies))
+    assert runs[0] == runs[1]
+    assert runs[0][0] == (1, 1, 0, 2, 1, 1, 1)  # the unknown token ends one in flight too
+
+
+def test_a_subscription_that_changes_nothing_upstream_sends_nothing() -> None:
+    """A translation may return None (a second subscriber to a topic): the step sends nothing
+    and counts nothing, and the message is done."""
+    translator = PatternTranslator("pubsub", "zmtp", "zmtp")
+    ledger = Ledger(f"step-{uuid.uuid4().hex[:8]}")
+    loss = LossTracker(translator, ledger, peers=lambda: 1)
+    sent: list[Message] = []
+    step = RequestStep(translator, ledger, loss, _recorder(sent))
+    subscribe = Message((b"peer",), (b"\x01news",))
+    assert step.forward(subscribe) is True and step.forward(subscribe) is True
+    assert [m.body for m in sent] == [(b"\x01news",)]
+    assert ledger.forwarded("request") == 1

@@ -556,9 +556,10 @@ def test_the_usual_traffic_goes_through_the_kernel(front: str, back: str,
     from gateway.device import step
 
     calls: list[str] = []
-    monkeypatch.setattr(step.RequestStep, "__call__",
-                        lambda self, msg, t0=0.0: calls.append("request"))
-    monkeypatch.setattr(step.ReplyStep, "__call__", lambda self, msg: calls.append("reply"))
+    monkeypatch.setattr(step.RequestStep, "forwarder",
+                        lambda self: lambda msg, t0=0.0: calls.append("request"))
+    monkeypatch.setattr(step.ReplyStep, "forwarder",
+                        lambda self: lambda msg: calls.append("reply"))
 
     async def go() -> dict[str, Any]:
         core._RUNNING_PIPE_IDS[0] = 100
@@ -688,12 +689,13 @@ def test_pipeline_and_published_messages_go_through_the_kernel(
             await rig.close()
 
     with monkeypatch.context() as m:
-        m.setattr(step.RequestStep, "__call__", lambda self, msg, t0=0.0: calls.append("r"))
+        m.setattr(step.RequestStep, "forwarder",
+                  lambda self: lambda msg, t0=0.0: calls.append("r"))
         state = asyncio.run(go("pipeline"))
     assert calls == [] and state["forwarded"] == (20, 0)
     assert sum(data.count(b"A") for data in state["servers"]) == 20
     with monkeypatch.context() as m:
-        m.setattr(step.ReplyStep, "__call__", lambda self, msg: calls.append("p"))
+        m.setattr(step.ReplyStep, "forwarder", lambda self: lambda msg: calls.append("p"))
         state = asyncio.run(go("pubsub"))
     assert calls == [] and state["forwarded"][1] == 20
     assert [data.count(b"A") for data in state["clients"]] == [20, 20]
@@ -727,6 +729,9 @@ def test_curve_traffic_goes_through_the_kernel(front: str, back: str,
     from gateway.wire import zmtp_curve
 
     calls: list[str] = []
+    for name in ("RequestStep", "ReplyStep"):  # (a step's forward is made with the bridge)
+        monkeypatch.setattr(getattr(step, name), "forwarder",
+                            lambda self, name=name: lambda *a: calls.append(name))
 
     async def go() -> dict[str, Any]:
         core._RUNNING_PIPE_IDS[0] = 100
@@ -734,9 +739,6 @@ def test_curve_traffic_goes_through_the_kernel(front: str, back: str,
         await rig.open(clients=2, servers=2)
         try:
             with monkeypatch.context() as m:
-                for name in ("RequestStep", "ReplyStep"):
-                    m.setattr(getattr(step, name), "__call__",
-                              lambda self, *a, name=name: calls.append(name))
                 for peer in rig.clients + rig.servers:  # the gateway's side of each
                     mech = getattr(peer.pipe.codec, "security", None)
                     if isinstance(mech, zmtp_curve._Curve):

@@ -64,7 +64,7 @@ class _Front(SocketHooks):
 
     def __init__(self, fwd: AsyncForwarder) -> None:
         self.fwd = fwd
-        self.step = fwd.request
+        self.forward = fwd.request.forward
         self.fast = fwd.kernel.request if fwd.kernel is not None else None
 
     def message(self, msg: Message, family: str) -> bool:
@@ -72,7 +72,8 @@ class _Front(SocketHooks):
         if fwd.draining or fwd.detour:
             fwd.detour = not fwd.draining
             return False  # to the inbox: the request loop (or the drain count) takes it
-        if self.step(msg):
+        forward = self.forward  # (a local: calling an instance's attribute is a slow lookup)
+        if forward(msg):
             return True
         fwd.detour = True  # no room on the back end: the request loop waits for it
         return False
@@ -89,7 +90,7 @@ class _Back(SocketHooks):
 
     def __init__(self, fwd: AsyncForwarder) -> None:
         self.fwd = fwd
-        self.step = fwd.reply
+        self.forward = fwd.reply.forward
         self.fast = fwd.kernel.reply if fwd.kernel is not None else None
 
     def pipe_lost(self, routing_id: bytes) -> None:
@@ -99,7 +100,8 @@ class _Back(SocketHooks):
         fwd = self.fwd
         if fwd.back_detour:
             return False
-        if self.step(msg):
+        forward = self.forward
+        if forward(msg):
             return True
         fwd.back_detour = True
         return False
@@ -137,6 +139,7 @@ class AsyncForwarder:
     # -- the loops ---------------------------------------------------------------------------
     async def _requests(self) -> None:
         recv, step, back = self.front.recv_msg, self.request, self.back
+        forward = step.forward
         for first in self.translator.initial():  # pub/sub: the standing subscriptions
             await back.send_msg(first)
         if not self.translator.up:  # nothing comes from the front (an SP pub0 front)
@@ -144,7 +147,7 @@ class AsyncForwarder:
         while True:
             msg = await recv()
             if step.send_now is not None:  # native back end: wait for room, then the step
-                while not step(msg):
+                while not forward(msg):
                     await back.wait_room()
             else:
                 t0 = clock()

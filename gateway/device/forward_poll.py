@@ -128,23 +128,23 @@ class PollForwarder:
     def _flush(self) -> None:
         """Hand waiting requests to the back end, clients in turn, until it has no room or
         every client waiting has its share of the back end out."""
-        waiting, step = self._waiting, self.request
+        waiting, forward = self._waiting, self.request.forward
         while waiting.ready:
             self._client = waiting.turn
             msg, t0 = waiting.head()
-            if not step(msg, t0):
+            if not forward(msg, t0):
                 self._wants_room = True
                 return
             waiting.pop()
         self._wants_room = False
 
     def _replies(self) -> None:
-        recv, step = self.back.recv_nowait, self.reply
+        recv, forward = self.back.recv_nowait, self.reply.forward
         for _ in range(BATCH):
             msg = recv()
             if msg is None:
                 return
-            step(msg)
+            forward(msg)
 
     def _requests(self) -> None:
         recv, waiting, halt, draining = self.front.recv_nowait, self._waiting, self._halt, \

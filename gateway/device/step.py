@@ -10,10 +10,14 @@ sends at once, a library's asyncio face is awaited, the poller's is non-blocking
 * ``done(out, pipe, t0)``: account (in flight on that pipe, forwarded, the hop's latency from
   ``t0``, the one clock reading the message got when it came in: it also dated its token).
 
-``step(msg)`` is all three with a non-blocking ``send_now`` (which returns None when the side
-has no room). A request step asks the back end for room *before* it translates, so a busy back
-end leaves the request untranslated (no token minted and forgotten): the caller keeps it and
-calls again once there is room.
+``step.forward(msg)`` (also ``step(msg)``) is all three with a non-blocking ``send_now`` (which
+returns None when the side has no room), in one call. The pure-Python path runs it once per
+message, so it is a closure made once per step (:meth:`RequestStep.forwarder`) over the
+callables it needs, which repeats the few lines of ``prepare`` and ``done`` instead of calling
+them; the tests hold both forms to the same result. A step's parts are fixed when it is made.
+A request step asks the back end for room *before* it translates, so a busy back end leaves
+the request untranslated (no token minted and forgotten): the caller keeps it and calls again
+once there is room.
 """
 
 from __future__ import annotations
@@ -33,7 +37,8 @@ SendNow = Callable[[Message], bytes | None]
 class RequestStep:
     """Front -> back: a request (or, beyond request-reply, whatever flows that way)."""
 
-    __slots__ = ("_same", "_translate", "ledger", "loss", "room", "send_now", "translator")
+    __slots__ = ("_same", "_translate", "forward", "ledger", "loss", "room", "send_now",
+                 "translator")
 
     def __init__(self, translator: Translation, ledger: Ledger, loss: LossTracker,
                  send_now: SendNow | None = None,
@@ -43,6 +48,8 @@ class RequestStep:
         self._same = self._translate is same_family  # untouched: no call for that
         self.send_now = send_now
         self.room = room
+        #: ``forward(msg, t0=0.0)``: the whole step now, see :meth:`forwarder`
+        self.forward = self.forwarder()
 
     def prepare(self, msg: Message, now: float) -> Message | None:
         """What goes to the back end (None: refused and counted, or nothing to send)."""
@@ -64,41 +71,66 @@ class RequestStep:
             self.translator.forget([out[0]])
         self.ledger.refused(exc, REQUEST, client_of(msg))
 
+    def forwarder(self) -> Callable[..., bool]:
+        """``forward(msg, t0=0.0)``: forward ``msg`` now. True when done (sent, or refused and
+        counted), False when the back end has no room (nothing was translated: call again with
+        the same message). ``t0``: when the message came in, if it waited (default: now)."""
+        room, send_now, forget = self.room, self.send_now, self.translator.forget
+        translate = None if self._same else self._translate
+        loss, refused = self.loss, self.ledger.refused
+        sent = loss.inflight.sent if loss.enabled else None  # the table's own, bound once
+        forwarded = self.ledger.request_forwarded
+
+        def forward(msg: Message, t0: float = 0.0) -> bool:
+            if room is not None and not room():
+                return False
+            if not t0:
+                t0 = clock()
+            if translate is None:  # prepare, inline
+                out = msg
+            else:
+                try:
+                    made = translate(msg, t0)
+                except GatewayError as exc:
+                    refused(exc, REQUEST, client_of(msg))
+                    return True
+                if made is None:  # nothing to send
+                    return True
+                out = made
+            try:
+                pipe = send_now(out)  # type: ignore[misc]
+            except GatewayError as exc:
+                self.refused(exc, msg, out)
+                return True
+            if pipe is None:  # no room after all (no room check): undo, keep the request
+                forget([out[0]])
+                return False
+            if sent is not None:  # done, inline
+                evicted = sent(out[0], pipe, t0)
+                if evicted:
+                    loss.evicted(evicted)
+            forwarded(t0)
+            return True
+
+        return forward
+
     def __call__(self, msg: Message, t0: float = 0.0) -> bool:
-        """Forward ``msg`` now: True when done (sent, or refused and counted), False when the
-        back end has no room (nothing was translated: call again with the same message).
-        ``t0``: when the message came in, if it waited (default: now)."""
-        room = self.room
-        if room is not None and not room():
-            return False
-        if not t0:
-            t0 = clock()
-        out = self.prepare(msg, t0)
-        if out is None:
-            return True
-        try:
-            pipe = self.send_now(out)  # type: ignore[misc]
-        except GatewayError as exc:
-            self.refused(exc, msg, out)
-            return True
-        if pipe is None:  # no room after all (no room check): undo, keep the request
-            self.translator.forget([out[0]])
-            return False
-        self.done(out, pipe, t0)
-        return True
+        return self.forward(msg, t0)  # type: ignore[no-any-return]
 
 
 class ReplyStep:
     """Back -> front: a reply (or, beyond request-reply, whatever flows that way)."""
 
-    __slots__ = ("_translate", "answered", "ledger", "send_now")
+    __slots__ = ("_translate", "answered", "forward", "ledger", "loss", "send_now")
 
     def __init__(self, translator: Translation, ledger: Ledger, loss: LossTracker,
                  send_now: SendNow | None = None) -> None:
-        self.ledger = ledger
+        self.ledger, self.loss = ledger, loss
         self._translate = translator.reply
         self.answered = loss.answered
         self.send_now = send_now
+        #: ``forward(msg)``: the whole step now, see :meth:`forwarder`
+        self.forward = self.forwarder()
 
     def prepare(self, msg: Message, now: float) -> Message | None:
         self.answered(msg[0])
@@ -114,20 +146,38 @@ class ReplyStep:
     def refused(self, exc: GatewayError, out: Message | None) -> None:
         self.ledger.refused(exc, REPLY, client_of(out))
 
+    def forwarder(self) -> Callable[[Message], bool]:
+        """``forward(msg)``: forward ``msg`` now (a routed send never waits: gone or full is
+        counted). False only when the front has no room (a pair peer at its mark)."""
+        translate, send_now, refused = self._translate, self.send_now, self.ledger.refused
+        loss = self.loss
+        answered = loss.inflight.answered if loss.enabled else None  # the table's own
+        forwarded = self.ledger.reply_forwarded
+
+        def forward(msg: Message) -> bool:
+            t0 = clock()
+            if answered is not None:  # prepare, inline
+                answered(msg[0])
+            try:
+                out = translate(msg, t0)
+            except GatewayError as exc:
+                refused(exc, REPLY, client_of(msg))
+                return True
+            if out is None:  # nothing to send
+                return True
+            try:
+                if send_now(out) is None:  # type: ignore[misc]
+                    return False
+            except GatewayError as exc:
+                refused(exc, REPLY, client_of(out))
+                return True
+            forwarded(t0)  # done, inline
+            return True
+
+        return forward
+
     def __call__(self, msg: Message) -> bool:
-        """Forward ``msg`` now (a routed send never waits: gone or full is counted)."""
-        t0 = clock()
-        out = self.prepare(msg, t0)
-        if out is None:
-            return True
-        try:
-            if self.send_now(out) is None:  # type: ignore[misc]
-                return False
-        except GatewayError as exc:
-            self.refused(exc, out)
-            return True
-        self.done(t0)
-        return True
+        return self.forward(msg)  # type: ignore[no-any-return]
 
 
 __all__ = ["ReplyStep", "RequestStep", "SendNow"]

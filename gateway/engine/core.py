@@ -108,7 +108,7 @@ class SocketCore:
                                    router_mandatory=opts.router_mandatory,
                                    dropped=self._dropped, after_send=self.timer.after_send)
         #: the send a device calls: the strategy's fast twin where the pattern keeps no state
-        self.send_now = (self.sender.send_raw if type(self.pattern) in _STATELESS
+        self.send_now = (self.sender.raw_sender() if type(self.pattern) in _STATELESS
                          else self.send_general)
 
     # -- the observer ------------------------------------------------------------------------

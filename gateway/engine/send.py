@@ -16,8 +16,8 @@ fanout     PUB, XPUB, XSUB                             every matching pipe, neve
 
 Each strategy has ``send_now(msg)``, the general path through the pattern, and for a raw
 request-reply socket (a pattern that keeps no state and leaves the envelope as it is) a fast
-twin with the same results in fewer calls, ``send_raw`` (a device's hot path; a test pins the
-two together).
+twin with the same results in fewer calls, made once by ``raw_sender()`` (a device's hot path;
+a test pins the two together).
 """
 
 from __future__ import annotations
@@ -94,26 +94,32 @@ class Balanced:
         pipe.write(pattern.envelope(rest, pipe.family))
         self._sent(pipe)
 
-    def send_raw(self, msg: Message) -> bytes | None:
-        """``send_now`` for a raw REQ/DEALER, inline."""
+    def raw_sender(self) -> Callable[[Message], bytes | None]:
+        """``send_now`` for a raw REQ/DEALER (a pattern with no state of its own), inline: a
+        closure, made once (the pure path calls it once a message)."""
         routing = self.routing
-        if routing.closed:
-            raise Closed(f"{routing.name} socket is closed")
         out = routing.out
-        n = len(out)
-        rr = routing.rr
-        for i in range(n):
-            idx = (rr + i) % n
-            pipe = out[idx]
-            if pipe.writable:
-                body = msg[1]
-                if pipe.family == SP and len(body) != 1:
-                    raise LocalProtocolError(f"SP carries exactly one body frame, not {len(body)}")
-                routing.rr = idx + 1
-                hops = msg[0]
-                pipe.write_frames(hops + body if hops else body)
-                return pipe.routing_id
-        return None
+
+        def send_raw(msg: Message) -> bytes | None:
+            if routing.closed:
+                raise Closed(f"{routing.name} socket is closed")
+            n = len(out)
+            rr = routing.rr
+            for i in range(n):
+                idx = (rr + i) % n
+                pipe = out[idx]
+                if pipe.writable:
+                    body = msg[1]
+                    if pipe.family == SP and len(body) != 1:
+                        raise LocalProtocolError(
+                            f"SP carries exactly one body frame, not {len(body)}")
+                    routing.rr = idx + 1
+                    hops = msg[0]
+                    pipe.write_frames(hops + body if hops else body)
+                    return pipe.routing_id
+            return None
+
+        return send_raw
 
 
 class Routed:
@@ -146,31 +152,35 @@ class Routed:
         pattern.sent(pipe.routing_id, pipe.family)
         return target
 
-    def send_raw(self, msg: Message) -> bytes:
-        """``send_now`` for a raw REP/ROUTER, inline."""
-        routing = self.routing
-        if routing.closed:
-            raise Closed(f"{routing.name} socket is closed")
-        hops, body = msg
-        if not hops:
-            raise LocalProtocolError(
-                f"{self.pattern.kind} send needs the peer's routing id as first hop")
-        target = hops[0]
-        pipe = routing.routes.get(target)
-        if pipe is None:
-            if self.mandatory:
-                raise PeerGone(f"no peer with routing id {target!r}")
-            METRICS.inc("gateway_socket_dropped_messages_total", reason="unroutable")
+    def raw_sender(self) -> Callable[[Message], bytes | None]:
+        """``send_now`` for a raw REP/ROUTER, inline: a closure, made once."""
+        routing, kind, mandatory = self.routing, self.pattern.kind, self.mandatory
+        routes = routing.routes
+
+        def send_raw(msg: Message) -> bytes:
+            if routing.closed:
+                raise Closed(f"{routing.name} socket is closed")
+            hops, body = msg
+            if not hops:
+                raise LocalProtocolError(f"{kind} send needs the peer's routing id as first hop")
+            target = hops[0]
+            pipe = routes.get(target)
+            if pipe is None:
+                if mandatory:
+                    raise PeerGone(f"no peer with routing id {target!r}")
+                METRICS.inc("gateway_socket_dropped_messages_total", reason="unroutable")
+                return target
+            if pipe.family == SP and len(body) != 1:
+                raise LocalProtocolError(f"SP carries exactly one body frame, not {len(body)}")
+            if not pipe.writable:
+                if mandatory:
+                    raise PeerBusy(f"peer {target!r} is at its high-water mark")
+                pipe.dropped("hwm")
+                return target
+            pipe.write_frames(hops[1:] + body)
             return target
-        if pipe.family == SP and len(body) != 1:
-            raise LocalProtocolError(f"SP carries exactly one body frame, not {len(body)}")
-        if not pipe.writable:
-            if self.mandatory:
-                raise PeerBusy(f"peer {target!r} is at its high-water mark")
-            pipe.dropped("hwm")
-            return target
-        pipe.write_frames(hops[1:] + body)
-        return target
+
+        return send_raw
 
 
 class Fanout:
@@ -204,7 +214,8 @@ class Fanout:
                     pipe.dropped("hwm")
         return b""
 
-    send_raw = send_now
+    def raw_sender(self) -> Callable[[Message], bytes | None]:
+        return self.send_now  # (a fan-out has no faster twin)
 
     def subscription(self, sub: Subscription) -> None:
         """A subscription or cancel to every ZMTP publisher (SP pub/sub has none)."""
