@@ -8,7 +8,8 @@ export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 
 KERNEL := $(VENV)/.kernel
 
-.PHONY: env system-deps kernel demo test test-pure test-sanitize test-fast lint docs bench matrix \
+.PHONY: env system-deps kernel demo test test-pure test-sanitize test-fast lint docs bench \
+	bench-instructions matrix \
 	soak fuzz fuzz-ci clean
 
 # the editable install also compiles the kernel (gateway/_kernel.pyx: setup.py)
@@ -72,6 +73,10 @@ demo: env kernel
 ## make bench: latency/throughput side by side with libzmq, nng and zmq.proxy
 bench: env kernel
 	$(PY) -m gateway bench --memory --json out/bench.json --png out/bench.png
+
+## make bench-instructions: instructions per request on the pure path (callgrind; docs/design.md)
+bench-instructions: env
+	$(PY) -m gateway.tools.bench.instructions
 
 ## make fuzz: every fuzzing harness (fuzz/README.md) for FUZZ_SECONDS each, one after the other:
 ## atheris where it installs, hypothesis elsewhere; a crash is kept in fuzz/corpus/<harness>/

@@ -32,6 +32,9 @@ command -v prometheus >/dev/null 2>&1 || need+=(prometheus)
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
 command -v chromedriver >/dev/null 2>&1 || need+=(chromium-driver)
 [ -d /usr/lib/python3/dist-packages/zmq ] || need+=(python3-zmq)  # libzmq 4.3.4, /usr/bin/python3
+# instructions per request under callgrind (gateway/tools/bench/instructions.py): a measure
+# of the pure path that this machine's timing noise does not move
+command -v valgrind >/dev/null 2>&1 || need+=(valgrind)
 # network namespaces, veth pairs and a bridge for the multi-host fault tests (ip, bridge)
 { command -v ip && command -v bridge; } >/dev/null 2>&1 || need+=(iproute2)
 [ ${#need[@]} -eq 0 ] && exit 0

@@ -37,16 +37,16 @@ def _request(body: bytes = b"hi") -> Message:
 def test_a_busy_back_end_leaves_the_request_untranslated() -> None:
     translator, ledger, loss = _bridge()
     sent: list[Message] = []
-    room = False
+    room = [False]
 
     def send_now(out: Message) -> bytes | None:
         sent.append(out)
         return PIPE
 
-    step = RequestStep(translator, ledger, loss, send_now, room=lambda: room)
+    step = RequestStep(translator, ledger, loss, send_now, room=room)
     assert step(_request()) is False
     assert (len(translator.table), sent, ledger.forwarded("request")) == (0, [], 0)
-    room = True
+    room[0] = True
     assert step(_request()) is True
     assert len(translator.table) == 1 and ledger.forwarded("request") == 1
     (out,) = sent

@@ -1008,6 +1008,26 @@ async def test_fast_send_does_what_the_general_send_does() -> None:
 
 
 @timed
+async def test_the_room_cell_follows_the_pipes() -> None:
+    """``routing.room[0]``, which a device reads instead of calling ``has_room``, is kept
+    current: a pipe up, paused, resumed, down."""
+    async with gateway.Socket("ROUTER") as router, gateway.Socket("DEALER") as dealer:
+        routing = dealer.routing
+        assert routing.room == [False] and not routing.has_room()
+        dealer.connect(router.bind("zmq+tcp://127.0.0.1:0"))
+        await dealer.wait_peers(1)
+        (pipe,) = routing.out
+        assert routing.room == [True] and routing.has_room()
+        pipe.pause_writing()
+        assert routing.room == [False] and not routing.has_room()
+        pipe.resume_writing()
+        assert routing.room == [True]
+        router.close()
+        await until(lambda: not routing.out)
+        assert routing.room == [False] and not routing.has_room()
+
+
+@timed
 async def test_peer_chosen_identity_and_duplicates() -> None:
     async with (gateway.Socket("ROUTER") as router,
                 gateway.Socket("DEALER", identity=b"alice") as a1,

@@ -53,6 +53,8 @@ class NativeSide:
         #: True when a send would go out now (a routed or fanout send always does)
         self.room: Callable[[], bool] = (self.socket.routing.has_room if balanced
                                          else _always)
+        #: the same as a cell (``room_cell[0]``, read without a call; None: always room)
+        self.room_cell: list[bool] | None = self.socket.routing.room if balanced else None
 
     async def wait_room(self) -> None:
         """Until a send can go out now."""

@@ -35,14 +35,17 @@ SendNow = Callable[[Message], bytes | None]
 
 
 class RequestStep:
-    """Front -> back: a request (or, beyond request-reply, whatever flows that way)."""
+    """Front -> back: a request (or, beyond request-reply, whatever flows that way).
+
+    ``room``: the back end's room as a cell (``room[0]`` True when a send would go out now,
+    :attr:`gateway.engine.send.Routing.room`; None: the send itself says, ``send_now``)."""
 
     __slots__ = ("_same", "_translate", "forward", "ledger", "loss", "room", "send_now",
                  "translator")
 
     def __init__(self, translator: Translation, ledger: Ledger, loss: LossTracker,
                  send_now: SendNow | None = None,
-                 room: Callable[[], bool] | None = None) -> None:
+                 room: list[bool] | None = None) -> None:
         self.translator, self.ledger, self.loss = translator, ledger, loss
         self._translate = translator.request
         self._same = self._translate is same_family  # untouched: no call for that
@@ -82,7 +85,7 @@ class RequestStep:
         forwarded = self.ledger.request_forwarded
 
         def forward(msg: Message, t0: float = 0.0) -> bool:
-            if room is not None and not room():
+            if room is not None and not room[0]:
                 return False
             if not t0:
                 t0 = clock()

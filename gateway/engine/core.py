@@ -21,7 +21,6 @@ balancing skips such a pipe (``send_msg`` waits), a routed send to it drops the 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import random
 from collections import deque
 from typing import Any
@@ -160,7 +159,7 @@ class SocketCore:
         else:
             rid = self._zmtp_id()
         routes[rid] = pipe
-        self.routing.out.append(pipe)
+        self.routing.add(pipe)
         pipe.fast = self.hooks.fast
         log.info("pipe.up", endpoint=pipe.endpoint, peer=pipe.peer, peer_type=event.peer_type,
                  socket=self.name,
@@ -183,8 +182,7 @@ class SocketCore:
         del routes[rid]
         old.routing_id = self._zmtp_id()
         routes[old.routing_id] = old
-        with contextlib.suppress(ValueError):
-            self.routing.out.remove(old)  # nothing more goes out on it
+        self.routing.discard(old)  # nothing more goes out on it
         old.abort("handover", f"routing id {rid!r} taken over by {new.peer or 'a new peer'}")
 
     def pipe_lost(self, pipe: Pipe, failure: PipeFailure | None) -> None:
@@ -197,8 +195,7 @@ class SocketCore:
         routes = self.routing.routes
         if routes.get(pipe.routing_id) is pipe:
             del routes[pipe.routing_id]
-        with contextlib.suppress(ValueError):
-            self.routing.out.remove(pipe)
+        self.routing.discard(pipe)
         if self.closed:
             return
         log.info("pipe.down", endpoint=pipe.endpoint, peer=pipe.peer,
@@ -210,6 +207,7 @@ class SocketCore:
             self.timer.fire_soon()
 
     def pipe_writable(self, pipe: Pipe) -> None:
+        self.routing.recount()
         if pipe.writable:
             self._wake_senders()
 

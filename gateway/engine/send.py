@@ -22,6 +22,7 @@ a test pins the two together).
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 
 from gateway.engine.pipe import Pipe
@@ -38,7 +39,7 @@ class Routing:
     """A socket's ready pipes: by routing id (``routes``) and in round-robin order (``out``);
     ``rr`` is where the next balanced send starts. Shared by the socket and its strategy."""
 
-    __slots__ = ("closed", "name", "out", "routes", "rr")
+    __slots__ = ("closed", "name", "out", "room", "routes", "rr")
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -46,6 +47,9 @@ class Routing:
         self.out: list[Pipe] = []
         self.rr = 0
         self.closed = False
+        #: ``room[0]``: :meth:`has_room`, kept current by the socket (:meth:`recount`) in a
+        #: cell that a device reads once a request without a call
+        self.room = [False]
 
     def pick(self) -> Pipe | None:
         """The next writable pipe, round robin (None: none is)."""
@@ -65,6 +69,21 @@ class Routing:
             if pipe.writable:
                 return True
         return False
+
+    def recount(self) -> None:
+        """Bring :attr:`room` up to date: ``out`` or a pipe's writability changed."""
+        self.room[0] = self.has_room()
+
+    def add(self, pipe: Pipe) -> None:
+        """A pipe is ready: sends may go out on it."""
+        self.out.append(pipe)
+        self.recount()
+
+    def discard(self, pipe: Pipe) -> None:
+        """Nothing more goes out on ``pipe`` (if it was one of ``out``)."""
+        with contextlib.suppress(ValueError):
+            self.out.remove(pipe)
+        self.recount()
 
     def check_open(self) -> None:
         if self.closed:

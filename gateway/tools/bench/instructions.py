@@ -1,0 +1,210 @@
+"""Instructions per request in the gateway, counted by valgrind (callgrind): a measure of the
+middle's own work that the machine's noise does not move, for changes too small for the timed
+bench to resolve (a few per cent; the timed bench spreads 10-20 % run to run on a 2-core VM).
+
+For each route, one bridge process runs under ``valgrind --tool=callgrind`` twice, forwarding
+``small`` and then ``large`` requests (100-byte bodies, 64 in flight) between a client and an
+echo server that run in this process, outside valgrind; instructions per request are the
+difference of the two runs' totals over ``large - small`` (start-up and shutdown cancel out).
+Repeated runs agree to about 1 %. Routes: ``zz``, ``zs``, ``sz``, ``ss`` (front family then back
+family, ``z`` ZeroMQ, ``s`` SP; native sides). The pure path by default (``--kernel``: the
+compiled one).
+
+    python -m gateway.tools.bench.instructions --routes zz,zs,sz,ss
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import re
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+
+import pynng
+import zmq
+
+ROUTES = ("zz", "zs", "sz", "ss")
+_FAMILY = {"z": "zmq", "s": "sp"}
+WINDOW = 64
+BODY = b"x" * 100
+_READY = re.compile(r"(?:zmq|sp)\+tcp://127\.0\.0\.1:(\d+)")
+
+
+@contextlib.contextmanager
+def _echo_server(family: str) -> Iterator[int]:
+    """An echo server on an ephemeral port (yielded), in a thread of this process (outside
+    valgrind)."""
+    url = "tcp://127.0.0.1:0"
+    if family == "s":
+        rep = pynng.Rep0(recv_timeout=200)
+        # (pynng's ``local_address.port`` is in network byte order: its text is not)
+        port = int(str(rep.listen(url).local_address).rsplit(":", 1)[1])
+
+        def serve() -> None:
+            while not stop.is_set():
+                with contextlib.suppress(pynng.Timeout):
+                    rep.send(rep.recv())
+        close: Callable[[], None] = rep.close
+    else:
+        ctx = zmq.Context()
+        router = ctx.socket(zmq.ROUTER)
+        router.rcvtimeo = 200
+        router.bind(url)
+        port = int(router.getsockopt_string(zmq.LAST_ENDPOINT).rsplit(":", 1)[1])
+
+        def serve() -> None:
+            while not stop.is_set():
+                with contextlib.suppress(zmq.Again):
+                    router.send_multipart(router.recv_multipart())
+
+        def close() -> None:
+            router.close(linger=0)
+            ctx.term()
+    stop = threading.Event()
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield port
+    finally:
+        stop.set()
+        thread.join(5)
+        close()
+
+
+def _zmq_client(port: int, n: int, deadline: float) -> None:
+    ctx = zmq.Context()
+    dealer = ctx.socket(zmq.DEALER)
+    dealer.rcvtimeo = int(max(deadline - time.monotonic(), 1) * 1000)
+    dealer.connect(f"tcp://127.0.0.1:{port}")
+    sent = got = 0
+    try:
+        while got < n:
+            while sent < n and sent - got < WINDOW:
+                dealer.send_multipart([b"", BODY])
+                sent += 1
+            dealer.recv_multipart()
+            got += 1
+    finally:
+        dealer.close(linger=0)
+        ctx.term()
+
+
+def _sp_client(port: int, n: int, deadline: float) -> None:
+    """A raw SP req0 client on a plain socket: header, then 64 requests in flight."""
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as s:
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        s.sendall(b"\x00SP\x00\x00\x30\x00\x00")
+        buf = b""
+        while len(buf) < 8:
+            buf += s.recv(8 - len(buf))
+        buf = buf[8:]
+        sent = got = 0
+        while got < n:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{got} of {n} replies")
+            while sent < n and sent - got < WINDOW:
+                s.sendall(struct.pack(">QI", 4 + len(BODY), 0x80000000 | sent) + BODY)
+                sent += 1
+            buf += s.recv(65536)
+            while len(buf) >= 8:
+                size = struct.unpack_from(">Q", buf)[0]
+                if len(buf) < 8 + size:
+                    break
+                buf = buf[8 + size:]
+                got += 1
+
+
+def count(route: str, n: int, *, kernel: bool = False, timeout: float = 300.0) -> int:
+    """Instructions the bridge process of ``route`` ran, start to exit, forwarding ``n``."""
+    if route not in ROUTES:
+        raise ValueError(f"route {route!r}: one of {', '.join(ROUTES)}")
+    env = dict(os.environ)
+    if not kernel:
+        env["GATEWAY_NO_EXTENSIONS"] = "1"
+    with tempfile.TemporaryDirectory() as tmp, _echo_server(route[1]) as back:
+        out = os.path.join(tmp, "callgrind.out")
+        cmd = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", sys.executable,
+               "-m", "gateway", "bridge", f"@{_FAMILY[route[0]]}+tcp://127.0.0.1:0?backend=native",
+               f">{_FAMILY[route[1]]}+tcp://127.0.0.1:{back}?backend=native"]
+        deadline = time.monotonic() + timeout
+        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                text=True)
+        try:
+            assert proc.stdout is not None
+            front = None
+            for line in proc.stdout:  # the bridge's log, until it says it is ready
+                m = _READY.search(line)
+                if m and "ready" in line.lower():
+                    front = int(m.group(1))
+                    break
+                if time.monotonic() > deadline:
+                    break
+            if front is None:
+                raise RuntimeError(f"{route}: the bridge did not start under valgrind")
+            threading.Thread(target=proc.stdout.read, daemon=True).start()
+            (_zmq_client if route[0] == "z" else _sp_client)(front, n, deadline)
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(max(deadline - time.monotonic(), 10))
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        with open(out) as f:
+            for line in f:
+                if line.startswith("summary:"):
+                    return int(line.split()[1])
+    raise RuntimeError(f"{route}: no summary in callgrind's output")
+
+
+def per_request(route: str, small: int, large: int, *, kernel: bool = False) -> float:
+    """Instructions per request: the difference of two runs over the difference of counts."""
+    if not 0 < small < large:
+        raise ValueError(f"need 0 < small < large, not {small}, {large}")
+    return (count(route, large, kernel=kernel) - count(route, small, kernel=kernel)) / (
+        large - small)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m gateway.tools.bench.instructions",
+                                description=__doc__.split("\n\n")[0])
+    p.add_argument("--routes", default=",".join(ROUTES),
+                   help="comma-separated routes (zz, zs, sz, ss); default: all four")
+    p.add_argument("--requests", default="2000,12000", metavar="SMALL,LARGE",
+                   help="the two runs' request counts (default: 2000,12000)")
+    p.add_argument("--kernel", action="store_true", help="the compiled path (default: pure)")
+    args = p.parse_args(argv)
+    errors = []
+    routes = [r.strip() for r in args.routes.split(",") if r.strip()]
+    errors += [f"--routes: unknown route {r!r} (one of {', '.join(ROUTES)})"
+               for r in routes if r not in ROUTES]
+    try:
+        small, large = (int(x) for x in args.requests.split(","))
+        if not 0 < small < large:
+            raise ValueError
+    except ValueError:
+        errors.append(f"--requests: two counts SMALL,LARGE with 0 < SMALL < LARGE, "
+                      f"not {args.requests!r}")
+    if shutil.which("valgrind") is None:
+        errors.append("valgrind is not installed (Debian: apt-get install valgrind)")
+    if errors:
+        print("\n".join(errors), file=sys.stderr)
+        return 2
+    path = "compiled" if args.kernel else "pure"
+    for route in routes:
+        value = per_request(route, small, large, kernel=args.kernel)
+        print(f"{route} ({path}): {value:,.0f} instructions per request", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,33 @@
+"""gateway.tools.bench.instructions: instructions per request in the bridge, under valgrind."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from gateway.tools.bench import instructions
+
+needs_valgrind = pytest.mark.skipif(shutil.which("valgrind") is None,
+                                    reason="valgrind is not installed (.ci/system-deps.sh)")
+
+
+def test_bad_arguments_are_all_reported_at_once(capsys: pytest.CaptureFixture[str]) -> None:
+    assert instructions.main(["--routes", "zz,qq", "--requests", "5,2"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown route 'qq'" in err and "0 < SMALL < LARGE" in err
+    with pytest.raises(ValueError, match="route 'xx'"):
+        instructions.count("xx", 1)
+    with pytest.raises(ValueError, match="small < large"):
+        instructions.per_request("zz", 10, 10)
+
+
+@needs_valgrind
+@pytest.mark.timeout(240)
+def test_a_route_costs_what_a_python_middle_costs() -> None:
+    """A few hundred requests through the pure path: more requests cost more instructions,
+    and each costs what CPython's per-message work does (tens of thousands), not zero and not
+    the start-up's hundreds of millions."""
+    small, large = instructions.count("zs", 100), instructions.count("zs", 600)
+    assert small > 10_000_000  # the interpreter's start-up alone
+    assert 10_000 < (large - small) / 500 < 300_000
