@@ -44,10 +44,10 @@ def test_a_busy_back_end_leaves_the_request_untranslated() -> None:
         return PIPE
 
     step = RequestStep(translator, ledger, loss, send_now, room=room)
-    assert step(_request()) is False
+    assert step.forward(_request()) is False
     assert (len(translator.table), sent, ledger.forwarded("request")) == (0, [], 0)
     room[0] = True
-    assert step(_request()) is True
+    assert step.forward(_request()) is True
     assert len(translator.table) == 1 and ledger.forwarded("request") == 1
     (out,) = sent
     assert out.body == (b"hi",) and len(out.hops) == 1 and out.hops[0][0] & 0x80
@@ -56,7 +56,7 @@ def test_a_busy_back_end_leaves_the_request_untranslated() -> None:
 def test_no_room_found_by_the_send_itself_takes_the_token_back() -> None:
     translator, ledger, loss = _bridge()
     step = RequestStep(translator, ledger, loss, lambda out: None)
-    assert step(_request()) is False
+    assert step.forward(_request()) is False
     assert len(translator.table) == 0 and ledger.forwarded("request") == 0
 
 
@@ -66,7 +66,7 @@ def test_a_refused_send_is_counted_and_its_token_goes() -> None:
     def busy(out: Message) -> bytes | None:
         raise PeerBusy("full")
 
-    assert RequestStep(translator, ledger, loss, busy)(_request()) is True
+    assert RequestStep(translator, ledger, loss, busy).forward(_request()) is True
     assert len(translator.table) == 0 and ledger.dropped_count("hwm") == 1
 
 
@@ -74,32 +74,32 @@ def test_a_request_the_translation_refuses_is_counted_not_sent() -> None:
     translator, ledger, loss = _bridge()
     sent: list[Message] = []
     step = RequestStep(translator, ledger, loss, _recorder(sent))
-    assert step(Message((CLIENT, b""), (b"a", b"b"))) is True
+    assert step.forward(Message((CLIENT, b""), (b"a", b"b"))) is True
     assert sent == [] and ledger.dropped_count("multi-frame-body") == 1
 
 
 def test_a_reply_gets_its_envelope_back_and_a_departed_client_is_counted() -> None:
     translator, ledger, loss = _bridge()
     requests: list[Message] = []
-    RequestStep(translator, ledger, loss, _recorder(requests))(_request())
+    RequestStep(translator, ledger, loss, _recorder(requests)).forward(_request())
     replies: list[Message] = []
     reply = ReplyStep(translator, ledger, loss, _recorder(replies))
-    assert reply(Message(requests[0].hops, (b"re",))) is True
+    assert reply.forward(Message(requests[0].hops, (b"re",))) is True
     assert replies == [Message((CLIENT, b""), (b"re",))]
     assert ledger.forwarded("reply") == 1 and len(translator.table) == 0
 
     def gone(out: Message) -> bytes | None:
         raise PeerGone("left")
 
-    RequestStep(translator, ledger, loss, _recorder(requests))(_request())
-    assert ReplyStep(translator, ledger, loss, gone)(Message(requests[1].hops, (b"re",))) is True
+    RequestStep(translator, ledger, loss, _recorder(requests)).forward(_request())
+    assert ReplyStep(translator, ledger, loss, gone).forward(Message(requests[1].hops, (b"re",))) is True
     assert ledger.dropped_count("client-gone") == 1
 
 
 def test_a_reply_for_no_token_is_counted() -> None:
     translator, ledger, loss = _bridge()
     reply = ReplyStep(translator, ledger, loss, lambda out: CLIENT)
-    assert reply(Message((b"\x80\x00\x00\x01",), (b"re",))) is True
+    assert reply.forward(Message((b"\x80\x00\x00\x01",), (b"re",))) is True
     assert ledger.dropped_count("unknown-token") == 1
 
 

@@ -125,7 +125,7 @@ class AsyncForwarder:
         native_back = back.callbacks
         self.request = RequestStep(translator, ledger, self.loss,
                                    back.send_now if native_back else None,
-                                   back.room_cell if native_back else None)
+                                   back.room if native_back else None)
         self.reply = ReplyStep(translator, ledger, self.loss,
                                front.send_now if front.callbacks else None)
         self.callbacks = front.callbacks and native_back

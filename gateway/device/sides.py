@@ -50,15 +50,13 @@ class NativeSide:
         self.on_peer_lost: Callable[[], None] | None = None
 
         balanced = self.socket.pattern.strategy == "balanced"
-        #: True when a send would go out now (a routed or fanout send always does)
-        self.room: Callable[[], bool] = (self.socket.routing.has_room if balanced
-                                         else _always)
-        #: the same as a cell (``room_cell[0]``, read without a call; None: always room)
-        self.room_cell: list[bool] | None = self.socket.routing.room if balanced else None
+        #: ``room[0]``: True when a send would go out now, a cell the socket keeps current
+        #: (:attr:`gateway.engine.send.Routing.room`); None: always (a routed or fanout send)
+        self.room: list[bool] | None = self.socket.routing.room if balanced else None
 
     async def wait_room(self) -> None:
         """Until a send can go out now."""
-        if not self.room():
+        if self.room is not None and not self.room[0]:
             await self.socket.wait_writable()
 
     @property
@@ -78,10 +76,6 @@ class NativeSide:
 
     def close(self, linger: float | None = None) -> None:
         self.socket.close(linger)
-
-
-def _always() -> bool:
-    return True
 
 
 def backend_of(ep: Endpoint) -> str:

@@ -10,7 +10,7 @@ sends at once, a library's asyncio face is awaited, the poller's is non-blocking
 * ``done(out, pipe, t0)``: account (in flight on that pipe, forwarded, the hop's latency from
   ``t0``, the one clock reading the message got when it came in: it also dated its token).
 
-``step.forward(msg)`` (also ``step(msg)``) is all three with a non-blocking ``send_now`` (which
+``step.forward(msg)`` is all three with a non-blocking ``send_now`` (which
 returns None when the side has no room), in one call. The pure-Python path runs it once per
 message, so it is a closure made once per step (:meth:`RequestStep.forwarder`) over the
 callables it needs, which repeats the few lines of ``prepare`` and ``done`` instead of calling
@@ -117,9 +117,6 @@ class RequestStep:
 
         return forward
 
-    def __call__(self, msg: Message, t0: float = 0.0) -> bool:
-        return self.forward(msg, t0)  # type: ignore[no-any-return]
-
 
 class ReplyStep:
     """Back -> front: a reply (or, beyond request-reply, whatever flows that way)."""
@@ -172,15 +169,12 @@ class ReplyStep:
                 if send_now(out) is None:  # type: ignore[misc]
                     return False
             except GatewayError as exc:
-                refused(exc, REPLY, client_of(out))
+                self.refused(exc, out)
                 return True
             forwarded(t0)  # done, inline
             return True
 
         return forward
-
-    def __call__(self, msg: Message) -> bool:
-        return self.forward(msg)  # type: ignore[no-any-return]
 
 
 __all__ = ["ReplyStep", "RequestStep", "SendNow"]

@@ -18,12 +18,9 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-import re
 import shutil
-import signal
 import socket
 import struct
-import subprocess
 import sys
 import tempfile
 import threading
@@ -33,11 +30,13 @@ from collections.abc import Callable, Iterator
 import pynng
 import zmq
 
+from gateway.tools.harness.gateway import Gateway
+from gateway.tools.harness.procs import port_of
+
 ROUTES = ("zz", "zs", "sz", "ss")
 _FAMILY = {"z": "zmq", "s": "sp"}
 WINDOW = 64
 BODY = b"x" * 100
-_READY = re.compile(r"(?:zmq|sp)\+tcp://127\.0\.0\.1:(\d+)")
 
 
 @contextlib.contextmanager
@@ -128,37 +127,21 @@ def count(route: str, n: int, *, kernel: bool = False, timeout: float = 300.0) -
     """Instructions the bridge process of ``route`` ran, start to exit, forwarding ``n``."""
     if route not in ROUTES:
         raise ValueError(f"route {route!r}: one of {', '.join(ROUTES)}")
-    env = dict(os.environ)
-    if not kernel:
-        env["GATEWAY_NO_EXTENSIONS"] = "1"
     with tempfile.TemporaryDirectory() as tmp, _echo_server(route[1]) as back:
         out = os.path.join(tmp, "callgrind.out")
-        cmd = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", sys.executable,
-               "-m", "gateway", "bridge", f"@{_FAMILY[route[0]]}+tcp://127.0.0.1:0?backend=native",
-               f">{_FAMILY[route[1]]}+tcp://127.0.0.1:{back}?backend=native"]
-        deadline = time.monotonic() + timeout
-        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                text=True)
+        gw = Gateway("bridge", f"@{_FAMILY[route[0]]}+tcp://127.0.0.1:0?backend=native",
+                     f">{_FAMILY[route[1]]}+tcp://127.0.0.1:{back}?backend=native",
+                     command=["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
+                              sys.executable, "-m", "gateway"],
+                     extra_env={} if kernel else {"GATEWAY_NO_EXTENSIONS": "1"},
+                     ready_timeout=timeout, name=f"bridge {route} under valgrind")
+        gw.start()
         try:
-            assert proc.stdout is not None
-            front = None
-            for line in proc.stdout:  # the bridge's log, until it says it is ready
-                m = _READY.search(line)
-                if m and "ready" in line.lower():
-                    front = int(m.group(1))
-                    break
-                if time.monotonic() > deadline:
-                    break
-            if front is None:
-                raise RuntimeError(f"{route}: the bridge did not start under valgrind")
-            threading.Thread(target=proc.stdout.read, daemon=True).start()
-            (_zmq_client if route[0] == "z" else _sp_client)(front, n, deadline)
-            proc.send_signal(signal.SIGTERM)
-            proc.wait(max(deadline - time.monotonic(), 10))
+            deadline = time.monotonic() + timeout
+            (_zmq_client if route[0] == "z" else _sp_client)(port_of(gw.front), n, deadline)
+            gw.terminate(timeout=max(deadline - time.monotonic(), 10))  # callgrind writes out
         finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
+            gw.kill()
         with open(out) as f:
             for line in f:
                 if line.startswith("summary:"):
