@@ -30,9 +30,10 @@ Hop latency: the messages of one read are all given the read's processing time, 
 reading before and one after (an upper bound of each message's own).
 """
 
+cimport cython
 from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_GET_SIZE, PyByteArray_Resize
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
-from cpython.dict cimport PyDict_GetItem
+from cpython.dict cimport PyDict_GetItem, PyDict_SetDefault
 from cpython.mem cimport PyMem_Free, PyMem_Malloc, PyMem_Realloc
 from cpython.object cimport PyObject
 from cpython.ref cimport Py_INCREF
@@ -146,7 +147,10 @@ cdef class _Reader:
     # per call
     cdef dict outs
     cdef list order
-    cdef Py_ssize_t picked
+    cdef list picks  # this read's back pipes for _pick (None: none picked yet)
+    cdef bytes r_target  # this read's last reply destination (routing id) and its buffer
+    cdef _Out r_out
+    cdef Py_ssize_t picked, rr
     cdef bytearray plain  # CURVE: the boxes of one message, opened
 
     def __init__(self, fwd, front, back, translator, ledger, buckets) -> None:
@@ -240,6 +244,10 @@ cdef class _Reader:
                 n += 1
         finally:
             rx.pos = pos
+            if self.picks is not None:  # the round robin, as the reference's picks leave it
+                self.picks = None
+                self.b_routing.rr = self.rr
+            self.r_target = self.r_out = None
             self._flush()
             if curve and n:  # the boxes opened, up to the peer's nonce
                 mech = codec.security
@@ -271,17 +279,33 @@ cdef class _Reader:
 
     cdef _Out _pick(self):
         """The next writable back pipe, round robin (Routing.pick), or None; ``picked`` is
-        its place, for the caller to move the round robin on once it sent."""
-        cdef list out = self.b_out
-        cdef Py_ssize_t n = len(out), i, idx
-        cdef Py_ssize_t rr = self.b_routing.rr
+        its place, for the caller to move the round robin on (``_moved``) once it sent.
+        Within one read nothing is written, so which back pipes are writable does not change:
+        the first pick of a read takes the round robin and the writable pipes once (``picks``;
+        each then becomes its buffer when first chosen), ``_run`` gives the round robin back."""
+        cdef list picks = self.picks
+        cdef Py_ssize_t n, i, idx
+        if picks is None:
+            picks = self.picks = [pipe if pipe.writable else None for pipe in self.b_out]
+            self.rr = self.b_routing.rr
+        n = len(picks)
         for i in range(n):
-            idx = (rr + i) % n
-            pipe = out[idx]
-            if pipe.writable:
-                self.picked = idx
-                return self._out(pipe)  # None: a wire the kernel does not write
+            idx = (self.rr + i) % n
+            item = picks[idx]
+            if item is None:
+                continue
+            if type(item) is not _Out:
+                item = self._out(item)
+                if item is None:
+                    return None  # a wire the kernel does not write
+                picks[idx] = item
+            self.picked = idx
+            return <_Out>item
         return None
+
+    cdef inline void _moved(self) noexcept:
+        """The message went to the picked pipe: the round robin moves past it."""
+        self.rr = self.picked + 1
 
     # -- destinations ----------------------------------------------------------------------------
     cdef _Out _out(self, object pipe):
@@ -376,43 +400,62 @@ cdef class Kernel(_Reader):
         cdef int dest_zmtp = _zmtp_framing(out.framing)
         if not dest_zmtp and nbody != 1:
             return False  # SP carries one body frame (the reference refuses and counts)
-        cdef tuple key
-        cdef bytes token
+        cdef bytes key, token
         if self.tokens:  # zmtp -> sp: [token][body]
-            if self.table.full() or self.inflight.max_entries <= len(self.inflight._entries):
+            if self.table.full() or self.inflight.c_full():
                 return False
             hops = _hops(p, frames, nhops, rid)
             if not out.fits(8 + 4 + frames[nhops].size):
                 return False
             token = self.table.c_mint(hops, now)
             out.sp_token(token, p + frames[nhops].start, frames[nhops].size)
-            key = (token,)
+            key = _flat_token(token)
         elif zmtp:  # zmtp -> zmtp: untouched
-            if len(self.inflight._entries) >= self.inflight.max_entries:
+            if self.inflight.c_full():
                 return False
-            key = _hops(p, frames, nhops, rid)
+            key = _flat_frames(p, frames, nhops, rid)
             if not out.zmtp_frames(rid, p, frames, 0, count):
                 return False
         else:  # sp -> zmtp (pipe id, words..., "", body) or sp -> sp (untouched)
-            if len(self.inflight._entries) >= self.inflight.max_entries:
+            if self.inflight.c_full():
                 return False
-            key = _words(p, payload.start, words, rid, dest_zmtp)
+            key = _flat_words(p, payload.start, words, rid, dest_zmtp)
             if dest_zmtp:
                 if not out.sp_to_zmtp(rid, p, payload, words):
                     return False
             elif not out.sp_forward(rid, p, payload):
                 return False
-        self.b_routing.rr = self.picked + 1
+        self._moved()
         self.inflight.c_sent(key, out.pipe.routing_id, now)
         return True
+
+    cdef _Out _front_out(self, const uint8_t* tp, Py_ssize_t tn, bytes target):
+        """The buffer for the front pipe a reply goes to (its routing id: ``tn`` bytes at
+        ``tp``, or ``target``), or None: gone, at its mark (the reference counts those) or a
+        wire the kernel does not write. Within one read no pipe comes, goes or changes its
+        writability: the last answer is kept for the read's next reply to the same pipe."""
+        cdef bytes last = self.r_target
+        if (last is not None and PyBytes_GET_SIZE(last) == tn
+                and memcmp(PyBytes_AS_STRING(last), tp, tn) == 0):
+            return self.r_out
+        if target is None:
+            target = PyBytes_FromStringAndSize(<const char*>tp, tn)
+        fpipe = self.f_routes.get(target)
+        if fpipe is None or not fpipe.writable:
+            return None
+        cdef _Out out = self._out(fpipe)
+        if out is not None:
+            self.r_target, self.r_out = target, out
+        return out
 
     cdef int _reply(self, const uint8_t* p, Frame* frames, int count, bint zmtp,
                     double now) except -2:
         cdef int i, nhops = 0
         cdef Py_ssize_t words = 0
         cdef Frame payload
-        cdef bytes target
-        cdef tuple key
+        cdef bytes key, target = None
+        cdef const uint8_t* tp = NULL  # the front pipe's routing id, in the read
+        cdef Py_ssize_t tn = 0
         if zmtp:  # the back end's ZeroMQ server: hops up to the first empty frame
             for i in range(count):
                 if frames[i].size == 0:
@@ -420,7 +463,7 @@ cdef class Kernel(_Reader):
                     break
             if nhops < 2:
                 return False  # no envelope, or no routing hop before the delimiter
-            target = PyBytes_FromStringAndSize(<char*>p + frames[0].start, frames[0].size)
+            tp, tn = p + frames[0].start, frames[0].size
             if not self.front_zmtp:  # sp -> zmtp: words, "" -> an SP backtrace
                 if count - nhops != 1 or not _valid_words(p, frames, nhops - 1):
                     return False
@@ -432,9 +475,8 @@ cdef class Kernel(_Reader):
             if self.tokens:
                 if nhops != 1:
                     return False
-                target = None
             else:  # sp -> sp: the first word is the front's pipe id
-                target = PyBytes_FromStringAndSize(<char*>p + payload.start, 4)
+                tp, tn = p + payload.start, 4
         cdef bytes token = None
         cdef tuple parked = None
         cdef PyObject* entry
@@ -445,30 +487,28 @@ cdef class Kernel(_Reader):
                 return False
             parked = (<tuple><object>entry)[0]
             target = parked[0]
-        fpipe = self.f_routes.get(target)
-        if fpipe is None or not fpipe.writable:
-            return False  # gone or at its mark: the reference counts it
-        cdef _Out out = self._out(fpipe)
+            tp, tn = <const uint8_t*>PyBytes_AS_STRING(target), PyBytes_GET_SIZE(target)
+        cdef _Out out = self._front_out(tp, tn, target)
         if out is None:
-            return False
+            return False  # gone, at its mark, or a wire the kernel does not write
         cdef int dest_zmtp = _zmtp_framing(out.framing)
         if self.tokens:  # parked hops[1:] + body, to the ZeroMQ client
             if not out.zmtp_parked(parked, p, payload, words):
                 return False
-            key = (token,)
+            key = _flat_token(token)
             self.table.c_take(token, now)
         elif zmtp and dest_zmtp:  # zmtp -> zmtp
             if not out.zmtp_frames(None, p, frames, 1, count):
                 return False
-            key = _frames(p, frames, nhops)
+            key = _flat_frames(p, frames, nhops, None)
         elif zmtp:  # sp -> zmtp: the SP client gets words (without the pipe id) + body
             if not out.zmtp_to_sp(p, frames, nhops, count):
                 return False
-            key = _frames(p, frames, nhops)
+            key = _flat_frames(p, frames, nhops, None)
         else:  # sp -> sp
             if not out.sp_reply(p, payload):
                 return False
-            key = _words(p, payload.start, words, None, False)
+            key = _flat_words(p, payload.start, words, None, False)
         self.inflight.c_answered(key)
         return True
 

@@ -53,7 +53,7 @@ cdef class PatternKernel(_Reader):
                 return 0
         elif count != 1 or not out.sp_payload(p, frames, 1):
             return 0  # several frames toward SP: the reference refuses and counts
-        self.b_routing.rr = self.picked + 1
+        self._moved()
         return FORWARDED
 
     cdef int _publish(self, const uint8_t* p, Frame* frames, int count) except -2:

@@ -95,34 +95,49 @@ cdef tuple _hops(const uint8_t* p, Frame* frames, int nhops, bytes rid):
     return hops
 
 
-cdef tuple _frames(const uint8_t* p, Frame* frames, int n):
-    """The read's first ``n`` frames, as a tuple of bytes."""
-    cdef tuple out = PyTuple_New(n)
+cdef bytes _flat_frames(const uint8_t* p, Frame* frames, int n, bytes rid):
+    """The in-flight key (flat, see ``_flat``) of ``rid`` (if any) and the read's first ``n``
+    frames."""
+    cdef Py_ssize_t total = 0, r = 0 if rid is None else PyBytes_GET_SIZE(rid)
     cdef int i
+    if rid is not None:
+        total = _flat_size(r)
     for i in range(n):
-        item = _frame(p, frames[i])
-        Py_INCREF(item)
-        PyTuple_SET_ITEM(out, i, item)
+        total += _flat_size(frames[i].size)
+    cdef bytes out = PyBytes_FromStringAndSize(NULL, total)
+    cdef uint8_t* at = <uint8_t*>PyBytes_AS_STRING(out)
+    if rid is not None:
+        at = _flat_put(at, <const uint8_t*>PyBytes_AS_STRING(rid), r)
+    for i in range(n):
+        at = _flat_put(at, p + frames[i].start, frames[i].size)
     return out
 
 
-cdef tuple _words(const uint8_t* p, Py_ssize_t start, Py_ssize_t words, bytes rid,
-                  bint delimiter):
-    """An SP backtrace as hops: ``rid`` (if any), its 4-byte words, ``""`` (if asked)."""
-    cdef Py_ssize_t n = words // 4 + (rid is not None) + delimiter, i = 0, off
-    cdef tuple out = PyTuple_New(n)
+cdef bytes _flat_words(const uint8_t* p, Py_ssize_t start, Py_ssize_t words, bytes rid,
+                       bint delimiter):
+    """The in-flight key (flat) of an SP backtrace as hops: ``rid`` (if any), its 4-byte
+    words, ``""`` (if asked)."""
+    cdef Py_ssize_t r = 0 if rid is None else PyBytes_GET_SIZE(rid), off
+    cdef Py_ssize_t total = (words // 4) * 5 + delimiter + (0 if rid is None else _flat_size(r))
+    cdef bytes out = PyBytes_FromStringAndSize(NULL, total)
+    cdef uint8_t* at = <uint8_t*>PyBytes_AS_STRING(out)
     if rid is not None:
-        Py_INCREF(rid)
-        PyTuple_SET_ITEM(out, 0, rid)
-        i = 1
+        at = _flat_put(at, <const uint8_t*>PyBytes_AS_STRING(rid), r)
     for off in range(0, words, 4):
-        item = PyBytes_FromStringAndSize(<const char*>p + start + off, 4)
-        Py_INCREF(item)
-        PyTuple_SET_ITEM(out, i, item)
-        i += 1
+        at[0] = 4
+        memcpy(at + 1, p + start + off, 4)
+        at += 5
     if delimiter:
-        Py_INCREF(EMPTY)
-        PyTuple_SET_ITEM(out, i, EMPTY)
+        at[0] = 0
+    return out
+
+
+cdef bytes _flat_token(bytes token):
+    """The in-flight key (flat) of ``(token,)``."""
+    cdef bytes out = PyBytes_FromStringAndSize(NULL, 5)
+    cdef uint8_t* at = <uint8_t*>PyBytes_AS_STRING(out)
+    at[0] = 4
+    memcpy(at + 1, PyBytes_AS_STRING(token), 4)
     return out
 
 

@@ -202,121 +202,190 @@ cdef inline bytes _token(uint32_t c):
     return PyBytes_FromStringAndSize(b, 4)
 
 
+@cython.freelist(256)
+cdef class _Req:
+    """One request in flight (:class:`InFlight`'s entry)."""
+    cdef bytes key  # flat (``_flat``)
+    cdef bytes pipe
+    cdef double deadline
+    cdef bint live
+    cdef _Req later  # the next request in flight with the same key (answered after this one)
+    cdef _Req last  # the first of a key only: the latest with it (None: itself)
+
+
 cdef class InFlight:
-    """:class:`gateway.device.inflight.InFlight`, compiled: requests in flight by sequence
-    number (send order, which is deadline order) and by key; the same results."""
+    """:class:`gateway.device.inflight.InFlight`, compiled, with the same results: requests in
+    flight in send order (which is deadline order) and by key, the oldest first. A key is kept
+    flat (:func:`_flat`): one bytes object, hashed once and compared with one ``memcmp``,
+    which the kernel builds straight from the read; the interface gives and takes tuples.
+
+    One dict operation per request and two per reply: ``_where`` holds each key's oldest
+    request, which links to the later ones with that key; ``_order`` holds them all in send
+    order, an answered one left in place (``live`` off) until it is skipped from the front or
+    compacted away once the dead outnumber the living."""
 
     cdef readonly Py_ssize_t max_entries
     cdef readonly double ttl
-    cdef dict _entries  # seq -> (key, pipe, deadline)
-    cdef dict _where  # key -> seq, or a list of seqs (oldest first)
-    cdef uint64_t _seq
-    cdef _Fifo _order
+    cdef dict _where  # flat key -> its oldest _Req
+    cdef list _order  # _Req in send order; _order[:_head] is gone
+    cdef Py_ssize_t _head, _live
 
     def __init__(self, max_entries: int = 100_000, ttl: float = 60.0) -> None:
         self.max_entries = max_entries
         self.ttl = ttl
-        self._entries = {}
         self._where = {}
-        self._seq = 0
-        self._order = _Fifo()
+        self._order = []
+        self._head = self._live = 0
 
     def __len__(self) -> int:
-        return len(self._entries)
+        return self._live
+
+    cdef inline bint c_full(self) noexcept:
+        return self._live >= self.max_entries
 
     def sent(self, key: tuple, pipe: bytes, now: float) -> list | None:
         """Record a request sent on ``pipe``; return the keys evicted to stay bounded."""
         evicted = None
-        if len(self._entries) >= self.max_entries:
+        if self._live >= self.max_entries:
             evicted = [self._remove(self._oldest())]
-        self.c_sent(key, pipe, now)
+        self.c_sent(_flat(key), pipe, now)
         return evicted
 
-    cdef void c_sent(self, tuple key, bytes pipe, double now) except *:
-        """sent, the table known not full."""
-        self._seq += 1
-        seq = self._seq
-        self._entries[seq] = (key, pipe, now + self.ttl)
-        cdef PyObject* where = PyDict_GetItem(self._where, key)
-        if where == NULL:
-            self._where[key] = seq
-        elif type(<object>where) is list:
-            (<list>where).append(seq)
-        else:
-            self._where[key] = [<object>where, seq]
-        self._order.push(0, self._seq)
-        if self._order.size >= 2 * len(self._entries) + 64:
-            self._compact()
+    cdef int c_sent(self, bytes key, bytes pipe, double now) except -1:
+        """sent, of a flat key, the table known not full."""
+        cdef _Req r = _Req.__new__(_Req)
+        r.key = key
+        r.pipe = pipe
+        r.deadline = now + self.ttl
+        r.live = True
+        cdef _Req first = <_Req>PyDict_SetDefault(self._where, key, r)
+        if first is not r:  # the key is in flight already: r goes last in its line
+            (first if first.last is None else first.last).later = r
+            first.last = r
+        self._order.append(r)
+        self._live += 1
+        if len(self._order) - self._head >= 2 * self._live + 64:
+            self._order = [x for x in self._order[self._head:] if (<_Req>x).live]
+            self._head = 0
+        return 0
 
     def answered(self, key: tuple) -> bool:
         """A reply came back with ``key``: the oldest request with that key is done."""
-        return self.c_answered(key)
+        return self.c_answered(_flat(key))
 
-    cdef bint c_answered(self, tuple key) except -1:
-        cdef PyObject* where = PyDict_GetItem(self._where, key)
-        if where == NULL:
+    cdef bint c_answered(self, bytes key) except -1:
+        """answered, of a flat key."""
+        cdef PyObject* first = PyDict_GetItem(self._where, key)
+        if first == NULL:
             return False
-        if type(<object>where) is list:
-            seq = (<list>where).pop(0)
-            if not <list>where:
-                del self._where[key]
-        else:
-            seq = <object>where
-            del self._where[key]
-        del self._entries[seq]
+        self._unlink_first(<_Req>first, key)
         return True
+
+    cdef void _unlink_first(self, _Req r, bytes key) except *:
+        """``r``, the oldest request with ``key``, is done."""
+        cdef _Req nxt = r.later
+        if nxt is None:
+            del self._where[key]
+        else:  # the next in line becomes the first
+            nxt.last = None if r.last is nxt else r.last
+            self._where[key] = nxt
+        r.live = False
+        r.later = r.last = None
+        self._live -= 1
 
     def lost(self, pipe: bytes) -> list:
         """``pipe`` went away: every request waiting on it, once per request."""
-        gone = [seq for seq, entry in self._entries.items() if entry[1] == pipe]
-        gone.sort()
-        return [self._remove(seq) for seq in gone]
+        gone = [r for r in self._order[self._head:] if (<_Req>r).live and (<_Req>r).pipe == pipe]
+        return [self._remove(r) for r in gone]
 
     def expire(self, now: float) -> list:
         """The requests whose deadline passed (send order is deadline order)."""
         out = []
-        cdef _Fifo order = self._order
-        cdef PyObject* entry
-        while order.size:
-            seq = order.seq_at(0)
-            entry = PyDict_GetItem(self._entries, seq)
-            if entry == NULL:
-                order.pop()
-                continue
-            if (<tuple><object>entry)[2] > now:
-                break
-            out.append(self._remove(seq))
+        cdef _Req r
+        while self._head < len(self._order):
+            r = self._order[self._head]
+            if r.live:
+                if r.deadline > now:
+                    break
+                out.append(self._remove(r))
+            self._head += 1
         return out
 
     def items(self) -> list:
         """``[(key, pipe, deadline)]`` in send order (what tests compare)."""
-        return [self._entries[s] for s in sorted(self._entries)]
+        return [(_unflat((<_Req>r).key), (<_Req>r).pipe, (<_Req>r).deadline)
+                for r in self._order[self._head:] if (<_Req>r).live]
 
-    cdef object _oldest(self):
-        cdef _Fifo order = self._order
-        while order.size:
-            seq = order.seq_at(0)
-            if seq in self._entries:
-                return seq
-            order.pop()
+    cdef _Req _oldest(self):
+        cdef _Req r
+        while self._head < len(self._order):
+            r = self._order[self._head]
+            if r.live:
+                return r
+            self._head += 1
         raise KeyError("empty")
 
-    cdef tuple _remove(self, seq):
-        key, _, _ = self._entries.pop(seq)
-        where = self._where[key]
-        if type(where) is list:
-            (<list>where).remove(seq)
-            if not where:
-                del self._where[key]
+    cdef tuple _remove(self, _Req r):
+        """``r`` leaves, wherever it is in its key's line; its key, as a tuple."""
+        cdef _Req first = <_Req>self._where[r.key], prev
+        if first is r:
+            self._unlink_first(r, r.key)
         else:
-            del self._where[key]
-        return key
+            prev = first
+            while prev.later is not r:
+                prev = prev.later
+            prev.later = r.later
+            if first.last is r:
+                first.last = None if prev is first else prev
+            r.live = False
+            r.later = None
+            self._live -= 1
+        return _unflat(r.key)
 
-    cdef void _compact(self) noexcept:
-        cdef _Fifo order = self._order
-        cdef Py_ssize_t i, at = 0
-        for i in range(order.size):
-            if order.seq_at(i) in self._entries:
-                order.keep(i, at)
-                at += 1
-        order.size = at
+
+# -- flat keys: each part's length (one byte; past 254: 255 and eight bytes), then its bytes --
+
+cdef inline Py_ssize_t _flat_size(Py_ssize_t n) noexcept nogil:
+    return n + (1 if n < 255 else 9)
+
+
+cdef inline uint8_t* _flat_put(uint8_t* at, const uint8_t* data, Py_ssize_t n) noexcept nogil:
+    if n < 255:
+        at[0] = <uint8_t>n
+        at += 1
+    else:
+        at[0] = 255
+        _put64(at + 1, <uint64_t>n)
+        at += 9
+    if n:
+        memcpy(at, data, n)
+    return at + n
+
+
+cdef bytes _flat(tuple key):
+    """``key`` (a tuple of bytes) as one bytes object."""
+    cdef Py_ssize_t total = 0
+    cdef list parts = [part if type(part) is bytes else bytes(part) for part in key]
+    for part in parts:
+        total += _flat_size(PyBytes_GET_SIZE(part))
+    cdef bytes out = PyBytes_FromStringAndSize(NULL, total)
+    cdef uint8_t* at = <uint8_t*>PyBytes_AS_STRING(out)
+    for part in parts:
+        at = _flat_put(at, <const uint8_t*>PyBytes_AS_STRING(part), PyBytes_GET_SIZE(part))
+    return out
+
+
+cdef tuple _unflat(bytes flat):
+    """The tuple :func:`_flat` made ``flat`` from."""
+    cdef const uint8_t* p = <const uint8_t*>PyBytes_AS_STRING(flat)
+    cdef Py_ssize_t end = PyBytes_GET_SIZE(flat), pos = 0, n
+    cdef list parts = []
+    while pos < end:
+        n = p[pos]
+        pos += 1
+        if n == 255:
+            n = <Py_ssize_t>_be64(p + pos)
+            pos += 8
+        parts.append(PyBytes_FromStringAndSize(<const char*>p + pos, n))
+        pos += n
+    return tuple(parts)
