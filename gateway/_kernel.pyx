@@ -2,12 +2,15 @@
 # cython: initializedcheck=False, freethreading_compatible=False
 """The compiled forwarding kernel: one call per read, for bridges whose two sides run on the
 native engine (issue 22): request-reply (:class:`Kernel`), pipeline and pub/sub
-(:class:`PatternKernel`). One compiled module from five files: this one (the shared reader and
-request-reply), ``_kernel_tables.pxi`` (the compiled tables), ``_kernel_read.pxi`` (parsing a
-read in place: ZMTP, SP, CURVE boxes opened through libsodium), ``_kernel_write.pxi`` (one
-destination's buffer and its encoders, CURVE boxes sealed) and ``_kernel_patterns.pxi``.
+(:class:`PatternKernel`). One compiled module from six files: this one (the shared reader),
+``_kernel_tables.pxi`` (the compiled tables), ``_kernel_read.pxi`` (parsing a read in place:
+ZMTP, SP, CURVE boxes opened through libsodium), ``_kernel_write.pxi`` (a read's destinations,
+one buffer each and its encoders, CURVE boxes sealed), ``_kernel_reqrep.pxi`` and
+``_kernel_patterns.pxi``.
 
-A bridge's kernel is called by a pipe once per read (``Pipe.process``). It takes the
+A bridge's kernel is called by a pipe once per read: with the read's bytes before the
+pipe's Python sees them (``read_request``/``read_reply``, from ``Pipe.data_received``), or
+for what waits in the codec (``request``/``reply``, from ``Pipe.process``). It takes the
 whole messages of the read straight from the codec's receive buffer (``codec.rx`` while
 ``codec.streaming``), translates their envelope as :class:`gateway.envelope.Translator` does,
 chooses the destination pipe as the engine's strategies do (round robin over the writable back
@@ -138,19 +141,13 @@ cdef class _Reader:
 
     cdef object fwd, front, back, ledger
     cdef object f_routing, b_routing
-    cdef list b_out
     cdef int front_zmtp, back_zmtp
     cdef list n_req, n_rep, h_req_counts, h_rep_counts
     cdef object h_req, h_rep
     cdef int pattern
     cdef bint requests, replies  # the directions this kernel forwards
     # per call
-    cdef dict outs
-    cdef list order
-    cdef list picks  # this read's back pipes for _pick (None: none picked yet)
-    cdef bytes r_target  # this read's last reply destination (routing id) and its buffer
-    cdef _Out r_out
-    cdef Py_ssize_t picked, rr
+    cdef _Dests dests  # this read's destination pipes
     cdef bytearray plain  # CURVE: the boxes of one message, opened
 
     def __init__(self, fwd, front, back, translator, ledger, buckets) -> None:
@@ -162,7 +159,6 @@ cdef class _Reader:
         _NBUCKETS = len(buckets)
         self.fwd, self.front, self.back, self.ledger = fwd, front, back, ledger
         self.f_routing, self.b_routing = front.routing, back.routing
-        self.b_out = back.routing.out
         self.front_zmtp = translator.mode.startswith("zmtp")
         self.back_zmtp = translator.mode.endswith("zmtp")
         self.n_req, self.n_rep = ledger._n_req, ledger._n_rep
@@ -172,8 +168,7 @@ cdef class _Reader:
             translator.pattern]
         self.requests = self.pattern != PUBSUB  # (pub/sub: the front's are subscriptions)
         self.replies = self.pattern != PIPELINE
-        self.outs = {}
-        self.order = []
+        self.dests = _Dests(back.routing, front.routing.routes)
         self.plain = bytearray(256)
 
     # -- the per-read entry points (Pipe.fast) ---------------------------------------------------
@@ -190,7 +185,78 @@ cdef class _Reader:
         if not self.replies or self.fwd.back_detour or self.back._inbox \
                 or self.f_routing.closed:
             return 0
-        return self._run(pipe, False)
+        self._before_replies()
+        try:
+            return self._run(pipe, False)
+        finally:
+            self._after_replies()
+
+    cdef void _before_replies(self) except *:
+        """Before a read of a back pipe (PatternKernel: pub/sub's filters, as they stand)."""
+
+    cdef void _after_replies(self) except *:
+        """After a read of a back pipe (PatternKernel: what the back's filter dropped)."""
+
+    # -- whole reads (Pipe.fast_read): the read's bytes, before the pipe's Python sees them ------
+    def read_request(self, pipe, data) -> bool:
+        """A whole read of a front pipe: see ``_read``."""
+        fwd = self.fwd
+        if (not self.requests or fwd.draining or fwd.detour or self.front._inbox
+                or self.b_routing.closed):
+            return False
+        return self._read(pipe, data, True)
+
+    def read_reply(self, pipe, data) -> bool:
+        """A whole read of a back pipe: see ``_read``."""
+        if not self.replies or self.fwd.back_detour or self.back._inbox \
+                or self.f_routing.closed:
+            return False
+        return self._read(pipe, data, False)
+
+    cdef bint _read(self, object pipe, object data, bint request) except -1:
+        """The read as ``Pipe.data_received`` and ``Pipe.process`` take it, without their
+        Python: the bytes become the codec's receive buffer (as ``ReceiveBuffer.feed`` does
+        when it is empty), the kernel takes the whole messages, the flush is scheduled (as
+        ``Batch.close``), and only a read it does not finish goes on to ``Pipe.process``,
+        which gives the kernel its turn first and stops at once. False: nothing was done (the
+        pipe is paused or closing, a tail of the last read waits): the pipe's own way."""
+        if type(data) is not bytes or not pipe.reading or pipe.close_reason:
+            return False
+        codec = pipe.codec
+        if _framing(codec) == 0 or not codec.streaming:  # (first: a plugin's codec has no rx)
+            return False
+        rx = codec.rx
+        old = rx.data
+        if rx.pos < (PyBytes_GET_SIZE(old) if type(old) is bytes else len(old)):
+            return False
+        rx.data = data
+        rx.pos = 0
+        pipe.rx_chunks += 1
+        cdef Py_ssize_t n
+        if request:
+            n = self._run(pipe, True)
+        else:
+            self._before_replies()
+            try:
+                n = self._run(pipe, False)
+            finally:
+                self._after_replies()
+        cdef bint left = rx.pos < PyBytes_GET_SIZE(data)
+        if n >= FAIR_SHARE:
+            pipe._yield_turn()  # the rest after the other pipes' turn (Pipe.process's rule)
+        elif left:
+            pipe.process()  # the rest, the reference's way (its batch schedules the flush)
+            return True
+        if pipe._watch:  # (Pipe.process's rule for the message deadline)
+            liveness = pipe.liveness
+            if left or liveness.watching:
+                liveness.watch_partial(n)
+        batch = pipe._batch
+        if batch.dirty and not batch.depth:
+            loop = pipe._loop
+            if batch.scheduled is not loop:
+                batch.schedule(loop)
+        return True
 
     cdef Py_ssize_t _run(self, object pipe, bint request) except -1:
         codec = pipe.codec
@@ -244,11 +310,7 @@ cdef class _Reader:
                 n += 1
         finally:
             rx.pos = pos
-            if self.picks is not None:  # the round robin, as the reference's picks leave it
-                self.picks = None
-                self.b_routing.rr = self.rr
-            self.r_target = self.r_out = None
-            self._flush()
+            self.dests.flush()
             if curve and n:  # the boxes opened, up to the peer's nonce
                 mech = codec.security
                 mech.advance(mech.session()[3], peer_nonce)
@@ -277,240 +339,7 @@ cdef class _Reader:
             self.h_rep_counts[b] += n
             self.h_rep.sum += dt * n
 
-    cdef _Out _pick(self):
-        """The next writable back pipe, round robin (Routing.pick), or None; ``picked`` is
-        its place, for the caller to move the round robin on (``_moved``) once it sent.
-        Within one read nothing is written, so which back pipes are writable does not change:
-        the first pick of a read takes the round robin and the writable pipes once (``picks``;
-        each then becomes its buffer when first chosen), ``_run`` gives the round robin back."""
-        cdef list picks = self.picks
-        cdef Py_ssize_t n, i, idx
-        if picks is None:
-            picks = self.picks = [pipe if pipe.writable else None for pipe in self.b_out]
-            self.rr = self.b_routing.rr
-        n = len(picks)
-        for i in range(n):
-            idx = (self.rr + i) % n
-            item = picks[idx]
-            if item is None:
-                continue
-            if type(item) is not _Out:
-                item = self._out(item)
-                if item is None:
-                    return None  # a wire the kernel does not write
-                picks[idx] = item
-            self.picked = idx
-            return <_Out>item
-        return None
-
-    cdef inline void _moved(self) noexcept:
-        """The message went to the picked pipe: the round robin moves past it."""
-        self.rr = self.picked + 1
-
-    # -- destinations ----------------------------------------------------------------------------
-    cdef _Out _out(self, object pipe):
-        """This read's buffer for ``pipe`` (None: a wire the kernel does not write)."""
-        cdef _Out out = self.outs.get(pipe)
-        if out is not None:
-            return out
-        codec = pipe.codec
-        cdef int framing = _framing(codec)
-        if framing == 0:
-            return None
-        out = _Out.__new__(_Out)
-        out.pipe = pipe
-        out.data = bytearray()
-        out.size = out.wire = 0
-        out.framing = framing
-        out.room = pipe._high - pipe._wbuf_size
-        if framing == F_CURVE:
-            out.mech = codec.security
-            out.precom, out.prefix, _, out.nonce, _ = out.mech.session()
-        self.outs[pipe] = out
-        self.order.append(out)
-        return out
-
-    cdef void _flush(self) except *:
-        """Each destination's bytes into its pipe's write batch (Writes.write_frames), once;
-        CURVE destinations get their frames sealed here, in order (their nonces go up)."""
-        cdef _Out out
-        for out in self.order:
-            if out.size:
-                if out.framing == F_CURVE:
-                    data = _seal(out)
-                else:
-                    PyByteArray_Resize(out.data, out.size)
-                    data = out.data
-                pipe = out.pipe
-                if not pipe.wbuf:
-                    pipe._batch.dirty.append(pipe)
-                pipe.wbuf.append(data)
-                pipe._wbuf_size += out.wire
-        self.outs.clear()
-        del self.order[:]
 
 
-cdef class Kernel(_Reader):
-    """A request-reply bridge's forwarding: requests front -> back (the envelope translated,
-    the token or in-flight entry recorded), replies back -> front (routed by the routing id or
-    the token). ``translator`` and ``loss`` are the reference's, whose tables (compiled twins,
-    :func:`gateway.kernel.token_table`) this shares."""
-
-    cdef dict f_routes
-    cdef TokenTable table
-    cdef InFlight inflight
-    cdef bint tokens  # zmtp -> sp: requests park their envelope under a token
-    cdef int ttl  # the front's hop limit (SP)
-
-    def __init__(self, fwd, front, back, translator, loss, ledger, buckets) -> None:
-        super().__init__(fwd, front, back, translator, ledger, buckets)
-        self.f_routes = front.routing.routes
-        self.tokens = translator.mode == "zmtp->sp"
-        self.table = translator.table if self.tokens else None
-        self.inflight = loss.inflight
-        self.ttl = front.pattern.ttl
-
-    cdef int _take(self, const uint8_t* p, Frame* frames, int count, bint zmtp, bint request,
-                   bytes rid, double now) except -2:
-        if request:
-            return self._request(p, frames, count, zmtp, rid, now)
-        return self._reply(p, frames, count, zmtp, now)
-
-    cdef int _request(self, const uint8_t* p, Frame* frames, int count, bint zmtp, bytes rid,
-                      double now) except -2:
-        """Forward one request (True), or leave it to the reference (False, nothing changed)."""
-        cdef int i, nhops = 0, nbody
-        cdef Py_ssize_t words = 0
-        cdef Frame payload
-        if zmtp:  # [identity, ...] "" body...: hops up to the first empty frame
-            for i in range(count):
-                if frames[i].size == 0:
-                    nhops = i + 1
-                    break
-            nbody = count - nhops
-        else:  # the SP backtrace, up to the request id
-            payload = frames[0]
-            nhops = _sp_backtrace(p, payload, self.ttl, &words)
-            if nhops < 0:
-                return False
-            nbody = 1
-        cdef _Out out = self._pick()
-        if out is None:
-            return False
-        cdef int dest_zmtp = _zmtp_framing(out.framing)
-        if not dest_zmtp and nbody != 1:
-            return False  # SP carries one body frame (the reference refuses and counts)
-        cdef bytes key, token
-        if self.tokens:  # zmtp -> sp: [token][body]
-            if self.table.full() or self.inflight.c_full():
-                return False
-            hops = _hops(p, frames, nhops, rid)
-            if not out.fits(8 + 4 + frames[nhops].size):
-                return False
-            token = self.table.c_mint(hops, now)
-            out.sp_token(token, p + frames[nhops].start, frames[nhops].size)
-            key = _flat_token(token)
-        elif zmtp:  # zmtp -> zmtp: untouched
-            if self.inflight.c_full():
-                return False
-            key = _flat_frames(p, frames, nhops, rid)
-            if not out.zmtp_frames(rid, p, frames, 0, count):
-                return False
-        else:  # sp -> zmtp (pipe id, words..., "", body) or sp -> sp (untouched)
-            if self.inflight.c_full():
-                return False
-            key = _flat_words(p, payload.start, words, rid, dest_zmtp)
-            if dest_zmtp:
-                if not out.sp_to_zmtp(rid, p, payload, words):
-                    return False
-            elif not out.sp_forward(rid, p, payload):
-                return False
-        self._moved()
-        self.inflight.c_sent(key, out.pipe.routing_id, now)
-        return True
-
-    cdef _Out _front_out(self, const uint8_t* tp, Py_ssize_t tn, bytes target):
-        """The buffer for the front pipe a reply goes to (its routing id: ``tn`` bytes at
-        ``tp``, or ``target``), or None: gone, at its mark (the reference counts those) or a
-        wire the kernel does not write. Within one read no pipe comes, goes or changes its
-        writability: the last answer is kept for the read's next reply to the same pipe."""
-        cdef bytes last = self.r_target
-        if (last is not None and PyBytes_GET_SIZE(last) == tn
-                and memcmp(PyBytes_AS_STRING(last), tp, tn) == 0):
-            return self.r_out
-        if target is None:
-            target = PyBytes_FromStringAndSize(<const char*>tp, tn)
-        fpipe = self.f_routes.get(target)
-        if fpipe is None or not fpipe.writable:
-            return None
-        cdef _Out out = self._out(fpipe)
-        if out is not None:
-            self.r_target, self.r_out = target, out
-        return out
-
-    cdef int _reply(self, const uint8_t* p, Frame* frames, int count, bint zmtp,
-                    double now) except -2:
-        cdef int i, nhops = 0
-        cdef Py_ssize_t words = 0
-        cdef Frame payload
-        cdef bytes key, target = None
-        cdef const uint8_t* tp = NULL  # the front pipe's routing id, in the read
-        cdef Py_ssize_t tn = 0
-        if zmtp:  # the back end's ZeroMQ server: hops up to the first empty frame
-            for i in range(count):
-                if frames[i].size == 0:
-                    nhops = i + 1
-                    break
-            if nhops < 2:
-                return False  # no envelope, or no routing hop before the delimiter
-            tp, tn = p + frames[0].start, frames[0].size
-            if not self.front_zmtp:  # sp -> zmtp: words, "" -> an SP backtrace
-                if count - nhops != 1 or not _valid_words(p, frames, nhops - 1):
-                    return False
-        else:
-            payload = frames[0]
-            nhops = _sp_backtrace(p, payload, <int>(payload.size // 4 + 1), &words)
-            if nhops < 0:
-                return False
-            if self.tokens:
-                if nhops != 1:
-                    return False
-            else:  # sp -> sp: the first word is the front's pipe id
-                tp, tn = p + payload.start, 4
-        cdef bytes token = None
-        cdef tuple parked = None
-        cdef PyObject* entry
-        if self.tokens:
-            token = PyBytes_FromStringAndSize(<char*>p + payload.start, 4)
-            entry = PyDict_GetItem(self.table._entries, token)
-            if entry == NULL or (<tuple><object>entry)[1] <= now:
-                return False
-            parked = (<tuple><object>entry)[0]
-            target = parked[0]
-            tp, tn = <const uint8_t*>PyBytes_AS_STRING(target), PyBytes_GET_SIZE(target)
-        cdef _Out out = self._front_out(tp, tn, target)
-        if out is None:
-            return False  # gone, at its mark, or a wire the kernel does not write
-        cdef int dest_zmtp = _zmtp_framing(out.framing)
-        if self.tokens:  # parked hops[1:] + body, to the ZeroMQ client
-            if not out.zmtp_parked(parked, p, payload, words):
-                return False
-            key = _flat_token(token)
-            self.table.c_take(token, now)
-        elif zmtp and dest_zmtp:  # zmtp -> zmtp
-            if not out.zmtp_frames(None, p, frames, 1, count):
-                return False
-            key = _flat_frames(p, frames, nhops, None)
-        elif zmtp:  # sp -> zmtp: the SP client gets words (without the pipe id) + body
-            if not out.zmtp_to_sp(p, frames, nhops, count):
-                return False
-            key = _flat_frames(p, frames, nhops, None)
-        else:  # sp -> sp
-            if not out.sp_reply(p, payload):
-                return False
-            key = _flat_words(p, payload.start, words, None, False)
-        self.inflight.c_answered(key)
-        return True
-
-
+include "_kernel_reqrep.pxi"
 include "_kernel_patterns.pxi"

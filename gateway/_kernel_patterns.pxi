@@ -22,19 +22,19 @@ cdef class PatternKernel(_Reader):
         self.f_pattern, self.b_pattern = front.pattern, back.pattern
         self.matched = []
 
-    def reply(self, pipe) -> int:
-        """Published messages of one read of a back pipe, past the back's filter; how many."""
-        if self.pattern != PUBSUB:
-            return 0
+    cdef void _before_replies(self) except *:
+        """Published messages (the only replies: ``replies`` is pub/sub's) are matched against
+        the back's filter and the front's subscribers' prefixes as they stand at this read."""
         self.filtering = self.b_pattern.filter
         if self.filtering:
             self.sub_prefixes = self.b_pattern.prefixes()
         self.filters = self.f_pattern.filters
         self.filtered = 0
-        n = _Reader.reply(self, pipe)
+
+    cdef void _after_replies(self) except *:
         if self.filtered:
             self.b_pattern.filtered += self.filtered
-        return n
+            self.filtered = 0
 
     cdef int _take(self, const uint8_t* p, Frame* frames, int count, bint zmtp, bint request,
                    bytes rid, double now) except -2:
@@ -45,7 +45,7 @@ cdef class PatternKernel(_Reader):
     cdef int _pipeline(self, const uint8_t* p, Frame* frames, int count) except -2:
         """Pipeline, front -> back: the message as it is (toward SP: one frame only), round
         robin over the writable back pipes."""
-        cdef _Out out = self._pick()
+        cdef _Out out = self.dests.pick()
         if out is None:
             return 0
         if _zmtp_framing(out.framing):
@@ -53,7 +53,7 @@ cdef class PatternKernel(_Reader):
                 return 0
         elif count != 1 or not out.sp_payload(p, frames, 1):
             return 0  # several frames toward SP: the reference refuses and counts
-        self._moved()
+        self.dests.moved()
         return FORWARDED
 
     cdef int _publish(self, const uint8_t* p, Frame* frames, int count) except -2:
@@ -77,7 +77,7 @@ cdef class PatternKernel(_Reader):
             if not pipe.writable:
                 matched.append(pipe)  # loses it
                 continue
-            out = self._out(pipe)
+            out = self.dests.out(pipe)
             if out is None:
                 return 0
             matched.append(out)

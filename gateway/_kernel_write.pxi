@@ -244,3 +244,119 @@ cdef bytearray _seal(_Out out):
         pos += size
     out.mech.advance(out.nonce, out.mech.session()[4])
     return sealed
+
+
+cdef class _Dests:
+    """Where one read's messages go: a buffer (:class:`_Out`) per destination pipe, made when
+    first written to and given to the pipe's write batch once, at the end of the read
+    (``flush``); the round robin over the back's writable pipes (``pick``) and the front pipe
+    a reply goes to (``front_out``), each looked up once per read. Within one read nothing is
+    written to a transport and no pipe comes or goes, so neither answer changes."""
+
+    cdef object b_routing  # the back's Routing (its out list, its round robin)
+    cdef dict f_routes  # the front's pipes by routing id
+    cdef dict outs  # pipe -> this read's _Out
+    cdef list order  # the _Out in the order they were made
+    cdef list picks  # this read's back pipes for pick (None: none picked yet)
+    cdef Py_ssize_t picked, rr
+    cdef bytes r_target  # this read's last reply destination (routing id) and its buffer
+    cdef _Out r_out
+
+    def __init__(self, b_routing, f_routes) -> None:
+        self.b_routing, self.f_routes = b_routing, f_routes
+        self.outs = {}
+        self.order = []
+
+    cdef _Out pick(self):
+        """The next writable back pipe, round robin (Routing.pick), or None; ``picked`` is
+        its place, for the caller to move the round robin on (``moved``) once it sent.
+        Within one read nothing is written, so which back pipes are writable does not change:
+        the first pick of a read takes the round robin and the writable pipes once (``picks``;
+        each then becomes its buffer when first chosen), ``flush`` gives the round robin back."""
+        cdef list picks = self.picks
+        cdef Py_ssize_t n, i, idx
+        if picks is None:
+            picks = self.picks = [pipe if pipe.writable else None for pipe in self.b_routing.out]
+            self.rr = self.b_routing.rr
+        n = len(picks)
+        for i in range(n):
+            idx = (self.rr + i) % n
+            item = picks[idx]
+            if item is None:
+                continue
+            if type(item) is not _Out:
+                item = self.out(item)
+                if item is None:
+                    return None  # a wire the kernel does not write
+                picks[idx] = item
+            self.picked = idx
+            return <_Out>item
+        return None
+
+    cdef inline void moved(self) noexcept:
+        """The message went to the picked pipe: the round robin moves past it."""
+        self.rr = self.picked + 1
+
+    cdef _Out out(self, object pipe):
+        """This read's buffer for ``pipe`` (None: a wire the kernel does not write)."""
+        cdef _Out out = self.outs.get(pipe)
+        if out is not None:
+            return out
+        codec = pipe.codec
+        cdef int framing = _framing(codec)
+        if framing == 0:
+            return None
+        out = _Out.__new__(_Out)
+        out.pipe = pipe
+        out.data = bytearray()
+        out.size = out.wire = 0
+        out.framing = framing
+        out.room = pipe._high - pipe._wbuf_size
+        if framing == F_CURVE:
+            out.mech = codec.security
+            out.precom, out.prefix, _, out.nonce, _ = out.mech.session()
+        self.outs[pipe] = out
+        self.order.append(out)
+        return out
+
+    cdef void flush(self) except *:
+        """Each destination's bytes into its pipe's write batch (Writes.write_frames), once;
+        CURVE destinations get their frames sealed here, in order (their nonces go up)."""
+        cdef _Out out
+        for out in self.order:
+            if out.size:
+                if out.framing == F_CURVE:
+                    data = _seal(out)
+                else:
+                    PyByteArray_Resize(out.data, out.size)
+                    data = out.data
+                pipe = out.pipe
+                if not pipe.wbuf:
+                    pipe._batch.dirty.append(pipe)
+                pipe.wbuf.append(data)
+                pipe._wbuf_size += out.wire
+        self.outs.clear()
+        del self.order[:]
+        if self.picks is not None:  # the round robin, as the reference's picks leave it
+            self.picks = None
+            self.b_routing.rr = self.rr
+        self.r_target = self.r_out = None
+
+    cdef _Out front_out(self, const uint8_t* tp, Py_ssize_t tn, bytes target):
+        """The buffer for the front pipe a reply goes to (its routing id: ``tn`` bytes at
+        ``tp``, or ``target``), or None: gone, at its mark (the reference counts those) or a
+        wire the kernel does not write. Within one read no pipe comes, goes or changes its
+        writability: the last answer is kept for the read's next reply to the same pipe."""
+        cdef bytes last = self.r_target
+        if (last is not None and PyBytes_GET_SIZE(last) == tn
+                and memcmp(PyBytes_AS_STRING(last), tp, tn) == 0):
+            return self.r_out
+        if target is None:
+            target = PyBytes_FromStringAndSize(<const char*>tp, tn)
+        fpipe = self.f_routes.get(target)
+        if fpipe is None or not fpipe.writable:
+            return None
+        cdef _Out out = self.out(fpipe)
+        if out is not None:
+            self.r_target, self.r_out = target, out
+        return out

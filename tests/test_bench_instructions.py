@@ -13,9 +13,10 @@ needs_valgrind = pytest.mark.skipif(shutil.which("valgrind") is None,
 
 
 def test_bad_arguments_are_all_reported_at_once(capsys: pytest.CaptureFixture[str]) -> None:
-    assert instructions.main(["--routes", "zz,qq", "--requests", "5,2"]) == 2
+    assert instructions.main(["--routes", "zz,qq", "--requests", "5,2", "--window", "0"]) == 2
     err = capsys.readouterr().err
     assert "unknown route 'qq'" in err and "0 < SMALL < LARGE" in err
+    assert "--window: 1 to 4096" in err
     with pytest.raises(ValueError, match="route 'xx'"):
         instructions.count("xx", 1)
     with pytest.raises(ValueError, match="small < large"):
@@ -31,3 +32,13 @@ def test_a_route_costs_what_a_python_middle_costs() -> None:
     small, large = instructions.count("zs", 100), instructions.count("zs", 600)
     assert small > 10_000_000  # the interpreter's start-up alone
     assert 10_000 < (large - small) / 500 < 300_000
+
+
+@needs_valgrind
+@pytest.mark.timeout(240)
+def test_one_request_in_flight_pays_a_read_each() -> None:
+    """With one request in flight every request is a read of its own: the per-read work is
+    not shared out, so a request costs more than with 64 in flight."""
+    one = instructions.per_request("sz", 30, 130, kernel=True, window=1)
+    many = instructions.per_request("sz", 30, 130, kernel=True)
+    assert 0 < many < one

@@ -577,6 +577,49 @@ def test_the_usual_traffic_goes_through_the_kernel(front: str, back: str,
         assert data.count(b"re:hello") == 10
 
 
+@needs_kernel
+@pytest.mark.parametrize(("front", "back"), ROUTES, ids=[f"{f}-{b}" for f, b in ROUTES])
+def test_a_whole_read_never_reaches_the_pipes_python(front: str, back: str,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """A read of whole plain messages is the kernel's from its first byte (``fast_read``):
+    ``Pipe.process`` (and the codec's ``receive_data`` under it) never runs; a read cut inside
+    a message goes on to ``Pipe.process`` for its tail, and the next read (a tail waits in the
+    buffer) is the pipe's own."""
+    from gateway.engine.pipe import Pipe
+
+    calls: list[str] = []
+    process = Pipe.process
+
+    def counted(self: Pipe) -> None:
+        calls.append("process")
+        process(self)
+
+    monkeypatch.setattr(Pipe, "process", counted)
+
+    async def go() -> dict[str, Any]:
+        core._RUNNING_PIPE_IDS[0] = 100
+        rig = Rig(front, back, True)
+        await rig.open(clients=2, servers=2)
+        try:
+            calls.clear()
+            await _ten_hellos_each(rig, front)
+            state = await _answered(rig, back)
+            assert calls == [] and state["forwarded"] == (20, 20)
+            c = rig.clients[0]
+            cut = _hello(front, 10) + _hello(front, 11)
+            c.pipe.data_received(cut[:-3])  # one whole message, then a tail: process() once
+            assert calls == ["process"]
+            c.pipe.data_received(cut[-3:])  # after a tail: the pipe's own way
+            assert calls == ["process"] * 2
+            await asyncio.sleep(0)
+            return rig.state()
+        finally:
+            await rig.close()
+
+    state = asyncio.run(go())
+    assert state["forwarded"] == (22, 20)
+
+
 #: in-flight keys that a flat form could confuse: parts that join alike, empty parts, a part
 #: past the one-byte length (the compiled table keeps each key as one bytes object)
 KEYS_IN_FLIGHT = [(b"\x00",), (b"\x01",), (b"ab", b"c"), (b"a", b"bc"), (b"abc",), (b"",),

@@ -66,6 +66,7 @@ class _Front(SocketHooks):
         self.fwd = fwd
         self.forward = fwd.request.forward
         self.fast = fwd.kernel.request if fwd.kernel is not None else None
+        self.fast_read = fwd.kernel.read_request if fwd.kernel is not None else None
 
     def message(self, msg: Message, family: str) -> bool:
         fwd = self.fwd
@@ -92,6 +93,7 @@ class _Back(SocketHooks):
         self.fwd = fwd
         self.forward = fwd.reply.forward
         self.fast = fwd.kernel.reply if fwd.kernel is not None else None
+        self.fast_read = fwd.kernel.read_reply if fwd.kernel is not None else None
 
     def pipe_lost(self, routing_id: bytes) -> None:
         self.fwd.loss.pipe_lost(routing_id)

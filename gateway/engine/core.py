@@ -116,7 +116,7 @@ class SocketCore:
         self.hooks = hooks or _NO_HOOKS
         self._take = self.hooks.message
         for pipe in self.routing.out:
-            pipe.fast = self.hooks.fast
+            pipe.fast, pipe.fast_read = self.hooks.fast, self.hooks.fast_read
 
     # -- endpoints -------------------------------------------------------------------------
     def bind(self, url: str) -> str:
@@ -160,7 +160,7 @@ class SocketCore:
             rid = self._zmtp_id()
         routes[rid] = pipe
         self.routing.add(pipe)
-        pipe.fast = self.hooks.fast
+        pipe.fast, pipe.fast_read = self.hooks.fast, self.hooks.fast_read
         log.info("pipe.up", endpoint=pipe.endpoint, peer=pipe.peer, peer_type=event.peer_type,
                  socket=self.name,
                  **({"zmtp": f"{event.version[0]}.{event.version[1]}"} if pipe.family != SP else {}))

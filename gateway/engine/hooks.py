@@ -20,9 +20,13 @@ class SocketHooks:
     ``fast``: a per-read forwarder the socket gives each of its ready pipes (the compiled
     kernel's, :mod:`gateway.kernel`): called with the pipe once per read before anything else,
     it takes the usual messages straight from the pipe's codec and returns how many it took;
-    what it leaves goes the way of every message (None: none)."""
+    what it leaves goes the way of every message (None: none). ``fast_read``: its twin for a
+    whole read, called with the pipe and the bytes before the codec sees them; True when it
+    took the read (what it left went on through ``Pipe.process``), False to leave the read to
+    the pipe (None: none)."""
 
     fast: Callable[[Any], int] | None = None
+    fast_read: Callable[[Any, bytes], bool] | None = None
 
     def message(self, msg: Message, family: str) -> bool:
         """A message the pattern delivered, from a pipe of wire ``family``: True when the

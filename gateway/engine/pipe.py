@@ -86,8 +86,9 @@ class Pipe(Writes, PipeProtocol):
         self.owner = owner
         self.codec = codec
         self._next_messages = getattr(codec, "next_messages", None)  # optional (see process)
-        #: the owner's per-read forwarder (SocketHooks.fast: the compiled kernel), or None
+        #: the owner's per-read forwarders (SocketHooks.fast, fast_read: the compiled kernel)
         self.fast: Callable[[Pipe], int] | None = None
+        self.fast_read: Callable[[Pipe, bytes], bool] | None = None
         self._batch = thread_batch()  # (again at connection_made: the loop's thread)
         self.family = family
         self.endpoint = endpoint
@@ -164,6 +165,8 @@ class Pipe(Writes, PipeProtocol):
         transport.write(self.codec.initiate())
 
     def data_received(self, data: bytes) -> None:
+        if (fast_read := self.fast_read) is not None and fast_read(self, data):
+            return  # the kernel took the read (and Pipe.process what it left)
         self.rx_chunks += 1
         if not self.ready:
             self.received_before_handshake += len(data)

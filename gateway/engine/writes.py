@@ -50,6 +50,12 @@ class Batch:
             self.scheduled = loop  # after the other reads of this iteration
             loop.call_soon(flush, self)
 
+    def schedule(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Schedule the flush of what was buffered outside any dispatch level (the compiled
+        kernel's whole reads; it asks only when nothing is scheduled on ``loop`` yet)."""
+        self.scheduled = loop
+        loop.call_soon(flush, self)
+
 
 _local = threading.local()
 

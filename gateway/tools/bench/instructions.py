@@ -3,14 +3,17 @@ middle's own work that the machine's noise does not move, for changes too small 
 bench to resolve (a few per cent; the timed bench spreads 10-20 % run to run on a 2-core VM).
 
 For each route, one bridge process runs under ``valgrind --tool=callgrind`` twice, forwarding
-``small`` and then ``large`` requests (100-byte bodies, 64 in flight) between a client and an
+``small`` and then ``large`` requests (100-byte bodies, 64 in flight unless ``--window`` says
+otherwise) between a client and an
 echo server that run in this process, outside valgrind; instructions per request are the
 difference of the two runs' totals over ``large - small`` (start-up and shutdown cancel out).
 Repeated runs agree to about 1 %. Routes: ``zz``, ``zs``, ``sz``, ``ss`` (front family then back
 family, ``z`` ZeroMQ, ``s`` SP; native sides). The pure path by default (``--kernel``: the
-compiled one).
+compiled one). With 64 in flight a read carries many requests, so per-read costs are shared
+out; ``--window 1`` (one request per read) shows them whole.
 
     python -m gateway.tools.bench.instructions --routes zz,zs,sz,ss
+    python -m gateway.tools.bench.instructions --kernel --window 1 --requests 500,2500
 """
 
 from __future__ import annotations
@@ -80,7 +83,7 @@ def _echo_server(family: str) -> Iterator[int]:
         close()
 
 
-def _zmq_client(port: int, n: int, deadline: float) -> None:
+def _zmq_client(port: int, n: int, deadline: float, window: int) -> None:
     ctx = zmq.Context()
     dealer = ctx.socket(zmq.DEALER)
     dealer.rcvtimeo = int(max(deadline - time.monotonic(), 1) * 1000)
@@ -88,7 +91,7 @@ def _zmq_client(port: int, n: int, deadline: float) -> None:
     sent = got = 0
     try:
         while got < n:
-            while sent < n and sent - got < WINDOW:
+            while sent < n and sent - got < window:
                 dealer.send_multipart([b"", BODY])
                 sent += 1
             dealer.recv_multipart()
@@ -98,8 +101,8 @@ def _zmq_client(port: int, n: int, deadline: float) -> None:
         ctx.term()
 
 
-def _sp_client(port: int, n: int, deadline: float) -> None:
-    """A raw SP req0 client on a plain socket: header, then 64 requests in flight."""
+def _sp_client(port: int, n: int, deadline: float, window: int) -> None:
+    """A raw SP req0 client on a plain socket: header, then ``window`` requests in flight."""
     with socket.create_connection(("127.0.0.1", port), timeout=30) as s:
         s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         s.sendall(b"\x00SP\x00\x00\x30\x00\x00")
@@ -111,7 +114,7 @@ def _sp_client(port: int, n: int, deadline: float) -> None:
         while got < n:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"{got} of {n} replies")
-            while sent < n and sent - got < WINDOW:
+            while sent < n and sent - got < window:
                 s.sendall(struct.pack(">QI", 4 + len(BODY), 0x80000000 | sent) + BODY)
                 sent += 1
             buf += s.recv(65536)
@@ -123,7 +126,8 @@ def _sp_client(port: int, n: int, deadline: float) -> None:
                 got += 1
 
 
-def count(route: str, n: int, *, kernel: bool = False, timeout: float = 300.0) -> int:
+def count(route: str, n: int, *, kernel: bool = False, window: int = WINDOW,
+          timeout: float = 300.0) -> int:
     """Instructions the bridge process of ``route`` ran, start to exit, forwarding ``n``."""
     if route not in ROUTES:
         raise ValueError(f"route {route!r}: one of {', '.join(ROUTES)}")
@@ -138,7 +142,8 @@ def count(route: str, n: int, *, kernel: bool = False, timeout: float = 300.0) -
         gw.start()
         try:
             deadline = time.monotonic() + timeout
-            (_zmq_client if route[0] == "z" else _sp_client)(port_of(gw.front), n, deadline)
+            (_zmq_client if route[0] == "z" else _sp_client)(port_of(gw.front), n, deadline,
+                                                              window)
             gw.terminate(timeout=max(deadline - time.monotonic(), 10))  # callgrind writes out
         finally:
             gw.kill()
@@ -149,12 +154,13 @@ def count(route: str, n: int, *, kernel: bool = False, timeout: float = 300.0) -
     raise RuntimeError(f"{route}: no summary in callgrind's output")
 
 
-def per_request(route: str, small: int, large: int, *, kernel: bool = False) -> float:
+def per_request(route: str, small: int, large: int, *, kernel: bool = False,
+                window: int = WINDOW) -> float:
     """Instructions per request: the difference of two runs over the difference of counts."""
     if not 0 < small < large:
         raise ValueError(f"need 0 < small < large, not {small}, {large}")
-    return (count(route, large, kernel=kernel) - count(route, small, kernel=kernel)) / (
-        large - small)
+    return (count(route, large, kernel=kernel, window=window)
+            - count(route, small, kernel=kernel, window=window)) / (large - small)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -165,6 +171,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--requests", default="2000,12000", metavar="SMALL,LARGE",
                    help="the two runs' request counts (default: 2000,12000)")
     p.add_argument("--kernel", action="store_true", help="the compiled path (default: pure)")
+    p.add_argument("--window", type=int, default=WINDOW, metavar="N",
+                   help=f"requests in flight (default {WINDOW}; 1: one request per read)")
     args = p.parse_args(argv)
     errors = []
     routes = [r.strip() for r in args.routes.split(",") if r.strip()]
@@ -177,6 +185,8 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError:
         errors.append(f"--requests: two counts SMALL,LARGE with 0 < SMALL < LARGE, "
                       f"not {args.requests!r}")
+    if not 0 < args.window <= 4096:
+        errors.append(f"--window: 1 to 4096 requests in flight, not {args.window}")
     if shutil.which("valgrind") is None:
         errors.append("valgrind is not installed (Debian: apt-get install valgrind)")
     if errors:
@@ -184,8 +194,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     path = "compiled" if args.kernel else "pure"
     for route in routes:
-        value = per_request(route, small, large, kernel=args.kernel)
-        print(f"{route} ({path}): {value:,.0f} instructions per request", flush=True)
+        value = per_request(route, small, large, kernel=args.kernel, window=args.window)
+        print(f"{route} ({path}, {args.window} in flight): {value:,.0f} instructions per "
+              "request", flush=True)
     return 0
 
 
