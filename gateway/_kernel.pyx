@@ -222,10 +222,10 @@ cdef class _Reader:
         pipe is paused or closing, a tail of the last read waits): the pipe's own way."""
         if type(data) is not bytes or not pipe.reading or pipe.close_reason:
             return False
-        codec = pipe.codec
-        if _framing(codec) == 0 or not codec.streaming:  # (first: a plugin's codec has no rx)
+        cdef _Out state = _state(pipe)
+        if state.framing == 0 or not state.codec.streaming:
             return False
-        rx = codec.rx
+        rx = state.rx
         old = rx.data
         if rx.pos < (PyBytes_GET_SIZE(old) if type(old) is bytes else len(old)):
             return False
@@ -234,11 +234,11 @@ cdef class _Reader:
         pipe.rx_chunks += 1
         cdef Py_ssize_t n
         if request:
-            n = self._run(pipe, True)
+            n = self._messages(state, True)
         else:
             self._before_replies()
             try:
-                n = self._run(pipe, False)
+                n = self._messages(state, False)
             finally:
                 self._after_replies()
         cdef bint left = rx.pos < PyBytes_GET_SIZE(data)
@@ -259,11 +259,15 @@ cdef class _Reader:
         return True
 
     cdef Py_ssize_t _run(self, object pipe, bint request) except -1:
-        codec = pipe.codec
-        cdef int framing = _framing(codec)  # first: a plugin's codec has no ``streaming``
-        if framing == 0 or pipe.close_reason or not codec.streaming:
+        cdef _Out state = _state(pipe)  # (framing first: a plugin's codec has no ``streaming``)
+        if state.framing == 0 or pipe.close_reason or not state.codec.streaming:
             return 0
-        rx = codec.rx
+        return self._messages(state, request)
+
+    cdef Py_ssize_t _messages(self, _Out state, bint request) except -1:
+        """The whole messages in the receive buffer of ``state``'s pipe (a streaming codec)."""
+        pipe, codec, rx = state.pipe, state.codec, state.rx
+        cdef int framing = state.framing
         data = rx.data
         cdef const uint8_t* p
         cdef Py_ssize_t end
@@ -273,7 +277,7 @@ cdef class _Reader:
         else:
             p = <const uint8_t*>PyByteArray_AS_STRING(data)
             end = PyByteArray_GET_SIZE(data)
-        cdef Py_ssize_t pos = rx.pos, nxt, limit = codec.max_message_size, n = 0, sent = 0
+        cdef Py_ssize_t pos = rx.pos, nxt, limit = state.limit, n = 0, sent = 0
         cdef double t0 = _now()
         cdef Frame frames[MAX_FRAMES]
         cdef int count = 0, done

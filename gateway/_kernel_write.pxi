@@ -24,20 +24,26 @@ cdef inline uint8_t* _zmtp_frame(uint8_t* at, const uint8_t* data, Py_ssize_t si
 
 
 cdef class _Out:
-    """What one read writes to one pipe: its encoded messages, in order (CURVE: plain frames,
-    sealed at the end of the read)."""
-    cdef object pipe
-    cdef bytearray data
+    """The kernel's record of one pipe (``Pipe.kernel_state``, made by :func:`_state` at the
+    pipe's first read or write): what a read of it needs (its codec's receive buffer and
+    framing, which are fixed once the pipe is ready) and what one read writes to it, its
+    encoded messages in order (CURVE: plain frames, sealed at the end of the read)."""
+    cdef object pipe, codec, rx
+    cdef int framing
+    cdef Py_ssize_t limit  # the codec's max_message_size
+    cdef uint64_t epoch  # the read (_Dests.epoch) that last wrote here
+    cdef bytearray data  # (None between reads: the last one's went to the pipe's batch)
     cdef Py_ssize_t size  # bytes in data
     cdef Py_ssize_t wire  # the same on the pipe's wire (CURVE: sealed)
     cdef Py_ssize_t room  # bytes the pipe's batch may still take (see Writes.write_frames)
-    cdef int framing
     # CURVE: the mechanism, its precomputed key, our nonce prefix and next short nonce
     cdef object mech
     cdef bytes precom, prefix
     cdef uint64_t nonce
 
     cdef uint8_t* grow(self, Py_ssize_t n, Py_ssize_t wire) except NULL:
+        if self.data is None:
+            self.data = bytearray()
         cdef Py_ssize_t have = PyByteArray_GET_SIZE(self.data)
         if self.size + n > have:
             PyByteArray_Resize(self.data, max(self.size + n, 2 * have, 256))
@@ -246,6 +252,24 @@ cdef bytearray _seal(_Out out):
     return sealed
 
 
+cdef _Out _state(object pipe):
+    """The kernel's record of ``pipe`` (a ready one), made at its first read or write."""
+    state = pipe.kernel_state
+    if state is not None:
+        return <_Out>state
+    cdef _Out out = _Out.__new__(_Out)
+    codec = pipe.codec
+    out.pipe, out.codec = pipe, codec
+    out.framing = _framing(codec)
+    if out.framing:  # (a plugin's codec has no rx)
+        out.rx = codec.rx
+        out.limit = codec.max_message_size
+        if out.framing == F_CURVE:
+            out.mech = codec.security
+    pipe.kernel_state = out
+    return out
+
+
 cdef class _Dests:
     """Where one read's messages go: a buffer (:class:`_Out`) per destination pipe, made when
     first written to and given to the pipe's write batch once, at the end of the read
@@ -255,8 +279,8 @@ cdef class _Dests:
 
     cdef object b_routing  # the back's Routing (its out list, its round robin)
     cdef dict f_routes  # the front's pipes by routing id
-    cdef dict outs  # pipe -> this read's _Out
-    cdef list order  # the _Out in the order they were made
+    cdef uint64_t epoch  # this read's number
+    cdef list order  # the _Out written to in this read, in the order of their first message
     cdef list picks  # this read's back pipes for pick (None: none picked yet)
     cdef Py_ssize_t picked, rr
     cdef bytes r_target  # this read's last reply destination (routing id) and its buffer
@@ -264,7 +288,7 @@ cdef class _Dests:
 
     def __init__(self, b_routing, f_routes) -> None:
         self.b_routing, self.f_routes = b_routing, f_routes
-        self.outs = {}
+        self.epoch = 1
         self.order = []
 
     cdef _Out pick(self):
@@ -299,24 +323,16 @@ cdef class _Dests:
 
     cdef _Out out(self, object pipe):
         """This read's buffer for ``pipe`` (None: a wire the kernel does not write)."""
-        cdef _Out out = self.outs.get(pipe)
-        if out is not None:
-            return out
-        codec = pipe.codec
-        cdef int framing = _framing(codec)
-        if framing == 0:
+        cdef _Out out = _state(pipe)
+        if out.framing == 0:
             return None
-        out = _Out.__new__(_Out)
-        out.pipe = pipe
-        out.data = bytearray()
-        out.size = out.wire = 0
-        out.framing = framing
-        out.room = pipe._high - pipe._wbuf_size
-        if framing == F_CURVE:
-            out.mech = codec.security
-            out.precom, out.prefix, _, out.nonce, _ = out.mech.session()
-        self.outs[pipe] = out
-        self.order.append(out)
+        if out.epoch != self.epoch:  # its first message of this read
+            out.epoch = self.epoch
+            out.size = out.wire = 0
+            out.room = pipe._high - pipe._wbuf_size
+            if out.framing == F_CURVE:
+                out.precom, out.prefix, _, out.nonce, _ = out.mech.session()
+            self.order.append(out)
         return out
 
     cdef void flush(self) except *:
@@ -335,8 +351,9 @@ cdef class _Dests:
                     pipe._batch.dirty.append(pipe)
                 pipe.wbuf.append(data)
                 pipe._wbuf_size += out.wire
-        self.outs.clear()
+                out.data = None  # the pipe's now
         del self.order[:]
+        self.epoch += 1
         if self.picks is not None:  # the round robin, as the reference's picks leave it
             self.picks = None
             self.b_routing.rr = self.rr

@@ -820,7 +820,8 @@ def test_a_wire_the_kernel_does_not_know_is_left_to_the_reference() -> None:
         rig = Rig("zmtp", "sp", True)
         await rig.open(clients=0, servers=0)
         try:
-            pipe = SimpleNamespace(codec=Foreign(), close_reason=None, routing_id=b"\0\0\0\1")
+            pipe = SimpleNamespace(codec=Foreign(), close_reason=None, routing_id=b"\0\0\0\1",
+                                   kernel_state=None)
             return rig.fwd.kernel.request(pipe), rig.fwd.kernel.reply(pipe)
         finally:
             await rig.close()

@@ -87,8 +87,10 @@ class Pipe(Writes, PipeProtocol):
         self.codec = codec
         self._next_messages = getattr(codec, "next_messages", None)  # optional (see process)
         #: the owner's per-read forwarders (SocketHooks.fast, fast_read: the compiled kernel)
+        #: and that kernel's own record of this pipe (made at its first read or write)
         self.fast: Callable[[Pipe], int] | None = None
         self.fast_read: Callable[[Pipe, bytes], bool] | None = None
+        self.kernel_state: Any = None
         self._batch = thread_batch()  # (again at connection_made: the loop's thread)
         self.family = family
         self.endpoint = endpoint
@@ -100,9 +102,7 @@ class Pipe(Writes, PipeProtocol):
                                  heartbeat_ttl=options.heartbeat_ttl,
                                  heartbeat_timeout=options.heartbeat_timeout,
                                  message_timeout=message_timeout)
-        # True once the handshake is done, when there is a deadline and the codec can tell
-        # (a third-party wire without ``partial`` gets none)
-        self._watch = False
+        self._watch = False  # once ready, with a deadline and a codec that has ``partial``
         self.transport: asyncio.Transport | None = None
         #: the loop of the connection (asyncio.get_running_loop() costs a getpid() on 3.11)
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -126,8 +126,7 @@ class Pipe(Writes, PipeProtocol):
         self.rx_chunks = 0  # chunks received (any traffic is proof of life)
         self.pauses = 0  # times reading was paused (our back-pressure hides the peer's traffic)
         self.received_before_handshake = 0  # bytes, for the "peer-closed" failure
-        #: why the handshake failed, once known (from the codec or an abort)
-        self._failure: PipeFailure | None = None
+        self._failure: PipeFailure | None = None  # why the handshake failed, once known
 
     # -- asyncio.Protocol ------------------------------------------------------------------
     def connection_arrived(self, transport: asyncio.BaseTransport) -> bool:
