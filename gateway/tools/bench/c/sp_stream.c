@@ -7,7 +7,9 @@
  *                                       connections, epoll) sending every message back as it
  *                                       came: the backtrace first, so a REP's reply; READY
  *   sp_stream client url=URL            a req0 peer with its own request ids (top bit set), W
- *                                       in flight (reqrep.h)
+ *                                       in flight (reqrep.h); the requests for the replies of
+ *                                       one read go out in one write, as libzmq's DEALER
+ *                                       sends (nng's own clients write each: c-nng)
  *   sp_stream client url=URL requests=N window=W size=S    one run, one JSON line
  *
  * Both take lifetime=SECONDS (peer.h). The echo drops a connection whose peer is no req0 or
@@ -62,6 +64,7 @@ typedef struct {
     unsigned char *buf;
     size_t cap, start, end;
     unsigned char *out;
+    size_t pending; /* request bytes in `out` not written yet */
 } sp_conn;
 
 static int write_all(int fd, const unsigned char *p, size_t n)
@@ -78,22 +81,41 @@ static int write_all(int fd, const unsigned char *p, size_t n)
     return 0;
 }
 
+/* the requests queued so far, in one write */
+static int flush_requests(sp_conn *c)
+{
+    size_t n = c->pending;
+    c->pending = 0;
+    return n ? write_all(c->fd, c->out, n) : 0;
+}
+
+/* Requests are queued and written together when the client next waits for a reply (fill),
+ * as libzmq's DEALER does through its I/O thread: the requests sent for the replies of one
+ * read go out in one write, so the client is as cheap per request as the zmq one. */
 static int sp_send_request(void *arg, const char *body, size_t size, uint32_t id)
 {
     sp_conn *c = arg;
     if (size + 12 > c->cap)
         return -1;
-    put_be64(c->out, size + 4);
+    if (c->pending + size + 12 > c->cap && flush_requests(c) != 0)
+        return -1;
+    unsigned char *at = c->out + c->pending;
+    put_be64(at, size + 4);
     uint32_t be = htonl(id);
-    memcpy(c->out + 8, &be, 4);
-    memcpy(c->out + 12, body, size);
-    return write_all(c->fd, c->out, size + 12);
+    memcpy(at + 8, &be, 4);
+    memcpy(at + 12, body, size);
+    c->pending += size + 12;
+    return 0;
 }
 
 /* 1: `need` bytes buffered; 0: none came within 200 ms; -1: the connection ended */
 static int fill(sp_conn *c, size_t need, char *why)
 {
     while (c->end - c->start < need) {
+        if (c->pending && flush_requests(c) != 0) {
+            snprintf(why, 160, "cannot send: %s", strerror(errno));
+            return -1;
+        }
         if (c->start > 0) {
             memmove(c->buf, c->buf + c->start, c->end - c->start);
             c->end -= c->start;
@@ -322,7 +344,7 @@ int main(int argc, char **argv)
     int fd = dial(url, why);
     if (fd < 0)
         die("sp_stream client: %s", why);
-    sp_conn c = {fd, malloc(MAX_MESSAGE + 16), MAX_MESSAGE + 16, 0, 0, malloc(MAX_MESSAGE + 16)};
+    sp_conn c = {fd, malloc(MAX_MESSAGE + 16), MAX_MESSAGE + 16, 0, 0, malloc(MAX_MESSAGE + 16), 0};
     wire w = {&c, sp_send_request, sp_recv_reply, 1};
     _exit(client_main(argc, argv, &w, url));
 }
