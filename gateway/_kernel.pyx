@@ -245,7 +245,7 @@ cdef class _Reader:
         if n >= FAIR_SHARE:
             pipe._yield_turn()  # the rest after the other pipes' turn (Pipe.process's rule)
         elif left:
-            pipe.process()  # the rest, the reference's way (its batch schedules the flush)
+            pipe.process(n)  # the rest, the reference's way, in the same FAIR_SHARE
             return True
         if pipe._watch:  # (Pipe.process's rule for the message deadline)
             liveness = pipe.liveness

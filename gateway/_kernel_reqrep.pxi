@@ -54,7 +54,7 @@ cdef class Kernel(_Reader):
             if self.table.full() or self.inflight.c_full():
                 return False
             hops = _hops(p, frames, nhops, rid)
-            if not out.fits(8 + 4 + frames[nhops].size):
+            if not out.fits((out.framing == F_SP_IPC) + 8 + 4 + frames[nhops].size):
                 return False
             token = self.table.c_mint(hops, now)
             out.sp_token(token, p + frames[nhops].start, frames[nhops].size)

@@ -264,7 +264,7 @@ cdef class InFlight:
             first.last = r
         self._order.append(r)
         self._live += 1
-        if len(self._order) - self._head >= 2 * self._live + 64:
+        if len(self._order) >= 2 * self._live + 64:  # (the skipped front counts too)
             self._order = [x for x in self._order[self._head:] if (<_Req>x).live]
             self._head = 0
         return 0

@@ -135,6 +135,7 @@ class Rig:
     compiled: bool
     pattern: str = "reqrep"
     curve: bool = False  # ZeroMQ sides with CURVE (the front a server, the back a client)
+    hwm: int = 2  # the sides' mark (2: 2 KiB a pipe, so that reads reach it now and then)
     fwd: Any = None
     hwm_before: int = 0
     clients: list[Peer] = field(default_factory=list)
@@ -149,10 +150,11 @@ class Rig:
             f_sec = Security("CURVE", True, *KEYS["front"])
             b_sec = Security("CURVE", False, *KEYS["back"], server_key=KEYS["server"][0])
         opts = SideOptions(max_message_size=MAX, router_mandatory=self.pattern == "reqrep",
-                           hwm=2, security=f_sec if self.front_family == "zmtp" else None)
+                           hwm=self.hwm, security=f_sec if self.front_family == "zmtp" else None)
         front = NativeSide(f_kind, opts, "k/front")
         back = NativeSide(b_kind, SideOptions(
-            max_message_size=MAX, hwm=2, security=b_sec if self.back_family == "zmtp" else None),
+            max_message_size=MAX, hwm=self.hwm,
+            security=b_sec if self.back_family == "zmtp" else None),
             "k/back")
         front.socket._last_zmtp_id = back.socket._last_zmtp_id = 0  # the same ids in both runs
         translator: Any
@@ -225,13 +227,14 @@ def _opened(peer: Peer) -> list[Any]:
     return events
 
 
-async def _connect(socket: Any, family: str, kind: str, mech: Any = None) -> Peer:
+async def _connect(socket: Any, family: str, kind: str, mech: Any = None,
+                   over: str = "tcp") -> Peer:
     """A peer's connection to ``socket``, handshaken: a ZeroMQ or SP socket of ``kind``
-    (``mech``: makes the ZeroMQ peer's CURVE mechanism)."""
+    (``mech``: makes the ZeroMQ peer's CURVE mechanism) over transport ``over``."""
     reg = registry()
     wire = reg.wire_for(family)
-    transport = reg.transport("tcp")
-    pipe = socket.endpoints.new_pipe(wire, transport, f"{family}+tcp://peer", "peer:1")
+    transport = reg.transport(over)
+    pipe = socket.endpoints.new_pipe(wire, transport, f"{family}+{over}://peer", "peer:1")
     recorder = Recorder(kind)
     recorder.protocol = pipe
     peer: Any
@@ -239,7 +242,7 @@ async def _connect(socket: Any, family: str, kind: str, mech: Any = None) -> Pee
         peer = (ZmtpCodec(zmtp_role(kind, False), security=mech()) if mech is not None
                 else ZmtpCodec(zmtp_role(kind, False)))
     else:
-        peer = SpCodec(sp_role(kind))
+        peer = SpCodec(sp_role(kind), message_prefix=transport.sp_message_prefix)
     pipe.connection_made(recorder)
     pipe.data_received(peer.initiate())
     for _ in range(12):  # the handshake both ways (CURVE takes four commands)
@@ -590,9 +593,9 @@ def test_a_whole_read_never_reaches_the_pipes_python(front: str, back: str,
     calls: list[str] = []
     process = Pipe.process
 
-    def counted(self: Pipe) -> None:
+    def counted(self: Pipe, *args: int) -> None:
         calls.append("process")
-        process(self)
+        process(self, *args)
 
     monkeypatch.setattr(Pipe, "process", counted)
 
@@ -618,6 +621,80 @@ def test_a_whole_read_never_reaches_the_pipes_python(front: str, back: str,
 
     state = asyncio.run(go())
     assert state["forwarded"] == (22, 20)
+
+
+@needs_kernel
+def test_a_read_cut_by_an_unusual_message_takes_one_fair_share() -> None:
+    """The kernel takes the usual messages of a whole read and leaves the rest to
+    ``Pipe.process``: both count against one FAIR_SHARE, as when the pipe's Python took the
+    read (review: a cut read took FAIR_SHARE more)."""
+    read = (b"".join(_zmtp_frames([b"", b"a%03d" % i]) for i in range(200))
+            + _zmtp_frames([b"", b"x", b"second"])  # two body frames: SP's refusal, the reference's
+            + b"".join(_zmtp_frames([b"", b"b%03d" % i]) for i in range(300)))
+
+    async def go(whole_read: bool) -> tuple[int, bool, int]:
+        core._RUNNING_PIPE_IDS[0] = 100
+        rig = Rig("zmtp", "sp", True, hwm=1000)
+        await rig.open(clients=1, servers=1)
+        try:
+            pipe = rig.clients[0].pipe
+            if not whole_read:
+                pipe.fast_read = None  # data_received -> receive_data -> process
+            pipe.data_received(read)
+            rx = pipe.codec.rx
+            return 501 - (len(rx.data) - rx.pos) // 8, pipe.reading, rig.fwd.ledger.forwarded(
+                "request")
+        finally:
+            await rig.close()
+
+    whole, piecewise = asyncio.run(go(True)), asyncio.run(go(False))
+    assert whole == piecewise and whole[0] == 256  # (FAIR_SHARE, then the pipe yields)
+
+
+@needs_kernel
+def test_a_token_request_to_an_ipc_server_is_written_or_left_at_the_mark() -> None:
+    """zmtp -> sp over nng's IPC mapping: a request whose [token][body] meets the batch mark
+    only by IPC's type byte goes to the reference, written, not counted and lost (review: the
+    room check left the byte out)."""
+    read = b"".join(_zmtp_frames([b"", bytes([65 + i]) * 243]) for i in range(8))
+
+    async def go(compiled: bool) -> dict[str, Any]:
+        core._RUNNING_PIPE_IDS[0] = 100
+        rig = Rig("zmtp", "sp", compiled)
+        await rig.open(clients=1, servers=0)
+        rig.servers.append(await _connect(rig.fwd.back.socket, "sp", "REP", over="ipc"))
+        try:
+            _SEALER[0] = None
+            rig.clients[0].pipe.data_received(read)  # 8 x (1 + 8 + 4 + 243): the 2 KiB mark
+            for _ in range(3):
+                await asyncio.sleep(0)
+            state = rig.state()
+            state["bodies"] = sum(bytes([65 + i]) * 243 in rig.servers[0].wire.data
+                                  for i in range(8))
+            return state
+        finally:
+            await rig.close()
+
+    compiled, reference = asyncio.run(go(True)), asyncio.run(go(False))
+    assert compiled == reference and compiled["bodies"] == 8
+
+
+@needs_kernel
+@pytest.mark.parametrize("leaving", ["expire", "evicted"])
+def test_the_compiled_in_flight_table_stays_bounded(leaving: str) -> None:
+    """Requests that leave from the front (expired, or evicted from a full table) do not stay
+    behind in the compiled table's send order (review: 50,000 kept for 10 live)."""
+    import gc
+
+    assert kernel.compiled is not None
+    t = (kernel.compiled.InFlight(1000, 1.0) if leaving == "expire"
+         else kernel.compiled.InFlight(10, 1e9))
+    for i in range(50_000):
+        t.sent((i.to_bytes(4, "big"),), b"p", float(i))
+        if leaving == "expire":
+            t.expire(float(i))
+    order = next(o for o in gc.get_referents(t) if type(o) is list)
+    assert len(order) < 2 * len(t) + 200
 
 
 #: in-flight keys that a flat form could confuse: parts that join alike, empty parts, a part

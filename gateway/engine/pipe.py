@@ -172,19 +172,19 @@ class Pipe(Writes, PipeProtocol):
         self.codec.receive_data(data)
         self.process()
 
-    def process(self) -> None:
-        """Dispatch decoded events; stop while reading is paused (the rest stays in the codec)."""
+    def process(self, done: int = 0) -> None:
+        """Dispatch decoded events; stop while reading is paused (the rest stays in the codec).
+        ``done``: messages of this read the kernel already took (one FAIR_SHARE a read)."""
         codec = self.codec
         # whole messages in one call (a third-party codec may only have next_event)
         next_messages = self._next_messages
         batch = self._batch
         batch.depth += 1  # writes caused by these messages are coalesced (see writes.Batch)
-        done = 0  # messages completed by this call (the message deadline restarts)
         drained = False
         try:
             fast = self.fast
             if fast is not None and self.reading:  # the usual messages, compiled, first
-                done = fast(self)
+                done += fast(self)  # (done: also the messages the deadline restarts on)
                 if done >= FAIR_SHARE:
                     self._yield_turn()
             while self.reading and not self.close_reason and done < FAIR_SHARE:
