@@ -31,7 +31,8 @@ cdef class _Out:
     cdef object pipe, codec, rx
     cdef int framing
     cdef Py_ssize_t limit  # the codec's max_message_size
-    cdef uint64_t epoch  # the read (_Dests.epoch) that last wrote here
+    cdef object dests  # the _Dests (a kernel's) that last wrote here, in its read ``epoch``
+    cdef uint64_t epoch
     cdef bytearray data  # (None between reads: the last one's went to the pipe's batch)
     cdef Py_ssize_t size  # bytes in data
     cdef Py_ssize_t wire  # the same on the pipe's wire (CURVE: sealed)
@@ -326,8 +327,8 @@ cdef class _Dests:
         cdef _Out out = _state(pipe)
         if out.framing == 0:
             return None
-        if out.epoch != self.epoch:  # its first message of this read
-            out.epoch = self.epoch
+        if out.epoch != self.epoch or out.dests is not self:  # its first message of this read
+            out.dests, out.epoch = self, self.epoch
             out.size = out.wire = 0
             out.room = pipe._high - pipe._wbuf_size
             if out.framing == F_CURVE:
