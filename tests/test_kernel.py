@@ -697,6 +697,35 @@ def test_the_compiled_in_flight_table_stays_bounded(leaving: str) -> None:
     assert len(order) < 2 * len(t) + 200
 
 
+@needs_kernel
+def test_a_second_kernel_over_the_same_sockets_writes_what_it_takes() -> None:
+    """A pipe's kernel record is reused read after read; a new forwarder over the same sockets
+    (its kernel's reads numbered from 1 again) still writes what it takes (review: the read
+    number alone matched the first kernel's, and the bytes were never flushed)."""
+
+    async def go() -> bytes:
+        core._RUNNING_PIPE_IDS[0] = 100
+        rig = Rig("zmtp", "zmtp", True)
+        await rig.open(clients=1, servers=1)
+        try:
+            client, server = rig.clients[0], rig.servers[0]
+            client.pipe.data_received(_hello("zmtp", 0))  # the first kernel's first read
+            await asyncio.sleep(0)
+            first = rig.fwd
+            await first.close()  # (the sockets stay)
+            rig.fwd = AsyncForwarder(first.front, first.back, first.translator, first.ledger)
+            assert rig.fwd.kernel is not None
+            rig.fwd.start()
+            client.pipe.data_received(_hello("zmtp", 1))  # the second kernel's first read
+            await asyncio.sleep(0)
+            return bytes(server.wire.data)
+        finally:
+            await rig.close()
+
+    wire = asyncio.run(go())
+    assert b"hello 0" in wire and b"hello 1" in wire
+
+
 #: in-flight keys that a flat form could confuse: parts that join alike, empty parts, a part
 #: past the one-byte length (the compiled table keeps each key as one bytes object)
 KEYS_IN_FLIGHT = [(b"\x00",), (b"\x01",), (b"ab", b"c"), (b"a", b"bc"), (b"abc",), (b"",),
