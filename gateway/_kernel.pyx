@@ -174,22 +174,21 @@ cdef class _Reader:
     # -- the per-read entry points (Pipe.fast) ---------------------------------------------------
     def request(self, pipe) -> int:
         """The requests (pipeline: messages) of one read of a front pipe; how many it took."""
-        fwd = self.fwd
-        if (not self.requests or fwd.draining or fwd.detour or self.front._inbox
-                or self.b_routing.closed):
-            return 0
-        return self._run(pipe, True)
+        return self._run(pipe, True) if self._open(True) else 0
 
     def reply(self, pipe) -> int:
         """The replies (published messages) of one read of a back pipe; how many it took."""
-        if not self.replies or self.fwd.back_detour or self.back._inbox \
-                or self.f_routing.closed:
-            return 0
-        self._before_replies()
-        try:
-            return self._run(pipe, False)
-        finally:
-            self._after_replies()
+        return self._run(pipe, False) if self._open(False) else 0
+
+    cdef bint _open(self, bint request) except -1:
+        """This direction is the kernel's now: not draining, no loop holding messages (the
+        detours, a socket's inbox), the destination socket open."""
+        fwd = self.fwd
+        if request:
+            return (self.requests and not fwd.draining and not fwd.detour
+                    and not self.front._inbox and not self.b_routing.closed)
+        return (self.replies and not fwd.back_detour and not self.back._inbox
+                and not self.f_routing.closed)
 
     cdef void _before_replies(self) except *:
         """Before a read of a back pipe (PatternKernel: pub/sub's filters, as they stand)."""
@@ -200,18 +199,11 @@ cdef class _Reader:
     # -- whole reads (Pipe.fast_read): the read's bytes, before the pipe's Python sees them ------
     def read_request(self, pipe, data) -> bool:
         """A whole read of a front pipe: see ``_read``."""
-        fwd = self.fwd
-        if (not self.requests or fwd.draining or fwd.detour or self.front._inbox
-                or self.b_routing.closed):
-            return False
-        return self._read(pipe, data, True)
+        return self._open(True) and self._read(pipe, data, True)
 
     def read_reply(self, pipe, data) -> bool:
         """A whole read of a back pipe: see ``_read``."""
-        if not self.replies or self.fwd.back_detour or self.back._inbox \
-                or self.f_routing.closed:
-            return False
-        return self._read(pipe, data, False)
+        return self._open(False) and self._read(pipe, data, False)
 
     cdef bint _read(self, object pipe, object data, bint request) except -1:
         """The read as ``Pipe.data_received`` and ``Pipe.process`` take it, without their
@@ -232,15 +224,7 @@ cdef class _Reader:
         rx.data = data
         rx.pos = 0
         pipe.rx_chunks += 1
-        cdef Py_ssize_t n
-        if request:
-            n = self._messages(state, True)
-        else:
-            self._before_replies()
-            try:
-                n = self._messages(state, False)
-            finally:
-                self._after_replies()
+        cdef Py_ssize_t n = self._messages(state, request)
         cdef bint left = rx.pos < PyBytes_GET_SIZE(data)
         if n >= FAIR_SHARE:
             pipe._yield_turn()  # the rest after the other pipes' turn (Pipe.process's rule)
@@ -265,7 +249,17 @@ cdef class _Reader:
         return self._messages(state, request)
 
     cdef Py_ssize_t _messages(self, _Out state, bint request) except -1:
-        """The whole messages in the receive buffer of ``state``'s pipe (a streaming codec)."""
+        """The whole messages in the receive buffer of ``state``'s pipe (a streaming codec);
+        replies between ``_before_replies`` and ``_after_replies``."""
+        if request:
+            return self._take_all(state, True)
+        self._before_replies()
+        try:
+            return self._take_all(state, False)
+        finally:
+            self._after_replies()
+
+    cdef Py_ssize_t _take_all(self, _Out state, bint request) except -1:
         pipe, codec, rx = state.pipe, state.codec, state.rx
         cdef int framing = state.framing
         data = rx.data
