@@ -135,11 +135,13 @@ cdef enum:
 cdef class _Reader:
     """What every pattern's kernel does with one read: take its whole messages (``_take`` says
     what each one comes to), give each destination pipe its bytes once, count in the ledger.
-    ``fwd`` is the bridge's forwarder (its ``draining``, ``detour`` and ``back_detour`` flags
-    say when the reference must take every message); ``front`` and ``back`` the two native
+    ``fwd`` is the bridge's forwarder (its ``hold`` and ``back_hold`` cells say when the
+    reference must take every message: draining, a loop holding messages); ``front`` and
+    ``back`` the two native
     sockets; ``ledger`` the reference's books, shared."""
 
     cdef object fwd, front, back, ledger
+    cdef list hold, back_hold  # the forwarder's gates (AsyncForwarder.hold)
     cdef object f_routing, b_routing
     cdef int front_zmtp, back_zmtp
     cdef list n_req, n_rep, h_req_counts, h_rep_counts
@@ -158,6 +160,7 @@ cdef class _Reader:
             _BUCKETS[i] = b
         _NBUCKETS = len(buckets)
         self.fwd, self.front, self.back, self.ledger = fwd, front, back, ledger
+        self.hold, self.back_hold = fwd.hold, fwd.back_hold
         self.f_routing, self.b_routing = front.routing, back.routing
         self.front_zmtp = translator.mode.startswith("zmtp")
         self.back_zmtp = translator.mode.endswith("zmtp")
@@ -183,11 +186,10 @@ cdef class _Reader:
     cdef bint _open(self, bint request) except -1:
         """This direction is the kernel's now: not draining, no loop holding messages (the
         detours, a socket's inbox), the destination socket open."""
-        fwd = self.fwd
         if request:
-            return (self.requests and not fwd.draining and not fwd.detour
+            return (self.requests and not self.hold[0]
                     and not self.front._inbox and not self.b_routing.closed)
-        return (self.replies and not fwd.back_detour and not self.back._inbox
+        return (self.replies and not self.back_hold[0] and not self.back._inbox
                 and not self.f_routing.closed)
 
     cdef void _before_replies(self) except *:

@@ -60,6 +60,38 @@ def test_no_room_found_by_the_send_itself_takes_the_token_back() -> None:
     assert len(translator.table) == 0 and ledger.forwarded("request") == 0
 
 
+def test_a_held_forwarder_leaves_every_message_until_its_loop_lets_go() -> None:
+    """The callback path's forwarder (made with a ``hold`` cell): no room sets the cell, and
+    while it is set even a message the back end has room for is left (to the loop, which
+    holds earlier ones); the loop's own forwarder (no cell) is never held."""
+    translator, ledger, loss = _bridge()
+    sent: list[Message] = []
+    room, hold = [False], [False]
+    step = RequestStep(translator, ledger, loss, _recorder(sent), room=room)
+    held = step.forwarder(hold)
+    assert held(_request()) is False and hold == [True]
+    room[0] = True
+    assert held(_request()) is False and sent == [] and len(translator.table) == 0
+    assert step.forward(_request(b"loop")) is True and hold == [True]  # the loop's own
+    hold[0] = False  # the loop caught up
+    assert held(_request(b"next")) is True
+    assert [m.body for m in sent] == [(b"loop",), (b"next",)]
+    assert ledger.forwarded("request") == 2
+
+    nowhere = RequestStep(translator, ledger, loss, lambda out: None).forwarder(hold)
+    assert nowhere(_request()) is False and hold == [True]  # the send found no room
+    assert len(translator.table) == 2  # (its token went back)
+
+    front_hold = [False]
+    full = ReplyStep(translator, ledger, loss, lambda out: None).forwarder(front_hold)
+    assert full(Message(sent[0].hops, (b"re",))) is False and front_hold == [True]
+    replies: list[Message] = []
+    reply = ReplyStep(translator, ledger, loss, _recorder(replies)).forwarder(front_hold)
+    assert reply(Message(sent[1].hops, (b"re",))) is False and replies == []
+    front_hold[0] = False
+    assert reply(Message(sent[1].hops, (b"re",))) is True and len(replies) == 1
+
+
 def test_a_refused_send_is_counted_and_its_token_goes() -> None:
     translator, ledger, loss = _bridge()
 

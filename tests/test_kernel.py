@@ -560,9 +560,9 @@ def test_the_usual_traffic_goes_through_the_kernel(front: str, back: str,
 
     calls: list[str] = []
     monkeypatch.setattr(step.RequestStep, "forwarder",
-                        lambda self: lambda msg, t0=0.0: calls.append("request"))
+                        lambda self, hold=None: lambda msg, t0=0.0: calls.append("request"))
     monkeypatch.setattr(step.ReplyStep, "forwarder",
-                        lambda self: lambda msg: calls.append("reply"))
+                        lambda self, hold=None: lambda msg: calls.append("reply"))
 
     async def go() -> dict[str, Any]:
         core._RUNNING_PIPE_IDS[0] = 100
@@ -846,12 +846,12 @@ def test_pipeline_and_published_messages_go_through_the_kernel(
 
     with monkeypatch.context() as m:
         m.setattr(step.RequestStep, "forwarder",
-                  lambda self: lambda msg, t0=0.0: calls.append("r"))
+                  lambda self, hold=None: lambda msg, t0=0.0: calls.append("r"))
         state = asyncio.run(go("pipeline"))
     assert calls == [] and state["forwarded"] == (20, 0)
     assert sum(data.count(b"A") for data in state["servers"]) == 20
     with monkeypatch.context() as m:
-        m.setattr(step.ReplyStep, "forwarder", lambda self: lambda msg: calls.append("p"))
+        m.setattr(step.ReplyStep, "forwarder", lambda self, hold=None: lambda msg: calls.append("p"))
         state = asyncio.run(go("pubsub"))
     assert calls == [] and state["forwarded"][1] == 20
     assert [data.count(b"A") for data in state["clients"]] == [20, 20]
@@ -887,7 +887,7 @@ def test_curve_traffic_goes_through_the_kernel(front: str, back: str,
     calls: list[str] = []
     for name in ("RequestStep", "ReplyStep"):  # (a step's forward is made with the bridge)
         monkeypatch.setattr(getattr(step, name), "forwarder",
-                            lambda self, name=name: lambda *a: calls.append(name))
+                            lambda self, hold=None, name=name: lambda *a: calls.append(name))
 
     async def go() -> dict[str, Any]:
         core._RUNNING_PIPE_IDS[0] = 100

@@ -25,7 +25,6 @@ from gateway.device.step import ReplyStep, RequestStep
 from gateway.engine.hooks import SocketHooks
 from gateway.envelope import PatternTranslator, Translation, Translator
 from gateway.errors import Drop, GatewayError
-from gateway.message import Message
 from gateway.metrics import BUCKETS
 
 
@@ -64,20 +63,11 @@ class _Front(SocketHooks):
 
     def __init__(self, fwd: AsyncForwarder) -> None:
         self.fwd = fwd
-        self.forward = fwd.request.forward
+        #: the request step, held while the request loop holds requests or the bridge drains
+        #: (False: to the inbox, where the loop or the drain count takes it)
+        self.message = fwd.request.forwarder(fwd.hold)  # type: ignore[method-assign,assignment]
         self.fast = fwd.kernel.request if fwd.kernel is not None else None
         self.fast_read = fwd.kernel.read_request if fwd.kernel is not None else None
-
-    def message(self, msg: Message, family: str) -> bool:
-        fwd = self.fwd
-        if fwd.draining or fwd.detour:
-            fwd.detour = not fwd.draining
-            return False  # to the inbox: the request loop (or the drain count) takes it
-        forward = self.forward  # (a local: calling an instance's attribute is a slow lookup)
-        if forward(msg):
-            return True
-        fwd.detour = True  # no room on the back end: the request loop waits for it
-        return False
 
     def dropped(self, drop: Drop, endpoint: str) -> bool:
         return self.fwd.pattern_drop(drop, endpoint, "request")
@@ -91,22 +81,13 @@ class _Back(SocketHooks):
 
     def __init__(self, fwd: AsyncForwarder) -> None:
         self.fwd = fwd
-        self.forward = fwd.reply.forward
+        #: the reply step, held while the reply loop holds replies
+        self.message = fwd.reply.forwarder(fwd.back_hold)  # type: ignore[method-assign,assignment]
         self.fast = fwd.kernel.reply if fwd.kernel is not None else None
         self.fast_read = fwd.kernel.read_reply if fwd.kernel is not None else None
 
     def pipe_lost(self, routing_id: bytes) -> None:
         self.fwd.loss.pipe_lost(routing_id)
-
-    def message(self, msg: Message, family: str) -> bool:
-        fwd = self.fwd
-        if fwd.back_detour:
-            return False
-        forward = self.forward
-        if forward(msg):
-            return True
-        fwd.back_detour = True
-        return False
 
     def dropped(self, drop: Drop, endpoint: str) -> bool:
         return self.fwd.pattern_drop(drop, endpoint, "reply")
@@ -120,8 +101,11 @@ class AsyncForwarder:
         self.translator, self.ledger = translator, ledger
         ledger.pairs_replies = translator.pairs_replies  # in flight: request-reply only
         self.draining = False
-        self.detour = False  # the request loop holds requests: the callback path waits
-        self.back_detour = False  # the same for the reply loop (pair: a front with no room)
+        #: the callback path's gates, as cells (:meth:`RequestStep.forwarder`): the request
+        #: loop holds requests (or the bridge drains); the reply loop holds replies (pair: a
+        #: front with no room)
+        self.hold = [False]
+        self.back_hold = [False]
         self._tasks: list[asyncio.Task[None]] = []
         self.loss = LossTracker(translator, ledger, lambda: back.peers)
         native_back = back.callbacks
@@ -140,7 +124,7 @@ class AsyncForwarder:
 
     # -- the loops ---------------------------------------------------------------------------
     async def _requests(self) -> None:
-        recv, step, back = self.front.recv_msg, self.request, self.back
+        recv, step, back, hold = self.front.recv_msg, self.request, self.back, self.hold
         forward = step.forward
         for first in self.translator.initial():  # pub/sub: the standing subscriptions
             await back.send_msg(first)
@@ -162,11 +146,11 @@ class AsyncForwarder:
                     step.refused(exc, msg, out)
                     continue
                 step.done(out, pipe, t0)
-            if self.detour and not self.backlog():
-                self.detour = False  # caught up: the callback path may forward again
+            if hold[0] and not self.draining and not self.backlog():
+                hold[0] = False  # caught up: the callback path may forward again
 
     async def _replies(self) -> None:
-        recv, step, send = self.back.recv_msg, self.reply, self.front.send_msg
+        recv, step, send, hold = self.back.recv_msg, self.reply, self.front.send_msg, self.back_hold
         if not self.translator.down:  # pipeline: the back end (PUSH) never receives
             await _forever()
         while True:
@@ -181,8 +165,8 @@ class AsyncForwarder:
                 step.refused(exc, out)
                 continue
             step.done(t0)
-            if self.back_detour and not self.back.backlog:
-                self.back_detour = False  # caught up: the callback path may forward again
+            if hold[0] and not self.back.backlog:
+                hold[0] = False  # caught up: the callback path may forward again
 
     # -- the Forwarder interface -------------------------------------------------------------
     def backlog(self) -> int:
@@ -223,6 +207,7 @@ class AsyncForwarder:
 
     def stop_requests(self) -> None:
         self.draining = True
+        self.hold[0] = True  # what comes now stays in the inbox, for the drain count
         self._tasks[0].cancel()
 
     async def drain(self, grace: float) -> None:

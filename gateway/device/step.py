@@ -14,7 +14,9 @@ sends at once, a library's asyncio face is awaited, the poller's is non-blocking
 returns None when the side has no room), in one call. The pure-Python path runs it once per
 message, so it is a closure made once per step (:meth:`RequestStep.forwarder`) over the
 callables it needs, which repeats the few lines of ``prepare`` and ``done`` instead of calling
-them; the tests hold both forms to the same result. A step's parts are fixed when it is made.
+them; the tests hold both forms to the same result. A socket's observer calls a forwarder
+made with a ``hold`` cell straight, without a frame of its own around it (see
+:meth:`RequestStep.forwarder`). A step's parts are fixed when it is made.
 A request step asks the back end for room *before* it translates, so a busy back end leaves
 the request untranslated (no token minted and forgotten): the caller keeps it and calls again
 once there is room.
@@ -74,10 +76,15 @@ class RequestStep:
             self.translator.forget([out[0]])
         self.ledger.refused(exc, REQUEST, client_of(msg))
 
-    def forwarder(self) -> Callable[..., bool]:
+    def forwarder(self, hold: list[bool] | None = None) -> Callable[..., bool]:
         """``forward(msg, t0=0.0)``: forward ``msg`` now. True when done (sent, or refused and
         counted), False when the back end has no room (nothing was translated: call again with
-        the same message). ``t0``: when the message came in, if it waited (default: now)."""
+        the same message). ``t0``: when the message came in, if it waited (default: now).
+
+        ``hold``: a cell for a caller that keeps order with a loop of its own (the callback
+        path, whose loop takes what it leaves): while ``hold[0]`` is set, ``forward`` returns
+        False at once, and it sets ``hold[0]`` when the back end has no room."""
+        gate = hold if hold is not None else [False]
         room, send_now, forget = self.room, self.send_now, self.translator.forget
         translate = None if self._same else self._translate
         loss, refused = self.loss, self.ledger.refused
@@ -85,7 +92,11 @@ class RequestStep:
         forwarded = self.ledger.request_forwarded
 
         def forward(msg: Message, t0: float = 0.0) -> bool:
+            if gate[0]:  # a loop holds earlier messages: they go first
+                return False
             if room is not None and not room[0]:
+                if hold is not None:
+                    hold[0] = True  # no room on the back end: the loop waits for it
                 return False
             if not t0:
                 t0 = clock()
@@ -107,6 +118,8 @@ class RequestStep:
                 return True
             if pipe is None:  # no room after all (no room check): undo, keep the request
                 forget([out[0]])
+                if hold is not None:
+                    hold[0] = True
                 return False
             if sent is not None:  # done, inline
                 evicted = sent(out[0], pipe, t0)
@@ -146,15 +159,19 @@ class ReplyStep:
     def refused(self, exc: GatewayError, out: Message | None) -> None:
         self.ledger.refused(exc, REPLY, client_of(out))
 
-    def forwarder(self) -> Callable[[Message], bool]:
+    def forwarder(self, hold: list[bool] | None = None) -> Callable[[Message], bool]:
         """``forward(msg)``: forward ``msg`` now (a routed send never waits: gone or full is
-        counted). False only when the front has no room (a pair peer at its mark)."""
+        counted). False only when the front has no room (a pair peer at its mark). ``hold``:
+        as :meth:`RequestStep.forwarder`'s."""
+        gate = hold if hold is not None else [False]
         translate, send_now, refused = self._translate, self.send_now, self.ledger.refused
         loss = self.loss
         answered = loss.inflight.answered if loss.enabled else None  # the table's own
         forwarded = self.ledger.reply_forwarded
 
         def forward(msg: Message) -> bool:
+            if gate[0]:  # the loop holds earlier messages: they go first
+                return False
             t0 = clock()
             if answered is not None:  # prepare, inline
                 answered(msg[0])
@@ -167,6 +184,8 @@ class ReplyStep:
                 return True
             try:
                 if send_now(out) is None:  # type: ignore[misc]
+                    if hold is not None:
+                        hold[0] = True  # the front has no room: the loop waits for it
                     return False
             except GatewayError as exc:
                 self.refused(exc, out)

@@ -202,7 +202,7 @@ class SocketCore:
                  reason=pipe.close_reason or "peer-closed", socket=self.name)
         self.hooks.pipe_lost(pipe.routing_id)
         for note in self.pattern.detach(pipe.routing_id, pipe.family):
-            self._deliver(_GONE, note, pipe.family)  # an XPUB's cancels of what the peer held
+            self._deliver(_GONE, note)  # an XPUB's cancels of what the peer held
         if self.pattern.on_pipe_lost(pipe.routing_id, pipe.family):
             self.timer.fire_soon()
 
@@ -231,7 +231,7 @@ class SocketCore:
                 continue
             if msg is None:
                 continue
-            if not inbox and take(msg, family):  # (_deliver, inline: once per message)
+            if not inbox and take(msg):  # (_deliver, inline: once per message)
                 continue
             waiter = self._recv_waiter
             if waiter is not None and not waiter.done():
@@ -248,7 +248,7 @@ class SocketCore:
             self._dropped(drop, pipe.endpoint)
             return
         if msg is not None:
-            self._deliver(pipe, msg, pipe.family)
+            self._deliver(pipe, msg)
 
     def _dropped(self, drop: Drop, endpoint: str) -> None:
         if self.hooks.dropped(drop, endpoint):  # a device accounts for its own sockets
@@ -256,8 +256,8 @@ class SocketCore:
         METRICS.inc("gateway_socket_dropped_messages_total", reason=drop.reason)
         log.info("drop", reason=drop.reason, endpoint=endpoint, socket=self.name)
 
-    def _deliver(self, pipe: Any, msg: Message, family: str) -> None:
-        if not self._inbox and self._take(msg, family):
+    def _deliver(self, pipe: Any, msg: Message) -> None:
+        if not self._inbox and self._take(msg):
             return
         waiter = self._recv_waiter
         if waiter is not None and not waiter.done():

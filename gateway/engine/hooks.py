@@ -28,10 +28,11 @@ class SocketHooks:
     fast: Callable[[Any], int] | None = None
     fast_read: Callable[[Any, bytes], bool] | None = None
 
-    def message(self, msg: Message, family: str) -> bool:
-        """A message the pattern delivered, from a pipe of wire ``family``: True when the
-        observer took it (forwarded, or dropped and counted); False leaves it to the inbox
-        (``recv``). Called only while the inbox is empty, so order is kept."""
+    def message(self, msg: Message) -> bool:
+        """A message the pattern delivered: True when the observer took it (forwarded, or
+        dropped and counted); False leaves it to the inbox (``recv``). Called only while the
+        inbox is empty, so order is kept. Once per message: an observer may make it an
+        instance attribute (a closure) to save the method's own frame."""
         return False
 
     def dropped(self, drop: Drop, endpoint: str) -> bool:
