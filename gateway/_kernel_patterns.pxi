@@ -13,6 +13,7 @@ cdef class PatternKernel(_Reader):
     cdef dict filters  # pub/sub: the front's subscribers' prefixes, by routing id
     cdef Py_ssize_t filtered
     cdef list matched
+    cdef list subs  # pub/sub: this read's subscribers, (prefixes, where to); None: not yet
 
     def __init__(self, fwd, front, back, translator, ledger, buckets) -> None:
         super().__init__(fwd, front, back, translator, ledger, buckets)
@@ -30,8 +31,10 @@ cdef class PatternKernel(_Reader):
             self.sub_prefixes = self.b_pattern.prefixes()
         self.filters = self.f_pattern.filters
         self.filtered = 0
+        self.subs = None
 
     cdef void _after_replies(self) except *:
+        self.subs = None
         if self.filtered:
             self.b_pattern.filtered += self.filtered
             self.filtered = 0
@@ -56,6 +59,21 @@ cdef class PatternKernel(_Reader):
         self.dests.moved()
         return FORWARDED
 
+    cdef void _subscribers(self) except *:
+        """This read's subscribers, once (each a Python attribute or two, which would
+        otherwise be read per message and subscriber): the front pipes with prefixes, each
+        with its buffer for this read, or the pipe itself when it is at its mark (a message
+        it matches is lost there), or None (a wire the kernel does not write). Within one read
+        nothing is written to a transport, no pipe comes or goes and no subscription changes
+        (those come from the front's reads)."""
+        cdef list subs = []
+        filters = self.filters
+        for pipe in self.f_out:
+            flt = filters.get(pipe.routing_id, ())
+            if flt:
+                subs.append((flt, self.dests.out(pipe) if pipe.writable else pipe))
+        self.subs = subs
+
     cdef int _publish(self, const uint8_t* p, Frame* frames, int count) except -2:
         """Pub/sub, back -> front: a published message past the back's filter to every
         subscriber whose prefixes match its first frame (toward SP: the frames concatenated);
@@ -68,19 +86,17 @@ cdef class PatternKernel(_Reader):
         cdef int first = count if to_sp else 1  # the frames the front's filters look at
         cdef _Out out
         cdef list matched = self.matched
+        cdef tuple sub
         del matched[:]
-        filters = self.filters
-        for pipe in self.f_out:
-            flt = filters.get(pipe.routing_id, ())
-            if not flt or not _matches(p, frames, first, flt):
+        if self.subs is None:
+            self._subscribers()
+        for sub in self.subs:
+            if not _matches(p, frames, first, <tuple>sub[0]):
                 continue
-            if not pipe.writable:
-                matched.append(pipe)  # loses it
-                continue
-            out = self.dests.out(pipe)
-            if out is None:
-                return 0
-            matched.append(out)
+            item = sub[1]
+            if item is None:
+                return 0  # a wire the kernel does not write
+            matched.append(item)
         # every destination's room first: all of it or nothing
         for i in range(count):
             size += frames[i].size
