@@ -235,13 +235,14 @@ cdef class _Reader:
             return True
         if pipe._watch:  # (Pipe.process's rule for the message deadline)
             liveness = pipe.liveness
-            if left or liveness.watching:
+            if left or liveness._msg_timer is not None:  # (its ``watching``, inline)
                 liveness.watch_partial(n)
         batch = pipe._batch
         if batch.dirty and not batch.depth:
             loop = pipe._loop
-            if batch.scheduled is not loop:
-                batch.schedule(loop)
+            if batch.scheduled is not loop:  # (Batch.schedule, with the compiled flush)
+                batch.scheduled = loop
+                loop.call_soon(flush_batch, batch)
         return True
 
     cdef Py_ssize_t _run(self, object pipe, bint request) except -1:

@@ -50,12 +50,6 @@ class Batch:
             self.scheduled = loop  # after the other reads of this iteration
             loop.call_soon(flush, self)
 
-    def schedule(self, loop: asyncio.AbstractEventLoop) -> None:
-        """Schedule the flush of what was buffered outside any dispatch level (the compiled
-        kernel's whole reads; it asks only when nothing is scheduled on ``loop`` yet)."""
-        self.scheduled = loop
-        loop.call_soon(flush, self)
-
 
 _local = threading.local()
 
@@ -70,7 +64,8 @@ def thread_batch() -> Batch:
 
 
 def flush(batch: Batch) -> None:
-    """Write what every pipe of ``batch`` buffered, one write each."""
+    """Write what every pipe of ``batch`` buffered, one write each (the compiled kernel's
+    twin, for its whole reads: ``gateway._kernel.flush_batch``)."""
     batch.scheduled = None
     dirty, batch.dirty = batch.dirty, []
     for pipe in dirty:
