@@ -933,3 +933,52 @@ def test_a_wire_the_kernel_does_not_know_is_left_to_the_reference() -> None:
             await rig.close()
 
     assert asyncio.run(go()) == (0, 0)
+
+
+class _Transport:
+    def __init__(self, writes: list[tuple[str, bytes]], name: str, closing: bool) -> None:
+        self.writes, self.name, self.closing = writes, name, closing
+
+    def is_closing(self) -> bool:
+        return self.closing
+
+    def write(self, data: bytes) -> None:
+        self.writes.append((self.name, bytes(data)))
+
+
+class _Pipe:
+    def __init__(self, writes: list[tuple[str, bytes]], name: str, chunks: list[bytes],
+                 transport: str) -> None:
+        self.wbuf: list[Any] = list(chunks)
+        self._wbuf_size = sum(len(c) for c in chunks)
+        self.transport = (None if transport == "none"
+                          else _Transport(writes, name, transport == "closing"))
+
+    def flush(self) -> None:  # the reference's, as Pipe has it
+        from gateway.engine.writes import Writes
+
+        Writes.flush(self)  # type: ignore[arg-type]
+
+
+@needs_kernel
+@settings(max_examples=50, deadline=None)
+@given(pipes=st.lists(st.tuples(st.lists(st.binary(max_size=5), max_size=3),
+                                st.sampled_from(["open", "closing", "none"])), max_size=5))
+def test_the_compiled_flush_writes_what_the_reference_writes(
+        pipes: list[tuple[list[bytes], str]]) -> None:
+    """``flush_batch`` (the kernel's whole reads) and ``writes.flush`` (Batch.close's) write
+    the same bytes to the same transports and leave the pipes and the batch the same."""
+    from gateway.engine.writes import Batch, flush
+
+    def run(flusher: Callable[[Batch], None]) -> tuple[object, ...]:
+        writes: list[tuple[str, bytes]] = []
+        batch = Batch()
+        batch.scheduled = object()  # type: ignore[assignment]
+        made = [_Pipe(writes, str(i), chunks, t) for i, (chunks, t) in enumerate(pipes)]
+        batch.dirty = list(made)  # type: ignore[arg-type]
+        flusher(batch)
+        return (writes, batch.dirty, batch.scheduled,
+                [(p.wbuf, p._wbuf_size) for p in made])
+
+    assert kernel.compiled is not None
+    assert run(kernel.compiled.flush_batch) == run(flush)
