@@ -222,8 +222,24 @@ def test_pattern_bench_options_parse() -> None:
 
     p = argparse.ArgumentParser()
     configure_parser(p)
-    a = p.parse_args(["--patterns-only", "--subscribers", "1,10,100", "--messages", "500"])
+    a = p.parse_args(["--patterns-only", "--subscribers", "1,10,100", "--messages", "500",
+                      "--pattern-routes", "zmq-proxy-c,zmq-direct-c"])
     assert a.patterns_only and a.subscribers == (1, 10, 100) and a.messages == 500
+    assert a.pattern_routes == "zmq-proxy-c,zmq-direct-c"
+
+
+def test_an_unknown_pattern_route_is_an_error_before_anything_runs(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    import argparse
+
+    from gateway.tools.bench import configure_parser, run_patterns
+
+    p = argparse.ArgumentParser()
+    configure_parser(p)
+    a = p.parse_args(["--patterns-only", "--pattern-routes", "zmq-proxy-c,gw-nowhere"])
+    assert run_patterns(a, False) == 2
+    err = capsys.readouterr().err
+    assert "unknown route(s) gw-nowhere" in err and "zmq-direct-c" in err
 
 
 @pytest.mark.timeout(120)

@@ -128,6 +128,9 @@ def configure_parser(p: argparse.ArgumentParser) -> None:
     _count(pg, "--messages",
            help="messages published / pushed per measurement (default 20000; "
                 "quick 2000)")
+    pg.add_argument("--pattern-routes", metavar="LIST",
+                    help="comma list of the fan-out and pipeline routes to run (their own "
+                         "names, e.g. zmq-proxy-c,zmq-direct-c,gw-sp-zmq-c; default: all)")
     m = p.add_argument_group("memory checks")
     m.add_argument("--memory", action="store_true",
                    help="also run the memory checks: idle clients and a reply-less flood")
@@ -252,12 +255,21 @@ def run_patterns(args: argparse.Namespace, verbose: bool) -> int:
     from gateway.tools.bench import patterns
 
     quick = bool(_get(args, "quick"))
+    routes = None
+    if _get(args, "pattern_routes"):
+        routes = tuple(n.strip() for n in args.pattern_routes.split(",") if n.strip())
+        known = [r[0] for r in patterns.FANOUT_ROUTES]
+        unknown = [n for n in routes if n not in known]
+        if unknown or not routes:
+            print(f"gateway bench: --pattern-routes: unknown route(s) {', '.join(unknown)}; "
+                  f"known: {', '.join(known)}", file=sys.stderr)
+            return 2
     settings = patterns.PatternSettings(
         n=_get(args, "messages") or (2000 if quick else 20000),
         subscribers=tuple(_get(args, "subscribers") or ((1, 10) if quick else (1, 10, 100))),
         timeout=_get(args, "slice_timeout") or 60.0,
         ready_timeout=_get(args, "ready_timeout") or 30.0, verbose=verbose)
-    result = patterns.run(settings)
+    result = patterns.run(settings, routes)
     print(patterns.table(result))
     out = _get(args, "json")
     if out:
