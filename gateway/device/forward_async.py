@@ -131,9 +131,12 @@ class AsyncForwarder:
         if not self.translator.up:  # nothing comes from the front (an SP pub0 front)
             await _forever()
         while True:
+            if hold[0] and not self.draining and not self.backlog():
+                hold[0] = False  # caught up: the callback path may forward again
             msg = await recv()
             if step.send_now is not None:  # native back end: wait for room, then the step
                 while not forward(msg):
+                    hold[0] = True  # (a request taken before start: none overtakes it)
                     await back.wait_room()
             else:
                 t0 = clock()
@@ -146,27 +149,26 @@ class AsyncForwarder:
                     step.refused(exc, msg, out)
                     continue
                 step.done(out, pipe, t0)
-            if hold[0] and not self.draining and not self.backlog():
-                hold[0] = False  # caught up: the callback path may forward again
 
     async def _replies(self) -> None:
         recv, step, send, hold = self.back.recv_msg, self.reply, self.front.send_msg, self.back_hold
         if not self.translator.down:  # pipeline: the back end (PUSH) never receives
             await _forever()
         while True:
+            if hold[0] and not self.back.backlog:
+                hold[0] = False  # caught up: the callback path may forward again
             msg = await recv()
             t0 = clock()
             out = step.prepare(msg, t0)
             if out is None:
                 continue
+            hold[0] = True  # the callback path waits while this one may (pair: no room)
             try:
                 await send(out)
             except GatewayError as exc:
                 step.refused(exc, out)
                 continue
             step.done(t0)
-            if hold[0] and not self.back.backlog:
-                hold[0] = False  # caught up: the callback path may forward again
 
     # -- the Forwarder interface -------------------------------------------------------------
     def backlog(self) -> int:

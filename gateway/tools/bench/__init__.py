@@ -181,6 +181,7 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         routes = select(_get(args, "routes"))
+        _pattern_routes(args)  # (checked before anything runs)
     except ValueError as exc:
         print(f"gateway bench: {exc}", file=sys.stderr)
         return 2
@@ -247,6 +248,24 @@ def run(args: argparse.Namespace) -> int:
     return 0 if (measured or memory_only) and not unwritten else 1
 
 
+def _pattern_routes(args: argparse.Namespace) -> tuple[str, ...] | None:
+    """The fan-out and pipeline routes ``--pattern-routes`` names (None: all of them)."""
+    given = _get(args, "pattern_routes")
+    if given is None:
+        return None
+    if not (_get(args, "patterns") or _get(args, "patterns_only")):
+        raise ValueError("--pattern-routes: only with --patterns or --patterns-only")
+    from gateway.tools.bench.patterns import FANOUT_ROUTES
+
+    routes = tuple(n.strip() for n in given.split(",") if n.strip())
+    known = [r[0] for r in FANOUT_ROUTES]
+    unknown = [n for n in routes if n not in known]
+    if unknown or not routes:
+        raise ValueError(f"--pattern-routes: unknown route(s) {', '.join(unknown) or '(none)'}; "
+                         f"known: {', '.join(known)}")
+    return routes
+
+
 def run_patterns(args: argparse.Namespace, verbose: bool) -> int:
     """The fan-out and pipeline benchmarks (``--patterns``): a table on stdout and, with
     ``--json FILE``, ``FILE`` with ``.patterns.json`` in place of ``.json``. Exit status."""
@@ -255,15 +274,11 @@ def run_patterns(args: argparse.Namespace, verbose: bool) -> int:
     from gateway.tools.bench import patterns
 
     quick = bool(_get(args, "quick"))
-    routes = None
-    if _get(args, "pattern_routes"):
-        routes = tuple(n.strip() for n in args.pattern_routes.split(",") if n.strip())
-        known = [r[0] for r in patterns.FANOUT_ROUTES]
-        unknown = [n for n in routes if n not in known]
-        if unknown or not routes:
-            print(f"gateway bench: --pattern-routes: unknown route(s) {', '.join(unknown)}; "
-                  f"known: {', '.join(known)}", file=sys.stderr)
-            return 2
+    try:
+        routes = _pattern_routes(args)
+    except ValueError as exc:
+        print(f"gateway bench: {exc}", file=sys.stderr)
+        return 2
     settings = patterns.PatternSettings(
         n=_get(args, "messages") or (2000 if quick else 20000),
         subscribers=tuple(_get(args, "subscribers") or ((1, 10) if quick else (1, 10, 100))),
