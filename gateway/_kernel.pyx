@@ -140,7 +140,7 @@ cdef class _Reader:
     ``back`` the two native
     sockets; ``ledger`` the reference's books, shared."""
 
-    cdef object fwd, front, back, ledger
+    cdef object front, back, ledger
     cdef list hold, back_hold  # the forwarder's gates (AsyncForwarder.hold)
     cdef object f_routing, b_routing
     cdef int front_zmtp, back_zmtp
@@ -159,7 +159,7 @@ cdef class _Reader:
         for i, b in enumerate(buckets):
             _BUCKETS[i] = b
         _NBUCKETS = len(buckets)
-        self.fwd, self.front, self.back, self.ledger = fwd, front, back, ledger
+        self.front, self.back, self.ledger = front, back, ledger
         self.hold, self.back_hold = fwd.hold, fwd.back_hold
         self.f_routing, self.b_routing = front.routing, back.routing
         self.front_zmtp = translator.mode.startswith("zmtp")
