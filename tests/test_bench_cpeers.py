@@ -220,6 +220,32 @@ def test_cpeers_ratios_to_the_proxy_the_device_and_the_ceiling() -> None:
     assert text[0].startswith("C peers") and "gw-zmq-sp-c" in text[-1]
 
 
+
+def test_cpeers_hop_per_round_pairs_each_round_with_its_own_directs_and_proxy() -> None:
+    def fig(name: str, rounds: list[float], **kw: Any) -> dict[str, Any]:
+        f = _fig(name, sorted(rounds)[1], 1000, **kw)
+        f["per_round"] = {"p50_us": rounds}
+        return f
+
+    # round 2 is a noisy one for every route: pooled p50s would mix it in; paired, it is one
+    # of three ratios
+    figs = {f["name"]: f for f in (
+        fig("zmq-echo-c", [100, 400, 100]),
+        fig("sp-echo-c", [50, 300, 50], front="sp", back="sp"),
+        fig("zmq-proxy-c", [200, 500, 300], middle="zmq.proxy"),
+        fig("nng-device-c", [150, 400, 150], front="sp", back="sp", middle="nng_device"),
+        fig("gw-zmq-zmq-c", [180, 800, 250], middle="gateway"))}
+    e = versus.cpeers(figs, 64)["gw-zmq-zmq-c"]
+    # hops 80, 400, 150 over the proxy's 100, 100, 200: 0.8, 4.0, 0.75
+    assert e["hop_vs_reference_median_of_rounds"] == 0.8
+    assert e["hop_vs_reference_rounds"] == [0.75, 4.0]
+    assert "rounds 0.80x [0.75-4.00]" in versus.group_lines({"cpeers": {"gw-zmq-zmq-c": e}})[1]
+    # a route with fewer rounds than its reference has no paired figure (never a partial one)
+    figs["gw-zmq-zmq-c"]["per_round"]["p50_us"] = [180, 800]
+    e = versus.cpeers(figs, 64)["gw-zmq-zmq-c"]
+    assert "hop_vs_reference_median_of_rounds" not in e
+    assert "rounds -" in versus.group_lines({"cpeers": {"gw-zmq-zmq-c": e}})[1]
+
 def _pattern_peer(stack: contextlib.ExitStack, role: str, wire: str, **options: Any) -> Proc:
     """The C pattern peer ``role`` on ``wire`` (zmq, sp: our C SP peer, nng: libnng's),
     stopped when ``stack`` closes (the last started first)."""

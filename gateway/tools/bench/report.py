@@ -24,9 +24,11 @@ from gateway.tools.bench.runner import RouteRun
 from gateway.tools.bench.versus import cpeers as _cpeers
 from gateway.tools.bench.versus import fmt as _fmt
 from gateway.tools.bench.versus import group_lines
+from gateway.tools.bench.versus import median as _median
 from gateway.tools.bench.versus import p50 as _p50
 from gateway.tools.bench.versus import r as _r
 from gateway.tools.bench.versus import ratio as _ratio
+from gateway.tools.bench.versus import round_p50s as _round_p50s_of
 from gateway.tools.bench.versus import rps as _rps
 from gateway.tools.bench.versus import security as _security
 from gateway.tools.bench.versus import stream as _stream
@@ -131,7 +133,7 @@ def route_figures(run: RouteRun) -> dict[str, Any]:
 
 
 def _round_p50s(figs: dict[str, dict[str, Any]], name: str) -> list[float]:
-    return list((figs.get(name) or {}).get("per_round", {}).get("p50_us", []))
+    return _round_p50s_of(figs.get(name))
 
 
 def baselines(figs: dict[str, dict[str, Any]]) -> tuple[str, str]:
@@ -163,13 +165,6 @@ def _paired_ratios(figs: dict[str, dict[str, Any]], name: str) -> list[float]:
         if ph > 0:
             ratios.append((r[i] - b) / ph)
     return sorted(ratios)
-
-
-def _median(xs: list[float]) -> float | None:
-    if not xs:
-        return None
-    mid = len(xs) // 2
-    return xs[mid] if len(xs) % 2 else (xs[mid - 1] + xs[mid]) / 2
 
 
 def derive(figs: dict[str, dict[str, Any]], windows: tuple[int, ...]) -> dict[str, Any]:

@@ -29,6 +29,18 @@ def rps(fig: dict[str, Any] | None, window: int) -> float | None:
         return None
 
 
+def round_p50s(fig: dict[str, Any] | None) -> list[float]:
+    return list((fig or {}).get("per_round", {}).get("p50_us", []))
+
+
+def median(xs: list[float]) -> float | None:
+    xs = sorted(xs)
+    if not xs:
+        return None
+    mid = len(xs) // 2
+    return xs[mid] if len(xs) % 2 else (xs[mid - 1] + xs[mid]) / 2
+
+
 def fmt(v: Any, nd: int = 1) -> str:
     if v is None:
         return "-"
@@ -111,6 +123,21 @@ def versus(figs: dict[str, dict[str, Any]], big: int | None, group: str,
             b = (z + n) / 2 if z is not None and n is not None else None
         return p - b if b is not None else None
 
+    rounds_direct = {fam: round_p50s(figs.get(name)) for fam, name in directs.items()}
+
+    def round_hops(fig: dict[str, Any] | None) -> list[float]:
+        """The hop of each round, over the same round's direct p50s (the rounds run their
+        routes within seconds of each other: this pairs up the machine's drift)."""
+        r = round_p50s(fig)
+        if fig is None or not r:
+            return []
+        z, n = rounds_direct["zmq"], rounds_direct["sp"]
+        if fig["front"] == fig["back"]:
+            base = rounds_direct[fig["front"]]
+        else:
+            base = [(a + b) / 2 for a, b in zip(z, n, strict=True)] if len(z) == len(n) else []
+        return [p - b for p, b in zip(r, base, strict=True)] if len(base) == len(r) else []
+
     out: dict[str, Any] = {}
     for name, fig in figs.items():
         if fig.get("group") != group or fig.get("middle") is None:
@@ -126,12 +153,26 @@ def versus(figs: dict[str, dict[str, Any]], big: int | None, group: str,
             ref_hop = hop(ref)
             entry[f"hop_vs_{label}"] = (r(ratio(h, ref_hop), 2)
                                         if h is not None and ref_hop and ref_hop > 0 else None)
+            mine, theirs = round_hops(fig), round_hops(ref)
+            paired = ([a / b for a, b in zip(mine, theirs, strict=True) if b > 0]
+                      if len(mine) == len(theirs) else [])
+            if paired and len(paired) == len(mine):
+                entry[f"hop_vs_{label}_median_of_rounds"] = r(median(paired), 2)
+                entry[f"hop_vs_{label}_rounds"] = [r(min(paired), 2), r(max(paired), 2)]
             if big:
                 entry[f"tput_vs_{label}"] = r(ratio(rps(fig, big), rps(ref, big)), 2)
                 entry[f"cpu_vs_{label}"] = r(ratio(cpu(fig, big), cpu(ref, big)), 2)
         out[name] = entry
     return out
 
+
+
+def _rounds(e: dict[str, Any], label: str) -> str:
+    """The median of the per-round hop ratios and their spread: ``0.91x [0.80-1.10]``."""
+    m, spread = e.get(f"hop_vs_{label}_median_of_rounds"), e.get(f"hop_vs_{label}_rounds")
+    if m is None or not spread:
+        return "-"
+    return f"{fmt(m, 2)}x [{fmt(spread[0], 2)}-{fmt(spread[1], 2)}]"
 
 
 def group_lines(d: dict[str, Any]) -> list[str]:
@@ -141,18 +182,22 @@ def group_lines(d: dict[str, Any]) -> list[str]:
     st = d.get("stream") or {}
     if st:
         lines.append("stream clients (the middles' own ceilings; ratios to zmq-proxy-stream: "
-                     "throughput, middle CPU per request, hop over the stream directs):")
+                     "throughput, middle CPU per request, hop over the stream directs; rounds: "
+                     "as for the C peers below):")
         for name, e in st.items():
             lines.append(f"  {name:<18} x{e.get('window')}: {fmt(e.get('rps'), 0)} req/s "
                          f"({fmt(e.get('tput_vs_reference'), 2)}x), "
                          f"{fmt(e.get('cpu_us_per_req'))} us/req "
                          f"({fmt(e.get('cpu_vs_reference'), 2)}x), hop "
-                         f"{fmt(e.get('hop_us'))} us ({fmt(e.get('hop_vs_reference'), 2)}x)")
+                         f"{fmt(e.get('hop_us'))} us ({fmt(e.get('hop_vs_reference'), 2)}x; "
+                         f"rounds {_rounds(e, 'reference')})")
     cp = d.get("cpeers") or {}
     if cp:
         lines.append("C peers (issue 22; ratios to zmq-proxy-c / nng-device-c: throughput, "
-                     "middle CPU per request, hop over the C directs; ceiling = the direct C "
-                     "rate of the front's wire; client = cores the C client kept busy):")
+                     "middle CPU per request, hop over the C directs (pooled p50s; rounds = "
+                     "the median [range] of each round's ratio to zmq-proxy-c); ceiling = the "
+                     "direct C rate of the front's wire; client = cores the C client kept "
+                     "busy):")
         for name, e in cp.items():
             lines.append(f"  {name:<14} x{e.get('window')}: {fmt(e.get('rps'), 0)} req/s "
                          f"({fmt(e.get('tput_vs_reference'), 2)}x / "
@@ -162,6 +207,7 @@ def group_lines(d: dict[str, Any]) -> list[str]:
                          f"({fmt(e.get('cpu_vs_reference'), 2)}x / "
                          f"{fmt(e.get('cpu_vs_nng-device-c'), 2)}x), hop {fmt(e.get('hop_us'))}"
                          f" us ({fmt(e.get('hop_vs_reference'), 2)}x / "
-                         f"{fmt(e.get('hop_vs_nng-device-c'), 2)}x), client "
+                         f"{fmt(e.get('hop_vs_nng-device-c'), 2)}x; rounds "
+                         f"{_rounds(e, 'reference')}), client "
                          f"{fmt(e.get('client_cores'), 2)} cores")
     return lines
