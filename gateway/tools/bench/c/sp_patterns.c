@@ -32,6 +32,8 @@ typedef struct {
     int fd, greeted; /* greeted: the peer's 8-byte header was skipped */
     unsigned char *buf, *out;
     size_t start, end, out_len, out_cap;
+    size_t out_off; /* pub: the queue is out[out_off, out_len) (sent bytes are not moved) */
+    int blocked;    /* pub: messages queued since the socket last said EAGAIN (0: not full) */
 } conn;
 
 typedef struct {
@@ -87,20 +89,32 @@ static void drop(endpoint *e, int i)
     e->c[i] = e->c[--e->n];
 }
 
-/* write what the socket takes of c's queue; -1: the connection failed */
+/* write what the socket takes of c's queue; -1: the connection failed. What it takes leaves
+ * the queue by moving out_off: the bytes are moved (to the front) only when the queue needs
+ * the room, at most once per queue's worth, never once per write. */
 static int write_some(conn *c)
 {
-    if (!c->out_len)
+    if (c->out_len == c->out_off)
         return 0;
-    ssize_t k = send(c->fd, c->out, c->out_len, MSG_DONTWAIT | MSG_NOSIGNAL);
-    if (k < 0)
-        return errno == EAGAIN || errno == EINTR ? 0 : -1;
-    memmove(c->out, c->out + k, c->out_len - (size_t)k);
-    c->out_len -= (size_t)k;
+    ssize_t k = send(c->fd, c->out + c->out_off, c->out_len - c->out_off,
+                     MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (k < 0) {
+        if (errno != EAGAIN && errno != EINTR)
+            return -1;
+        c->blocked = 1;
+        return 0;
+    }
+    c->blocked = 0;
+    c->out_off += (size_t)k;
+    if (c->out_off == c->out_len)
+        c->out_off = c->out_len = 0;
     return 0;
 }
 
 #define PUB_BATCH 16384 /* a subscriber's queue is written once it holds this much */
+#define PUB_RETRY 64    /* after EAGAIN, the next try comes this many messages later (each
+                         * try is a system call: once per message cost the publisher more
+                         * CPU than libzmq's, which waits for its I/O thread's poll) */
 
 /* pub: the frame into every subscriber's queue (a full queue misses it: pub/sub drops) */
 static int pub_send(void *arg, const char *body, size_t n)
@@ -112,16 +126,23 @@ static int pub_send(void *arg, const char *body, size_t n)
     put_be64(head, n);
     for (int i = e->n - 1; i >= 0; i--) {
         conn *c = e->c[i];
-        if (c->out_len + n + 8 <= e->queue_bytes) {
-            if (c->out_cap < e->queue_bytes) {
-                c->out_cap = e->queue_bytes;
+        if (c->out_len - c->out_off + n + 8 <= e->queue_bytes) {
+            if (c->out_cap < 2 * e->queue_bytes) {
+                c->out_cap = 2 * e->queue_bytes;
                 c->out = realloc(c->out, c->out_cap);
+            }
+            if (c->out_len + n + 8 > c->out_cap) { /* the queue's bytes to the front */
+                memmove(c->out, c->out + c->out_off, c->out_len - c->out_off);
+                c->out_len -= c->out_off;
+                c->out_off = 0;
             }
             memcpy(c->out + c->out_len, head, 8);
             memcpy(c->out + c->out_len + 8, body, n);
             c->out_len += n + 8;
         }
-        if (c->out_len >= PUB_BATCH && write_some(c) != 0)
+        if (c->blocked && c->blocked++ < PUB_RETRY)
+            continue;
+        if (c->out_len - c->out_off >= PUB_BATCH && write_some(c) != 0)
             drop(e, i);
     }
     return 0;
