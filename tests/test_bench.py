@@ -215,6 +215,34 @@ def test_pattern_bench_code_path_on_a_tiny_run(tmp_path, capsys):  # type: ignor
     assert "vs zmq.proxy" in text and "gw-zmq-sp-native" in text
 
 
+def test_pattern_rounds_report_the_median_row_and_each_rounds_ratio() -> None:
+    from gateway.tools.bench import patterns
+
+    def row(route: str, rate: float) -> dict[str, object]:
+        return {"route": route, "subscribers": 10, "msgs_per_s": rate, "fraction": 1.0}
+
+    rounds = [[row("zmq-proxy-c", 100.0), row("gw-sp-zmq-c", 90.0)],
+              [row("zmq-proxy-c", 200.0), row("gw-sp-zmq-c", 220.0)],  # a fast moment
+              [row("zmq-proxy-c", 120.0), row("gw-sp-zmq-c", 132.0)]]
+    out = {r["route"]: r for r in patterns._rounds(rounds, ("subscribers",))}
+    gw = out["gw-sp-zmq-c"]
+    assert gw["msgs_per_s"] == 132.0 and gw["rounds_msgs_per_s"] == [90.0, 220.0, 132.0]
+    assert gw["ratio_vs_zmq_proxy"] == pytest.approx(132.0 / 120.0)  # medians: 132 over 120
+    assert gw["ratio_median_of_rounds"] == pytest.approx(1.1)  # 0.9, 1.1, 1.1
+    assert gw["ratio_rounds"] == pytest.approx([0.9, 1.1])
+    assert out["zmq-proxy-c"]["ratio_median_of_rounds"] == 1.0
+    text = patterns.table({"n": 1, "size": 1, "rounds": 3, "fanout": list(out.values()),
+                           "pipeline": []})
+    assert "1.100 [0.900-1.100]" in text and "median of 3 interleaved rounds" in text
+    # a route that failed in one round is reported by that failure, not by its other rounds
+    rounds[1][1] = {"route": "gw-sp-zmq-c", "subscribers": 10, "error": "it died"}
+    out = {r["route"]: r for r in patterns._rounds(rounds, ("subscribers",))}
+    assert out["gw-sp-zmq-c"] == rounds[1][1]
+    # one round: the figures as before, no per-round ratio
+    one = patterns._rounds(rounds[:1], ("subscribers",))
+    assert "ratio_median_of_rounds" not in one[1] and one[1]["ratio_vs_zmq_proxy"] == 0.9
+
+
 def test_pattern_bench_options_parse() -> None:
     import argparse
 
@@ -223,8 +251,9 @@ def test_pattern_bench_options_parse() -> None:
     p = argparse.ArgumentParser()
     configure_parser(p)
     a = p.parse_args(["--patterns-only", "--subscribers", "1,10,100", "--messages", "500",
-                      "--pattern-routes", "zmq-proxy-c,zmq-direct-c"])
+                      "--pattern-routes", "zmq-proxy-c,zmq-direct-c", "--pattern-rounds", "3"])
     assert a.patterns_only and a.subscribers == (1, 10, 100) and a.messages == 500
+    assert a.pattern_rounds == 3
     assert a.pattern_routes == "zmq-proxy-c,zmq-direct-c"
 
 
@@ -232,6 +261,7 @@ def test_pattern_bench_options_parse() -> None:
     (["--patterns-only", "--pattern-routes", "zmq-proxy-c,gw-nowhere"], "unknown route(s) gw-nowhere"),
     (["--patterns", "--pattern-routes", "gw-nowhere"], "unknown route(s) gw-nowhere"),
     (["--pattern-routes", "zmq-proxy-c"], "only with --patterns"),
+    (["--pattern-rounds", "3"], "--pattern-rounds: only with --patterns"),
 ])
 def test_a_bad_pattern_route_is_an_error_before_anything_runs(
         flags: list[str], says: str, capsys: pytest.CaptureFixture[str],

@@ -128,6 +128,10 @@ def configure_parser(p: argparse.ArgumentParser) -> None:
     _count(pg, "--messages",
            help="messages published / pushed per measurement (default 20000; "
                 "quick 2000)")
+    _count(pg, "--pattern-rounds",
+           help="measure each fan-out and pipeline route N times, the routes interleaved; "
+                "a row is the median, with the median and range of each round's ratio to "
+                "zmq.proxy (default 1)")
     pg.add_argument("--pattern-routes", metavar="LIST",
                     help="comma list of the fan-out and pipeline routes to run (their own "
                          "names, e.g. zmq-proxy-c,zmq-direct-c,gw-sp-zmq-c; default: all)")
@@ -249,11 +253,15 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _pattern_routes(args: argparse.Namespace) -> tuple[str, ...] | None:
-    """The fan-out and pipeline routes ``--pattern-routes`` names (None: all of them)."""
+    """The fan-out and pipeline routes ``--pattern-routes`` names (None: all of them);
+    ValueError for it or ``--pattern-rounds`` without ``--patterns``/``--patterns-only``."""
+    patterns = _get(args, "patterns") or _get(args, "patterns_only")
+    if _get(args, "pattern_rounds") is not None and not patterns:
+        raise ValueError("--pattern-rounds: only with --patterns or --patterns-only")
     given = _get(args, "pattern_routes")
     if given is None:
         return None
-    if not (_get(args, "patterns") or _get(args, "patterns_only")):
+    if not patterns:
         raise ValueError("--pattern-routes: only with --patterns or --patterns-only")
     from gateway.tools.bench.patterns import FANOUT_ROUTES
 
@@ -283,7 +291,8 @@ def run_patterns(args: argparse.Namespace, verbose: bool) -> int:
         n=_get(args, "messages") or (2000 if quick else 20000),
         subscribers=tuple(_get(args, "subscribers") or ((1, 10) if quick else (1, 10, 100))),
         timeout=_get(args, "slice_timeout") or 60.0,
-        ready_timeout=_get(args, "ready_timeout") or 30.0, verbose=verbose)
+        ready_timeout=_get(args, "ready_timeout") or 30.0,
+        rounds=_get(args, "pattern_rounds") or 1, verbose=verbose)
     result = patterns.run(settings, routes)
     print(patterns.table(result))
     out = _get(args, "json")

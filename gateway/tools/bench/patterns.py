@@ -64,6 +64,11 @@ class PatternSettings:
     #: every queue on the path (libzmq HWMs, nng buffers up to 8192, the gateway's ?hwm=): a
     #: throughput figure, not a drop count (0: ``n``, so only nng's fixed queues drop)
     hwm: int = 0
+    #: each route measured this many times, the routes interleaved (round 1: every route,
+    #: then round 2...); a row is the route's median, its ratio also the median of each
+    #: round's ratio to the same round's zmq.proxy (the subscribers' speed drifts between
+    #: moments on a small machine: one sample per route cannot tell 0.9x from 1.1x)
+    rounds: int = 1
     verbose: bool = True
 
 
@@ -165,58 +170,111 @@ def pipeline(route: tuple[str, str, str, str], settings: PatternSettings) -> dic
             p.stop(1.0)
 
 
-def _ratios(rows: list[dict[str, Any]], key: tuple[str, ...]) -> None:
-    """Each row against zmq.proxy with the same peers: ``zmq-proxy-c`` for a C row."""
-    def reference(route: str) -> str:
-        return "zmq-proxy-c" if route.endswith("-c") else "zmq-proxy"
+def _reference(route: str) -> str:
+    """zmq.proxy with the same peers: ``zmq-proxy-c`` for a C row."""
+    return "zmq-proxy-c" if route.endswith("-c") else "zmq-proxy"
 
-    base = {(r["route"], *(r.get(k) for k in key)): r.get("msgs_per_s") for r in rows
+
+def _median(xs: list[float]) -> float:
+    xs = sorted(xs)
+    mid = len(xs) // 2
+    return xs[mid] if len(xs) % 2 else (xs[mid - 1] + xs[mid]) / 2
+
+
+def _rounds(rounds: list[list[dict[str, Any]]], key: tuple[str, ...]) -> list[dict[str, Any]]:
+    """One row per route (and ``key``) from each round's rows: the round whose rate is the
+    median (the lower middle one for an even count), with ``rounds_msgs_per_s`` and the ratio
+    to zmq.proxy: the median row's over the median reference, and (more than one round)
+    ``ratio_median_of_rounds`` and ``ratio_rounds`` (range) from each round's own ratio.
+    A route that failed in any round is reported by its first failure."""
+    def ident(r: dict[str, Any]) -> tuple[Any, ...]:
+        return (r["route"], *(r.get(k) for k in key))
+
+    by: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+    for rows in rounds:
+        for r in rows:
+            by.setdefault(ident(r), []).append(r)
+    per_round_ref: list[dict[tuple[Any, ...], float]] = [
+        {ident(r): r["msgs_per_s"] for r in rows if "msgs_per_s" in r and r["msgs_per_s"]}
+        for rows in rounds]
+    out: list[dict[str, Any]] = []
+    for ident_, rows in by.items():
+        failed = [r for r in rows if "msgs_per_s" not in r]
+        if failed:
+            out.append(failed[0])
+            continue
+        ordered = sorted(rows, key=lambda r: r["msgs_per_s"])
+        row = dict(ordered[(len(ordered) - 1) // 2])
+        row["rounds_msgs_per_s"] = [r["msgs_per_s"] for r in rows]
+        ref_ident = (_reference(row["route"]), *ident_[1:])
+        ratios = [rows[i]["msgs_per_s"] / ref[ref_ident] for i, ref in enumerate(per_round_ref)
+                  if i < len(rows) and ref.get(ref_ident) and rows[i]["msgs_per_s"]]
+        if len(rows) > 1 and len(ratios) == len(rows):
+            row["ratio_median_of_rounds"] = _median(ratios)
+            row["ratio_rounds"] = [min(ratios), max(ratios)]
+        out.append(row)
+    refs = {ident(r): r.get("msgs_per_s") for r in out
             if r["route"] in ("zmq-proxy", "zmq-proxy-c")}
-    for r in rows:
-        ref = base.get((reference(r["route"]), *(r.get(k) for k in key)))
+    for r in out:
+        ref = refs.get((_reference(r["route"]), *ident(r)[1:]))
         rate = r.get("msgs_per_s")
         r["ratio_vs_zmq_proxy"] = (rate / ref) if ref and rate else None
+    return out
 
 
 def run(settings: PatternSettings, routes: tuple[str, ...] | None = None) -> dict[str, Any]:
-    """Both benchmarks over every route (or those named), fan-out for each subscriber count."""
+    """Both benchmarks over every route (or those named), fan-out for each subscriber count,
+    ``settings.rounds`` times with the routes interleaved."""
     chosen = [r for r in FANOUT_ROUTES if routes is None or r[0] in routes]
-    fan: list[dict[str, Any]] = []
-    for subs in settings.subscribers:
-        for route in chosen:
-            _log(settings, f"fan-out {route[0]} x{subs}")
-            fan.append(fanout(route, subs, settings))
-    _ratios(fan, ("subscribers",))
-    pipe: list[dict[str, Any]] = []
-    for route in [r for r in PIPELINE_ROUTES if routes is None or r[0] in routes]:
-        _log(settings, f"pipeline {route[0]}")
-        pipe.append(pipeline(route, settings))
-    _ratios(pipe, ())
-    return {"n": settings.n, "size": settings.size, "fanout": fan, "pipeline": pipe}
+    fan: list[list[dict[str, Any]]] = []
+    pipe: list[list[dict[str, Any]]] = []
+    for i in range(settings.rounds):
+        tag = f" (round {i + 1}/{settings.rounds})" if settings.rounds > 1 else ""
+        fan.append([])
+        for subs in settings.subscribers:
+            for route in chosen:
+                _log(settings, f"fan-out {route[0]} x{subs}{tag}")
+                fan[-1].append(fanout(route, subs, settings))
+        pipe.append([])
+        for route in [r for r in PIPELINE_ROUTES if routes is None or r[0] in routes]:
+            _log(settings, f"pipeline {route[0]}{tag}")
+            pipe[-1].append(pipeline(route, settings))
+    return {"n": settings.n, "size": settings.size, "rounds": settings.rounds,
+            "fanout": _rounds(fan, ("subscribers",)), "pipeline": _rounds(pipe, ())}
 
 
 def table(result: dict[str, Any]) -> str:
     def ratio(r: dict[str, Any]) -> str:
         v = r.get("ratio_vs_zmq_proxy")
-        return "-" if v is None else f"{v:.3f}"
+        text = "-" if v is None else f"{v:.3f}"
+        m, spread = r.get("ratio_median_of_rounds"), r.get("ratio_rounds")
+        if m is not None and spread:
+            text += f"   {m:.3f} [{spread[0]:.3f}-{spread[1]:.3f}]"
+        return text
+
+    rounds = int(result.get("rounds", 1))
+    of_rounds = (f"; the median of {rounds} interleaved rounds, then the median [range] of "
+                 f"each round's ratio" if rounds > 1 else "")
 
     lines = [f"pub/sub fan-out ({result['n']} messages of {result['size']} B published; "
              f"delivered msgs/s over all subscribers; -c routes: C peers, against zmq-proxy-c; "
-             f"*-direct-c: no middle, the C peers' ceiling)",
+             f"*-direct-c: no middle, the C peers' ceiling{of_rounds})",
              f"{'route':<18} {'subs':>5} {'msgs/s':>10} {'delivered':>9} {'vs zmq.proxy':>12}"]
     for r in result["fanout"]:
         if "error" in r:
             lines.append(f"{r['route']:<18} {r['subscribers']:>5} unavailable: {r['error'][:60]}")
             continue
         lines.append(f"{r['route']:<18} {r['subscribers']:>5} {r['msgs_per_s']:>10.0f} "
-                     f"{r['fraction']:>8.1%} {ratio(r):>12}")
-    lines += ["", f"pipeline PUSH -> middle -> PULL ({result['n']} messages, blocking sends)",
+                     f"{r['fraction']:>8.1%} {ratio(r):>12}".rstrip())
+    lines += ["", f"pipeline PUSH -> middle -> PULL ({result['n']} messages, blocking sends"
+                  f"{of_rounds})",
               f"{'route':<18} {'msgs/s':>10} {'lost':>6} {'vs zmq.proxy':>12}"]
     for r in result["pipeline"]:
         if "error" in r:
             lines.append(f"{r['route']:<18} unavailable: {r['error'][:60]}")
             continue
-        lines.append(f"{r['route']:<18} {r['msgs_per_s']:>10.0f} {r['lost']:>6} {ratio(r):>12}")
+        lines.append(f"{r['route']:<18} {r['msgs_per_s']:>10.0f} {r['lost']:>6} "
+                     f"{ratio(r):>12}".rstrip())
     return "\n".join(lines)
 
 
