@@ -246,35 +246,36 @@ def run(settings: PatternSettings, routes: tuple[str, ...] | None = None) -> dic
 def table(result: dict[str, Any]) -> str:
     def ratio(r: dict[str, Any]) -> str:
         v = r.get("ratio_vs_zmq_proxy")
-        text = "-" if v is None else f"{v:.3f}"
+        text = f"{'-' if v is None else f'{v:.3f}':>12}"
         m, spread = r.get("ratio_median_of_rounds"), r.get("ratio_rounds")
         if m is not None and spread:
-            text += f"   {m:.3f} [{spread[0]:.3f}-{spread[1]:.3f}]"
+            text += f"  {m:.3f} [{spread[0]:.3f}-{spread[1]:.3f}]"
         return text
 
     rounds = int(result.get("rounds", 1))
     of_rounds = (f"; the median of {rounds} interleaved rounds, then the median [range] of "
                  f"each round's ratio" if rounds > 1 else "")
+    col = "  rounds: ratio [range]" if rounds > 1 else ""
 
     lines = [f"pub/sub fan-out ({result['n']} messages of {result['size']} B published; "
              f"delivered msgs/s over all subscribers; -c routes: C peers, against zmq-proxy-c; "
              f"*-direct-c: no middle, the C peers' ceiling{of_rounds})",
-             f"{'route':<18} {'subs':>5} {'msgs/s':>10} {'delivered':>9} {'vs zmq.proxy':>12}"]
+             f"{'route':<18} {'subs':>5} {'msgs/s':>10} {'delivered':>9} {'vs zmq.proxy':>12}{col}"]
     for r in result["fanout"]:
         if "error" in r:
             lines.append(f"{r['route']:<18} {r['subscribers']:>5} unavailable: {r['error'][:60]}")
             continue
         lines.append(f"{r['route']:<18} {r['subscribers']:>5} {r['msgs_per_s']:>10.0f} "
-                     f"{r['fraction']:>8.1%} {ratio(r):>12}".rstrip())
+                     f"{r['fraction']:>8.1%} {ratio(r)}".rstrip())
     lines += ["", f"pipeline PUSH -> middle -> PULL ({result['n']} messages, blocking sends"
                   f"{of_rounds})",
-              f"{'route':<18} {'msgs/s':>10} {'lost':>6} {'vs zmq.proxy':>12}"]
+              f"{'route':<18} {'msgs/s':>10} {'lost':>6} {'vs zmq.proxy':>12}{col}"]
     for r in result["pipeline"]:
         if "error" in r:
             lines.append(f"{r['route']:<18} unavailable: {r['error'][:60]}")
             continue
         lines.append(f"{r['route']:<18} {r['msgs_per_s']:>10.0f} {r['lost']:>6} "
-                     f"{ratio(r):>12}".rstrip())
+                     f"{ratio(r)}".rstrip())
     return "\n".join(lines)
 
 
