@@ -266,6 +266,13 @@ async def _connect(socket: Any, family: str, kind: str, mech: Any = None,
 _SEALER: list[Any] = [None]
 
 
+@pytest.fixture(autouse=True)
+def _plain_peers_again() -> Iterator[None]:
+    """A CURVE test's sealer ends with it: the next test's peers are plain unless it says."""
+    yield
+    _SEALER[0] = None
+
+
 def _ping() -> bytes:
     return PING if _SEALER[0] is None else _SEALER[0].ping(0, b"ctx")
 
@@ -985,7 +992,6 @@ def test_the_compiled_flush_writes_what_the_reference_writes(
 
 
 async def _prestart_order(compiled: bool) -> bytes:
-    _SEALER[0] = None  # plain peers (a CURVE test before this one leaves its sealer)
     front = NativeSide("REP", SideOptions(max_message_size=700, router_mandatory=True), "o/front")
     back = NativeSide("REQ", SideOptions(max_message_size=700), "o/back")
     table = kernel.token_table(64, 60.0) if compiled else TokenTable(64, 60.0)
