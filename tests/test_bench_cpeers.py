@@ -240,6 +240,12 @@ def test_cpeers_hop_per_round_pairs_each_round_with_its_own_directs_and_proxy() 
     assert e["hop_vs_reference_median_of_rounds"] == 0.8
     assert e["hop_vs_reference_rounds"] == [0.75, 4.0]
     assert "rounds 0.80x [0.75-4.00]" in versus.group_lines({"cpeers": {"gw-zmq-zmq-c": e}})[1]
+    # a round whose proxy hop is not positive (its direct was slower) has no ratio
+    figs["zmq-echo-c"]["per_round"]["p50_us"] = [100, 600, 100]
+    e = versus.cpeers(figs, 64)["gw-zmq-zmq-c"]
+    assert e["hop_vs_reference_median_of_rounds"] == 0.78  # (0.8 + 0.75) / 2, to 2 places
+    assert e["hop_vs_reference_rounds_used"] == [2, 3]
+    assert "[0.75-0.80] in 2 of 3" in versus.group_lines({"cpeers": {"gw-zmq-zmq-c": e}})[1]
     # a route with fewer rounds than its reference has no paired figure (never a partial one)
     figs["gw-zmq-zmq-c"]["per_round"]["p50_us"] = [180, 800]
     e = versus.cpeers(figs, 64)["gw-zmq-zmq-c"]

@@ -156,9 +156,10 @@ def versus(figs: dict[str, dict[str, Any]], big: int | None, group: str,
             mine, theirs = round_hops(fig), round_hops(ref)
             paired = ([a / b for a, b in zip(mine, theirs, strict=True) if b > 0]
                       if len(mine) == len(theirs) else [])
-            if paired and len(paired) == len(mine):
+            if paired:  # (a round where the reference's hop was not positive has no ratio)
                 entry[f"hop_vs_{label}_median_of_rounds"] = r(median(paired), 2)
                 entry[f"hop_vs_{label}_rounds"] = [r(min(paired), 2), r(max(paired), 2)]
+                entry[f"hop_vs_{label}_rounds_used"] = [len(paired), len(mine)]
             if big:
                 entry[f"tput_vs_{label}"] = r(ratio(rps(fig, big), rps(ref, big)), 2)
                 entry[f"cpu_vs_{label}"] = r(ratio(cpu(fig, big), cpu(ref, big)), 2)
@@ -168,11 +169,14 @@ def versus(figs: dict[str, dict[str, Any]], big: int | None, group: str,
 
 
 def _rounds(e: dict[str, Any], label: str) -> str:
-    """The median of the per-round hop ratios and their spread: ``0.91x [0.80-1.10]``."""
+    """The median of the per-round hop ratios and their spread: ``0.91x [0.80-1.10]``,
+    ``... in 4 of 5`` when a round had no ratio (its reference's hop not positive)."""
     m, spread = e.get(f"hop_vs_{label}_median_of_rounds"), e.get(f"hop_vs_{label}_rounds")
     if m is None or not spread:
         return "-"
-    return f"{fmt(m, 2)}x [{fmt(spread[0], 2)}-{fmt(spread[1], 2)}]"
+    used, of = e.get(f"hop_vs_{label}_rounds_used") or (0, 0)
+    some = f" in {used} of {of}" if used != of else ""
+    return f"{fmt(m, 2)}x [{fmt(spread[0], 2)}-{fmt(spread[1], 2)}]{some}"
 
 
 def group_lines(d: dict[str, Any]) -> list[str]:
