@@ -238,6 +238,15 @@ def test_pattern_rounds_report_the_median_row_and_each_rounds_ratio() -> None:
     rounds[1][1] = {"route": "gw-sp-zmq-c", "subscribers": 10, "error": "it died"}
     out = {r["route"]: r for r in patterns._rounds(rounds, ("subscribers",))}
     assert out["gw-sp-zmq-c"] == rounds[1][1]
+    # a route missing from a round has no paired figure: never one paired with another round
+    short = [rounds[0], [rows for rows in rounds[1] if rows.get("route") != "gw-sp-zmq-c"],
+             rounds[2]]
+    out = {r["route"]: r for r in patterns._rounds(short, ("subscribers",))}
+    assert "ratio_median_of_rounds" not in out["gw-sp-zmq-c"]
+    # a round where it delivered nothing is a ratio of 0, not a missing one
+    rounds[1][1] = row("gw-sp-zmq-c", 0.0)
+    out = {r["route"]: r for r in patterns._rounds(rounds, ("subscribers",))}
+    assert out["gw-sp-zmq-c"]["ratio_rounds"] == pytest.approx([0.0, 1.1])
     # one round: the figures as before, no per-round ratio
     one = patterns._rounds(rounds[:1], ("subscribers",))
     assert "ratio_median_of_rounds" not in one[1] and one[1]["ratio_vs_zmq_proxy"] == 0.9

@@ -184,21 +184,22 @@ def _median(xs: list[float]) -> float:
 def _rounds(rounds: list[list[dict[str, Any]]], key: tuple[str, ...]) -> list[dict[str, Any]]:
     """One row per route (and ``key``) from each round's rows: the round whose rate is the
     median (the lower middle one for an even count), with ``rounds_msgs_per_s`` and the ratio
-    to zmq.proxy: the median row's over the median reference, and (more than one round)
-    ``ratio_median_of_rounds`` and ``ratio_rounds`` (range) from each round's own ratio.
-    A route that failed in any round is reported by its first failure."""
+    to zmq.proxy: the median row's over the median reference, and (more than one round, the
+    route and its reference measured in every one) ``ratio_median_of_rounds`` and
+    ``ratio_rounds`` (range) from each round's rate over that round's reference. A route that
+    failed in any round is reported by its first failure."""
     def ident(r: dict[str, Any]) -> tuple[Any, ...]:
         return (r["route"], *(r.get(k) for k in key))
 
-    by: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
-    for rows in rounds:
+    by: dict[tuple[Any, ...], list[tuple[int, dict[str, Any]]]] = {}
+    for i, rows in enumerate(rounds):
         for r in rows:
-            by.setdefault(ident(r), []).append(r)
+            by.setdefault(ident(r), []).append((i, r))
     per_round_ref: list[dict[tuple[Any, ...], float]] = [
-        {ident(r): r["msgs_per_s"] for r in rows if "msgs_per_s" in r and r["msgs_per_s"]}
-        for rows in rounds]
+        {ident(r): r["msgs_per_s"] for r in rows if r.get("msgs_per_s")} for rows in rounds]
     out: list[dict[str, Any]] = []
-    for ident_, rows in by.items():
+    for ident_, numbered in by.items():
+        rows = [r for _, r in numbered]
         failed = [r for r in rows if "msgs_per_s" not in r]
         if failed:
             out.append(failed[0])
@@ -207,9 +208,10 @@ def _rounds(rounds: list[list[dict[str, Any]]], key: tuple[str, ...]) -> list[di
         row = dict(ordered[(len(ordered) - 1) // 2])
         row["rounds_msgs_per_s"] = [r["msgs_per_s"] for r in rows]
         ref_ident = (_reference(row["route"]), *ident_[1:])
-        ratios = [rows[i]["msgs_per_s"] / ref[ref_ident] for i, ref in enumerate(per_round_ref)
-                  if i < len(rows) and ref.get(ref_ident) and rows[i]["msgs_per_s"]]
-        if len(rows) > 1 and len(ratios) == len(rows):
+        # each round's rate over the same round's reference (a rate of 0 is a ratio of 0)
+        ratios = [r["msgs_per_s"] / per_round_ref[i][ref_ident] for i, r in numbered
+                  if per_round_ref[i].get(ref_ident)]
+        if len(rounds) > 1 and len(ratios) == len(rounds):
             row["ratio_median_of_rounds"] = _median(ratios)
             row["ratio_rounds"] = [min(ratios), max(ratios)]
         out.append(row)

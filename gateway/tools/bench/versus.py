@@ -186,8 +186,9 @@ def group_lines(d: dict[str, Any]) -> list[str]:
     st = d.get("stream") or {}
     if st:
         lines.append("stream clients (the middles' own ceilings; ratios to zmq-proxy-stream: "
-                     "throughput, middle CPU per request, hop over the stream directs; rounds: "
-                     "as for the C peers below):")
+                     "throughput, middle CPU per request, hop over the stream directs (pooled "
+                     "p50s; rounds = the median [range] of each round's ratio to "
+                     "zmq-proxy-stream)):")
         for name, e in st.items():
             lines.append(f"  {name:<18} x{e.get('window')}: {fmt(e.get('rps'), 0)} req/s "
                          f"({fmt(e.get('tput_vs_reference'), 2)}x), "

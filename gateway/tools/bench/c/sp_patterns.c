@@ -101,7 +101,7 @@ static int write_some(conn *c)
     if (k < 0) {
         if (errno != EAGAIN && errno != EINTR)
             return -1;
-        c->blocked = 1;
+        c->blocked = errno == EAGAIN;
         return 0;
     }
     c->blocked = 0;
@@ -112,9 +112,10 @@ static int write_some(conn *c)
 }
 
 #define PUB_BATCH 16384 /* a subscriber's queue is written once it holds this much */
-#define PUB_RETRY 64    /* after EAGAIN, the next try comes this many messages later (each
-                         * try is a system call: once per message cost the publisher more
-                         * CPU than libzmq's, which waits for its I/O thread's poll) */
+#define PUB_RETRY 64    /* after EAGAIN, the next try comes this many messages later, or
+                         * before a message the full queue would drop (each try is a system
+                         * call: once per message cost the publisher more CPU than libzmq's,
+                         * which waits for its I/O thread's poll) */
 
 /* pub: the frame into every subscriber's queue (a full queue misses it: pub/sub drops) */
 static int pub_send(void *arg, const char *body, size_t n)
@@ -126,6 +127,13 @@ static int pub_send(void *arg, const char *body, size_t n)
     put_be64(head, n);
     for (int i = e->n - 1; i >= 0; i--) {
         conn *c = e->c[i];
+        /* a full queue tries the socket once more before it drops the message */
+        if (c->blocked && c->out_len - c->out_off + n + 8 > e->queue_bytes) {
+            if (write_some(c) != 0) {
+                drop(e, i);
+                continue;
+            }
+        }
         if (c->out_len - c->out_off + n + 8 <= e->queue_bytes) {
             if (c->out_cap < 2 * e->queue_bytes) {
                 c->out_cap = 2 * e->queue_bytes;
@@ -140,8 +148,10 @@ static int pub_send(void *arg, const char *body, size_t n)
             memcpy(c->out + c->out_len + 8, body, n);
             c->out_len += n + 8;
         }
-        if (c->blocked && c->blocked++ < PUB_RETRY)
+        if (c->blocked && c->blocked < PUB_RETRY) {
+            c->blocked++;
             continue;
+        }
         if (c->out_len - c->out_off >= PUB_BATCH && write_some(c) != 0)
             drop(e, i);
     }
