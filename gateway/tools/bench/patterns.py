@@ -23,6 +23,7 @@ a burst is not credited with the burst.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -263,21 +264,18 @@ def table(result: dict[str, Any]) -> str:
              f"delivered msgs/s over all subscribers; -c routes: C peers, against zmq-proxy-c; "
              f"*-direct-c: no middle, the C peers' ceiling{of_rounds})",
              f"{'route':<18} {'subs':>5} {'msgs/s':>10} {'delivered':>9} {'vs zmq.proxy':>12}{col}"]
-    for r in result["fanout"]:
-        if "error" in r:
-            lines.append(f"{r['route']:<18} {r['subscribers']:>5} unavailable: {r['error'][:60]}")
-            continue
-        lines.append(f"{r['route']:<18} {r['subscribers']:>5} {r['msgs_per_s']:>10.0f} "
-                     f"{r['fraction']:>8.1%} {ratio(r)}".rstrip())
+    def rows(found: list[dict[str, Any]], lead: Callable[[dict[str, Any]], str],
+             cells: Callable[[dict[str, Any]], str]) -> list[str]:
+        return [f"{lead(r)} unavailable: {r['error'][:60]}" if "error" in r
+                else f"{lead(r)} {cells(r)} {ratio(r)}".rstrip() for r in found]
+
+    lines += rows(result["fanout"], lambda r: f"{r['route']:<18} {r['subscribers']:>5}",
+                  lambda r: f"{r['msgs_per_s']:>10.0f} {r['fraction']:>8.1%}")
     lines += ["", f"pipeline PUSH -> middle -> PULL ({result['n']} messages, blocking sends"
                   f"{of_rounds})",
               f"{'route':<18} {'msgs/s':>10} {'lost':>6} {'vs zmq.proxy':>12}{col}"]
-    for r in result["pipeline"]:
-        if "error" in r:
-            lines.append(f"{r['route']:<18} unavailable: {r['error'][:60]}")
-            continue
-        lines.append(f"{r['route']:<18} {r['msgs_per_s']:>10.0f} {r['lost']:>6} "
-                     f"{ratio(r)}".rstrip())
+    lines += rows(result["pipeline"], lambda r: f"{r['route']:<18}",
+                  lambda r: f"{r['msgs_per_s']:>10.0f} {r['lost']:>6}")
     return "\n".join(lines)
 
 
