@@ -29,6 +29,7 @@ from typing import Any
 
 from gateway.tools.bench import cpeers
 from gateway.tools.bench.procs import Child, Proc, Unavailable, start_bridge, tcp_address
+from gateway.tools.bench.versus import median
 
 #: (name, publisher/puller wire, subscriber/pusher wire, middle); a gateway route's name ends
 #: in its backends: ``native`` (the engine, the default) or ``lib`` (pyzmq/pynng adapters)
@@ -176,12 +177,6 @@ def _reference(route: str) -> str:
     return "zmq-proxy-c" if route.endswith("-c") else "zmq-proxy"
 
 
-def _median(xs: list[float]) -> float:
-    xs = sorted(xs)
-    mid = len(xs) // 2
-    return xs[mid] if len(xs) % 2 else (xs[mid - 1] + xs[mid]) / 2
-
-
 def _rounds(rounds: list[list[dict[str, Any]]], key: tuple[str, ...]) -> list[dict[str, Any]]:
     """One row per route (and ``key``) from each round's rows: the round whose rate is the
     median (the lower middle one for an even count), with ``rounds_msgs_per_s`` and the ratio
@@ -213,7 +208,7 @@ def _rounds(rounds: list[list[dict[str, Any]]], key: tuple[str, ...]) -> list[di
         ratios = [r["msgs_per_s"] / per_round_ref[i][ref_ident] for i, r in numbered
                   if per_round_ref[i].get(ref_ident)]
         if len(rounds) > 1 and len(ratios) == len(rounds):
-            row["ratio_median_of_rounds"] = _median(ratios)
+            row["ratio_median_of_rounds"] = median(ratios)
             row["ratio_rounds"] = [min(ratios), max(ratios)]
         out.append(row)
     refs = {ident(r): r.get("msgs_per_s") for r in out
