@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import sys
 import time
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, MutableMapping
 from typing import Any
 
 import structlog
@@ -29,6 +29,27 @@ def _stderr_logger(*args: Any) -> _Stderr:
     return _Stderr()
 
 
+class _UtcStamp:
+    """structlog's ``TimeStamper(fmt="iso", utc=True)`` (``2026-11-27T06:17:05.302046Z``), with
+    the date and time formatted once a second: a connection storm logs thousands of lines a
+    second, and the stamp was a tenth of a line's cost."""
+
+    __slots__ = ("_second", "_prefix")
+
+    def __init__(self) -> None:
+        self._second = -1
+        self._prefix = ""
+
+    def __call__(self, logger: Any, name: str,
+                 event_dict: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
+        second, micro = divmod(round(time.time() * 1e6), 1_000_000)  # datetime's rounding
+        if second != self._second:
+            self._second = second
+            self._prefix = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
+        event_dict["timestamp"] = f"{self._prefix}.{micro:06d}Z"
+        return event_dict
+
+
 def configure(fmt: str = "console", level: str = "info") -> None:
     """Log to stderr, ``console`` (human) or ``json`` (one object per line)."""
     renderer: Any = (
@@ -40,7 +61,7 @@ def configure(fmt: str = "console", level: str = "info") -> None:
         processors=[
             structlog.contextvars.merge_contextvars,  # e.g. worker=N under --workers
             structlog.processors.add_log_level,
-            structlog.processors.TimeStamper(fmt="iso", utc=True),
+            _UtcStamp(),
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(getattr(logging, level.upper())),

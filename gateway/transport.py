@@ -88,14 +88,25 @@ class KeepAlive:
     count: int = 6
 
 
-def set_keepalive(sock: socket.socket, keepalive: KeepAlive) -> None:
-    """SO_KEEPALIVE and, where the platform has them, TCP_KEEPIDLE/KEEPINTVL/KEEPCNT."""
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
-    for name, value in (("TCP_KEEPIDLE", keepalive.idle), ("TCP_KEEPINTVL", keepalive.interval),
-                        ("TCP_KEEPCNT", keepalive.count)):
-        opt = getattr(socket, name, None)
-        if opt is not None:
-            sock.setsockopt(socket.IPPROTO_TCP, opt, max(1, round(value)))
+#: the TCP keepalive options this platform has, as (option, KeepAlive field)
+_KEEPALIVE_OPTIONS = tuple((getattr(socket, name), field) for name, field in (
+    ("TCP_KEEPIDLE", "idle"), ("TCP_KEEPINTVL", "interval"), ("TCP_KEEPCNT", "count"))
+    if hasattr(socket, name))
+
+
+def set_keepalive(sock: Any, keepalive: KeepAlive) -> None:
+    """SO_KEEPALIVE and, where the platform has them, TCP_KEEPIDLE/KEEPINTVL/KEEPCNT on
+    ``sock``: a socket, or the stand-in a transport's ``get_extra_info("socket")`` gives (whose
+    every ``setsockopt`` wraps the descriptor anew: one wrapper here, released unclosed; its
+    family is only what Python would parse addresses as, so ``AF_INET`` serves IPv6 too, and
+    naming it spares the ``getsockname`` a wrapper of unknown family costs)."""
+    raw = socket.socket(socket.AF_INET, socket.SOCK_STREAM, 0, fileno=sock.fileno())
+    try:
+        raw.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+        for opt, field in _KEEPALIVE_OPTIONS:
+            raw.setsockopt(socket.IPPROTO_TCP, opt, max(1, round(getattr(keepalive, field))))
+    finally:
+        raw.detach()
 
 
 _SHARED_PORTS = [False]

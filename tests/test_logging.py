@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-from gateway.logging import OVERFLOW, Throttle, shown
+import datetime
+import time
+
+import pytest
+import structlog
+
+from gateway.logging import OVERFLOW, Throttle, _UtcStamp, shown
 
 
 class Clock:
@@ -44,3 +50,20 @@ def test_shown_cuts_what_a_peer_chose() -> None:
     long = "x" * 65536
     cut = shown(long)
     assert len(cut) < 100 and cut.startswith("x" * 64) and "65472" in cut
+
+
+def test_the_stamp_is_structlogs_iso_utc_formatted_once_a_second(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    stamp = _UtcStamp()
+    theirs = structlog.processors.TimeStamper(fmt="iso", utc=True)
+    for now in (1_795_000_000.0, 1_795_000_000.999999, 1_795_000_001.000001, 1_795_000_001.5):
+        monkeypatch.setattr(time, "time", lambda now=now: now)
+        ours = stamp(None, "info", {})["timestamp"]
+        expected = datetime.datetime.fromtimestamp(now, datetime.UTC)
+        assert ours == expected.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    monkeypatch.undo()
+    ours, reference = stamp(None, "info", {})["timestamp"], theirs(None, "info", {})["timestamp"]
+    assert len(ours) == len(reference) == 27 and ours.endswith("Z")
+    gap = (datetime.datetime.fromisoformat(reference[:-1])
+           - datetime.datetime.fromisoformat(ours[:-1]))
+    assert datetime.timedelta(0) <= gap < datetime.timedelta(seconds=1)

@@ -302,3 +302,43 @@ def test_engine_listen_passes_backlog_only_when_declared() -> None:
             listener.close()
 
     run(main)
+
+
+@pytest.mark.skipif(not hasattr(socket, "TCP_KEEPIDLE"), reason="Linux TCP keepalive options")
+@pytest.mark.parametrize("host", ["127.0.0.1", "::1"])
+def test_keepalive_is_set_through_a_uvloop_transports_socket_on_both_families(
+        host: str) -> None:
+    """``set_keepalive`` wraps the descriptor once, as AF_INET whatever its family, and leaves it
+    open: on uvloop's stand-in socket (``get_extra_info("socket")``), IPv4 and IPv6."""
+    uvloop = pytest.importorskip("uvloop")
+    from gateway.transport import KeepAlive, set_keepalive
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    try:
+        srv = socket.socket(family, socket.SOCK_STREAM)
+        srv.bind((host, 0))
+    except OSError:
+        pytest.skip(f"no {host} here")
+    srv.listen()
+    port = srv.getsockname()[1]
+
+    async def main() -> tuple[int, ...]:
+        transport, _ = await asyncio.get_running_loop().create_connection(
+            asyncio.Protocol, host, port)
+        sock = transport.get_extra_info("socket")
+        set_keepalive(sock, KeepAlive(idle=30, interval=5, count=3))
+        got = (sock.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE),
+               sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE),
+               sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPINTVL),
+               sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPCNT))
+        transport.write(b"still open")
+        transport.close()
+        return got
+
+    with srv:
+        got = uvloop.run(asyncio.wait_for(main(), TIMEOUT))
+        conn, _ = srv.accept()
+        with conn:
+            conn.settimeout(TIMEOUT)
+            assert conn.recv(64) == b"still open"
+    assert got == (1, 30, 5, 3)

@@ -5,6 +5,7 @@ declarations (:class:`gateway.transport.TransportSpec`)."""
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from gateway.errors import LocalProtocolError
@@ -14,6 +15,7 @@ from gateway.wire.sp import SpRole
 from gateway.wire.zmtp import ZmtpRole
 
 
+@functools.lru_cache(maxsize=64)  # per kind, not per connection (roles are frozen)
 def zmtp_role(kind: str, raw: bool) -> ZmtpRole:
     """What a native socket announces and accepts on ZMTP, from the pairing tables."""
     if pairing.zmtp_socket_type(kind, raw) not in pairing.ZMTP_PEERS:
@@ -23,6 +25,7 @@ def zmtp_role(kind: str, raw: bool) -> ZmtpRole:
                     sends_identity=socket_type in pairing.ZMTP_SENDS_IDENTITY)
 
 
+@functools.lru_cache(maxsize=64)
 def sp_role(kind: str) -> SpRole:
     """What a native socket announces and accepts on SP, from the pairing tables."""
     if kind not in pairing.SP_PROTOCOLS:

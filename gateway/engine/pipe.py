@@ -151,7 +151,6 @@ class Pipe(Writes, PipeProtocol):
             transport.abort()
             return
         transport.set_write_buffer_limits(high=self._high, low=self._high // 2)
-        self.peer = _peer_address(transport)
         if not self.connection_arrived(transport):
             transport.abort()  # a listener's limit refused it (counted and logged by the owner)
             return
@@ -362,7 +361,7 @@ class Pipe(Writes, PipeProtocol):
                                and hasattr(type(self.codec), "partial"))
                 # PING/PONG are ZMTP 3.x commands: an older peer (2.0, 1.0) gets none, as libzmq
                 if self.family == ZMTP and event.version >= (3, 0) and hasattr(self.codec, "ping"):
-                    self.liveness.start_heartbeats(asyncio.get_running_loop())
+                    self.liveness.start_heartbeats(self._loop or asyncio.get_running_loop())
         elif isinstance(event, Ping):
             if self.ready:  # the peer wants to hear from us... and we from it
                 self.liveness.peer_ping(event.ttl)

@@ -4,6 +4,7 @@ takes (:data:`READERS`; the readers are :mod:`gateway.wire.zmtp.readers`', the g
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -58,6 +59,21 @@ __all__ = ["READERS", "ZmtpCodec", "ZmtpRole"]
 
 _STAGES = {GREETING: "greeting", GREETING_REST: "greeting", AWAIT_READY: "ready",
            V2_IDENTITY: "identity"}
+
+
+@functools.lru_cache(maxsize=64)
+def _metadata(socket_type: str, identity: bytes | None) -> bytes:
+    """A socket's properties, encoded once: its type and identity are its configuration (so
+    the cache holds one entry per configured socket, never one per peer)."""
+    props = [(b"Socket-Type", socket_type.encode("ascii"))]
+    if identity is not None:
+        props.append((b"Identity", identity))
+    return encode_properties(props)
+
+
+@functools.lru_cache(maxsize=64)
+def _ready(socket_type: str, identity: bytes | None) -> bytes:
+    return encode_command(b"READY", _metadata(socket_type, identity))
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,14 +155,11 @@ class ZmtpCodec(Receiving):
     def metadata(self) -> bytes:
         """Our properties (READY, or a mechanism's INITIATE/READY): Socket-Type, then Identity
         when the role sends one."""
-        props = [(b"Socket-Type", self.socket_type.encode("ascii"))]
-        if self.role.sends_identity:
-            props.append((b"Identity", self.identity))
-        return encode_properties(props)
+        return _metadata(self.socket_type, self.identity if self.role.sends_identity else None)
 
     def ready_command(self) -> bytes:
         """Our READY command (NULL mechanism)."""
-        return encode_command(b"READY", self.metadata())
+        return _ready(self.socket_type, self.identity if self.role.sends_identity else None)
 
     def data_to_send(self) -> bytes:
         """Bytes the codec itself wants written (READY, PONG); ``b""`` when none."""
