@@ -30,23 +30,26 @@ def _stderr_logger(*args: Any) -> _Stderr:
 
 
 class _UtcStamp:
-    """structlog's ``TimeStamper(fmt="iso", utc=True)`` (``2026-11-27T06:17:05.302046Z``), with
-    the date and time formatted once a second: a connection storm logs thousands of lines a
-    second, and the stamp was a tenth of a line's cost."""
+    """structlog's ``TimeStamper(fmt="iso", utc=True)`` (``2026-11-27T06:17:05.302046Z``, always
+    with its microseconds, which ``isoformat`` leaves out when they are 0), with the date and
+    time formatted once a second: a connection storm logs thousands of lines a second, and the
+    stamp was a tenth of a line's cost. The clock is read as ``datetime.now`` reads it
+    (nanoseconds, down to the microsecond); the second and its text are one tuple, replaced in
+    one store, so threads that log at once never pair one second's text with another's."""
 
-    __slots__ = ("_second", "_prefix")
+    __slots__ = ("_cached",)
 
     def __init__(self) -> None:
-        self._second = -1
-        self._prefix = ""
+        self._cached: tuple[int, str] = (-1, "")
 
     def __call__(self, logger: Any, name: str,
                  event_dict: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
-        second, micro = divmod(round(time.time() * 1e6), 1_000_000)  # datetime's rounding
-        if second != self._second:
-            self._second = second
-            self._prefix = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
-        event_dict["timestamp"] = f"{self._prefix}.{micro:06d}Z"
+        second, micro = divmod(time.time_ns() // 1000, 1_000_000)
+        cached = self._cached
+        if cached[0] != second:
+            cached = self._cached = (second, time.strftime("%Y-%m-%dT%H:%M:%S",
+                                                           time.gmtime(second)))
+        event_dict["timestamp"] = f"{cached[1]}.{micro:06d}Z"
         return event_dict
 
 

@@ -34,6 +34,7 @@ verification suite (``gateway.testing.transport_suite``, run over every register
 from __future__ import annotations
 
 import asyncio
+import errno
 import socket
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -97,10 +98,13 @@ _KEEPALIVE_OPTIONS = tuple((getattr(socket, name), field) for name, field in (
 def set_keepalive(sock: Any, keepalive: KeepAlive) -> None:
     """SO_KEEPALIVE and, where the platform has them, TCP_KEEPIDLE/KEEPINTVL/KEEPCNT on
     ``sock``: a socket, or the stand-in a transport's ``get_extra_info("socket")`` gives (whose
-    every ``setsockopt`` wraps the descriptor anew: one wrapper here, released unclosed; its
-    family is only what Python would parse addresses as, so ``AF_INET`` serves IPv6 too, and
-    naming it spares the ``getsockname`` a wrapper of unknown family costs)."""
-    raw = socket.socket(socket.AF_INET, socket.SOCK_STREAM, 0, fileno=sock.fileno())
+    every ``setsockopt`` wraps the descriptor anew, each wrapper with the ``getsockname`` that
+    checks it: here one wrapper for all four, released unclosed; its family is only how Python
+    would parse addresses, so ``AF_INET`` serves IPv6 too). A closed one: ``OSError``."""
+    fd = sock.fileno()
+    if fd < 0:  # (asyncio's stand-in of a closed socket says -1)
+        raise OSError(errno.EBADF, "the connection's socket is closed")
+    raw = socket.socket(socket.AF_INET, socket.SOCK_STREAM, 0, fileno=fd)
     try:
         raw.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
         for opt, field in _KEEPALIVE_OPTIONS:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import sys
 import time
 
 import pytest
@@ -54,16 +55,60 @@ def test_shown_cuts_what_a_peer_chose() -> None:
 
 def test_the_stamp_is_structlogs_iso_utc_formatted_once_a_second(
         monkeypatch: pytest.MonkeyPatch) -> None:
+    """The clock read as ``datetime.now`` reads it (nanoseconds, down to the microsecond),
+    across a second's turn, and within a second of structlog's own stamp."""
     stamp = _UtcStamp()
-    theirs = structlog.processors.TimeStamper(fmt="iso", utc=True)
-    for now in (1_795_000_000.0, 1_795_000_000.999999, 1_795_000_001.000001, 1_795_000_001.5):
-        monkeypatch.setattr(time, "time", lambda now=now: now)
-        ours = stamp(None, "info", {})["timestamp"]
-        expected = datetime.datetime.fromtimestamp(now, datetime.UTC)
-        assert ours == expected.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    epoch = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
+    for ns in (1_795_000_000_000_000_000, 1_795_000_000_999_999_999,
+               1_795_000_001_000_000_500, 1_795_000_001_788_723_500, 1_795_000_001_500_000_000):
+        monkeypatch.setattr(time, "time_ns", lambda ns=ns: ns)
+        expected = epoch + datetime.timedelta(microseconds=ns // 1000)
+        assert stamp(None, "info", {})["timestamp"] == expected.strftime(
+            "%Y-%m-%dT%H:%M:%S.%fZ"), ns
     monkeypatch.undo()
+    theirs = structlog.processors.TimeStamper(fmt="iso", utc=True)
     ours, reference = stamp(None, "info", {})["timestamp"], theirs(None, "info", {})["timestamp"]
-    assert len(ours) == len(reference) == 27 and ours.endswith("Z")
-    gap = (datetime.datetime.fromisoformat(reference[:-1])
+    assert len(ours) == 27 and ours.endswith("Z")
+    gap = (datetime.datetime.fromisoformat(reference.rstrip("Z"))
            - datetime.datetime.fromisoformat(ours[:-1]))
     assert datetime.timedelta(0) <= gap < datetime.timedelta(seconds=1)
+
+
+def test_threads_that_stamp_at_once_never_mix_two_seconds() -> None:
+    """The second and its text change in one store (review: a thread could pair the new
+    second with the last one's text)."""
+    import threading
+
+    stamp = _UtcStamp()
+    clock = [1_795_000_000_000_000_000]
+    read = threading.local()  # what this thread's last clock reading was
+    epoch = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
+    wrong: list[tuple[str, str]] = []
+
+    def ticking() -> int:
+        clock[0] += 250_000_000  # a second every four readings
+        read.ns = clock[0]
+        return read.ns
+
+    def worker() -> None:
+        for _ in range(2_000):
+            got = stamp(None, "info", {})["timestamp"]
+            expected = (epoch + datetime.timedelta(microseconds=read.ns // 1000)).strftime(
+                "%Y-%m-%dT%H:%M:%S.%fZ")
+            if got != expected:
+                wrong.append((got, expected))
+
+    switch = sys.getswitchinterval()
+    original = time.time_ns
+    time.time_ns = ticking  # type: ignore[assignment]
+    sys.setswitchinterval(1e-6)
+    try:
+        threads = [threading.Thread(target=worker) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(30)
+    finally:
+        time.time_ns = original  # type: ignore[assignment]
+        sys.setswitchinterval(switch)
+    assert wrong == [], wrong[:3]

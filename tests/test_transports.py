@@ -342,3 +342,15 @@ def test_keepalive_is_set_through_a_uvloop_transports_socket_on_both_families(
             conn.settimeout(TIMEOUT)
             assert conn.recv(64) == b"still open"
     assert got == (1, 30, 5, 3)
+
+
+def test_keepalive_on_a_closed_socket_is_an_oserror() -> None:
+    """asyncio's stand-in of a closed socket says fileno -1: an ``OSError``, which the tcp
+    transport's wrapper expects, not the ``ValueError`` a wrapper of -1 raises (review)."""
+    from gateway.transport import KeepAlive, set_keepalive
+
+    sock = socket.socket()
+    stand_in = asyncio.trsock.TransportSocket(sock)
+    sock.close()
+    with pytest.raises(OSError):
+        set_keepalive(stand_in, KeepAlive())
