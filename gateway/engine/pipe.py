@@ -76,10 +76,21 @@ def _peer_address(transport: asyncio.BaseTransport) -> str:
     return str(name or transport.get_extra_info("sockname") or "")
 
 
+#: what the compiled kernel reads or writes of a pipe on every read, kept in slots: its C
+#: getattr finds a slot in the type's cache and skips the instance dict (a tenth of a round
+#: trip's instructions); the pipe's other attributes live in its dict. A subclass that gave
+#: one of them a class default would hide its slot, and the gain, without an error
+_KERNEL_READS = ("_batch", "_high", "_loop", "_watch", "_wbuf_size", "close_reason", "codec",
+                 "kernel_state", "reading", "routing_id", "rx_chunks", "transport", "wbuf",
+                 "writable")
+
+
 class Pipe(Writes, PipeProtocol):
     """One connection to one peer, over one wire. Created by a listener or a dialer; its
     settings (``hwm``, the deadlines, heartbeats, the owner's ``name`` for logs) come from the
     owner's options."""
+
+    __slots__ = _KERNEL_READS
 
     def __init__(self, owner: PipeOwner, codec: Any, family: str, endpoint: str, options: Any,
                  lost: asyncio.Future[bool] | None = None) -> None:
