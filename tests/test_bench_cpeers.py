@@ -285,15 +285,16 @@ def test_c_publisher_reaches_c_subscribers(wire: str) -> None:
 
 @pytest.mark.timeout(60)
 def test_the_sp_c_publisher_past_its_queue_drops_whole_messages_only() -> None:
-    # 4 KB messages into a queue of ~29 KB per subscriber, faster than 3 subscribers read:
-    # the socket says EAGAIN, the queue fills and moves its bytes to the front, messages are
-    # dropped. Every subscriber still gets whole frames (a torn one would end its stream with
+    # 4 KB messages into a queue of ~29 KB per subscriber while 3 subscribers stop reading for
+    # a second (80 MB a subscriber; no socket buffer holds that, so the drops are certain, not a
+    # race with readers that may keep up): the socket says EAGAIN, the queue fills and moves its
+    # bytes to the front, messages are dropped. Every subscriber still gets whole frames (a torn one would end its stream with
     # an error, never with "END") and not more than was sent.
     n = 20000
     with contextlib.ExitStack() as stack:
         pub, subs, _ = _linked(stack, "sp", "pub", "subs", hwm=100, count=3)
         assert subs.wait_ready(10) == {"count": 3}
-        subs.send(op="collect", timeout=40)
+        subs.send(op="collect", timeout=40, pause=1.0)
         pub.send(op="go", n=n, size=4000, warm=0.5)
         sent, got = pub.result(45), subs.result(45)
         assert sent["sent"] == n and got["complete"], (sent, got)

@@ -6,8 +6,10 @@
  *          subscriptions settle), n "d.x..." messages as fast as it goes, then "END" 100 times
  *          over a second -> {"sent", "elapsed"}
  *   subs   count= subscribers of "d." and "END" dialling url=; READY {"count"};
- *          {"op": "collect", "timeout"}: counts "d." messages per socket until each saw END
- *          -> {"received", "per_socket", "elapsed" (first to last "d."), "complete"}
+ *          {"op": "collect", "timeout", "pause"}: counts "d." messages per socket until each
+ *          saw END -> {"received", "per_socket", "elapsed" (first to last "d."), "complete"};
+ *          `pause` (C peers only, default 0): seconds of not reading after the first "d.", a
+ *          subscriber slower than any publisher (its queue fills for certain)
  *   pull   binds; {"op": "collect", "n", "timeout"} -> {"received", "elapsed"} (first to n-th)
  *   push   dials url=; {"op": "go", "n", "size"}: n blocking sends -> {"sent", "elapsed"}
  *
@@ -139,6 +141,7 @@ static int run_subs(const pattern_wire *w, void **socks, int count)
         int finished = 0;
         long total = 0;
         double deadline = now_s() + json_num(line, "timeout", 60), first = 0, last = 0;
+        double pause = json_num(line, "pause", 0);
         while (finished < count && now_s() < deadline) {
             int i;
             size_t len;
@@ -149,8 +152,11 @@ static int run_subs(const pattern_wire *w, void **socks, int count)
                 continue;
             if (len >= 2 && memcmp(buf, "d.", 2) == 0) {
                 last = now_s();
-                if (first == 0)
+                if (first == 0) {
                     first = last;
+                    if (pause > 0)
+                        sleep_s(pause);
+                }
                 counts[i]++;
                 total++;
             } else if (len == 3 && memcmp(buf, "END", 3) == 0 && !done[i]) {
