@@ -15,21 +15,11 @@ import pytest
 
 from gateway.patterns.pairing import zmtp_legal
 from gateway.tools.matrix.catalog import all_cells, ci_cells, select
-from gateway.tools.matrix.cells import (
-    CLI_IMPLS,
-    JEROMQ,
-    OUTCOMES,
-    PATTERN_SHAPES,
-    SECURITY,
-    SHAPES,
-    SP_IMPLS,
-    Cell,
-    expected,
-    jeromq_cells,
-    oneport_cells,
-    security_cells,
-)
+from gateway.tools.matrix.cells import CLI_IMPLS, JEROMQ, OUTCOMES, SECURITY, SHAPES, SP_IMPLS, Cell
 from gateway.tools.matrix.host import run_cell
+from gateway.tools.matrix.outcomes import expected
+from gateway.tools.matrix.pattern_rules import PATTERN_SHAPES
+from gateway.tools.matrix.suites import jeromq_cells, oneport_cells, security_cells
 
 CI_TIMEOUT = 1.5  # refused cells cost one timeout each; a legal exchange takes milliseconds
 CLI_EXE = {"nanomsg": "nanocat", "nng-1.5": "nngcat"}
@@ -59,8 +49,8 @@ def _check(cell: Cell, timeout: float) -> None:
 
 
 def _params(cells: list[Cell]) -> list[object]:
-    """Each cell, a known issue (``cells.KNOWN_ISSUES``) marked xfail (strict) with its reason."""
-    from gateway.tools.matrix.cells import known_issue, known_issue_strict
+    """Each cell, a known issue (``outcomes.KNOWN_ISSUES``) marked xfail (strict) with its reason."""
+    from gateway.tools.matrix.outcomes import known_issue, known_issue_strict
 
     return [pytest.param(c, id=c.cell_id, marks=[pytest.mark.xfail(
         reason=why, strict=known_issue_strict(c))] if (why := known_issue(c)) else [])
@@ -299,7 +289,8 @@ def test_hard_timeout_kills_the_whole_cell(monkeypatch: pytest.MonkeyPatch, tmp_
 
 @pytest.mark.parametrize("wire", ["zmq", "sp"])
 def test_pattern_expectations_follow_the_tables(wire: str) -> None:
-    from gateway.tools.matrix.cells import PATTERN_TYPES, pattern_cells, pattern_legal
+    from gateway.tools.matrix.pattern_rules import PATTERN_TYPES, pattern_legal
+    from gateway.tools.matrix.suites import pattern_cells
 
     for c in pattern_cells():
         if c.direct and c.client_wire == wire:

@@ -19,7 +19,8 @@ import pytest
 from gateway.tools.harness.procs import child_env
 from gateway.tools.matrix.catalog import small_selection
 from gateway.tools.matrix.cells import RESULT_COLUMNS
-from gateway.tools.matrix.report import render_html, render_markdown
+from gateway.tools.matrix.report_html import render_html
+from gateway.tools.matrix.report_markdown import render_markdown
 
 pytestmark = pytest.mark.spark
 

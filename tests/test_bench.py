@@ -432,7 +432,7 @@ def test_stream_clients_against_libzmq_and_nng_and_a_wrong_echo() -> None:
     import pynng
     import zmq
 
-    from gateway.tools.bench import peer
+    from gateway.tools.bench import peer_base, peer_streams, peer_sweep
 
     ctx = zmq.Context()
     router = ctx.socket(zmq.ROUTER)
@@ -463,23 +463,23 @@ def test_stream_clients_against_libzmq_and_nng_and_a_wrong_echo() -> None:
     for t in threads:
         t.start()
     try:
-        z = peer.ZmtpStreamClient(f"tcp://127.0.0.1:{port}")
+        z = peer_streams.ZmtpStreamClient(f"tcp://127.0.0.1:{port}")
         assert len(z.lat(50, 100, 10, 5)["samples_ns"]) == 50
         assert z.tput(16, 500, 300, 10)["n"] == 500  # long frames too
-        urls = [f"tcp://127.0.0.1:{peer.nng_port(rep)}" for rep in reps]
-        sp = peer.SpStreamClient(urls[0])
+        urls = [f"tcp://127.0.0.1:{peer_base.nng_port(rep)}" for rep in reps]
+        sp = peer_streams.SpStreamClient(urls[0])
         assert len(sp.lat(50, 100, 10, 5)["samples_ns"]) == 50
         res = sp.tput(16, 500, 100, 10)
         assert res["n"] == 500 and not res["timed_out"]
         with pytest.raises(ValueError, match="bad echo"):
-            peer.SpStreamClient(urls[1]).tput(8, 100, 100, 10)
+            peer_streams.SpStreamClient(urls[1]).tput(8, 100, 100, 10)
         # the clients sweep's form: many connections, one request in flight each
         for url, kind in ((f"tcp://127.0.0.1:{port}", "zmq-stream"), (urls[0], "sp-stream")):
-            point = peer.sweep_stream(url, 6, 60, 100, 10, kind)
+            point = peer_sweep.sweep_stream(url, 6, 60, 100, 10, kind)
             assert point["n"] == 60 and not point["timed_out"], point
             assert 0 < point["p50_us"] <= point["p99_us"] <= point["max_us"]
         with pytest.raises(ValueError, match="bad echo"):
-            peer.sweep_stream(urls[1], 2, 4, 100, 10, "sp-stream")
+            peer_sweep.sweep_stream(urls[1], 2, 4, 100, 10, "sp-stream")
     finally:
         stop.set()
         for rep in reps:
@@ -497,7 +497,7 @@ def _sp_peer(echo: bool) -> tuple[str, object]:
     import socket
     import threading
 
-    from gateway.tools.bench.peer import SP_REP0_HEADER
+    from gateway.tools.bench.peer_servers import SP_REP0_HEADER
 
     srv = socket.socket()
     srv.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 16)
@@ -528,18 +528,18 @@ def test_stream_clients_read_while_they_write() -> None:
     middle at its high-water mark): a client that wrote the whole window before reading would
     stall with it; this one keeps reading and finishes. And a peer that never reads makes the
     sweep give up at its deadline, not hang in a write."""
-    from gateway.tools.bench import peer
+    from gateway.tools.bench import peer_streams, peer_sweep
 
     url, srv = _sp_peer(echo=True)
     try:
-        res = peer.SpStreamClient(url).tput(32, 64, 100_000, 20)
+        res = peer_streams.SpStreamClient(url).tput(32, 64, 100_000, 20)
         assert res["n"] == 64 and not res["timed_out"], res
     finally:
         srv.close()  # type: ignore[attr-defined]
     url, srv = _sp_peer(echo=False)
     try:
         t0 = time.monotonic()
-        point = peer.sweep_stream(url, 1, 1, 8 << 20, 2.0, "sp-stream")
+        point = peer_sweep.sweep_stream(url, 1, 1, 8 << 20, 2.0, "sp-stream")
         assert "no warm-up reply" in point["error"] and time.monotonic() - t0 < 10
     finally:
         srv.close()  # type: ignore[attr-defined]

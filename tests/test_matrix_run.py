@@ -64,7 +64,8 @@ def _report(problems: list[dict[str, object]]) -> dict[str, object]:
 
 
 def test_report_lists_failures_first_and_is_stamped() -> None:
-    from gateway.tools.matrix.report import render_html, render_markdown
+    from gateway.tools.matrix.report_html import render_html
+    from gateway.tools.matrix.report_markdown import render_markdown
 
     bad = {"cell_id": "libzmq:REQ>nng:REP@x", "expected": "exchanged", "observed": "timeout",
            "envelope_ok": True, "detail": "no reply"}
@@ -78,7 +79,9 @@ def test_report_lists_failures_first_and_is_stamped() -> None:
 
 
 def test_report_has_a_section_per_pattern_family() -> None:
-    from gateway.tools.matrix.report import pattern_pairing_tables, render_html, render_markdown
+    from gateway.tools.matrix.report_data import pattern_pairing_tables
+    from gateway.tools.matrix.report_html import render_html
+    from gateway.tools.matrix.report_markdown import render_markdown
 
     d = _report([])
     d["pairs"] = [
@@ -108,8 +111,9 @@ def test_forked_cell_keeps_the_result_when_the_process_dies_closing_its_peers(mo
     import os
 
     import gateway.tools.matrix.runner as runner
-    from gateway.tools.matrix.cells import Cell, error_row
+    from gateway.tools.matrix.cells import Cell
     from gateway.tools.matrix.host import _run_forked
+    from gateway.tools.matrix.outcomes import error_row
 
     cell = Cell("nng", "REQ", "nng", "REP", "sp+tcp", "direct", "wss")
 

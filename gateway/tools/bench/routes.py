@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 #: client family on the wire -> which library client speaks it
 LIB_CLIENT = {"zmq": "zmq", "sp": "nng"}
-#: client family on the wire -> the bench's byte-stream client (``peer.StreamClient``): never
-#: the bottleneck, so a route with a middle shows the middle's own ceiling
+#: client family on the wire -> the bench's byte-stream client (``peer_streams.StreamClient``):
+#: never the bottleneck, so a route with a middle shows the middle's own ceiling
 STREAM_CLIENT = {"zmq": "zmq-stream", "sp": "sp-stream"}
 #: the server behind every middle (proxy, device, gateway): echoes that out-run any middle, so a
 #: route's figure is the middle's own (``zmq-echo-direct`` / ``sp-echo-direct`` show them direct)

@@ -2,9 +2,9 @@
 (:func:`ci_cells`), the small one of ``make demo`` (:func:`small_selection`), and the
 ``--select`` language (:func:`select`).
 
-The first matrix (``gateway.tools.matrix.cells``: every ordered type pairing between the
-engine, libzmq, nng and the CLIs, the gateway's routes and backends, security, heartbeats, one
-port, JeroMQ, the patterns) is extended here by :func:`generation_cells` and
+The first matrix (``gateway.tools.matrix.cells`` and ``.suites``: every ordered type pairing
+between the engine, libzmq, nng and the CLIs, the gateway's routes and backends, security,
+heartbeats, one port, JeroMQ, the patterns) is extended here by :func:`generation_cells` and
 :func:`pattern_generation_cells`: each implementation of another generation or runtime
 (``impls.ZMTP_NEW``/``SP_NEW``: libzmq 4.3.4 and 4.1.6, omq.rs, nng 2.0 and 1.1.1) meets the
 reference implementation of its wire and the engine on every pairing and shape it has, every
@@ -24,15 +24,8 @@ from itertools import product
 from gateway.tools.matrix.cells import (
     BACKENDS,
     DATA_SHAPES,
-    DYNAMIC_SHAPES,
-    GW_DEFAULT_CLIENT,
-    GW_DEFAULT_SERVER,
     JEROMQ,
-    JEROMQ_CI,
-    ONEPORT_CI,
-    PUBSUB_SHAPES,
     SECURITY,
-    SECURITY_CI,
     SP_IMPLS,
     SP_NEW,
     SP_TYPES,
@@ -41,12 +34,22 @@ from gateway.tools.matrix.cells import (
     ZMTP_NEW,
     ZMTP_TYPES,
     Cell,
+    validated,
+)
+from gateway.tools.matrix.impls import IMPLEMENTATIONS, REFERENCE
+from gateway.tools.matrix.outcomes import expected
+from gateway.tools.matrix.pattern_rules import DYNAMIC_SHAPES, PUBSUB_SHAPES
+from gateway.tools.matrix.suites import (
+    GW_DEFAULT_CLIENT,
+    GW_DEFAULT_SERVER,
+    JEROMQ_CI,
+    ONEPORT_CI,
+    SECURITY_CI,
     _direct,
     _gw,
     _observable,
     _pc,
     _shapes_for,
-    expected,
     gateway_cells,
     heartbeat_cells,
     jeromq_cells,
@@ -54,9 +57,7 @@ from gateway.tools.matrix.cells import (
     pattern_cells,
     pattern_ci_cells,
     security_cells,
-    validated,
 )
-from gateway.tools.matrix.impls import IMPLEMENTATIONS, REFERENCE
 
 
 def _valid(cells: list[Cell]) -> list[Cell]:
@@ -74,7 +75,7 @@ def _valid(cells: list[Cell]) -> list[Cell]:
 def every_pairing(wire: str, impl_pairs: Iterable[tuple[str, ...]]) -> list[Cell]:
     """Direct tcp cells between each (client, server) implementation pair: every ordered
     socket type pairing that can be observed, the legal ones where the client asks in every
-    data shape (``cells._shapes_for``)."""
+    data shape (``suites._shapes_for``)."""
     types = ZMTP_TYPES if wire == "zmq" else SP_TYPES
     out: list[Cell] = []
     for ci, si in impl_pairs:

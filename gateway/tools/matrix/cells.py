@@ -8,7 +8,8 @@ A cell = (client impl, client type, server impl, server type, wire/transport, ro
   cooked), ``nng-raw`` (pynng raw: ``nng_req0_open_raw`` / ``nng_rep0_open_raw``, headers read
   and written by hand), ``nanomsg`` (Debian's ``nanocat``, nanomsg 1.1.5), ``nng-1.5``
   (Debian's ``nngcat``, nng 1.5.2) and ``jeromq-0.3`` (Debian's JeroMQ 0.3.6, a ZMTP 2.0 peer:
-  ``gateway.tools.harness.peers.jeromq``; tcp only; its cells are :func:`jeromq_cells`).
+  ``gateway.tools.harness.peers.jeromq``; tcp only; its cells are
+  :func:`~gateway.tools.matrix.suites.jeromq_cells`).
 * ``transport`` is the wire/transport column, spelled like the URL scheme: ``zmq+tcp``,
   ``sp+ipc`` for a direct cell; ``<front>-><back>`` (``zmq+tcp->sp+tcp``) through the gateway.
   Direct cells never cross wires: a libzmq peer and an nng peer cannot talk (different
@@ -17,17 +18,17 @@ A cell = (client impl, client type, server impl, server type, wire/transport, ro
   ``pyzmq``/``native`` on a ZMTP side and ``pynng``/``native`` on an SP side; a front backend
   ``any`` is the native engine on one port for both wires (``any+tcp://``): the client speaks
   its own wire (the transport's first side) to a port that also takes the other one
-  (:func:`oneport_cells`).
+  (:func:`~gateway.tools.matrix.suites.oneport_cells`).
 * shapes: ``small`` (100 B), ``empty`` (0 B), ``64k`` (65 536 B), ``oversize`` (1 MiB + 1 KiB),
   and ``heartbeat`` (ZMTP liveness): every ZMTP socket of the cell, the gateway's included,
   sends heartbeats (``HEARTBEAT``: libzmq's HEARTBEAT_IVL/TIMEOUT, the native engine's
   ``heartbeat_ivl``/``heartbeat_timeout``); two 100-byte exchanges with ``HEARTBEAT_IDLE``
   seconds of silence between them, and no connection may drop meanwhile (each side's PINGs
   answered by the other implementation).
-* security and transport shapes (``SECURITY``; :func:`security_cells`, 127 cells, 12 of them in
-  :func:`ci_cells` as ``SECURITY_CI``; the rest ``slow``): a 100-byte exchange with CURVE or
-  PLAIN on the ZeroMQ hops (``curve``, ``plain``), SP over TLS, WebSocket or secure WebSocket on
-  the SP hops (``tls``, ``ws``, ``wss``) or both through the gateway (``curve+tls``,
+* security and transport shapes (``SECURITY``; ``suites.security_cells``, 127 cells, 12 of them
+  in ``catalog.ci_cells`` as ``SECURITY_CI``; the rest ``slow``): a 100-byte exchange with CURVE
+  or PLAIN on the ZeroMQ hops (``curve``, ``plain``), SP over TLS, WebSocket or secure WebSocket
+  on the SP hops (``tls``, ``ws``, ``wss``) or both through the gateway (``curve+tls``,
   ``plain+tls``), and with the client's credentials wrong: ``curve-badkey`` (a CURVE key the
   server does not allow), ``plain-badpass`` (a wrong PLAIN password), ``tls-untrusted`` and
   ``wss-untrusted`` (a client CA that did not sign the server's certificate). Impls: native and
@@ -36,7 +37,8 @@ A cell = (client impl, client type, server impl, server type, wire/transport, ro
   certificates are made once per run (:mod:`gateway.tools.harness.security`, on
   ``gateway.tools.harness.certs``).
 
-Expected outcome (``expected(cell)``) is derived, never listed by hand:
+Expected outcome (``expected(cell)``, :mod:`gateway.tools.matrix.outcomes`) is derived, never
+listed by hand:
 
 1. the pairing tables of ``gateway.patterns.pairing`` (``zmtp_legal``, ``sp_legal`` with
    ``sp_protocol``) decide ``refused-handshake``; through the gateway both hops are checked:
@@ -58,26 +60,32 @@ the cell's timeout, and no side saw a completed handshake; nng's dialer keeps re
 TLS handshake, so this is told by the bounded wait, never by a hang); ``timeout`` (a handshake
 completed but the exchange still got no reply); ``connected`` (a pairing with no side able to
 send completed its handshake anyway); ``bad-reply``; ``error``.
+
+This module holds the axes (implementations, types, wires, shapes, limits, result columns), the
+:class:`Cell` and its checks, and the per-cell run settings; the pattern cells' rules are
+:mod:`~gateway.tools.matrix.pattern_rules`, the expected outcome and the known issues
+:mod:`~gateway.tools.matrix.outcomes`, the cell families :mod:`~gateway.tools.matrix.suites`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields
-from itertools import product
 from typing import Any
 
 from gateway.config import Limits
-from gateway.patterns.pairing import (
-    SOCKET_TYPES,
-    sp_legal,
-    sp_protocol,
-    zmtp_legal,
-    zmtp_socket_type,
-)
-from gateway.tools.harness.peers import RECEIVERS, SENDERS
+from gateway.patterns.pairing import SOCKET_TYPES
 from gateway.tools.harness.peers import Security as Sec
 from gateway.tools.matrix.impls import IMPLEMENTATIONS
+from gateway.tools.matrix.pattern_rules import (
+    DYNAMIC_SHAPES,
+    FAMILY_OF,
+    GATEWAY_PATTERN_KINDS,
+    PATTERN_BACKENDS,
+    PATTERN_IMPLS,
+    PATTERN_SHAPES,
+    PATTERN_TYPES,
+    pattern_sender,
+)
 
 MIB = 1 << 20
 
@@ -338,47 +346,6 @@ class Cell:
         return SECURITY.get(self.shape)
 
 
-def _omq_bound_subscriber(cell: Cell) -> bool:
-    """omq.rs as a subscriber that binds, a publisher connecting to it."""
-    return (cell.direct and cell.server_impl == "omq" and cell.server_type in ("SUB", "XSUB")
-            and cell.client_type in ("PUB", "XPUB") and cell.client_impl != "omq")
-
-
-def _native_router_omq_req(cell: Cell) -> bool:
-    """The native engine's ROUTER and omq.rs's REQ, directly."""
-    sides = {(cell.client_impl, cell.client_type), (cell.server_impl, cell.server_type)}
-    return cell.direct and sides == {("native", "ROUTER"), ("omq", "REQ")}
-
-
-#: intermittent known issues: pytest marks them xfail without ``strict`` (they pass at times)
-INTERMITTENT = frozenset({_native_router_omq_req})
-
-#: Cells whose observed outcome (or wire check) differs from the tables because of a bug the
-#: matrix found, with the reason. pytest marks them xfail (strict, unless INTERMITTENT: a fix
-#: makes them fail until removed here); ``gateway matrix run`` counts them as known issues,
-#: not as unexplained mismatches.
-KNOWN_ISSUES: tuple[tuple[Callable[[Cell], bool], str], ...] = (
-    (_omq_bound_subscriber,
-     "omq.rs 0.21: a SUB that binds sends its subscriptions to no publisher that connects to "
-     "it (nothing crosses; a connecting omq SUB is served, and libzmq's bound SUB is too)"),
-    (_native_router_omq_req,
-     "omq.rs 0.21, intermittent (about 1 run in 3): its REQ writes two empty frames before "
-     "its first body (on the wire after READY: 01 00 01 00 00 64 ...; the next requests have "
-     "one), so the native ROUTER reports [id, '', '', body], as it arrived; not seen with "
-     "libzmq's ROUTER, whose handshake timing differs"),
-)
-
-
-def known_issue_strict(cell: Cell) -> bool:
-    """False for an intermittent known issue (see :data:`INTERMITTENT`)."""
-    return not any(applies in INTERMITTENT and applies(cell) for applies, _ in KNOWN_ISSUES)
-
-
-def known_issue(cell: Cell) -> str | None:
-    """Why ``cell`` is known not to end as the tables say (None: it must)."""
-    return next((why for applies, why in KNOWN_ISSUES if applies(cell)), None)
-
-
 def cells_from_ids(text: str) -> tuple[Cell, ...]:
     """Cells written as their ids, one a line."""
     return tuple(Cell.from_id(line) for line in text.splitlines() if line.strip())
@@ -391,412 +358,6 @@ def validated(cells: list[Cell]) -> list[Cell]:
     for c in out:
         c.validate()
     return out
-
-
-# -- expected outcome ----------------------------------------------------------------------
-def legal(wire: str, a: str, b: str) -> bool:
-    """The pairing tables, for socket types ``a`` and ``b`` on ``wire``."""
-    if wire == "zmq":
-        return zmtp_legal(a, b)
-    return sp_legal(sp_protocol(a), sp_protocol(b))
-
-
-#: What the gateway's sockets are, as the pairing tables see them (DESIGN section 6: a raw REP
-#: in front, a raw REQ at the back; on ZMTP they announce ROUTER and DEALER).
-GATEWAY_FRONT_TYPE = "REP"
-GATEWAY_BACK_TYPE = "REQ"
-
-
-def _as_wire_type(wire: str, kind: str, raw: bool) -> str:
-    return zmtp_socket_type(kind, raw=raw) if wire == "zmq" else kind
-
-
-def hops_legal(cell: Cell) -> list[tuple[str, bool]]:
-    """Each link of the cell with its verdict from the pairing tables."""
-    if cell.direct:
-        w = cell.client_wire
-        hops = [(f"{w}: {cell.client_type}-{cell.server_type}",
-                 legal(w, cell.client_type, cell.server_type))]
-        if w == "zmq":  # a ZMTP 2.0-only peer meets only peers that still speak 2.0
-            a, b = (IMPLEMENTATIONS[i].zmtp for i in (cell.client_impl, cell.server_impl))
-            if not set(a) & set(b):
-                hops.append((f"zmq: ZMTP {'/'.join(map(str, a))} vs "
-                             f"{'/'.join(map(str, b))}", False))
-        return hops
-    cw, sw = cell.client_wire, cell.server_wire
-    front = _as_wire_type(cw, GATEWAY_FRONT_TYPE, raw=True)
-    back = _as_wire_type(sw, GATEWAY_BACK_TYPE, raw=True)
-    return [
-        (f"{cw}: {cell.client_type}-gateway {front}", legal(cw, cell.client_type, front)),
-        (f"{sw}: gateway {back}-{cell.server_type}", legal(sw, back, cell.server_type)),
-    ]
-
-
-def reply_is_oversize(cell: Cell) -> bool:
-    """Python responders answer with a reply as large as the request; CLI responders with a
-    short fixed reply when the request is oversize (a CLI cannot compute its answer)."""
-    responder = cell.responder
-    return responder is not None and cell.impl_of(responder) not in CLI_IMPLS
-
-
-def limits_on_path(cell: Cell) -> list[str]:
-    """Who refuses an oversize message on this cell's path (empty: nobody)."""
-    if cell.shape != "oversize" or cell.requester is None:
-        return []
-    size = SHAPES[cell.shape]
-    out = []
-    responder = cell.responder
-    requester = cell.requester
-    if responder is not None:
-        lim = RECV_LIMITS[cell.impl_of(responder)]
-        if lim is not None and size > lim:
-            out.append(f"{responder} {cell.impl_of(responder)} (request, limit {lim})")
-    if not cell.direct and size > GATEWAY_LIMIT:
-        out.append(f"gateway (limit {GATEWAY_LIMIT})")
-    if reply_is_oversize(cell):
-        lim = RECV_LIMITS[cell.impl_of(requester)]
-        if lim is not None and size > lim:
-            out.append(f"{requester} {cell.impl_of(requester)} (reply, limit {lim})")
-    return out
-
-
-def expected(cell: Cell) -> str:
-    """``exchanged`` | ``refused-handshake`` | ``refused-limit``, from the tables (see module doc)."""
-    if cell.family != "reqrep":
-        return "exchanged" if all(ok for _, ok in pattern_hops_legal(cell)) else "refused-handshake"
-    if not all(ok for _, ok in hops_legal(cell)):
-        return "refused-handshake"
-    if cell.security is not None and cell.security.bad:
-        return "refused-auth"
-    if limits_on_path(cell):
-        return "refused-limit"
-    return "exchanged"
-
-
-def expected_reason(cell: Cell) -> str:
-    hops = pattern_hops_legal(cell) if cell.family != "reqrep" else hops_legal(cell)
-    bad = [name for name, ok in hops if not ok]
-    if bad:
-        return "illegal " + "; ".join(bad)
-    if cell.security is not None and cell.security.bad:
-        return f"legal, with the wrong credentials ({cell.shape})"
-    lim = limits_on_path(cell)
-    if lim:
-        return "over the limit of " + ", ".join(lim)
-    return "legal"
-
-
-# -- the matrix ------------------------------------------------------------------------------
-def _direct(wire: str, net: str, ci: str, si: str, ct: str, st: str, shape: str) -> Cell:
-    return Cell(ci, ct, si, st, f"{wire}+{net}", "direct", shape)
-
-
-def _gw(cw: str, sw: str, net: str, fb: str, bb: str, ci: str, ct: str, si: str, st: str,
-        shape: str) -> Cell:
-    return Cell(ci, ct, si, st, f"{cw}+{net}->{sw}+{net}", f"gateway:{fb}->{bb}", shape)
-
-
-def _shapes_for(cell: Cell) -> tuple[str, ...]:
-    """Every shape for legal pairings where the client asks; one shape for the others."""
-    if all(ok for _, ok in hops_legal(cell)) and cell.requester == "client":
-        return DATA_SHAPES
-    return ("small",)
-
-
-def _observable(cell: Cell) -> bool:
-    """A pairing where nobody can send is only observable through handshake evidence."""
-    if cell.requester is not None:
-        return True
-    return bool({cell.client_impl, cell.server_impl} & EVIDENCE_IMPLS)
-
-
-GW_CLIENTS = {
-    "zmq": [("native", "REQ"), ("libzmq", "REQ"), ("libzmq", "DEALER"), ("libzmq", "ROUTER"),
-            ("native", "DEALER")],
-    "sp": [("native", "REQ"), ("nng", "REQ"), ("nng-raw", "REQ"), ("nanomsg", "REQ"),
-           ("nng-1.5", "REQ")],
-}
-GW_SERVERS = {
-    "zmq": [("native", "REP"), ("libzmq", "REP"), ("libzmq", "ROUTER"), ("libzmq", "DEALER"),
-            ("native", "ROUTER")],
-    "sp": [("native", "REP"), ("nng", "REP"), ("nng-raw", "REP"), ("nanomsg", "REP"),
-           ("nng-1.5", "REP")],
-}
-GW_DEFAULT_CLIENT = {"zmq": ("libzmq", "REQ"), "sp": ("nng", "REQ")}
-GW_DEFAULT_SERVER = {"zmq": ("libzmq", "REP"), "sp": ("nng", "REP")}
-#: an illegal peer for each side of the gateway: a REP client (vs the front's ROUTER/rep0) and
-#: a REQ server (vs the back's DEALER/req0).
-GW_BAD_CLIENT = {"zmq": ("libzmq", "REP"), "sp": ("nng", "REP")}
-GW_BAD_SERVER = {"zmq": ("libzmq", "REQ"), "sp": ("nng", "REQ")}
-
-
-def gateway_cells(net: str = "tcp", backends: str = "all") -> list[Cell]:
-    out: list[Cell] = []
-    for cw, sw in product(WIRES, repeat=2):
-        for fb, bb in product(BACKENDS[cw], BACKENDS[sw]):
-            if backends == "default" and (fb, bb) != (BACKENDS[cw][0], BACKENDS[sw][0]):
-                continue
-            if backends == "native" and (fb, bb) != ("native", "native"):
-                continue
-            dc, ds = GW_DEFAULT_CLIENT[cw], GW_DEFAULT_SERVER[sw]
-            pairs = [(c, ds) for c in GW_CLIENTS[cw]] + [(dc, s) for s in GW_SERVERS[sw]]
-            pairs += [(GW_BAD_CLIENT[cw], ds), (dc, GW_BAD_SERVER[sw])]
-            seen = set()
-            for (ci, ct), (si, st) in pairs:
-                if (ci, ct, si, st) in seen:
-                    continue
-                seen.add((ci, ct, si, st))
-                out.append(_gw(cw, sw, net, fb, bb, ci, ct, si, st, "small"))
-            for shape in ("empty", "64k", "oversize"):
-                out.append(_gw(cw, sw, net, fb, bb, *dc, *ds, shape))
-    return out
-
-
-def heartbeat_cells() -> list[Cell]:
-    """ZMTP liveness: native and libzmq heartbeats against each other, directly and through
-    the gateway on every route with a ZeroMQ side (both backends)."""
-    cells = [_direct("zmq", "tcp", ci, si, ct, st, "heartbeat")
-             for ci, si in product(ZMTP_IMPLS, repeat=2)
-             for ct, st in (("REQ", "REP"), ("DEALER", "ROUTER"))]
-    for cw, sw in product(WIRES, repeat=2):
-        if "zmq" not in (cw, sw):
-            continue
-        for fb, bb in product(BACKENDS[cw], BACKENDS[sw]):
-            cells.append(_gw(cw, sw, "tcp", fb, bb, *GW_DEFAULT_CLIENT[cw],
-                             *GW_DEFAULT_SERVER[sw], "heartbeat"))
-    return cells
-
-
-def security_cells() -> list[Cell]:
-    """CURVE and PLAIN on ZeroMQ hops, TLS, ws and wss on SP hops: directly between the native
-    engine and the libraries, and through the gateway (native and library backends), with the
-    right credentials (exchanged) and the wrong ones (refused-auth)."""
-    cells: list[Cell] = []
-    zmq_shapes = ("curve", "curve-badkey", "plain", "plain-badpass")
-    sp_shapes = ("tls", "tls-untrusted", "ws", "wss", "wss-untrusted")
-    for ci, si in product(SECURE_IMPLS["zmq"], repeat=2):
-        cells += [_direct("zmq", "tcp", ci, si, "REQ", "REP", s) for s in zmq_shapes]
-    cells += [_direct("zmq", "tcp", "libzmq", "native", "DEALER", "ROUTER", s)
-              for s in ("curve", "plain")]
-    for ci, si in product(SECURE_IMPLS["sp"], repeat=2):
-        cells += [_direct("sp", "tcp", ci, si, "REQ", "REP", s) for s in sp_shapes]
-    for cw, sw in product(WIRES, repeat=2):
-        shapes = [s for s, sec in SECURITY.items()
-                  if (not sec.zmtp or "zmq" in (cw, sw)) and (not sec.sp or "sp" in (cw, sw))
-                  and (not sec.bad or cw == ("zmq" if sec.zmtp else "sp"))]
-        for fb, bb in product(BACKENDS[cw], BACKENDS[sw]):
-            sp_backends = {b for w, b in ((cw, fb), (sw, bb)) if w == "sp"}
-            for shape in shapes:
-                if SECURITY[shape].sp in ("ws", "wss") and "pynng" in sp_backends:
-                    continue  # the gateway's ws and wss are the native engine's
-                cells.append(_gw(cw, sw, "tcp", fb, bb, *GW_DEFAULT_CLIENT[cw],
-                                 *GW_DEFAULT_SERVER[sw], shape))
-    return validated(cells)
-
-
-#: the security cells CI runs: CURVE and PLAIN right and wrong against libzmq, TLS and wss
-#: right and wrong against nng, and the chains of the issue through the gateway
-SECURITY_CI = cells_from_ids("""
-libzmq:REQ>native:REP@zmq+tcp/direct/curve
-libzmq:REQ>native:REP@zmq+tcp/direct/curve-badkey
-native:REQ>libzmq:REP@zmq+tcp/direct/plain-badpass
-nng:REQ>native:REP@sp+tcp/direct/tls-untrusted
-native:REQ>nng:REP@sp+tcp/direct/wss
-libzmq:REQ>nng:REP@zmq+tcp->sp+tcp/gateway:native->native/curve+tls
-nng:REQ>libzmq:REP@sp+tcp->zmq+tcp/gateway:native->pyzmq/plain+tls
-nng:REQ>libzmq:REP@sp+tcp->zmq+tcp/gateway:native->native/ws
-libzmq:REQ>nng:REP@zmq+tcp->sp+tcp/gateway:pyzmq->native/plain-badpass
-libzmq:DEALER>native:ROUTER@zmq+tcp/direct/plain
-native:REQ>nng:REP@sp+tcp/direct/tls
-nng:REQ>libzmq:REP@sp+tcp->zmq+tcp/gateway:native->native/wss-untrusted
-""")
-
-
-def oneport_cells() -> list[Cell]:
-    """One port, both wires (``any+tcp://``, route ``gateway:any-><back>``): every gateway
-    client of each wire, legal and illegal, to the default server of each wire with both
-    back ends, and the data shapes for the default pairs; ipc once per direction."""
-    cells: list[Cell] = []
-    for cw, sw in product(WIRES, repeat=2):
-        ds = GW_DEFAULT_SERVER[sw]
-        for bb in BACKENDS[sw]:
-            for client in [*GW_CLIENTS[cw], GW_BAD_CLIENT[cw]]:
-                cells.append(_gw(cw, sw, "tcp", ONE_PORT, bb, *client, *ds, "small"))
-            cells += [_gw(cw, sw, "tcp", ONE_PORT, bb, *GW_DEFAULT_CLIENT[cw], *ds, shape)
-                      for shape in ("empty", "64k", "oversize")]
-        cells.append(_gw(cw, sw, "ipc", ONE_PORT, "native", *GW_DEFAULT_CLIENT[cw], *ds,
-                         "small"))
-    return validated(cells)
-
-
-#: the one-port cells CI runs: each client wire to each server wire, a DEALER with its own
-#: envelope, and an illegal client on the shared port
-ONEPORT_CI = cells_from_ids("""
-libzmq:REQ>nng:REP@zmq+tcp->sp+tcp/gateway:any->native/small
-libzmq:DEALER>libzmq:REP@zmq+tcp->zmq+tcp/gateway:any->native/small
-nng:REQ>nng:REP@sp+tcp->sp+tcp/gateway:any->native/small
-nng:REQ>libzmq:REP@sp+tcp->zmq+tcp/gateway:any->pyzmq/small
-libzmq:REP>nng:REP@zmq+tcp->sp+tcp/gateway:any->native/small
-""")
-
-
-def jeromq_cells() -> list[Cell]:
-    """JeroMQ 0.3 (ZMTP 2.0) against the peers that negotiate: the native engine (every ordered
-    type pairing, legal and illegal, as client and as server), libzmq, and through the gateway
-    both ways with the native and the library backends. Its CI share is in :func:`ci_cells`;
-    the rest is ``slow`` (one JVM per peer)."""
-    cells: list[Cell] = []
-    for ct, st in product(ZMTP_TYPES, repeat=2):
-        for ci, si in (("native", JEROMQ), (JEROMQ, "native")):
-            if ci == JEROMQ and ct == "ROUTER":
-                continue  # a ROUTER requester needs the server's id first; not played by JeroMQ
-            base = _direct("zmq", "tcp", ci, si, ct, st, "small")
-            if _observable(base):
-                cells += [_direct("zmq", "tcp", ci, si, ct, st, s) for s in _shapes_for(base)]
-    cells += [
-        _direct("zmq", "tcp", JEROMQ, "libzmq", "REQ", "REP", "small"),
-        _direct("zmq", "tcp", JEROMQ, "libzmq", "DEALER", "ROUTER", "small"),
-        _direct("zmq", "tcp", "libzmq", JEROMQ, "REQ", "REP", "small"),
-        _direct("zmq", "tcp", "libzmq", JEROMQ, "DEALER", "ROUTER", "64k"),
-    ]
-    for fb, bb in (("native", "native"), ("pyzmq", "pynng")):
-        for ct in ("REQ", "DEALER", "REP"):  # REP: illegal at the gateway's front
-            cells.append(_gw("zmq", "sp", "tcp", fb, bb, JEROMQ, ct, "nng", "REP", "small"))
-    for fb, bb in (("native", "native"), ("pynng", "pyzmq")):
-        for st in ("REP", "ROUTER", "DEALER", "REQ"):  # REQ: illegal at the gateway's back
-            cells.append(_gw("sp", "zmq", "tcp", fb, bb, "nng", "REQ", JEROMQ, st, "small"))
-    cells.append(_gw("zmq", "zmq", "tcp", "native", "native", JEROMQ, "DEALER", JEROMQ, "ROUTER",
-                     "small"))
-    return validated(cells)
-
-
-#: the JeroMQ cells CI runs (a JVM per peer: a handful, each a different path)
-JEROMQ_CI = cells_from_ids("""
-jeromq-0.3:REQ>native:REP@zmq+tcp/direct/small
-native:DEALER>jeromq-0.3:ROUTER@zmq+tcp/direct/small
-jeromq-0.3:REP>native:REP@zmq+tcp/direct/small
-jeromq-0.3:DEALER>nng:REP@zmq+tcp->sp+tcp/gateway:native->native/small
-nng:REQ>jeromq-0.3:ROUTER@sp+tcp->zmq+tcp/gateway:native->native/small
-""")
-
-
-# -- running ----------------------------------------------------------------------------------
-DEFAULT_TIMEOUT = 2.0
-
-
-def hard_timeout(timeout: float) -> float:
-    """Wall-clock ceiling of one cell: set-up (gateway start), probe, rounds, tear-down."""
-    return 30.0 + 6 * timeout
-
-
-def executor() -> str:
-    """Where a cell ran: host and working directory (on a Spark worker, the executor's own
-    directory: ``.../work/app-.../<executor id>``)."""
-    import os
-    import socket
-
-    return f"{socket.gethostname()}:{os.getcwd()}"
-
-
-def error_row(cell: Cell, detail: str, duration: float = 0.0) -> dict[str, Any]:
-    row: dict[str, Any] = dict(cell.as_dict())
-    row.update(expected=expected(cell), observed="error", envelope_ok=False, rtt_us=None,
-               detail=detail[:2000], cell_id=cell.cell_id, wire=cell.wire,
-               duration_s=round(duration, 3), bytes_seen="", executor=executor())
-    return row
-
-
-# ---------------------------------------------------------------------------------------------
-# pub/sub, pipeline and pair (docs/patterns.md)
-#
-# The same Cell, with the patterns' socket types. Shapes: ``topic`` (the subscriber holds
-# ``a.``), ``prefix`` (``a``: a prefix of ``a.`` and ``ab``), ``all`` (the empty subscription:
-# everything, the empty message too), ``multi`` (``a.`` and ``b.``), all four publishing one
-# round of messages for subscribed, unsubscribed and prefix-of-another topics; ``stream`` (20
-# numbered messages, each way for pair). Delivery is checked exactly: count, order per sender,
-# nothing for topics nobody subscribed to. Observed: ``exchanged`` (the delivery check passed),
-# ``refused-handshake`` (nothing crossed within the timeout), ``bad-delivery``, ``error``.
-
-#: the patterns' socket types per wire (SP pair0/pair1 are distinct protocols, 0x10/0x11)
-PATTERN_TYPES = {"zmq": ("PUB", "SUB", "XPUB", "XSUB", "PUSH", "PULL", "PAIR"),
-                 "sp": ("PUB", "SUB", "PUSH", "PULL", "PAIR0", "PAIR1")}
-FAMILY_OF = {"PUB": "pubsub", "SUB": "pubsub", "XPUB": "pubsub", "XSUB": "pubsub",
-             "PUSH": "pipeline", "PULL": "pipeline", "PAIR": "pair", "PAIR0": "pair",
-             "PAIR1": "pair"}
-PATTERN_SHAPES = ("topic", "prefix", "all", "multi", "unsubscribe", "late", "stream")
-PUBSUB_SHAPES = ("topic", "prefix", "all", "multi")
-#: pub/sub shapes over time: ``unsubscribe`` (the subscriber holds ``a.`` and ``b.``, gets a
-#: round, drops ``b.``, gets the next round without it), ``late`` (a second subscriber of the
-#: same implementation, holding ``b.``, joins after a first round: the next round reaches both)
-DYNAMIC_SHAPES = ("unsubscribe", "late")
-#: ZMTP (RFC 37's compatibility table, as libzmq 4.3.5 checks it at READY)
-ZMTP_PATTERN_PEERS: dict[str, frozenset[str]] = {
-    "PUB": frozenset({"SUB", "XSUB"}), "XPUB": frozenset({"SUB", "XSUB"}),
-    "SUB": frozenset({"PUB", "XPUB"}), "XSUB": frozenset({"PUB", "XPUB"}),
-    "PUSH": frozenset({"PULL"}), "PULL": frozenset({"PUSH"}), "PAIR": frozenset({"PAIR"}),
-}
-#: SP (nng: only the declared peer protocol; pub0 0x20/sub0 0x21, push0 0x50/pull0 0x51,
-#: pair0 0x10, pair1 0x11)
-SP_PATTERN_PEERS: dict[str, frozenset[str]] = {
-    "PUB": frozenset({"SUB"}), "SUB": frozenset({"PUB"}), "PUSH": frozenset({"PULL"}),
-    "PULL": frozenset({"PUSH"}), "PAIR0": frozenset({"PAIR0"}), "PAIR1": frozenset({"PAIR1"}),
-}
-#: the gateway's own sockets per pattern: (front, back) per wire
-GATEWAY_PATTERN_KINDS = {
-    "pubsub": {"zmq": ("XPUB", "XSUB"), "sp": ("PUB", "SUB")},
-    "pipeline": {"zmq": ("PULL", "PUSH"), "sp": ("PULL", "PUSH")},
-    "pair": {"zmq": ("PAIR", "PAIR"), "sp": ("PAIR0", "PAIR0")},
-    "pair1": {"zmq": ("PAIR", "PAIR"), "sp": ("PAIR1", "PAIR1")},
-}
-PATTERN_BACKENDS = {"zmq": ("pyzmq", "native"), "sp": ("pynng", "native")}
-PATTERN_IMPLS = tuple(n for n, i in IMPLEMENTATIONS.items() if i.patterns)
-
-
-def pattern_legal(wire: str, a: str, b: str) -> bool:
-    table = ZMTP_PATTERN_PEERS if wire == "zmq" else SP_PATTERN_PEERS
-    return b in table.get(a, frozenset()) and a in table.get(b, frozenset())
-
-
-def pattern_hops_legal(cell: Cell) -> list[tuple[str, bool]]:
-    if cell.direct:
-        w = cell.client_wire
-        return [(f"{w}: {cell.client_type}-{cell.server_type}",
-                 pattern_legal(w, cell.client_type, cell.server_type))]
-    kinds = GATEWAY_PATTERN_KINDS[cell.gateway_pattern]
-    cw, sw = cell.client_wire, cell.server_wire
-    front, back = kinds[cw][0], kinds[sw][1]
-    return [(f"{cw}: {cell.client_type}-gateway {front}",
-             pattern_legal(cw, cell.client_type, front)),
-            (f"{sw}: gateway {back}-{cell.server_type}",
-             pattern_legal(sw, back, cell.server_type))]
-
-
-def pattern_sender(cell: Cell) -> str:
-    """Which side sends (for pair: first; the other answers the same way)."""
-    if cell.server_type in ("PUB", "XPUB", "PUSH") or cell.client_type not in SENDERS:
-        return "server"
-    return "client"
-
-
-#: what the subscribing side holds, per pub/sub shape
-SHAPE_TOPICS: dict[str, tuple[bytes, ...]] = {"topic": (b"a.",), "prefix": (b"a",),
-                                             "all": (b"",), "multi": (b"a.", b"b."),
-                                             "unsubscribe": (b"a.", b"b."), "late": (b"a.",)}
-#: ``unsubscribe``: what the subscriber drops after its first round; ``late``: what the late
-#: joiner holds
-SHAPE_CHANGE: dict[str, bytes] = {"unsubscribe": b"b.", "late": b"b."}
-#: one round: subscribed, not subscribed, a prefix of another (``a`` vs ``a.``), the empty one
-PUBSUB_ROUND = (b"a.1", b"b.1", b"c.1", b"a", b"ab", b"a.2", b"", b"b.2", b"bb", b"a.3")
-STREAM_ROUND = tuple(b"m-%02d" % i for i in range(20))
-
-
-def delivery_expected(cell: Cell, topics: tuple[bytes, ...] | None = None) -> list[bytes]:
-    """What the receiving side must get from one round, exactly and in order (``topics``:
-    what it holds, when not the shape's first set)."""
-    if topics is not None or cell.shape in SHAPE_TOPICS:
-        held = SHAPE_TOPICS[cell.shape] if topics is None else topics
-        return [m for m in PUBSUB_ROUND if any(m.startswith(t) for t in held)]
-    return list(STREAM_ROUND)
 
 
 def validate_pattern_cell(cell: Cell) -> None:
@@ -829,123 +390,19 @@ def validate_pattern_cell(cell: Cell) -> None:
             raise ValueError(f"bad route {cell.route!r} for {cell.transport}")
 
 
-def _pc(ci: str, ct: str, si: str, st: str, transport: str, route: str, shape: str) -> Cell:
-    return Cell(ci, ct, si, st, transport, route, shape)
+# -- running ----------------------------------------------------------------------------------
+DEFAULT_TIMEOUT = 2.0
 
 
-_LIB = {"zmq": "libzmq", "sp": "nng"}
-_GW_BACKEND = {"zmq": "pyzmq", "sp": "pynng"}
+def hard_timeout(timeout: float) -> float:
+    """Wall-clock ceiling of one cell: set-up (gateway start), probe, rounds, tear-down."""
+    return 30.0 + 6 * timeout
 
 
-def _sp_pair(pattern: str) -> str:
-    return "PAIR1" if pattern == "pair1" else "PAIR0"
+def executor() -> str:
+    """Where a cell ran: host and working directory (on a Spark worker, the executor's own
+    directory: ``.../work/app-.../<executor id>``)."""
+    import os
+    import socket
 
-
-def pattern_cells() -> list[Cell]:
-    """Every pattern cell (``gateway matrix run``; the CI runs :func:`pattern_ci_cells`)."""
-    cells: list[Cell] = []
-    # direct, each wire, the libraries: every ordered pairing of the pattern types (the legal
-    # ones with their shapes, the illegal ones once)
-    for wire in WIRES:
-        lib = _LIB[wire]
-        for ct, st in product(PATTERN_TYPES[wire], repeat=2):
-            if not ((ct in SENDERS and st in RECEIVERS) or (st in SENDERS and ct in RECEIVERS)):
-                continue  # nothing could cross even if libzmq/nng let them pair
-            if pattern_legal(wire, ct, st):
-                if FAMILY_OF[ct] == "pubsub" and st in ("PUB", "XPUB"):
-                    shapes: tuple[str, ...] = PUBSUB_SHAPES
-                elif FAMILY_OF[ct] == "pubsub":
-                    continue  # a publishing client to a subscribing server: the next loop
-                else:
-                    shapes = ("stream",)
-            else:
-                shapes = ("stream",) if FAMILY_OF[ct] != "pubsub" else ("topic",)
-            cells += [_pc(lib, ct, lib, st, f"{wire}+tcp", "direct", sh) for sh in shapes]
-    # direct SP across implementations (nng, nanomsg, nng 1.5): each pattern both ways
-    sp_impls = ("nng", "nanomsg", "nng-1.5")
-    for ci, si in product(sp_impls, repeat=2):
-        if ci == si == "nng":
-            continue
-        cells.append(_pc(ci, "SUB", si, "PUB", "sp+tcp", "direct", "topic"))
-        cells.append(_pc(ci, "PUSH", si, "PULL", "sp+tcp", "direct", "stream"))
-        cells.append(_pc(ci, "PAIR0", si, "PAIR0", "sp+tcp", "direct", "stream"))
-        if "nanomsg" not in (ci, si):
-            cells.append(_pc(ci, "PAIR1", si, "PAIR1", "sp+tcp", "direct", "stream"))
-    cells.append(_pc("nng", "PAIR0", "nng-1.5", "PAIR1", "sp+tcp", "direct", "stream"))  # illegal
-    # through the gateway: each pattern, both directions across the families, every shape
-    for cw, sw in (("zmq", "sp"), ("sp", "zmq"), ("zmq", "zmq"), ("sp", "sp")):
-        route = f"{_GW_BACKEND[cw]}->{_GW_BACKEND[sw]}"
-        t = f"{cw}+tcp->{sw}+tcp"
-        sub = "SUB"
-        for sh in PUBSUB_SHAPES:
-            cells.append(_pc(_LIB[cw], sub, _LIB[sw], "PUB", t, f"gateway-pubsub:{route}", sh))
-        cells.append(_pc(_LIB[cw], "PUSH", _LIB[sw], "PULL", t, f"gateway-pipeline:{route}",
-                         "stream"))
-        for pattern in ("pair", "pair1") if "sp" in (cw, sw) else ("pair",):
-            ctype = "PAIR" if cw == "zmq" else _sp_pair(pattern)
-            stype = "PAIR" if sw == "zmq" else _sp_pair(pattern)
-            cells.append(_pc(_LIB[cw], ctype, _LIB[sw], stype, t, f"gateway-{pattern}:{route}",
-                             "stream"))
-        # illegal peers on each side of the gateway
-        cells.append(_pc(_LIB[cw], "PULL", _LIB[sw], "PUB", t, f"gateway-pubsub:{route}",
-                         "topic"))  # the client is no subscriber
-        cells.append(_pc(_LIB[cw], "PUSH", _LIB[sw], "SUB", t, f"gateway-pipeline:{route}",
-                         "stream"))  # the server is no PULL
-        if cw == "zmq" and sw == "zmq":
-            cells.append(_pc("libzmq", "XSUB", "libzmq", "XPUB", t, f"gateway-pubsub:{route}",
-                             "topic"))
-    # the native engine on both sides of the gateway: each pattern, both directions
-    for cw, sw in (("zmq", "sp"), ("sp", "zmq")):
-        t = f"{cw}+tcp->{sw}+tcp"
-        cells += [
-            _pc(_LIB[cw], "SUB", _LIB[sw], "PUB", t, "gateway-pubsub:native->native", "multi"),
-            _pc(_LIB[cw], "SUB", _LIB[sw], "PUB", t, "gateway-pubsub:native->native", "all"),
-            _pc(_LIB[cw], "PUSH", _LIB[sw], "PULL", t, "gateway-pipeline:native->native", "stream"),
-            _pc(_LIB[cw], "PAIR" if cw == "zmq" else "PAIR1", _LIB[sw],
-                "PAIR" if sw == "zmq" else "PAIR1", t, "gateway-pair1:native->native", "stream"),
-            _pc(_LIB[cw], "PULL", _LIB[sw], "PUB", t, "gateway-pubsub:native->native", "topic"),
-        ]
-    # the CLIs through the gateway
-    for cli in ("nanomsg", "nng-1.5"):
-        cells += [
-            _pc(cli, "SUB", "libzmq", "PUB", "sp+tcp->zmq+tcp", "gateway-pubsub:pynng->pyzmq", "topic"),
-            _pc("libzmq", "SUB", cli, "PUB", "zmq+tcp->sp+tcp", "gateway-pubsub:pyzmq->pynng", "topic"),
-            _pc(cli, "PUSH", "libzmq", "PULL", "sp+tcp->zmq+tcp", "gateway-pipeline:pynng->pyzmq", "stream"),
-            _pc("libzmq", "PUSH", cli, "PULL", "zmq+tcp->sp+tcp", "gateway-pipeline:pyzmq->pynng", "stream"),
-            _pc("libzmq", "PAIR", cli, "PAIR0", "zmq+tcp->sp+tcp", "gateway-pair:pyzmq->pynng", "stream"),
-            _pc(cli, "PAIR0", "libzmq", "PAIR", "sp+tcp->zmq+tcp", "gateway-pair:pynng->pyzmq", "stream"),
-            _pc(cli, "PULL", "libzmq", "PUB", "sp+tcp->zmq+tcp", "gateway-pubsub:pynng->pyzmq", "topic"),
-        ]
-    cells.append(_pc("nng-1.5", "PAIR1", "libzmq", "PAIR", "sp+tcp->zmq+tcp",
-                     "gateway-pair1:pynng->pyzmq", "stream"))
-    return validated(cells)
-
-
-def pattern_ci_cells() -> list[Cell]:
-    """The representative pattern selection for CI: each family direct on both wires (legal
-    and illegal), each family through the gateway both ways across the families, the topic
-    shapes once each, a CLI per family, and an illegal peer on each side of the gateway."""
-    g_zs, g_sz = "zmq+tcp->sp+tcp", "sp+tcp->zmq+tcp"
-    cells = [
-        _pc("libzmq", "SUB", "libzmq", "XPUB", "zmq+tcp", "direct", "topic"),
-        _pc("libzmq", "PUSH", "libzmq", "SUB", "zmq+tcp", "direct", "stream"),  # illegal
-        _pc("nng", "SUB", "nng", "PUB", "sp+tcp", "direct", "multi"),
-        _pc("nng", "PAIR0", "nng", "PAIR1", "sp+tcp", "direct", "stream"),  # illegal
-        _pc("nanomsg", "PUSH", "nng-1.5", "PULL", "sp+tcp", "direct", "stream"),
-        _pc("libzmq", "SUB", "nng", "PUB", g_zs, "gateway-pubsub:pyzmq->pynng", "multi"),
-        _pc("libzmq", "SUB", "nng", "PUB", g_zs, "gateway-pubsub:pyzmq->pynng", "prefix"),
-        _pc("nng", "SUB", "libzmq", "PUB", g_sz, "gateway-pubsub:pynng->pyzmq", "all"),
-        _pc("libzmq", "PUSH", "nng", "PULL", g_zs, "gateway-pipeline:pyzmq->pynng", "stream"),
-        _pc("nng", "PUSH", "libzmq", "PULL", g_sz, "gateway-pipeline:pynng->pyzmq", "stream"),
-        _pc("libzmq", "PAIR", "nng", "PAIR0", g_zs, "gateway-pair:pyzmq->pynng", "stream"),
-        _pc("nng", "PAIR1", "libzmq", "PAIR", g_sz, "gateway-pair1:pynng->pyzmq", "stream"),
-        _pc("nanomsg", "SUB", "libzmq", "PUB", g_sz, "gateway-pubsub:pynng->pyzmq", "topic"),
-        _pc("libzmq", "PUSH", "nng-1.5", "PULL", g_zs, "gateway-pipeline:pyzmq->pynng", "stream"),
-        _pc("libzmq", "PULL", "nng", "PUB", g_zs, "gateway-pubsub:pyzmq->pynng", "topic"),  # bad client
-        _pc("nng", "PUSH", "libzmq", "SUB", g_sz, "gateway-pipeline:pynng->pyzmq", "stream"),  # bad server
-        _pc("libzmq", "SUB", "nng", "PUB", g_zs, "gateway-pubsub:native->native", "multi"),
-        _pc("nng", "SUB", "libzmq", "PUB", g_sz, "gateway-pubsub:native->native", "all"),
-        _pc("nng", "PUSH", "libzmq", "PULL", g_sz, "gateway-pipeline:native->native", "stream"),
-        _pc("libzmq", "PAIR", "nng", "PAIR1", g_zs, "gateway-pair1:native->native", "stream"),
-    ]
-    return validated(cells)
+    return f"{socket.gethostname()}:{os.getcwd()}"

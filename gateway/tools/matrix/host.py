@@ -25,7 +25,8 @@ import threading
 import time
 from typing import Any
 
-from gateway.tools.matrix.cells import DEFAULT_TIMEOUT, Cell, error_row, hard_timeout
+from gateway.tools.matrix.cells import DEFAULT_TIMEOUT, Cell, hard_timeout
+from gateway.tools.matrix.outcomes import error_row
 
 
 def _run_forked(cell: Cell, timeout: float) -> dict[str, Any]:

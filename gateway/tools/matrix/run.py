@@ -18,14 +18,8 @@ import time
 from typing import Any
 
 from gateway.tools.matrix.catalog import all_cells, select
-from gateway.tools.matrix.cells import (
-    DEFAULT_TIMEOUT,
-    RESULT_COLUMNS,
-    SKIPPED,
-    Cell,
-    expected,
-    known_issue,
-)
+from gateway.tools.matrix.cells import DEFAULT_TIMEOUT, RESULT_COLUMNS, SKIPPED, Cell
+from gateway.tools.matrix.outcomes import expected, known_issue
 
 
 def configure_parser(p: argparse.ArgumentParser) -> None:

@@ -5,12 +5,9 @@ connects to the server, its front binds on :0 and reports READY), the client con
 responder starts answering, then the requester exchanges: an oversize cell first proves the
 handshake with a small probe, then runs its rounds; the median round trip is ``rtt_us``.
 
-Envelope checks (``envelope_ok``) compare what each side saw with what the DESIGN says must be
-on the wire: ZMTP hops before the delimiter (ROUTER/DEALER responders see the peer identity and,
-through the gateway, the gateway's own hops: one 4-byte frame per SP hop with the top bit set on
-the last), SP headers as nng's raw REP hands them over (pipe id with the top bit clear, then the
-request id with the top bit set; the request id of a cooked requester counts up by one per
-request), replies byte for byte (the raw nng REQ gets back exactly the header it sent).
+This module holds the cell's set-up and its row (:func:`run_cell_inline`, the request-reply
+play and the pattern play); the exchange itself is :mod:`gateway.tools.matrix.exchange`, what
+was observed and the envelope checks :mod:`gateway.tools.matrix.envelope`.
 """
 
 from __future__ import annotations
@@ -25,59 +22,31 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
-from gateway.patterns.pairing import sp_protocol, zmtp_socket_type
+from gateway.patterns.pairing import zmtp_socket_type
 from gateway.tools.harness import security as sec_material
 from gateway.tools.harness.gateway import Gateway, Zygote
-from gateway.tools.harness.peers import (
-    GATEWAY_ID,
-    HEARTBEAT,
-    SERVER_ID,
-    Peer,
-    Reply,
-    Seen,
-    make_peer,
-)
+from gateway.tools.harness.peers import GATEWAY_ID, HEARTBEAT, Peer, make_peer
 from gateway.tools.harness.peers.cli import CliPeer
 from gateway.tools.harness.procs import Unavailable, lib_url
 from gateway.tools.matrix.cells import (
     CLI_IMPLS,
-    DYNAMIC_SHAPES,
-    HEARTBEAT_IDLE,
     IMPLS,
-    JEROMQ,
     ONE_PORT,
+    Cell,
+    executor,
+)
+from gateway.tools.matrix.envelope import Outcome, _check_responder, _check_wire
+from gateway.tools.matrix.exchange import _exchange, _observe_idle, make_payload, reply_of
+from gateway.tools.matrix.outcomes import expected, expected_reason
+from gateway.tools.matrix.pattern_rules import (
+    DYNAMIC_SHAPES,
     PUBSUB_ROUND,
-    SECURITY,
     SHAPE_CHANGE,
     SHAPE_TOPICS,
-    SHAPES,
     STREAM_ROUND,
-    Cell,
     delivery_expected,
-    executor,
-    expected,
-    expected_reason,
-    limits_on_path,
     pattern_sender,
 )
-from gateway.tools.matrix.probe import wire_probe
-
-REPLY_TABLE = bytes((b + 1) & 0xFF for b in range(256))
-ROUNDS = {"small": 5, "empty": 5, "64k": 3, "oversize": 2, "heartbeat": 2,
-          **dict.fromkeys(SECURITY, 2)}
-PATTERN = bytes(range(251))
-
-
-def make_payload(shape: str) -> bytes:
-    n = SHAPES[shape]
-    reps = n // len(PATTERN) + 1
-    return (PATTERN * reps)[:n]
-
-
-def reply_of(request: bytes) -> bytes:
-    """What a Python responder answers: the request with every byte + 1 (same size)."""
-    return request.translate(REPLY_TABLE)
-
 
 #: how the gateway's back URL names an SP server's wire (nng+, nanomsg+ are sp+ aliases)
 SP_SERVER_SCHEME = {"native": "sp", "nanomsg": "nanomsg", **{n: "nng" for n in IMPLS
@@ -107,30 +76,6 @@ def _hop_url(cell: Cell, wire: str, workdir: str, name: str) -> str:
     if sec is not None and sec.sp and wire == "sp":
         return sec_material.sp_url(sec.sp)
     return _bind_url(cell.net, workdir, name)
-
-
-class Outcome:
-    def __init__(self) -> None:
-        self.observed = "error"
-        self.details: list[str] = []
-        self.envelope_problems: list[str] = []
-        self.rtts: list[float] = []
-        self.bytes_seen: list[str] = []  # what each side received, for people (hex, cut)
-        #: the cell's gateway once started: stopped even when the play raises after it (an
-        #: unavailable client left it running, outside the cell's process group)
-        self.gateway: Gateway | None = None
-
-    def saw(self, who: str, messages: list[bytes] | tuple[bytes, ...]) -> None:
-        """Record (cut short) the messages ``who`` received."""
-        shown = " ".join(m[:24].hex() + ("…" if len(m) > 24 else "") for m in messages[:6])
-        more = f" (+{len(messages) - 6})" if len(messages) > 6 else ""
-        self.bytes_seen.append(f"{who}: {shown or '(nothing)'}{more}")
-
-    def note(self, text: str) -> None:
-        self.details.append(text)
-
-    def bad(self, text: str) -> None:
-        self.envelope_problems.append(text)
 
 
 def run_cell_inline(cell: Cell, timeout: float,
@@ -271,256 +216,6 @@ def _play(cell: Cell, timeout: float, workdir: str, peers: list[Any], out: Outco
     if gw is not None and not gw.alive():
         out.bad(f"gateway died: {gw.stderr_tail(3)}")
     return gw
-
-
-def _evidence(peers: list[Peer]) -> dict[str, str | None]:
-    return {p.label: p.evidence() for p in peers}
-
-
-def _observe_idle(cell: Cell, timeout: float, client: Peer, server: Peer, out: Outcome) -> None:
-    """Nobody can send (REP-REP, REP-ROUTER, a REP client at the gateway): the handshake
-    evidence is the observation. Only the client's link counts through the gateway."""
-    watched = [client, server] if cell.direct else [client]
-    deadline = time.monotonic() + timeout
-    ev: dict[str, str | None] = {}
-    while time.monotonic() < deadline:
-        ev = _evidence(watched)
-        if "refused" in ev.values() or (ev and all(v in ("ok",) for v in ev.values())):
-            break
-        time.sleep(0.02)
-    ev = _evidence(watched)
-    shown = ", ".join(f"{k}: {v or 'no handshake'}" for k, v in ev.items())
-    if "refused" in ev.values():
-        out.observed = "refused-handshake"
-        out.note(f"no sender; closed before any handshake ({shown})")
-    elif "ok" in ev.values() or "lost" in ev.values():
-        out.observed = "connected"
-        out.note(f"no sender; a handshake completed ({shown})")
-    else:
-        out.observed = "refused-handshake"
-        out.note(f"no sender; no handshake within {timeout}s ({shown})")
-    if cell.direct:
-        for p in (client, server):
-            if p.seen:
-                out.bad(f"{p.label} received {len(p.seen)} message(s) on a refused pairing")
-
-
-def _no_exchange(cell: Cell, peers: list[Peer], out: Outcome, what: str) -> None:
-    ev = _evidence(peers)
-    shown = ", ".join(f"{k}: {v or '?'}" for k, v in ev.items())
-    if "refused" in ev.values():
-        out.observed = "refused-handshake"
-    elif cell.direct and "ok" in ev.values():
-        out.observed = "timeout"
-    elif not cell.direct and all(v in ("ok", "lost") for v in ev.values()):
-        out.observed = "timeout"
-    else:
-        out.observed = "refused-handshake"
-    out.note(f"{what}: no reply ({shown})")
-
-
-def _exchange(cell: Cell, timeout: float, requester: Peer, peers: list[Peer], payload: bytes,
-              probe: bytes, needs_probe: bool, cli_reply: bytes, out: Outcome,
-              gw: Gateway | None = None) -> None:
-    responder_impl = cell.impl_of(cell.responder) if cell.responder else None
-    peer_id = GATEWAY_ID if not cell.direct else SERVER_ID
-
-    # stop waiting early on proof: a handshake refused, or (oversize) a pipe closed under us. A
-    # CLI requester closes its connection after every request: "lost" proves nothing there.
-    stop_on = ("refused",) if cell.impl_of(cell.requester or "client") in CLI_IMPLS else ("refused", "lost")
-
-    def aborted() -> bool:
-        return any(v in stop_on for v in (p.evidence() for p in peers))
-
-    def want(request: bytes) -> bytes:
-        return cli_reply if responder_impl in CLI_IMPLS else reply_of(request)
-
-    if needs_probe:
-        t = time.monotonic()
-        rep = requester.request(probe, t + timeout, aborted, peer_id)
-        if rep is None:
-            _no_exchange(cell, peers, out, "probe")
-            return
-        _check_reply(cell, requester, rep, want(probe), peer_id, out, "probe")
-    rounds = ROUNDS[cell.shape]
-    cli_requester = cell.impl_of(cell.requester or "client") in CLI_IMPLS
-    for i in range(rounds):
-        if i and requester.kind == "REQ" and isinstance(requester, CliPeer) and requester.mode == "bind":
-            break  # a binding CLI requester asks once
-        if i and cell.shape == "heartbeat" and _lost_while_idle(peers, gw, out):
-            out.observed = "timeout"
-            return
-        t = time.perf_counter()
-        rep = requester.request(payload, time.monotonic() + timeout, aborted, peer_id)
-        dt = time.perf_counter() - t
-        if rep is None:
-            if i == 0 and needs_probe:
-                out.observed = "refused-limit"
-                ev = _evidence(peers)
-                out.note("probe exchanged, oversize got no reply ("
-                         + ", ".join(f"{k}: {v or '?'}" for k, v in ev.items()) + ")")
-                if not limits_on_path(cell):
-                    out.note("nobody on this path should refuse it")
-            elif i == 0:
-                _no_exchange(cell, peers, out, "request")
-            else:
-                out.observed = "timeout"
-                out.note(f"round {i + 1}/{rounds} got no reply")
-            return
-        _check_reply(cell, requester, rep, want(payload), peer_id, out, f"round {i + 1}")
-        if not cli_requester:
-            out.rtts.append(dt)
-    out.observed = "exchanged"
-    if cli_requester:
-        out.note("CLI requester: one process per request, no round-trip time")
-
-
-def _lost_while_idle(peers: list[Peer], gw: Gateway | None, out: Outcome) -> bool:
-    """A heartbeat cell: stay silent for ``HEARTBEAT_IDLE`` seconds (many heartbeat timeouts);
-    True (and a note) when a connection dropped meanwhile: someone's PINGs went unanswered."""
-    time.sleep(HEARTBEAT_IDLE)
-    lost = [p.label for p in peers if p.evidence() == "lost"]
-    if gw is not None and "heartbeat-timeout" in gw.stderr:
-        lost.append("the gateway closed a pipe (heartbeat-timeout)")
-    if lost:
-        out.note(f"connection lost while idle with heartbeats: {', '.join(lost)}")
-    else:
-        out.note(f"idle {HEARTBEAT_IDLE}s with heartbeats ({HEARTBEAT['ivl_ms']} ms, timeout "
-                 f"{HEARTBEAT['timeout_ms']} ms): no connection dropped")
-    return bool(lost)
-
-
-def _check_reply(cell: Cell, requester: Peer, rep: Reply, want: bytes, peer_id: bytes,
-                 out: Outcome, what: str) -> None:
-    if what in ("probe", "round 1"):
-        out.saw(f"{requester.label} ({what} reply)", rep.frames or (rep.body,))
-    if rep.body != want:
-        out.bad(f"{what}: reply body {len(rep.body)} B != expected {len(want)} B")
-        return
-    kind = requester.kind
-    if requester.wire == "zmq" and kind == "DEALER" and rep.frames != (b"", want):
-        out.bad(f"{what}: DEALER reply frames {[f[:8] for f in rep.frames]}")
-    if requester.wire == "zmq" and kind == "ROUTER" and rep.frames != (peer_id, b"", want):
-        out.bad(f"{what}: ROUTER reply frames {[f[:8] for f in rep.frames]}")
-    if requester.impl == "nng-raw" and (rep.header is None or len(rep.header) != 4
-                                        or not rep.header[0] & 0x80):
-        out.bad(f"{what}: raw REQ reply header {rep.header!r}")
-
-
-def expected_hops(cell: Cell, responder: Peer) -> int | None:
-    """ZMTP: frames before the delimiter a ROUTER responder sees; SP raw: header words."""
-    if responder.wire == "zmq":
-        if responder.kind not in ("ROUTER", "DEALER"):
-            return None
-        n = 1 if cell.direct else (2 if cell.client_wire == "zmq" else 3)
-        return n if responder.kind == "ROUTER" else n - 1
-    if responder.impl != "nng-raw":
-        return None
-    if cell.direct or cell.client_wire == "zmq":
-        return 2  # [pipe id, request id] / [pipe id, gateway token]
-    return 3  # [pipe id, gateway pipe id, request id]
-
-
-def _check_responder(cell: Cell, responder: Peer, payload: bytes, probe: bytes, out: Outcome) -> None:
-    if out.observed == "exchanged":  # a CLI prints the request about when it answers: let it
-        deadline = time.monotonic() + 1.0
-        while not responder.seen and time.monotonic() < deadline:
-            time.sleep(0.01)
-    allowed = {payload, probe}
-    want = expected_hops(cell, responder)
-    seen = list(responder.seen)
-    if seen:
-        out.saw(f"{responder.label} (requests)", [b"|".join((*x.frames, x.body)) if x.frames
-                                                  else (x.header or b"") + x.body
-                                                  for x in seen[:3]])
-    rids: list[int] = []
-    for i, s in enumerate(list(responder.seen)):
-        if s.body not in allowed:
-            out.bad(f"{responder.label} saw a body of {len(s.body)} B that was never sent")
-        if responder.wire == "zmq" and want is not None:
-            _check_zmtp_hops(cell, responder, s, want, out, i)
-        if s.header is not None and want is not None:
-            rid = _check_sp_header(responder, s.header, want, out, i)
-            if rid is not None:
-                rids.append(rid)
-    if out.observed == "exchanged" and not responder.seen:
-        out.bad(f"{responder.label} recorded no request")
-    if (out.observed == "refused-handshake" and responder.seen and cell.direct):
-        out.bad(f"{responder.label} received a request on a refused pairing")
-    if out.observed == "refused-limit":
-        lim = [s for s in responder.seen if s.body == payload]
-        side = cell.responder or "server"
-        refuser = f"{side} {cell.impl_of(side)} (request,"  # limits_on_path's own words
-        if lim and any(x.startswith(refuser) for x in limits_on_path(cell)):
-            out.bad(f"{responder.label} accepted the oversize request despite its limit")
-    # a cooked SP requester counts its request ids up by one (nng, nanomsg, DESIGN section 3)
-    requester_impl = cell.impl_of(cell.requester or "client")
-    if (cell.direct and len(rids) > 1 and requester_impl in ("nng", "native")):
-        steps = {(b - a) & 0x7FFFFFFF for a, b in zip(rids, rids[1:], strict=False)}
-        if steps != {1}:
-            out.bad(f"request ids do not count up by one: {[hex(r) for r in rids]}")
-
-
-def _check_zmtp_hops(cell: Cell, responder: Peer, s: Seen, want: int, out: Outcome, i: int) -> None:
-    frames = s.frames
-    if len(frames) != want + 1 or frames[-1] != b"":
-        out.bad(f"{responder.label} request {i}: {len(frames) - 1} hops + delimiter? "
-                f"{[f.hex() for f in frames]} (want {want} hops then an empty delimiter)")
-        return
-    hops = frames[:-1]
-    if responder.kind == "ROUTER" and not hops[0]:
-        out.bad(f"{responder.label}: empty routing id")
-    if not cell.direct and cell.client_wire == "sp":
-        sp_hops = hops[-2:]
-        if any(len(h) != 4 for h in sp_hops) or not sp_hops[-1][0] & 0x80 or sp_hops[0][0] & 0x80:
-            out.bad(f"{responder.label}: SP hops as frames {[h.hex() for h in sp_hops]} "
-                    "(want 4-byte frames, top bit set on the last only)")
-
-
-def _check_sp_header(responder: Peer, header: bytes, want: int, out: Outcome, i: int) -> int | None:
-    if len(header) != 4 * want:
-        out.bad(f"{responder.label} request {i}: header {header.hex()} is not {want} words")
-        return None
-    words = [int.from_bytes(header[k:k + 4], "big") for k in range(0, len(header), 4)]
-    if not words[-1] & 0x80000000 or any(w & 0x80000000 for w in words[:-1]):
-        out.bad(f"{responder.label} request {i}: header {header.hex()}: top bit must be set "
-                "on the request id only")
-        return None
-    return words[-1] & 0x7FFFFFFF
-
-
-def _check_wire(wire: str, kind: str, impl: str, url: str, who: str, out: Outcome,
-                sp_first: bool = False) -> None:
-    """The handshake bytes a listening peer sends, decoded from a raw connection (docs/design.md, "Pairings"):
-    ZMTP greeting (signature, version 3.x, NULL) and READY with its Socket-Type (and Identity for
-    REQ/DEALER/ROUTER, as libzmq sends it); SP header ``00 53 50 00`` + protocol + ``00 00``."""
-    try:
-        w = wire_probe(url, wire, sp_first=sp_first)
-    except Exception as exc:  # noqa: BLE001
-        out.bad(f"wire probe of {who} at {url} failed: {exc!r}")
-        return
-    if not w["ok_magic"]:
-        out.bad(f"{who}: bad {wire} signature {w['raw']}")
-        return
-    if wire == "sp":
-        if w["protocol"] != sp_protocol(kind):
-            out.bad(f"{who}: SP header announces protocol {w['protocol']:#x}, want {sp_protocol(kind):#x}")
-        return
-    if "zmtp2_type" in w:  # RFC 15: the socket-type byte instead of READY
-        from gateway.wire.zmtp import ZMTP2_SOCKET_TYPES
-
-        got = ZMTP2_SOCKET_TYPES.get(w["zmtp2_type"], hex(w["zmtp2_type"]))
-        if impl != JEROMQ or got != kind:
-            out.bad(f"{who}: a ZMTP 2.0 greeting with socket type {got} ({impl}, want {kind} "
-                    "on ZMTP 3.x)")
-        return
-    props = w["properties"]
-    if w["version"][0] != 3 or w["mechanism"] != "NULL" or w["command"] != "READY":
-        out.bad(f"{who}: greeting {w['version']} {w['mechanism']} then {w['command']!r}")
-    if props.get("socket-type") != kind.encode():
-        out.bad(f"{who}: READY Socket-Type {props.get('socket-type')!r}, want {kind}")
-    if impl in ("libzmq", "native") and ("identity" in props) != (kind in ("REQ", "DEALER", "ROUTER")):
-        out.bad(f"{who}: READY properties {sorted(props)} (Identity only for REQ/DEALER/ROUTER)")
 
 
 # -- pub/sub, pipeline, pair ------------------------------------------------------------------

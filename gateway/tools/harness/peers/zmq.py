@@ -17,7 +17,7 @@ from typing import Any
 from gateway.tools.harness import peers as base
 from gateway.tools.harness import security as keys
 from gateway.tools.harness.peers import Peer, Reply, Seen
-from gateway.tools.harness.peers.peerd import HandshakeEvents
+from gateway.tools.harness.peers.peerd_drivers import HandshakeEvents
 
 #: the socket types that announce a routing id when they serve (a ROUTER client addresses them)
 _NAMED = ("DEALER", "ROUTER")
