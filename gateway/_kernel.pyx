@@ -115,6 +115,7 @@ cdef inline int _bucket(double dt) noexcept nogil:
     return i
 
 
+include "_kernel_slots.pxi"
 include "_kernel_tables.pxi"
 include "_kernel_read.pxi"
 include "_kernel_write.pxi"
@@ -141,6 +142,7 @@ cdef class _Reader:
     sockets; ``ledger`` the reference's books, shared."""
 
     cdef object front, back, ledger
+    cdef object f_inbox, b_inbox  # the two sockets' inboxes (each a deque for life)
     cdef list hold, back_hold  # the forwarder's gates (AsyncForwarder.hold)
     cdef object f_routing, b_routing
     cdef int front_zmtp, back_zmtp
@@ -160,6 +162,7 @@ cdef class _Reader:
             _BUCKETS[i] = b
         _NBUCKETS = len(buckets)
         self.front, self.back, self.ledger = front, back, ledger
+        self.f_inbox, self.b_inbox = front._inbox, back._inbox
         self.hold, self.back_hold = fwd.hold, fwd.back_hold
         self.f_routing, self.b_routing = front.routing, back.routing
         self.front_zmtp = translator.mode.startswith("zmtp")
@@ -167,6 +170,9 @@ cdef class _Reader:
         self.n_req, self.n_rep = ledger._n_req, ledger._n_rep
         self.h_req, self.h_rep = ledger._h_req, ledger._h_rep
         self.h_req_counts, self.h_rep_counts = ledger._h_req.counts, ledger._h_rep.counts
+        for layout, o in ((_ROUTING, self.f_routing), (_ROUTING, self.b_routing),
+                          (_HIST, self.h_req), (_HIST, self.h_rep), (_LEDGER, ledger)):
+            _fitting(layout, o)
         self.pattern = {"reqrep": REQREP, "pipeline": PIPELINE, "pubsub": PUBSUB}[
             translator.pattern]
         self.requests = self.pattern != PUBSUB  # (pub/sub: the front's are subscriptions)
@@ -188,9 +194,10 @@ cdef class _Reader:
         detours, a socket's inbox), the destination socket open."""
         if request:
             return (self.requests and not self.hold[0]
-                    and not self.front._inbox and not self.b_routing.closed)
-        return (self.replies and not self.back_hold[0] and not self.back._inbox
-                and not self.f_routing.closed)
+                    and not self.f_inbox
+                    and not gw_get(self.b_routing, _ROUTING.off[R_CLOSED]))
+        return (self.replies and not self.back_hold[0] and not self.b_inbox
+                and not gw_get(self.f_routing, _ROUTING.off[R_CLOSED]))
 
     cdef void _before_replies(self) except *:
         """Before a read of a back pipe (PatternKernel: pub/sub's filters, as they stand)."""
@@ -214,40 +221,39 @@ cdef class _Reader:
         ``Batch.close``), and only a read it does not finish goes on to ``Pipe.process``,
         which gives the kernel its turn first and stops at once. False: nothing was done (the
         pipe is paused or closing, a tail of the last read waits): the pipe's own way."""
-        if type(data) is not bytes or not pipe.reading or pipe.close_reason:
+        if (type(data) is not bytes or not _PIPE.fits(pipe) or not _pget(pipe, P_READING)
+                or _pget(pipe, P_CLOSE_REASON)):
             return False
         cdef _Out state = _state(pipe)
         if state.framing == 0 or not state.codec.streaming:
             return False
         rx = state.rx
-        old = rx.data
-        if rx.pos < (PyBytes_GET_SIZE(old) if type(old) is bytes else len(old)):
+        old = gw_get(rx, _RX.off[RX_POS])
+        if <Py_ssize_t>old < _size(gw_get(rx, _RX.off[RX_DATA])):
             return False
-        rx.data = data
-        rx.pos = 0
-        pipe.rx_chunks += 1
+        gw_set(rx, _RX.off[RX_DATA], data)
+        gw_set(rx, _RX.off[RX_POS], 0)
+        _pset(pipe, P_RX_CHUNKS, _pget(pipe, P_RX_CHUNKS) + 1)
         cdef Py_ssize_t n = self._messages(state, request)
-        cdef bint left = rx.pos < PyBytes_GET_SIZE(data)
+        cdef bint left = <Py_ssize_t>gw_get(rx, _RX.off[RX_POS]) < PyBytes_GET_SIZE(data)
         if n >= FAIR_SHARE:
             pipe._yield_turn()  # the rest after the other pipes' turn (Pipe.process's rule)
         elif left:
             pipe.process(n)  # the rest, the reference's way, in the same FAIR_SHARE
             return True
-        if pipe._watch:  # (Pipe.process's rule for the message deadline)
+        if _pget(pipe, P_WATCH):  # (Pipe.process's rule for the message deadline)
             liveness = pipe.liveness
             if left or liveness._msg_timer is not None:  # (its ``watching``, inline)
                 liveness.watch_partial(n)
-        batch = pipe._batch
-        if batch.dirty and not batch.depth:
-            loop = pipe._loop
-            if batch.scheduled is not loop:  # (Batch.schedule, with the compiled flush)
-                batch.scheduled = loop
-                loop.call_soon(flush_batch, batch)
+        _schedule(_pget(pipe, P_BATCH), _pget(pipe, P_LOOP))
         return True
 
     cdef Py_ssize_t _run(self, object pipe, bint request) except -1:
+        if not _PIPE.fits(pipe):
+            return 0
         cdef _Out state = _state(pipe)  # (framing first: a plugin's codec has no ``streaming``)
-        if state.framing == 0 or pipe.close_reason or not state.codec.streaming:
+        if (state.framing == 0 or _pget(pipe, P_CLOSE_REASON)
+                or not state.codec.streaming):
             return 0
         return self._messages(state, request)
 
@@ -265,7 +271,7 @@ cdef class _Reader:
     cdef Py_ssize_t _take_all(self, _Out state, bint request) except -1:
         pipe, codec, rx = state.pipe, state.codec, state.rx
         cdef int framing = state.framing
-        data = rx.data
+        data = gw_get(rx, _RX.off[RX_DATA])
         cdef const uint8_t* p
         cdef Py_ssize_t end
         if type(data) is bytes:
@@ -274,13 +280,14 @@ cdef class _Reader:
         else:
             p = <const uint8_t*>PyByteArray_AS_STRING(data)
             end = PyByteArray_GET_SIZE(data)
-        cdef Py_ssize_t pos = rx.pos, nxt, limit = state.limit, n = 0, sent = 0
+        cdef Py_ssize_t pos = gw_get(rx, _RX.off[RX_POS]), nxt, limit = state.limit, n = 0
+        cdef Py_ssize_t sent = 0
         cdef double t0 = _now()
         cdef Frame frames[MAX_FRAMES]
         cdef int count = 0, done
         cdef bint curve = framing == F_CURVE
         cdef bint zmtp = framing == F_ZMTP or curve
-        cdef bytes rid = pipe.routing_id
+        cdef bytes rid = _pget(pipe, P_ROUTING_ID)
         # CURVE: the message's frames are its opened boxes (self.plain), not the read
         cdef const uint8_t* m = p
         cdef uint64_t peer_nonce = 0, opened = 0
@@ -310,7 +317,7 @@ cdef class _Reader:
                 peer_nonce = opened
                 n += 1
         finally:
-            rx.pos = pos
+            gw_set(rx, _RX.off[RX_POS], pos)
             self.dests.flush()
             if curve and n:  # the boxes opened, up to the peer's nonce
                 mech = codec.security
@@ -327,18 +334,19 @@ cdef class _Reader:
 
     cdef void _account(self, bint request, Py_ssize_t n, double dt) except *:
         ledger = self.ledger
+        cdef Py_ssize_t off = _LEDGER.off[L_IN_FLIGHT]
         cdef int b = _bucket(dt)
         if request:
-            if ledger.pairs_replies:
-                ledger.in_flight += n
+            if gw_get(ledger, _LEDGER.off[L_PAIRS_REPLIES]):
+                gw_set(ledger, off, gw_get(ledger, off) + n)
             self.n_req[0] += n
             self.h_req_counts[b] += n
-            self.h_req.sum += dt * n
+            _add(self.h_req, dt * n)
         else:
-            ledger.in_flight = max(0, ledger.in_flight - n)
+            gw_set(ledger, off, max(0, gw_get(ledger, off) - n))
             self.n_rep[0] += n
             self.h_rep_counts[b] += n
-            self.h_rep.sum += dt * n
+            _add(self.h_rep, dt * n)
 
 
 

@@ -69,9 +69,14 @@ cdef class PatternKernel(_Reader):
         cdef list subs = []
         filters = self.filters
         for pipe in self.f_out:
-            flt = filters.get(pipe.routing_id, ())
+            if not _PIPE.fits(pipe):  # (the reference's, should it match)
+                flt = filters.get(pipe.routing_id, ())
+                if flt:
+                    subs.append((flt, None))
+                continue
+            flt = filters.get(_pget(pipe, P_ROUTING_ID), ())
             if flt:
-                subs.append((flt, self.dests.out(pipe) if pipe.writable else pipe))
+                subs.append((flt, self.dests.out(pipe) if _pget(pipe, P_WRITABLE) else pipe))
         self.subs = subs
 
     cdef int _publish(self, const uint8_t* p, Frame* frames, int count) except -2:

@@ -75,7 +75,7 @@ cdef class Kernel(_Reader):
             elif not out.sp_forward(rid, p, payload):
                 return False
         self.dests.moved()
-        self.inflight.c_sent(key, out.pipe.routing_id, now)
+        self.inflight.c_sent(key, _pget(out.pipe, P_ROUTING_ID), now)
         return True
 
     cdef int _reply(self, const uint8_t* p, Frame* frames, int count, bint zmtp,

@@ -254,8 +254,9 @@ cdef bytearray _seal(_Out out):
 
 
 cdef _Out _state(object pipe):
-    """The kernel's record of ``pipe`` (a ready one), made at its first read or write."""
-    state = pipe.kernel_state
+    """The kernel's record of ``pipe`` (a ready one that fits PIPE), made at its first read
+    or write."""
+    state = _pget(pipe, P_KERNEL_STATE)
     if state is not None:
         return <_Out>state
     cdef _Out out = _Out.__new__(_Out)
@@ -267,7 +268,9 @@ cdef _Out _state(object pipe):
         out.limit = codec.max_message_size
         if out.framing == F_CURVE:
             out.mech = codec.security
-    pipe.kernel_state = out
+        if not _RX.fits(out.rx):
+            out.framing = 0
+    _pset(pipe, P_KERNEL_STATE, out)
     return out
 
 
@@ -275,17 +278,31 @@ def flush_batch(batch) -> None:
     """``gateway.engine.writes.flush`` with ``Writes.flush`` inlined, compiled (the loop calls
     it once per iteration after the kernel's whole reads): what every pipe of ``batch``
     buffered, one write each. The reference's twin, kept to the same lines."""
-    batch.scheduled = None
-    cdef list dirty = batch.dirty
-    batch.dirty = []
+    _fitting(_BATCH, batch)
+    gw_set(batch, _BATCH.off[B_SCHEDULED], None)
+    cdef list dirty = gw_get(batch, _BATCH.off[B_DIRTY])
+    gw_set(batch, _BATCH.off[B_DIRTY], [])
     cdef list chunks
     for pipe in dirty:
-        chunks = pipe.wbuf
-        pipe.wbuf = []
-        pipe._wbuf_size = 0
-        transport = pipe.transport
+        if not _PIPE.fits(pipe):
+            pipe.flush()  # (the reference's: a pipe the layout does not know)
+            continue
+        chunks = _pget(pipe, P_WBUF)
+        _pset(pipe, P_WBUF, [])
+        _pset(pipe, P_WBUF_SIZE, 0)
+        transport = _pget(pipe, P_TRANSPORT)
         if chunks and transport is not None and not transport.is_closing():
             transport.write(chunks[0] if len(chunks) == 1 else b"".join(chunks))
+
+
+cdef void _schedule(object batch, object loop) except *:
+    """``Batch.schedule`` with the compiled flush: once this iteration's reads ran, when the
+    batch holds writes and no dispatch is open."""
+    _fitting(_BATCH, batch)
+    if (gw_get(batch, _BATCH.off[B_DIRTY]) and not gw_get(batch, _BATCH.off[B_DEPTH])
+            and gw_get(batch, _BATCH.off[B_SCHEDULED]) is not loop):
+        gw_set(batch, _BATCH.off[B_SCHEDULED], loop)
+        loop.call_soon(flush_batch, batch)
 
 
 cdef class _Dests:
@@ -318,8 +335,10 @@ cdef class _Dests:
         cdef list picks = self.picks
         cdef Py_ssize_t n, i, idx
         if picks is None:
-            picks = self.picks = [pipe if pipe.writable else None for pipe in self.b_routing.out]
-            self.rr = self.b_routing.rr
+            picks = self.picks = [
+                pipe if _PIPE.fits(pipe) and _pget(pipe, P_WRITABLE) else None
+                for pipe in gw_get(self.b_routing, _ROUTING.off[R_OUT])]
+            self.rr = gw_get(self.b_routing, _ROUTING.off[R_RR])
         n = len(picks)
         for i in range(n):
             idx = (self.rr + i) % n
@@ -341,13 +360,15 @@ cdef class _Dests:
 
     cdef _Out out(self, object pipe):
         """This read's buffer for ``pipe`` (None: a wire the kernel does not write)."""
+        if not _PIPE.fits(pipe):
+            return None
         cdef _Out out = _state(pipe)
         if out.framing == 0:
             return None
         if out.epoch != self.epoch or out.dests is not self:  # its first message of this read
             out.dests, out.epoch = self, self.epoch
             out.size = out.wire = 0
-            out.room = pipe._high - pipe._wbuf_size
+            out.room = _pget(pipe, P_HIGH) - _pget(pipe, P_WBUF_SIZE)
             if out.framing == F_CURVE:
                 out.precom, out.prefix, _, out.nonce, _ = out.mech.session()
             self.order.append(out)
@@ -365,16 +386,19 @@ cdef class _Dests:
                     PyByteArray_Resize(out.data, out.size)
                     data = out.data
                 pipe = out.pipe
-                if not pipe.wbuf:
-                    pipe._batch.dirty.append(pipe)
-                pipe.wbuf.append(data)
-                pipe._wbuf_size += out.wire
+                wbuf = _pget(pipe, P_WBUF)
+                if not wbuf:
+                    batch = _pget(pipe, P_BATCH)
+                    _fitting(_BATCH, batch)
+                    (<list>gw_get(batch, _BATCH.off[B_DIRTY])).append(pipe)
+                (<list>wbuf).append(data)
+                _pset(pipe, P_WBUF_SIZE, _pget(pipe, P_WBUF_SIZE) + out.wire)
                 out.data = None  # the pipe's now
         del self.order[:]
         self.epoch += 1
         if self.picks is not None:  # the round robin, as the reference's picks leave it
             self.picks = None
-            self.b_routing.rr = self.rr
+            gw_set(self.b_routing, _ROUTING.off[R_RR], self.rr)
         self.r_target = self.r_out = None
 
     cdef _Out front_out(self, const uint8_t* tp, Py_ssize_t tn, bytes target):
@@ -389,7 +413,7 @@ cdef class _Dests:
         if target is None:
             target = PyBytes_FromStringAndSize(<const char*>tp, tn)
         fpipe = self.f_routes.get(target)
-        if fpipe is None or not fpipe.writable:
+        if fpipe is None or not _PIPE.fits(fpipe) or not _pget(fpipe, P_WRITABLE):
             return None
         cdef _Out out = self.out(fpipe)
         if out is not None:

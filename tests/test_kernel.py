@@ -974,18 +974,30 @@ class _Pipe:
 def test_the_compiled_flush_writes_what_the_reference_writes(
         pipes: list[tuple[list[bytes], str]]) -> None:
     """``flush_batch`` (the kernel's whole reads) and ``writes.flush`` (Batch.close's) write
-    the same bytes to the same transports and leave the pipes and the batch the same."""
+    the same bytes to the same transports and leave the pipes and the batch the same: pipes
+    whose slots the kernel reads at their offsets (the engine's) and other pipes (their own
+    ``flush``), mixed."""
+    from gateway.engine.pipe import Pipe
     from gateway.engine.writes import Batch, flush
+
+    def made(writes: list[tuple[str, bytes]], i: int, chunks: list[bytes], t: str) -> Any:
+        stand_in = _Pipe(writes, str(i), chunks, t)
+        if i % 2:
+            return stand_in
+        pipe = Pipe.__new__(Pipe)  # (the slots flush reads and writes, no connection)
+        pipe.wbuf, pipe._wbuf_size, pipe.transport = (
+            stand_in.wbuf, stand_in._wbuf_size, stand_in.transport)
+        return pipe
 
     def run(flusher: Callable[[Batch], None]) -> tuple[object, ...]:
         writes: list[tuple[str, bytes]] = []
         batch = Batch()
         batch.scheduled = object()  # type: ignore[assignment]
-        made = [_Pipe(writes, str(i), chunks, t) for i, (chunks, t) in enumerate(pipes)]
-        batch.dirty = list(made)  # type: ignore[arg-type]
+        pipes_made = [made(writes, i, chunks, t) for i, (chunks, t) in enumerate(pipes)]
+        batch.dirty = list(pipes_made)
         flusher(batch)
         return (writes, batch.dirty, batch.scheduled,
-                [(p.wbuf, p._wbuf_size) for p in made])
+                [(p.wbuf, p._wbuf_size) for p in pipes_made])
 
     assert kernel.compiled is not None
     assert run(kernel.compiled.flush_batch) == run(flush)
@@ -1032,3 +1044,69 @@ def test_a_request_the_loop_holds_is_not_overtaken(compiled: bool) -> None:
     wire = asyncio.run(_prestart_order(compiled))
     assert b"first" in wire and b"second" in wire
     assert wire.index(b"first") < wire.index(b"second")
+
+
+# -- the slots the kernel reads at their offsets (_kernel_slots.pxi) ----------------------------
+
+@needs_kernel
+def test_the_engines_classes_keep_every_slot_the_kernel_reads() -> None:
+    """Each layout names slots its class keeps (a renamed or dropped slot would make the kernel
+    leave every such object to the reference, or refuse a bridge); a real object of each fits."""
+    from gateway.engine.pipe import _KERNEL_READS, Pipe
+    from gateway.engine.send import Routing
+    from gateway.engine.writes import Batch
+    from gateway.metrics import Histogram
+    from gateway.wire._buffer import ReceiveBuffer
+
+    k = kernel.compiled
+    assert k is not None
+    assert set(k.PIPE.names) <= set(_KERNEL_READS)
+    ledger = Ledger(f"slots-{uuid.uuid4().hex[:8]}")
+    for layout, obj in ((k.PIPE, Pipe.__new__(Pipe)), (k.RX, ReceiveBuffer()),
+                        (k.BATCH, Batch()), (k.ROUTING, Routing("r")),
+                        (k.HISTOGRAM, Histogram()), (k.LEDGER, ledger)):
+        assert set(layout.names) <= set(type(obj).__slots__), layout.names
+        assert layout.fit(obj), layout.names
+
+
+@needs_kernel
+def test_a_layout_fits_only_classes_that_keep_its_slots_where_it_learned_them() -> None:
+    k = kernel.compiled
+    assert k is not None
+
+    class A:
+        __slots__ = ("x", "y")
+
+    class Sub(A):  # (inherits the slots, at the same offsets)
+        z = 1
+
+    class Hides(A):
+        y = None  # a class attribute in place of the slot
+
+    class Other:  # the same names, elsewhere
+        __slots__ = ("pad", "x", "y")
+
+    class Dict:
+        def __init__(self) -> None:
+            self.x = self.y = 0
+
+    layout = k._Layout("x", "y")
+    assert not layout.fit(Dict()) and not layout.fit(Hides())
+    assert layout.fit(A()) and layout.fit(Sub()) and layout.fit(A())
+    assert not layout.fit(Other())  # (A's offsets were learned first)
+    fresh = k._Layout("x", "y")
+    assert fresh.fit(Other()) and not fresh.fit(A())
+    with pytest.raises(ValueError):
+        k._Layout(*(f"s{i}" for i in range(17)))
+
+
+@needs_kernel
+def test_a_slot_the_kernel_reads_unset_is_an_attribute_error_as_in_the_reference() -> None:
+    from gateway.engine.pipe import Pipe
+    from gateway.engine.writes import Batch, flush
+
+    for flusher in (kernel.compiled.flush_batch, flush):  # type: ignore[union-attr]
+        batch = Batch()
+        batch.dirty = [Pipe.__new__(Pipe)]  # (no wbuf yet)
+        with pytest.raises(AttributeError):
+            flusher(batch)

@@ -73,6 +73,10 @@ NORMAL = frozenset({"probe"})
 class Ledger:
     """Counters and gauges of one bridge; cheap enough for the hot path (dict increments)."""
 
+    #: the two the compiled kernel reads and writes on every read live in slots (at their
+    #: offsets, gateway/_kernel_slots.pxi); the rest in the instance dict
+    __slots__ = ("in_flight", "pairs_replies", "__dict__")
+
     def __init__(self, bridge: str, metrics: Registry = METRICS) -> None:
         self.bridge = bridge
         self.in_flight = 0
