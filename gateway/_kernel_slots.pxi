@@ -13,13 +13,27 @@
 cdef extern from *:
     """
     #include <structmember.h>
-    /* the offset of a writable object slot, from its descriptor; -1: not one */
-    static Py_ssize_t gw_slot_offset(PyObject *descr) {
+    /* the offset of a writable object slot of ``cls``'s instances, from its descriptor; -1: not
+       one (not a slot's descriptor, or one of a class ``cls`` does not derive from, whose
+       offset means nothing in ``cls``'s objects: a descriptor can be any class's attribute) */
+    static Py_ssize_t gw_slot_offset(PyObject *cls, PyObject *descr) {
         PyMemberDef *m;
+        PyTypeObject *t = (PyTypeObject *)cls;
         if (Py_TYPE(descr) != &PyMemberDescr_Type)
             return -1;
         m = ((PyMemberDescrObject *)descr)->d_member;
-        return (m->type == T_OBJECT_EX && !(m->flags & READONLY)) ? m->offset : -1;
+        if (m->type != T_OBJECT_EX || (m->flags & READONLY)
+                || !PyType_IsSubtype(t, PyDescr_TYPE(descr))
+                || m->offset < (Py_ssize_t)sizeof(PyObject)
+                || m->offset + (Py_ssize_t)sizeof(PyObject *) > t->tp_basicsize)
+            return -1;
+        return m->offset;
+    }
+    /* ``cls``'s attribute version (0: none valid): changes whenever ``cls`` or a base gains,
+       loses or replaces an attribute (PyType_Modified), such as a slot's descriptor */
+    static inline unsigned int gw_type_tag(PyObject *cls) {
+        PyTypeObject *t = (PyTypeObject *)cls;
+        return PyType_HasFeature(t, Py_TPFLAGS_VALID_VERSION_TAG) ? t->tp_version_tag : 0;
     }
     /* what the slot holds (a new reference), or NULL with AttributeError: never set */
     static inline PyObject *gw_get(PyObject *o, Py_ssize_t off) {
@@ -39,7 +53,8 @@ cdef extern from *:
         Py_XDECREF(old);
     }
     """
-    Py_ssize_t gw_slot_offset(object descr)
+    Py_ssize_t gw_slot_offset(object cls, object descr)
+    unsigned int gw_type_tag(object cls)
     object gw_get(object o, Py_ssize_t off)
     void gw_set(object o, Py_ssize_t off, object v)
 
@@ -52,33 +67,46 @@ cdef class _Layout:
     """Where the objects of one class keep the slots ``names`` (``off``, in that order)."""
 
     cdef readonly tuple names
-    cdef type cls  # the last class that fit (None: none yet)
+    cdef bint learned  # ``off`` is set (by the first class that fit; it never changes)
+    # the last two classes that fit and their attribute versions (a class changed since, say
+    # a slot's descriptor replaced, is looked at again): a pipe's class and a subclass's
+    # (SniffingPipe) alternate on a one-port bridge
+    cdef readonly type cls, cls2
+    cdef unsigned int tag, tag2
     cdef Py_ssize_t off[MAX_SLOTS]
 
-    def __init__(self, *names: str) -> None:
+    def __cinit__(self, *names: str) -> None:
+        # (__cinit__, not __init__: the names and offsets of a layout are set once for life)
         if len(names) > MAX_SLOTS:
             raise ValueError(f"at most {MAX_SLOTS} slots")
         self.names = names
-        self.cls = None
+        self.cls = self.cls2 = None
 
     cdef inline bint fits(self, object o) except -1:
-        """``o`` keeps the slots at ``off`` (its class is the last one that did: one compare)."""
-        if type(o) is self.cls:
+        """``o`` keeps the slots at ``off`` (its class is one of the last two that did, as it
+        was then: a compare or two)."""
+        cdef type t = type(o)
+        if t is self.cls and self.tag and gw_type_tag(t) == self.tag:
             return True
-        return self._learn(type(o))
+        if t is self.cls2 and self.tag2 and gw_type_tag(t) == self.tag2:
+            return True
+        return self._learn(t)
 
     cdef bint _learn(self, type cls) except -1:
         """``cls`` keeps every slot, where the first class that fit keeps it (the first sets
-        ``off``): it becomes the one ``fits`` compares with."""
+        ``off``): it becomes one of the two ``fits`` compares with."""
         cdef Py_ssize_t offs[MAX_SLOTS]
         cdef Py_ssize_t i
         for i, name in enumerate(self.names):
-            offs[i] = gw_slot_offset(getattr(cls, name, None))
-            if offs[i] < 0 or (self.cls is not None and offs[i] != self.off[i]):
+            offs[i] = gw_slot_offset(cls, getattr(cls, name, None))
+            if offs[i] < 0 or (self.learned and offs[i] != self.off[i]):
                 return False
         for i in range(len(self.names)):
             self.off[i] = offs[i]
-        self.cls = cls
+        self.learned = True
+        if cls is not self.cls:
+            self.cls2, self.tag2 = self.cls, self.tag
+        self.cls, self.tag = cls, gw_type_tag(cls)  # (the look-ups above gave it one)
         return True
 
     def fit(self, o: object) -> bool:
@@ -142,8 +170,10 @@ cdef inline void _pset(object pipe, int slot, object value) noexcept:
 
 
 cdef inline Py_ssize_t _size(object data) except -1:
-    """len() of a receive buffer's bytes or bytearray."""
-    return PyBytes_GET_SIZE(data) if type(data) is bytes else PyByteArray_GET_SIZE(data)
+    """len() of a receive buffer's bytes or bytearray (anything else: len())."""
+    if type(data) is bytes:
+        return PyBytes_GET_SIZE(data)
+    return PyByteArray_GET_SIZE(data) if type(data) is bytearray else len(data)
 
 
 cdef inline void _add(object histogram, double value) except *:

@@ -378,6 +378,7 @@ cdef class _Dests:
         """Each destination's bytes into its pipe's write batch (Writes.write_frames), once;
         CURVE destinations get their frames sealed here, in order (their nonces go up)."""
         cdef _Out out
+        cdef list wbuf, dirty
         for out in self.order:
             if out.size:
                 if out.framing == F_CURVE:
@@ -386,12 +387,13 @@ cdef class _Dests:
                     PyByteArray_Resize(out.data, out.size)
                     data = out.data
                 pipe = out.pipe
-                wbuf = _pget(pipe, P_WBUF)
+                wbuf = _pget(pipe, P_WBUF)  # (typed: a list, else TypeError, not a blind cast)
                 if not wbuf:
                     batch = _pget(pipe, P_BATCH)
                     _fitting(_BATCH, batch)
-                    (<list>gw_get(batch, _BATCH.off[B_DIRTY])).append(pipe)
-                (<list>wbuf).append(data)
+                    dirty = gw_get(batch, _BATCH.off[B_DIRTY])
+                    dirty.append(pipe)
+                wbuf.append(data)
                 _pset(pipe, P_WBUF_SIZE, _pget(pipe, P_WBUF_SIZE) + out.wire)
                 out.data = None  # the pipe's now
         del self.order[:]

@@ -1110,3 +1110,60 @@ def test_a_slot_the_kernel_reads_unset_is_an_attribute_error_as_in_the_reference
         batch.dirty = [Pipe.__new__(Pipe)]  # (no wbuf yet)
         with pytest.raises(AttributeError):
             flusher(batch)
+
+
+@needs_kernel
+def test_a_slot_descriptor_borrowed_from_another_class_does_not_fit() -> None:
+    """A member descriptor is any class's attribute: its offset is its own class's. A class
+    that merely holds Batch's descriptors keeps no slots there (its objects are smaller):
+    flush_batch wrote past them (AddressSanitizer: heap-buffer-overflow in gw_set)."""
+    from gateway.engine.writes import Batch
+
+    class FakeBatch:
+        depth = Batch.depth
+        dirty = Batch.dirty
+        scheduled = Batch.scheduled
+
+    k = kernel.compiled
+    assert k is not None
+    assert k.BATCH.fit(Batch()) and not k.BATCH.fit(FakeBatch())
+    assert not k._Layout("depth", "dirty", "scheduled").fit(FakeBatch())
+    with pytest.raises(TypeError):
+        k.flush_batch(FakeBatch())
+
+
+@needs_kernel
+def test_a_class_changed_after_it_fit_is_looked_at_again() -> None:
+    k = kernel.compiled
+    assert k is not None
+
+    class A:
+        __slots__ = ("x", "y")
+
+    a = A()
+    layout = k._Layout("x", "y")
+    assert layout.fit(a)
+    A.x = 5  # type: ignore[assignment,misc]  # (a.x is 5 now, not the slot)
+    assert not layout.fit(a)
+
+
+@needs_kernel
+def test_a_pipe_and_a_sniffing_pipe_both_stay_known() -> None:
+    """A one-port bridge's pipes (SniffingPipe) and plain pipes alternate on every read: both
+    classes are remembered (no learning again, 13 look-ups, on every change of class)."""
+    from gateway.engine.pipe import Pipe, SniffingPipe
+
+    k = kernel.compiled
+    assert k is not None
+    p, s = Pipe.__new__(Pipe), SniffingPipe.__new__(SniffingPipe)
+    layout = k._Layout(*k.PIPE.names)
+    for _ in range(3):
+        assert layout.fit(p) and layout.fit(s)
+    assert {layout.cls, layout.cls2} == {Pipe, SniffingPipe}
+
+
+def test_a_ledger_can_still_be_weakly_referenced() -> None:
+    import weakref
+
+    ledger = Ledger(f"w-{uuid.uuid4().hex[:8]}")
+    assert weakref.ref(ledger)() is ledger

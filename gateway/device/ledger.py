@@ -74,8 +74,9 @@ class Ledger:
     """Counters and gauges of one bridge; cheap enough for the hot path (dict increments)."""
 
     #: the two the compiled kernel reads and writes on every read live in slots (at their
-    #: offsets, gateway/_kernel_slots.pxi); the rest in the instance dict
-    __slots__ = ("in_flight", "pairs_replies", "__dict__")
+    #: offsets, gateway/_kernel_slots.pxi); the rest in the instance dict (and weak references,
+    #: as before the slots)
+    __slots__ = ("in_flight", "pairs_replies", "__dict__", "__weakref__")
 
     def __init__(self, bridge: str, metrics: Registry = METRICS) -> None:
         self.bridge = bridge
