@@ -131,19 +131,25 @@ def test_server_dies_mid_request(front_be: str, back_be: str) -> None:
     connection closes (``backend-lost``, and its token goes; a library back end says so when
     its last peer leaves). A new server on the same address is redialled and serves the next
     request."""
+    # a TTL the loss is seen well within, even on a loaded machine (with 0.5 s the token
+    # expired first there: counted token-expired, never backend-lost); the wait below outlasts
+    # it and its sweep (ttl / 4), so a token left behind would be counted by then
+    ttl = 2.0
     first = NngServer(lambda body: None)
     port = first.port
     try:
         with local_bridge(
-                "zmq", "sp", port, "--token-ttl", "0.5", front_be=front_be, back_be=back_be,
+                "zmq", "sp", port, "--token-ttl", str(ttl), front_be=front_be, back_be=back_be,
                 metrics=True) as gw:
             with zmq_client("DEALER", lib_url(gw.front), timeout_ms=300) as dealer:
+                sent = time.monotonic()
                 dealer.send_multipart([b"", b"doomed"])
                 first.wait_received(1)
                 first.stop()  # dies holding the request
                 gw.wait_metric(DROPPED, 1, reason="backend-lost", bridge="bridge")
                 _assert_drop_logged(gw, "backend-lost", "reply")
-                time.sleep(1.0)  # counted once: no token left to expire as well
+                # counted once: no token left to expire as well, past the TTL and a sweep
+                time.sleep(max(0.0, sent + ttl * 1.25 + 0.5 - time.monotonic()))
                 assert gw.metric(DROPPED, reason="token-expired") == 0
                 assert gw.metric("gateway_pending_tokens") == 0
                 with NngServer(port=port) as second:
@@ -279,7 +285,13 @@ def _client_gone(front: str, server_kind: str, front_be: str, back_be: str,
             front, "zmq", server.port, front_be=front_be, back_be=back_be, metrics=True) as gw:
         try:
             orphan(lib_url(gw.front), server)
-            time.sleep(0.3)  # the client's connection is gone
+            if front_be == "native":  # the engine tells when the client's connection is gone
+                deadline = time.monotonic() + 10
+                while gw.metric("gateway_peers", side="front", bridge="bridge") != 0:
+                    assert time.monotonic() < deadline, gw.metrics_text()
+                    time.sleep(0.02)
+            else:  # a library front may not tell; either outcome is checked below
+                time.sleep(0.3)  # the client's connection is gone
         finally:
             release.set()
         _check_client_gone(gw, front_be)
