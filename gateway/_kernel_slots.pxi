@@ -122,6 +122,7 @@ cdef enum:
     P_WATCH
     P_WBUF_SIZE
     P_CLOSE_REASON
+    P_FAST_READ
     P_KERNEL_STATE
     P_READING
     P_ROUTING_ID
@@ -145,7 +146,7 @@ cdef enum:
 #: gateway.engine.writes.Batch, gateway.engine.send.Routing, gateway.metrics.Histogram,
 #: gateway.device.ledger.Ledger
 PIPE = _Layout("_batch", "_high", "_loop", "_watch", "_wbuf_size", "close_reason",
-               "kernel_state", "reading", "routing_id", "rx_chunks", "transport", "wbuf",
+               "fast_read", "kernel_state", "reading", "routing_id", "rx_chunks", "transport", "wbuf",
                "writable")
 RX = _Layout("data", "pos")
 BATCH = _Layout("depth", "dirty", "scheduled")

@@ -1167,3 +1167,16 @@ def test_a_ledger_can_still_be_weakly_referenced() -> None:
 
     ledger = Ledger(f"w-{uuid.uuid4().hex[:8]}")
     assert weakref.ref(ledger)() is ledger
+
+
+@needs_kernel
+def test_pipes_read_through_the_compiled_data_received() -> None:
+    """Where the kernel runs, a pipe's data_received is its compiled twin (the reference's
+    steps when no kernel forwards for it: the whole suite runs through it, and once more on
+    the pure path through the reference)."""
+    from gateway.engine.pipe import Pipe, SniffingPipe
+
+    assert kernel.compiled is not None
+    assert Pipe.data_received is kernel.compiled.data_received
+    assert SniffingPipe.data_received is not Pipe.data_received  # (its own, then super()'s)
+    assert "fast_read" in kernel.compiled.PIPE.names
