@@ -16,13 +16,30 @@ are :func:`gateway.tools.matrix.suites.pattern_cells`.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from gateway.tools.harness.peers import SENDERS
 from gateway.tools.matrix.impls import IMPLEMENTATIONS
 
-if TYPE_CHECKING:
-    from gateway.tools.matrix.cells import Cell
+
+class PatternCell(Protocol):
+    """What these rules read of a :class:`gateway.tools.matrix.cells.Cell` (which imports
+    them: a protocol, not that class, keeps the two modules out of an import cycle)."""
+
+    @property
+    def client_type(self) -> str: ...
+    @property
+    def server_type(self) -> str: ...
+    @property
+    def shape(self) -> str: ...
+    @property
+    def direct(self) -> bool: ...
+    @property
+    def client_wire(self) -> str: ...
+    @property
+    def server_wire(self) -> str: ...
+    @property
+    def gateway_pattern(self) -> str: ...
 
 
 #: the patterns' socket types per wire (SP pair0/pair1 are distinct protocols, 0x10/0x11)
@@ -65,7 +82,7 @@ def pattern_legal(wire: str, a: str, b: str) -> bool:
     return b in table.get(a, frozenset()) and a in table.get(b, frozenset())
 
 
-def pattern_hops_legal(cell: Cell) -> list[tuple[str, bool]]:
+def pattern_hops_legal(cell: PatternCell) -> list[tuple[str, bool]]:
     if cell.direct:
         w = cell.client_wire
         return [(f"{w}: {cell.client_type}-{cell.server_type}",
@@ -79,7 +96,7 @@ def pattern_hops_legal(cell: Cell) -> list[tuple[str, bool]]:
              pattern_legal(sw, back, cell.server_type))]
 
 
-def pattern_sender(cell: Cell) -> str:
+def pattern_sender(cell: PatternCell) -> str:
     """Which side sends (for pair: first; the other answers the same way)."""
     if cell.server_type in ("PUB", "XPUB", "PUSH") or cell.client_type not in SENDERS:
         return "server"
@@ -98,7 +115,7 @@ PUBSUB_ROUND = (b"a.1", b"b.1", b"c.1", b"a", b"ab", b"a.2", b"", b"b.2", b"bb",
 STREAM_ROUND = tuple(b"m-%02d" % i for i in range(20))
 
 
-def delivery_expected(cell: Cell, topics: tuple[bytes, ...] | None = None) -> list[bytes]:
+def delivery_expected(cell: PatternCell, topics: tuple[bytes, ...] | None = None) -> list[bytes]:
     """What the receiving side must get from one round, exactly and in order (``topics``:
     what it holds, when not the shape's first set)."""
     if topics is not None or cell.shape in SHAPE_TOPICS:
