@@ -1170,13 +1170,17 @@ def test_a_ledger_can_still_be_weakly_referenced() -> None:
 
 
 @needs_kernel
-def test_pipes_read_through_the_compiled_data_received() -> None:
-    """Where the kernel runs, a pipe's data_received is its compiled twin (the reference's
-    steps when no kernel forwards for it: the whole suite runs through it, and once more on
-    the pure path through the reference)."""
-    from gateway.engine.pipe import Pipe, SniffingPipe
+def test_pipes_read_through_the_compiled_data_received(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where the kernel runs, a new pipe's data_received is its compiled twin (the reference's
+    steps when no kernel forwards for it); the choice is read when a pipe is made, so the
+    reference's class stays the reference and a run without the kernel makes plain pipes."""
+    from gateway.engine.pipe import Pipe, SniffingPipe, pipe_class
 
     assert kernel.compiled is not None
-    assert Pipe.data_received is kernel.compiled.data_received
-    assert SniffingPipe.data_received is not Pipe.data_received  # (its own, then super()'s)
+    assert pipe_class().data_received is kernel.compiled.data_received
+    assert issubclass(pipe_class(), Pipe) and pipe_class() is pipe_class()
+    assert Pipe.data_received is not kernel.compiled.data_received
+    assert SniffingPipe.data_received is not Pipe.data_received  # (its own, then the chosen one)
     assert "fast_read" in kernel.compiled.PIPE.names
+    monkeypatch.setattr(kernel, "compiled", None)
+    assert pipe_class() is Pipe

@@ -14,7 +14,7 @@ from typing import Any
 from gateway.engine.codecs import make_codec
 from gateway.engine.dialer import Dialer
 from gateway.engine.listener import Admission
-from gateway.engine.pipe import Pipe, PipeOwner, SniffingPipe
+from gateway.engine.pipe import Pipe, PipeOwner, SniffingPipe, pipe_class
 from gateway.errors import ConfigError, TransportError
 from gateway.logging import get_logger
 from gateway.patterns.pairing import SP_ONLY_KINDS
@@ -108,7 +108,7 @@ class Endpoints:
                                identity=opts.identity, max_message_size=opts.max_message_size,
                                transport=transport, mechanism=mechanism, address=address,
                                client=not accepted)
-            pipe = Pipe(self.owner, codec, wire.family, endpoint, opts, lost)
+            pipe = pipe_class()(self.owner, codec, wire.family, endpoint, opts, lost)
             made.append(pipe)
         if accepted:
             pipe.admit = self.admission.admit

@@ -24,6 +24,7 @@ ZMTP heartbeats run after the handshake.
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Callable
 from typing import Any, Protocol, cast
 
@@ -389,10 +390,6 @@ class Pipe(Writes, PipeProtocol):
             self.abort("handshake-timeout", f"no handshake within {self.handshake_timeout}s")
 
 
-if kernel.compiled is not None:  # its compiled twin, a Python frame less on every read
-    Pipe.data_received = kernel.compiled.data_received  # type: ignore[method-assign]
-
-
 class SniffingPipe(Pipe):
     """A pipe of an ``any+`` listener (one port, both wires): silent until the peer's first
     byte says which wire it speaks (:func:`gateway.wire.sniff.wire_of`), then a pipe of that
@@ -403,6 +400,7 @@ class SniffingPipe(Pipe):
                  options: Any) -> None:
         super().__init__(owner, Undecided(), ANY, endpoint, options)
         self._codec_for = codec_for
+        self._read = pipe_class().data_received  # the reference's or the kernel's, as chosen
 
     def _greet(self, transport: asyncio.Transport) -> None:
         pass  # both wires' clients speak first: our greeting waits for their first byte
@@ -414,7 +412,21 @@ class SniffingPipe(Pipe):
             self._next_messages = getattr(self.codec, "next_messages", None)
             if self.transport is not None:
                 self.transport.write(self.codec.initiate())
-        super().data_received(data)
+        self._read(self, data)
 
 
-__all__ = ["Pipe", "PipeOwner", "SniffingPipe"]
+@functools.cache
+def _compiled_pipe(data_received: Callable[[Pipe, bytes], None]) -> type[Pipe]:
+    return type("Pipe", (Pipe,), {"__slots__": (), "__module__": __name__,
+                                  "__doc__": Pipe.__doc__, "data_received": data_received})
+
+
+def pipe_class() -> type[Pipe]:
+    """The class of a new pipe: :class:`Pipe`, or, where the compiled kernel runs
+    (:data:`gateway.kernel.compiled`, read at each call), a subclass whose ``data_received`` is
+    its compiled twin (the reference's steps, a Python frame less on every read)."""
+    compiled = kernel.compiled
+    return Pipe if compiled is None else _compiled_pipe(compiled.data_received)
+
+
+__all__ = ["Pipe", "PipeOwner", "SniffingPipe", "pipe_class"]
