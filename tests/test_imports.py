@@ -110,12 +110,15 @@ def test_no_import_cycles_inside_gateway() -> None:
 
 
 def test_product_and_plugins_never_import_the_tests() -> None:
-    """Nor the fuzzing harnesses (``fuzz/``: not installed)."""
+    """Nor the fuzzing harnesses (``fuzz/``: not installed), nor pytest, but in the one pytest
+    plugin (``gateway.testing.pytest_plugin``, loaded only by the suites' conftests)."""
     offenders = []
     for package_dir, name in ((ROOT / "gateway", "gateway"), (ROOT / "plugins", "gateway_plugins")):
         for module, path in _modules(package_dir, name).items():
-            bad = {t for t in _imports(module, path)
-                   if t.split(".")[0] in ("interop_tests", "tests", "conftest", "pytest", "fuzz")}
+            tests = ("interop_tests", "tests", "conftest", "fuzz")
+            if module != "gateway.testing.pytest_plugin":
+                tests += ("pytest",)
+            bad = {t for t in _imports(module, path) if t.split(".")[0] in tests}
             if bad:
                 offenders.append(f"{path.relative_to(ROOT)}: {sorted(bad)}")
     assert not offenders, offenders

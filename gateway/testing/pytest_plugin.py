@@ -1,0 +1,55 @@
+"""Both engine paths in one test process, as aiohttp runs its parser twins (``REQUEST_PARSERS``):
+a pytest plugin whose ``engine_path`` fixture runs a test on the compiled kernel and again on
+the pure-Python reference, instead of a second run of the whole suite. The one module of the
+package that imports pytest (as ``anyio.pytest_plugin`` does), loaded only by a conftest that
+asks for it; nothing registers it for other projects' tests.
+
+A conftest takes the fixture and picks the tests that run on both::
+
+    from gateway.testing.pytest_plugin import both_paths, engine_path  # noqa: F401
+
+    def pytest_generate_tests(metafunc):
+        if metafunc.definition.path.name.startswith(("test_engine", "test_device")):
+            both_paths(metafunc)           # test_x[compiled] and test_x[pure]
+
+On the ``pure`` path the fixture sets :data:`gateway.kernel.compiled` to ``None`` for the test
+(every pipe, table and bridge made during it is the reference's: the kernel is read when they
+are made) and ``GATEWAY_NO_EXTENSIONS=1`` in the environment, so the processes the test starts
+run the reference too. Any other test gets the path the process runs, unchanged. Where the
+kernel is not built there is one path, ``pure``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from gateway import kernel
+
+#: the paths a test on both runs on here: the compiled one only where the kernel is built
+PATHS: tuple[str, ...] = ("compiled", "pure") if kernel.compiled is not None else ("pure",)
+
+
+@pytest.fixture(autouse=True)
+def engine_path(request: pytest.FixtureRequest) -> Iterator[str]:
+    """``compiled`` or ``pure``: the path this test runs on (see the module's docstring)."""
+    path = getattr(request, "param", kernel.IMPLEMENTATION)
+    if path == kernel.IMPLEMENTATION:
+        yield path
+        return
+    if path != "pure":
+        raise pytest.UsageError(f"engine_path: {path!r} is not built here (paths: {PATHS})")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(kernel, "compiled", None)
+        mp.setattr(kernel, "IMPLEMENTATION", "pure")
+        mp.setenv("GATEWAY_NO_EXTENSIONS", "1")
+        yield path
+
+
+def both_paths(metafunc: pytest.Metafunc) -> None:
+    """Run this test function on every path of :data:`PATHS` (ids ``compiled`` and ``pure``)."""
+    metafunc.parametrize("engine_path", PATHS, indirect=True)
+
+
+__all__ = ["PATHS", "both_paths", "engine_path"]
