@@ -6,9 +6,9 @@ from them: CPU, system calls and memory from /proc.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -29,31 +29,36 @@ def tcp_address(url: str) -> str:
     return f"tcp://{parts.hostname}:{parts.port}"
 
 
+def _cpu_clock(pid: int) -> float:
+    """A live process's CPU time (all its threads), to the nanosecond: Linux's per-process CPU
+    clock (``clock_getcpuclockid``: ``(~pid << 3) | 2``, CPUCLOCK_SCHED), which counts the
+    scheduler's run time; /proc and psutil give the same in ticks of 10 ms, too coarse for a
+    run of a few thousand requests at a microsecond each."""
+    return time.clock_gettime((~pid << 3) | 2)
+
+
 def proc_cpu_seconds(pid: int) -> float | None:
     """User + system CPU time of a live process (all threads) and of its live children (the
-    workers of ``gateway bridge --workers N``)."""
+    workers of ``gateway bridge --workers N``), from the processes' CPU clocks (ns); None once
+    the process is gone."""
     try:
         import psutil
 
-        p = psutil.Process(pid)
-        t = p.cpu_times()
-        total = float(t.user + t.system)
-        for child in p.children(recursive=True):
-            try:
-                c = child.cpu_times()
-                total += float(c.user + c.system)
-            except psutil.Error:
-                continue
-        return total
+        children = [c.pid for c in psutil.Process(pid).children(recursive=True)]
     except ImportError:
-        pass
+        children = []
     except Exception:  # noqa: BLE001 - process gone
         return None
     try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    except (OSError, IndexError, ValueError):
+        total = _cpu_clock(pid)
+    except OSError:  # gone, or not Linux
         return None
+    for child in children:
+        try:
+            total += _cpu_clock(child)
+        except OSError:  # a child that ended meanwhile
+            continue
+    return total
 
 
 def proc_syscalls(pid: int) -> tuple[int, int] | None:
