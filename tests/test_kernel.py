@@ -36,6 +36,7 @@ from gateway.errors import DROP_REASONS
 from gateway.metrics import METRICS
 from gateway.plugins import registry
 from gateway.security import Security
+from gateway.testing.pytest_plugin import PATHS
 from gateway.wire.sp import SpCodec
 from gateway.wire.zmtp import ZmtpCodec
 from gateway.wire.zmtp_curve import CurveClient, CurveServer, keypair
@@ -1184,3 +1185,25 @@ def test_pipes_read_through_the_compiled_data_received(monkeypatch: pytest.Monke
     assert "fast_read" in kernel.compiled.PIPE.names
     monkeypatch.setattr(kernel, "compiled", None)
     assert pipe_class() is Pipe
+
+
+@pytest.mark.parametrize("engine_path", PATHS, indirect=True)
+def test_the_engine_path_fixture_runs_the_path_it_names(engine_path: str) -> None:
+    """gateway.testing.pytest_plugin: on [pure] every table, forwarder and pipe made during the
+    test is the reference's, and the processes the test starts are told so; on [compiled]
+    they are the kernel's (the choice is read when each is made)."""
+    import os
+
+    from gateway.engine.pipe import Pipe, pipe_class
+
+    front = NativeSide("REP", SideOptions(), "p/front")
+    back = NativeSide("REQ", SideOptions(), "p/back")
+    table = kernel.token_table(64, 60.0)
+    fwd = AsyncForwarder(front, back, Translator("zmtp", "zmtp", table),
+                         Ledger(f"p-{uuid.uuid4().hex[:8]}"))
+    pure = engine_path == "pure"
+    assert (fwd.kernel is None) == pure
+    assert isinstance(table, TokenTable) == pure
+    assert (pipe_class() is Pipe) == pure
+    assert (os.environ.get("GATEWAY_NO_EXTENSIONS") == "1") == pure
+    assert kernel.IMPLEMENTATION == engine_path
