@@ -1162,15 +1162,19 @@ async def test_message_timeout_counts_a_pending_multipart_message() -> None:
 async def test_message_timeout_restarts_for_each_message() -> None:
     """A steady stream whose chunks always end inside a message is not 'stalled': each message
     completes within the deadline, though some message is always incomplete."""
-    async with _router("sp", message_timeout=0.3) as (router, url):
+    # the deadline (1 s) is 12 paces: a loaded machine may hold a pace back by most of a second
+    # before a message's second chunk would be late (it was 0.3 s: under 4 paces)
+    async with _router("sp", message_timeout=1.0) as (router, url):
         before = closed("message-timeout")
         reader, writer = await asyncio.open_connection("127.0.0.1", parse(url).host_port()[1])
         writer.write(sp_header(0x30))
         stream = b"".join(_sp_message(b"m%03d" % i + b"y" * 60) for i in range(12))
         step = 50  # 68-byte messages in 50-byte chunks: a partial tail after every chunk
+        t0 = time.monotonic()
         for i in range(0, len(stream), step):
             writer.write(stream[i : i + step])
-            await asyncio.sleep(0.08)  # 17 chunks * 0.08 s: well past one deadline
+            await asyncio.sleep(0.08)  # 17 chunks * 0.08 s: past one deadline
+        assert time.monotonic() - t0 > 1.0  # the stream outlasted a deadline (measured)
         for i in range(12):
             assert (await router.recv_msg()).body == (b"m%03d" % i + b"y" * 60,)
         assert router.peers == 1 and closed("message-timeout") == before
