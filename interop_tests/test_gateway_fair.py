@@ -167,9 +167,13 @@ def test_a_flooder_that_never_reads_does_not_starve_the_others_on_the_library_po
             assert not clients.lost, f"lost {len(clients.lost)}: {clients.lost[:5]}; {figures}"
             assert not clients.wrong, clients.wrong[:5]
             assert len(lat) >= 10 * CLIENTS, figures
-            # the figure is 50 ms (met on a quiet machine: see docs/design.md); this
-            # bound leaves room for a loaded CI machine and still fails the unfair loop by 10x
-            assert p99 < P99_BOUND_MS, figures
+            # the figure is 50 ms (met on a quiet machine: see docs/design.md). The
+            # unfair loop's clients wait behind the flood, so their p99 grows with the flood's
+            # length; a fair one's does not. On a loaded machine both stretch: the bound is
+            # P99_BOUND_MS or a 20th of the flood as measured in this run, whichever is more
+            # (loaded, 4 xdist workers and two CPU hogs on 2 cores: p99 112 ms in a 10.7 s
+            # flood failed the fixed 100 ms in 1 run of 3)
+            assert p99 < max(P99_BOUND_MS, flood_s * 1e3 / 20), figures
             # every request crossed and was answered by the server: each reply either reached
             # its client or was counted (the flooder's pipe is full: hwm)
             expected = FLOOD + clients.sent
