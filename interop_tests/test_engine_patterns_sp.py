@@ -84,7 +84,7 @@ def header_of(msg: pynng.Message) -> bytes:
 def test_native_pub_to_nng_sub(binder: str) -> None:
     async def main() -> None:
         async with linked("PUB", pynng.Sub0, binder, topics=[b"a.", b"b"]) as (pub, sub):
-            await asyncio.sleep(0.1)  # nng's side of the pipe
+            await until(lambda: len(sub.pipes) == 1)  # nng's side of the pipe
             for m in (b"a.1", b"c.1", b"bz", b"a", b"a.2"):
                 await pub.send(m)
             assert [await nrecv(sub) for _ in range(3)] == [b"a.1", b"bz", b"a.2"]
@@ -111,7 +111,7 @@ def test_nng_pub_to_native_sub_filters_locally(binder: str) -> None:
                 every.connect("sp+" + url)
             await sub.wait_peers(1)
             await every.wait_peers(1)
-            await asyncio.sleep(0.1)
+            await until(lambda: len(pub.pipes) == 2)  # nng's pub0 sends only on pipes it has
             for m in (b"a.1", b"b.1", b"ab", b""):
                 await nsend(pub, m)
             async with asyncio.timeout(5):
@@ -131,7 +131,7 @@ def test_nng_pub_to_native_sub_filters_locally(binder: str) -> None:
 def test_native_xsub_as_raw_sub0_receives_everything() -> None:
     async def main() -> None:
         async with linked("XSUB", pynng.Pub0, "nng") as (xsub, pub):
-            await asyncio.sleep(0.1)
+            await until(lambda: len(pub.pipes) == 1)  # nng's pub0 sends only on pipes it has
             await nsend(pub, b"whatever")
             async with asyncio.timeout(5):
                 assert await xsub.recv_msg() == Message((), (b"whatever",))
