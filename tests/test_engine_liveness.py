@@ -127,14 +127,17 @@ async def test_a_peer_that_answers_pings_stays() -> None:
 async def test_native_heartbeats_both_ways_keep_an_idle_pipe() -> None:
     """A native DEALER with heartbeats to a native ROUTER without: the ROUTER's codec answers
     the PINGs, so after many timeouts' worth of idleness the pipe is still up."""
+    # the timeout is 5 intervals and the TTL 10: a PONG (or a PING) may be late by 0.4 s
+    # (0.9 s) on a loaded machine before the pipe is rightly closed (it was 0.05 s: a loop
+    # held off the CPU that long is seen here, 74 ms with 4 xdist workers and 4 CPU hogs)
     async with (gateway.Socket("ROUTER") as router,
-                gateway.Socket("DEALER", heartbeat_ivl=0.05, heartbeat_timeout=0.1,
-                               heartbeat_ttl=0.5) as dealer):
+                gateway.Socket("DEALER", heartbeat_ivl=0.1, heartbeat_timeout=0.5,
+                               heartbeat_ttl=1.0) as dealer):
         before = closed("heartbeat-timeout")
         dealer.connect(router.bind("zmq+tcp://127.0.0.1:0"))
         await router.wait_peers(1)
         await dealer.wait_peers(1)
-        await asyncio.sleep(1.0)  # 20 intervals, 10 timeouts, 2 TTLs
+        await asyncio.sleep(1.5)  # 15 intervals, 3 timeouts, 1.5 TTLs
         assert closed("heartbeat-timeout") == before
         assert router.peers == 1 and dealer.peers == 1
         await dealer.send(b"still")
@@ -143,9 +146,11 @@ async def test_native_heartbeats_both_ways_keep_an_idle_pipe() -> None:
 
 @timed
 async def test_busy_pipe_sends_no_ping_without_a_ttl() -> None:
-    async with gateway.Socket("ROUTER", heartbeat_ivl=0.3) as router:
+    # the interval is 30 paces: traffic may be late by over half a second on a loaded
+    # machine before the pipe is rightly idle (it was 0.3 s: 15 paces)
+    async with gateway.Socket("ROUTER", heartbeat_ivl=0.6) as router:
         peer = await RawPeer.attach(router)
-        for _ in range(45):  # traffic every 20 ms for 0.9 s: never idle for an interval
+        for _ in range(45):  # traffic every 20 ms for 0.9 s, 1.5 intervals: never idle for one
             peer.writer.write(b"\x00\x01x")
             await asyncio.sleep(0.02)
         await asyncio.sleep(0)
@@ -206,8 +211,10 @@ async def test_traffic_after_the_peers_ping_keeps_the_pipe() -> None:
     async with gateway.Socket("ROUTER") as router:
         before = closed("heartbeat-timeout")
         peer = await RawPeer.attach(router)
-        for _ in range(8):  # a PING with ttl 0.3 s every 0.1 s: always within the TTL
-            peer.writer.write(b"\x04\x07\x04PING\x00\x03")
+        # a PING with ttl 0.6 s every 0.1 s: always within the TTL, with 0.5 s to spare for
+        # a loaded machine (it was 0.3 s: 0.2 s to spare); 8 PINGs outlast one TTL
+        for _ in range(8):
+            peer.writer.write(b"\x04\x07\x04PING\x00\x06")
             await asyncio.sleep(0.1)
         assert router.peers == 1 and closed("heartbeat-timeout") == before
         peer.close()
