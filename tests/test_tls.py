@@ -164,7 +164,13 @@ def test_max_connections_holds_before_the_tls_handshake(certs: Path) -> None:
     once their handshake completed). Now the 29 beyond the first are closed at once."""
     import asyncio
 
+    from _aio import until
+
     import gateway
+    from gateway.metrics import METRICS
+
+    def refused() -> int:
+        return METRICS.total_where("gateway_refused_connections_total", reason="max-connections")
 
     tls = TlsSettings(str(certs / "server.pem"), str(certs / "server.key"))
 
@@ -172,8 +178,10 @@ def test_max_connections_holds_before_the_tls_handshake(certs: Path) -> None:
         async with gateway.Socket("REP", tls=tls, max_connections=1,
                                   handshake_timeout=30) as rep:
             port = int(rep.bind("sp+tls+tcp://127.0.0.1:0").rsplit(":", 1)[1])
+            before = refused()
             conns = [await asyncio.open_connection("127.0.0.1", port) for _ in range(30)]
-            await asyncio.sleep(0.5)
+            # the listener has refused the 29 (a loaded machine takes its time: no fixed sleep)
+            await until(lambda: refused() - before >= 29, 20)
             open_ = 0
             for reader, writer in conns:
                 try:
