@@ -261,7 +261,15 @@ def test_bounded_inbox(where: str, tmp_path: Path) -> None:
 
             task = asyncio.create_task(sender())
             peak = 0
-            for _ in range(30):
+
+            def paused() -> bool:  # the inbox filled and the pipe stopped reading
+                nonlocal peak
+                peak = max(peak, router.inbox_size)
+                pipes = [p for p in router.endpoints.pipes if p.ready]
+                return router.inbox_size > 0 and len(pipes) == 1 and pipes[0].reading is False
+
+            await until(paused, 10)  # (it was 0.3 s of sampling: a loaded machine may be slower)
+            for _ in range(30):  # and it stays bounded while the sender keeps trying
                 await asyncio.sleep(0.01)
                 peak = max(peak, router.inbox_size)
             assert 0 < router.inbox_size <= 10
