@@ -229,8 +229,16 @@ def _refuse_strangers(gw: Gateway, endpoint: str, pki: dict[str, Any]) -> int:
             stack.enter_context(zmq_client("REQ", endpoint, **_curve(pki, "stranger")))
         gw.wait_metric("gateway_auth_failures_total", STRANGERS, timeout=20,
                        reason="unknown-key")
-    time.sleep(0.5)  # a retry in flight when the sockets closed
-    return int(gw.metric("gateway_auth_failures_total", reason="unknown-key"))
+    # a retry in flight when the sockets closed may still be counted: the count is taken once
+    # it holds over 0.5 s (re-read until then, 20 s at most), not after one fixed 0.5 s
+    deadline = time.monotonic() + 20
+    count = gw.metric("gateway_auth_failures_total", reason="unknown-key")
+    while True:
+        time.sleep(0.5)
+        now = gw.metric("gateway_auth_failures_total", reason="unknown-key")
+        if now == count or time.monotonic() > deadline:
+            return int(now)
+        count = now
 
 
 @pytest.fixture(scope="module")
