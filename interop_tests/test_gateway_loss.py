@@ -285,8 +285,12 @@ def test_pynng_front_burst_adds_up_and_says_what_it_cannot_confirm() -> None:
 
 
 def test_pynng_front_refuses_a_reply_to_a_client_that_left() -> None:
+    left = threading.Event()
+
     def slow(frames: list[bytes]) -> list[bytes]:
-        time.sleep(1.0)  # long after the client left
+        # the reply once the gateway has seen the client go (it was a fixed 1 s: on a loaded
+        # machine the gateway might not yet have seen it, and forwarded the reply)
+        left.wait(30)
         return [b"re:" + frames[-1]]
 
     with ZmqServer("REP", slow) as server, Gateway(*bridge_args(
@@ -295,6 +299,12 @@ def test_pynng_front_refuses_a_reply_to_a_client_that_left() -> None:
         with nng_req(lib_url(gw.front)) as gone:
             gone.send(b"bye")
             server.wait_received(1)  # it left with its request forwarded (not just queued)
+            assert gw.metric("gateway_peers", side="front", bridge="bridge") == 1
+        deadline = time.monotonic() + 20
+        while gw.metric("gateway_peers", side="front", bridge="bridge") != 0:
+            assert time.monotonic() < deadline, gw.metrics_text()
+            time.sleep(0.02)
+        left.set()
         gw.wait_metric("gateway_dropped_messages_total", 1, reason="client-gone")
         assert gw.metric("gateway_forwarded_messages_total", direction="reply") == 0
 
