@@ -90,6 +90,10 @@ async def test_accepted_connections_keep_alive() -> None:
     c.linger = 0
     c.connect(url)
     try:
+        # a message through: libzmq has accepted the connection and set its options (the
+        # kernel shows it established before that; on a loaded machine `ss` saw no timer yet)
+        c.send(b"ping")
+        assert (await asyncio.wait_for(s.recv_msg(), T)).body == (b"ping",)
         (timer,) = checks.keepalive_timers(int(url.rsplit(":", 1)[1]))
         # the kernel's countdown from 30 s: a loaded box may run `ss` seconds later
         idle = re.match(r"keepalive,(\d+)sec", timer)
