@@ -248,12 +248,16 @@ def test_late_joiner_misses_earlier_messages_as_with_the_libraries(ctx) -> None:
                 while seen[-1] != b"seq.%06d" % (before - 1):  # bounded: 5,000 sent, 5 s each
                     seen.append(early.recv())
                 late.dial(lib_url(gw.front), block=True)
-                time.sleep(0.5)
+                # the late joiner's first message, while the publisher goes on (it was a fixed
+                # 0.5 s: a loaded machine may add the gateway's side of the pipe later)
+                late.recv_timeout = 10_000
+                seen_late = [late.recv()]
             finally:  # the publisher never outlives the test's context, failed or not
                 stop.set()
                 t.join(10)
             got_early = [int(m[4:]) for m in seen + _nng_drain(early) if m.startswith(b"seq.")]
-            got_late = [int(m[4:]) for m in _nng_drain(late) if m.startswith(b"seq.")]
+            got_late = [int(m[4:]) for m in seen_late + _nng_drain(late)
+                        if m.startswith(b"seq.")]
             assert got_early == sorted(got_early) and got_late == sorted(got_late)
             assert got_early[0] == 0 and got_early[-1] == sent[-1]
             assert got_late, "the late joiner received nothing after joining"
