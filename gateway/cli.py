@@ -72,12 +72,9 @@ def options_help() -> str:
 
 def _version() -> str:
     """``gateway --version``: the version and which forwarding path runs."""
-    from gateway.kernel import IMPLEMENTATION, NO_EXTENSIONS
+    from gateway import kernel
 
-    why = {"compiled": "compiled kernel",
-           "pure": "pure Python: GATEWAY_NO_EXTENSIONS is set" if NO_EXTENSIONS
-           else "pure Python: the compiled kernel is not built"}[IMPLEMENTATION]
-    return f"gateway {__version__} ({why})"
+    return f"gateway {__version__} ({kernel.why()})"
 
 
 def tool_commands() -> dict[str, Any]:

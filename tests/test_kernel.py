@@ -1207,3 +1207,29 @@ def test_the_engine_path_fixture_runs_the_path_it_names(engine_path: str) -> Non
     assert (pipe_class() is Pipe) == pure
     assert (os.environ.get("GATEWAY_NO_EXTENSIONS") == "1") == pure
     assert kernel.IMPLEMENTATION == engine_path
+
+
+def test_no_extensions_means_the_same_at_build_and_at_run_time() -> None:
+    """``GATEWAY_NO_EXTENSIONS=0`` (or empty) is unset for setup.py as for gateway.kernel: one
+    rule, written with the same words in both (setup.py cannot import the package it builds)."""
+    from pathlib import Path
+
+    rule = 'os.environ.get("GATEWAY_NO_EXTENSIONS", "") not in ("", "0")'
+    root = Path(__file__).resolve().parents[1]
+    assert f"NO_EXTENSIONS = {rule}" in (root / "setup.py").read_text()
+    assert f"NO_EXTENSIONS = {rule}" in (root / "gateway" / "kernel.py").read_text()
+
+
+def test_a_free_threaded_build_without_the_gil_runs_the_reference() -> None:
+    """On a free-threaded CPython running without the GIL, gateway.kernel does not import the
+    extension (it would turn the GIL back on, and the kernel is not declared thread-safe):
+    the pure path runs, and --version says why. Simulated: sys._is_gil_enabled() -> False."""
+    import subprocess
+    import sys
+
+    code = ("import sys; sys._is_gil_enabled = lambda: False; "
+            "import gateway.kernel as k; "
+            "print(k.IMPLEMENTATION, 'gateway._kernel' in sys.modules); print(k.why())")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=60, check=True).stdout.splitlines()
+    assert out == ["pure False", "pure Python: a free-threaded build without the GIL"]
