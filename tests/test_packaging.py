@@ -55,6 +55,12 @@ def test_metadata_a_user_and_an_index_read() -> None:
     assert project["license-files"] == ["LICENSE"] and (ROOT / "LICENSE").is_file()
     assert not any(c.startswith("License ::") for c in project["classifiers"])  # PEP 639
     assert "Typing :: Typed" in project["classifiers"]
+    # the Pythons claimed are the ones CI tests: make test's, and .ci/pythons.sh's
+    tested = ["3.11", *(ROOT / ".ci" / "pythons.sh").read_text().split('PYTHONS:-"')[1]
+              .split('"')[0].split()]
+    assert project["requires-python"] == f">={tested[0]},<3.{int(tested[-1][2:]) + 1}"
+    assert [c.rsplit(" ", 1)[1] for c in project["classifiers"]
+            if c.startswith("Programming Language :: Python :: 3.")] == tested
     assert {"Homepage", "Documentation", "Source", "Issues", "Changelog"} <= set(project["urls"])
     assert any(r.startswith("setuptools>=77") for r in META["build-system"]["requires"])
     for package, folder in (("gateway", "gateway"), ("gateway_plugins", "plugins")):
