@@ -1233,3 +1233,21 @@ def test_a_free_threaded_build_without_the_gil_runs_the_reference() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=60, check=True).stdout.splitlines()
     assert out == ["pure False", "pure Python: a free-threaded build without the GIL"]
+
+
+@needs_kernel
+@pytest.mark.parametrize("name", ["TokenTable", "InFlight"])
+def test_the_table_twins_have_one_public_surface(name: str) -> None:
+    """A compiled table and its reference offer the same public fields, methods and counters,
+    on the class and on an instance: a member added to one twin and not the other fails here
+    (the differential tests then compare what the members do)."""
+    from gateway.device.inflight import InFlight
+
+    reference = {"TokenTable": TokenTable, "InFlight": InFlight}[name]
+    compiled = getattr(kernel.compiled, name)
+
+    def public(obj: object) -> set[str]:
+        return {n for n in dir(obj) if not n.startswith("_")}
+
+    assert public(reference) == public(compiled)
+    assert public(reference(64, 1.0)) == public(compiled(64, 1.0))
