@@ -205,8 +205,9 @@ def _checked(specs: list[BridgeSpec], where: str = "") -> list[BridgeSpec]:
     """The specs, once every rule of every bridge holds (the plugins say the transports and
     backends; the settings' files are read): the same check for bridge, run and check."""
     from gateway.device import check
+    from gateway.device.ports import clashes
 
-    errors = check(specs, where)
+    errors = check(specs, where) + clashes(specs, where)
     if errors:
         raise ConfigError("\n".join(errors))
     return specs
@@ -251,8 +252,13 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
+    from gateway.device.ports import in_use
+
     cfg = _load(args.config)  # every syntax and schema mistake, at once
     _checked(cfg.bridges, args.config)  # then every rule: transports, backends, settings, files
+    busy = in_use(cfg.bridges, args.config, cfg.metrics)  # what `run` would fail to bind
+    if busy:
+        raise ConfigError("\n".join(busy))
     names = ", ".join(b.name for b in cfg.bridges)
     print(f"{args.config}: ok, {len(cfg.bridges)} bridge(s): {names}")
     return 0

@@ -104,7 +104,10 @@ class Supervisor:
         try:
             for spec in specs:
                 bridge = Bridge.from_spec(spec)
-                bridge.open()
+                try:
+                    bridge.open()
+                except (GatewayError, OSError) as exc:  # a bind failure names its bridge
+                    raise ConfigError(f"bridge {spec.name!r}: {exc}") from None
                 opened.append(bridge)
         except BaseException:
             for bridge in opened:

@@ -203,6 +203,7 @@ def test_port_in_use(busy_port: int, backend: str, capsys: pytest.CaptureFixture
     assert main(["bridge", front, "sp+tcp://127.0.0.1:1"]) == 2
     line = _error_line(capsys)
     assert f"127.0.0.1:{busy_port}" in line and "in use" in line
+    assert "bridge 'bridge'" in line  # a bind failure at run time names the bridge
 
 
 def test_unreadable_config(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -284,6 +285,7 @@ def test_the_example_systemd_unit(tmp_path: Path) -> None:
     assert parser["Service"]["Type"] == "notify"
     assert parser["Service"]["ExecReload"] == "/bin/kill -HUP $MAINPID"
     assert " run " in parser["Service"]["ExecStart"]
+    assert parser["Service"]["RestartPreventExitStatus"] == "2"  # a mistake is not retried
     analyze = shutil.which("systemd-analyze")
     if analyze is None:
         pytest.skip("systemd-analyze not installed (the unit's fields were checked above)")
