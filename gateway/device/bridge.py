@@ -36,7 +36,7 @@ from gateway.device import sides
 from gateway.device.forward_async import AsyncForwarder
 from gateway.device.forward_poll import PollForwarder
 from gateway.device.forward_proxy import ProxyForwarder
-from gateway.device.ledger import REQUEST, Ledger
+from gateway.device.ledger import REPLY, REQUEST, Ledger
 from gateway.device.plan import KINDS, BridgePlan, plan
 from gateway.envelope import MixedTranslator, PatternTranslator, Translation, Translator
 from gateway.errors import ConfigError
@@ -197,8 +197,10 @@ class Bridge:
                  front_backend=sides.backend_of(self._front_ep),
                  back_backend=sides.backend_of(self._back_ep))
 
-    async def run(self, stop: asyncio.Event) -> None:
-        """Forward until ``stop`` is set, then drain in-flight replies for ``limits.grace``."""
+    async def run(self, stop: asyncio.Event, force: asyncio.Event | None = None) -> None:
+        """Forward until ``stop`` is set, then drain in-flight replies for ``limits.grace``,
+        or until ``force`` is set (a second signal): what is still in flight then is dropped
+        (``forced-exit``)."""
         if self._forwarder is None:
             self.open()
         assert self._forwarder is not None
@@ -213,7 +215,7 @@ class Bridge:
             if failed.done():
                 failed.result()  # forwarding died: raise its error
             fwd.stop_requests()  # no new requests; replies to those in flight still cross
-            await fwd.drain(self.limits.grace)
+            await self._drain(fwd, force)
             if ledger.in_flight:
                 log.warning("bridge.drain", bridge=self.name, unanswered=ledger.in_flight)
             left = fwd.backlog()
@@ -225,6 +227,20 @@ class Bridge:
             await asyncio.gather(failed, stopper, return_exceptions=True)
             await fwd.close()
             self.close()
+
+    async def _drain(self, fwd: Forwarder, force: asyncio.Event | None) -> None:
+        drain = asyncio.ensure_future(fwd.drain(self.limits.grace))
+        forced = asyncio.ensure_future(force.wait()) if force is not None else None
+        waits = {drain} if forced is None else {drain, forced}
+        try:
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in waits:
+                task.cancel()
+            await asyncio.gather(*waits, return_exceptions=True)
+        if forced is not None and force is not None and force.is_set() and self.in_flight:
+            self.ledger.dropped("forced-exit", REPLY, "a second signal ended the drain",
+                                self.in_flight)
 
     def close(self) -> None:
         for sock in (self._front, self._back):

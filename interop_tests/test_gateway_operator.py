@@ -1,0 +1,72 @@
+"""The operator's first hour (issue 39), through the real process: signals that talk, a reload
+that says what changed, honest readiness, READY lines, start-up errors in the log format
+asked for, and the example scripts passing their options through."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import zmq
+
+from gateway.tools.harness.gateway import Gateway
+from gateway.tools.harness.peers.servers import NngServer, zmq_client
+from gateway.tools.harness.procs import LOCAL, free_port, lib_url
+
+pytestmark = pytest.mark.timeout(90)
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _wait(predicate, timeout: float = 10.0, what: str = "") -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {timeout}s: {what}")
+        time.sleep(0.02)
+
+
+def test_a_signal_says_what_drains_and_a_second_one_ends_it() -> None:
+    with NngServer(lambda body: None) as server:  # takes the request, never answers
+        args = ["bridge", f"@zmq+tcp://{LOCAL}:0", f">sp+tcp://{LOCAL}:{server.port}",
+                "--log-format", "json", "--grace", "30"]
+        with Gateway(*args) as gw, zmq_client("REQ", lib_url(gw.front)) as req:
+            req.send(b"never answered")
+            _wait(lambda: len(server.received) == 1, what="the request at the server")
+            assert gw.proc is not None
+            gw.proc.send_signal(signal.SIGINT)
+            ev = gw.wait_event("shutdown.draining")
+            assert (ev["signal"], ev["in_flight"], ev["grace"]) == ("SIGINT", 1, 30.0)
+            t0 = time.monotonic()
+            rc = gw.terminate(signal.SIGTERM, timeout=10)  # the second signal: now
+            assert rc == 0 and time.monotonic() - t0 < 10  # not the 30 s of grace
+            forced = gw.wait_event("shutdown.forced")
+            assert forced["signal"] == "SIGTERM" and forced["dropped"] == 1
+            drop = gw.wait_event("drop")  # counted with its reason, as every drop
+            assert drop["reason"] == "forced-exit"
+
+
+def test_a_reload_logs_what_changed(tmp_path: Path) -> None:
+    cfg = tmp_path / "g.toml"
+    port, moved = free_port(), free_port()
+
+    def write(front_port: int, grace: float) -> None:
+        cfg.write_text(f'[limits]\ngrace = {grace}\n\n[[bridge]]\nname = "a"\n'
+                       f'front = "@zmq+tcp://{LOCAL}:{front_port}"\n'
+                       f'back = ">sp+tcp://{LOCAL}:{free_port()}?reconnect_ivl=1s"\n')
+
+    write(port, 2.0)
+    with Gateway("run", str(cfg), "--log-format", "json") as gw:
+        back = gw.back
+        cfg.write_text(cfg.read_text().replace("grace = 2.0", "grace = 5.0")
+                       .replace(f":{port}", f":{moved}"))
+        assert gw.proc is not None
+        gw.proc.send_signal(signal.SIGHUP)
+        ev = gw.wait_event("config.changed", bridge="a")
+        assert ev["limits.grace"] == "2.0 -> 5.0"
+        assert ev["front"] == f"@zmq+tcp://{LOCAL}:{port} -> @zmq+tcp://{LOCAL}:{moved}"
+        assert "back" not in ev and back
