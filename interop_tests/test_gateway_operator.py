@@ -4,15 +4,11 @@ asked for, and the example scripts passing their options through."""
 
 from __future__ import annotations
 
-import json
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
-import zmq
 
 from gateway.tools.harness.gateway import Gateway
 from gateway.tools.harness.peers.servers import NngServer, zmq_client
