@@ -17,7 +17,7 @@ from importlib.metadata import entry_points
 from typing import Any
 
 from gateway import __version__
-from gateway.config import BridgeSpec, Config
+from gateway.config import UNKNOWN_PEERS, BridgeSpec, Config
 from gateway.engine.loop import run as run_loop
 from gateway.errors import ConfigError, GatewayError
 
@@ -54,6 +54,9 @@ def _add_logging(p: argparse.ArgumentParser) -> None:
     p.add_argument("--metrics", metavar="HOST:PORT",
                    help="serve /metrics (Prometheus), /healthz and /readyz over HTTP, "
                         "e.g. 127.0.0.1:9100 (port 0: any; the READY line says which)")
+    p.add_argument("--unknown-peers", choices=tuple(UNKNOWN_PEERS), default=None,
+                   help="what /readyz makes of a back end that cannot tell its peers (-1): "
+                        + "; ".join(f"{k}: {v}" for k, v in UNKNOWN_PEERS.items()))
 
 
 class _Strict(argparse.ArgumentParser):
@@ -227,7 +230,8 @@ def _cmd_bridge(args: argparse.Namespace) -> int:
         return rc
     front = front_overrides().get(args.name, args.front)  # worker 0's real port, for the others
     spec = BridgeSpec(args.name, front, args.back, limits, args.forwarder)
-    return run_loop(Supervisor([spec], args.metrics).run())
+    return run_loop(Supervisor([spec], args.metrics,
+                               unknown_peers=args.unknown_peers or "waiting").run())
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
@@ -248,7 +252,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
     def reload() -> list[BridgeSpec]:  # SIGHUP: the file again, every mistake or nothing
         return _checked(_load(args.config).bridges, args.config)
 
-    return run_loop(Supervisor(specs, args.metrics or cfg.metrics, reload).run())
+    return run_loop(Supervisor(specs, args.metrics or cfg.metrics, reload,
+                               args.unknown_peers or cfg.unknown_peers).run())
 
 
 def _cmd_check(args: argparse.Namespace) -> int:

@@ -3,6 +3,7 @@
     [gateway]
     log_format = "console"          # or "json"
     metrics = "127.0.0.1:9100"      # optional Prometheus endpoint
+    unknown_peers = "waiting"       # /readyz and a back end that cannot tell: or "ready"
 
     [limits]                        # all optional; these are the defaults
     max_message_size = 1048576
@@ -81,6 +82,7 @@ class Config:
     log_level: str = "info"
     metrics: str | None = None
     raw: dict[str, Any] = field(default_factory=dict)
+    unknown_peers: str = "waiting"  # /readyz and a back end that cannot tell (gateway.observe)
 
 
 def _limits_checked(table: dict[str, Any], base: Limits | None,
@@ -135,7 +137,13 @@ def load(path: str) -> Config:
     return from_dict(data, source=path)
 
 
-_GATEWAY_KEYS = ("log_format", "log_level", "metrics")
+#: what ``/readyz`` makes of a back end that cannot tell its peers (``-1``: pyzmq's asyncio
+#: face, a plugin's adapter): ``[gateway] unknown_peers`` or ``--unknown-peers``
+UNKNOWN_PEERS: dict[str, str] = {
+    "waiting": "not ready (the default: nothing says a server is there)",
+    "ready": "ready (trust the back end; for an adapter that cannot count its peers)",
+}
+_GATEWAY_KEYS = ("log_format", "log_level", "metrics", "unknown_peers")
 _BRIDGE_KEYS = ("name", "front", "back", "forwarder")
 _BRIDGE_TABLES = ("front_options", "back_options")
 _LOG_LEVELS = ("debug", "info", "warning", "error")
@@ -243,6 +251,10 @@ def from_dict(data: dict[str, Any], source: str = "config") -> Config:
                 split_host_port(metrics)
             except ConfigError as exc:
                 err("[gateway] metrics", str(exc))
+    unknown = general.get("unknown_peers", "waiting")
+    if unknown not in UNKNOWN_PEERS:
+        err("[gateway] unknown_peers", f"must be {' or '.join(UNKNOWN_PEERS)}, not "
+                                       f"{schema.quoted(unknown)}")
     if errors:
         raise ConfigFileError("\n".join(errors), parsed)
-    return Config(parsed, limits, fmt, level, metrics, data)
+    return Config(parsed, limits, fmt, level, metrics, data, unknown)

@@ -62,6 +62,9 @@ SPECS: dict[str, MetricSpec] = {
     "gateway_in_flight_requests": MetricSpec(
         "gauge", "Requests forwarded to the back end and not yet answered or dropped.",
         ("bridge",)),
+    "gateway_waiting_requests": MetricSpec(
+        "gauge", "Requests waiting for a back-end peer: held in the gateway because the back "
+        "end has no room, plus those in flight while it has no connected peer.", ("bridge",)),
     "gateway_pending_tokens": MetricSpec(
         "gauge", "ZeroMQ envelopes parked in the token table, waiting for an SP reply.",
         ("bridge",)),

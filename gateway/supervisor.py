@@ -106,8 +106,10 @@ class Supervisor:
     config or raises :class:`ConfigError` with its mistakes."""
 
     def __init__(self, specs: list[BridgeSpec], metrics: str | None,
-                 reload: Callable[[], list[BridgeSpec]] | None = None) -> None:
+                 reload: Callable[[], list[BridgeSpec]] | None = None,
+                 unknown_peers: str = "waiting") -> None:
         self.specs = specs
+        self.unknown_peers = unknown_peers
         self.metrics = metrics
         self.reload = reload
         self.running: dict[str, _Running] = {}
@@ -218,7 +220,8 @@ class Supervisor:
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, self._signalled, sig)
         loop.add_signal_handler(signal.SIGHUP, self._reload.set)
-        self.server = ObserveServer(self.metrics, self.readiness) if self.metrics else None
+        self.server = (ObserveServer(self.metrics, self.readiness, self.unknown_peers)
+                       if self.metrics else None)
         try:
             self._start(self.specs, self._open(self.specs))
         except BaseException:

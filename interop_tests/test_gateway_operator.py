@@ -66,3 +66,47 @@ def test_a_reload_logs_what_changed(tmp_path: Path) -> None:
         assert ev["limits.grace"] == "2.0 -> 5.0"
         assert ev["front"] == f"@zmq+tcp://{LOCAL}:{port} -> @zmq+tcp://{LOCAL}:{moved}"
         assert "back" not in ev and back
+
+
+def _readyz(gw: Gateway) -> tuple[int, str]:
+    import urllib.error
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(f"http://{LOCAL}:{gw.metrics_port}/readyz", timeout=5) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as err:
+        return err.code, err.read().decode()
+
+
+@pytest.mark.parametrize("backend", ["native", "pyzmq"])
+def test_readyz_is_503_with_nothing_behind(backend: str) -> None:
+    """The report's case: examples/gateway.toml's pyzmq back end with no server said 200."""
+    port = free_port()
+    args = ["bridge", f"@sp+tcp://{LOCAL}:0", f">zmq+tcp://{LOCAL}:{port}?backend={backend}",
+            "--log-format", "json"]
+    with Gateway(*args, metrics=True) as gw:
+        status, body = _readyz(gw)
+        assert status == 503 and "waiting" in body
+    if backend == "pyzmq":  # it cannot tell: trusted only when told to
+        with Gateway(*args, "--unknown-peers", "ready", metrics=True) as gw:
+            assert _readyz(gw)[0] == 200
+
+
+def test_a_back_end_down_is_visible_and_logged() -> None:
+    port = free_port()
+    args = ["bridge", f"@zmq+tcp://{LOCAL}:0", f">sp+tcp://{LOCAL}:{port}?reconnect_ivl=50ms",
+            "--log-format", "json"]
+    with Gateway(*args, metrics=True) as gw, zmq_client("DEALER", lib_url(gw.front)) as client:
+        gw.wait_event("backend.down", waiting=0)
+        client.send_multipart([b"", b"early"])  # sent while nobody serves
+        gw.wait_metric("gateway_waiting_requests", 1, bridge="bridge")
+        with NngServer(port=port) as server:
+            assert client.recv_multipart() == [b"", b"re:early"]  # it waited, then crossed
+            up = gw.wait_event("backend.up")
+            assert up["peers"] == 1
+            _wait(lambda: _readyz(gw)[0] == 200, what="/readyz 200 with a server")
+            assert gw.metric("gateway_waiting_requests", bridge="bridge") == 0
+            assert server.received == [b"early"]
+        gw.wait_event("backend.down", timeout=10, waiting=0)
+        gw.wait_event("backend.down")

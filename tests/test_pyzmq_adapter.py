@@ -82,6 +82,25 @@ def test_liveness_options_reach_libzmq() -> None:
     assert off[zmq.TCP_KEEPALIVE] == 0 and zmq.HEARTBEAT_IVL not in off
 
 
+def test_immediate_reaches_libzmq() -> None:
+    """?immediate=1: libzmq's ZMQ_IMMEDIATE on the real socket (queue only on completed
+    connections); a DEALER connected to nobody then has no room to send."""
+    s = pyzmq_adapter.open_async("DEALER", SideOptions(immediate=True))
+    try:
+        assert s._sock.getsockopt(zmq.IMMEDIATE) == 1
+        s._sock.connect("tcp://127.0.0.1:1")  # nobody there: the connection never completes
+        assert not s._sock.getsockopt(zmq.EVENTS) & zmq.POLLOUT
+    finally:
+        s.close()
+    s = pyzmq_adapter.open_async("DEALER", SideOptions())
+    try:
+        assert s._sock.getsockopt(zmq.IMMEDIATE) == 0
+        s._sock.connect("tcp://127.0.0.1:1")  # libzmq's default: queued for a connection
+        assert s._sock.getsockopt(zmq.EVENTS) & zmq.POLLOUT
+    finally:
+        s.close()
+
+
 @timed
 async def test_accepted_connections_keep_alive() -> None:
     s = pyzmq_adapter.open_async("REP", SideOptions(tcp_keepalive_idle=30))

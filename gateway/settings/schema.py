@@ -86,6 +86,11 @@ class SideOptions:
                                        aliases=("handshake_timeout",))
     linger: float = setting(0.5, c.duration, "on close, how long queued messages may still be "
                             "sent", unit="seconds")
+    immediate: bool = setting(False, c.flag, "queue messages only on completed connections "
+                              "(libzmq IMMEDIATE): while a peer's connection is in progress "
+                              "or down, a send waits in the gateway instead of in that "
+                              "peer's queue (pyzmq; the native engine always does so, "
+                              "whatever the value)")
     backlog: int | None = setting(None, c.whole, "listen backlog of a bound endpoint (0 or "
                                   "unset: the system maximum)", unit="connections",
                                   placement="bind")
