@@ -125,8 +125,9 @@ def build_parser(active: str | None = None) -> argparse.ArgumentParser:
                               "front_options / back_options):\n" + options_help())
     p.add_argument("front", metavar="FRONT", help="e.g. @zmq+tcp://127.0.0.1:5555")
     p.add_argument("back", metavar="BACK", help="e.g. >sp+tcp://127.0.0.1:6000?backend=native")
-    p.add_argument("--name", default="bridge",
-                   help="the bridge's name in logs, metrics and READY lines (default bridge)")
+    p.add_argument("--name", default=None,
+                   help="the bridge's name in logs, metrics and READY lines (default bridge; "
+                        "the READY line shows it when given)")
     p.add_argument("--forwarder", choices=("auto", "proxy"), default="auto",
                    help="proxy: libzmq's own zmq_proxy for a zmq->zmq bridge on pyzmq "
                         "(fastest; counts frames, not messages, and no hop latency)")
@@ -224,14 +225,15 @@ def _cmd_bridge(args: argparse.Namespace) -> int:
     from gateway.workers import front_overrides
 
     limits = _limits(args)
-    spec = BridgeSpec(args.name, args.front, args.back, limits, args.forwarder)
+    name = args.name or "bridge"
+    spec = BridgeSpec(name, args.front, args.back, limits, args.forwarder)
     rc = _workers(args, _checked([spec]), args.metrics, limits.grace, fixed_ports=False)
     if rc is not None:
         return rc
-    front = front_overrides().get(args.name, args.front)  # worker 0's real port, for the others
-    spec = BridgeSpec(args.name, front, args.back, limits, args.forwarder)
-    return run_loop(Supervisor([spec], args.metrics,
-                               unknown_peers=args.unknown_peers or "waiting").run())
+    front = front_overrides().get(name, args.front)  # worker 0's real port, for the others
+    spec = BridgeSpec(name, front, args.back, limits, args.forwarder)
+    return run_loop(Supervisor([spec], args.metrics, unknown_peers=args.unknown_peers or
+                               "waiting", show_names=args.name is not None).run())
 
 
 def _cmd_run(args: argparse.Namespace) -> int:

@@ -32,7 +32,7 @@ log = get_logger("gateway.supervisor")
 STATUS_EVERY = 5.0  # seconds between two STATUS updates to systemd
 
 #: the READY line's fields, in the order they are written: ``READY front=URL back=URL``, then
-#: ``name=`` (more than one bridge), ``metrics=HOST:PORT`` and ``workers=N`` when they apply
+#: ``name=`` (more than one bridge, or ``--name`` given), ``metrics=HOST:PORT`` and ``workers=N`` when they apply
 READY_FIELDS = ("front", "back", "name", "metrics", "workers")
 
 
@@ -107,8 +107,9 @@ class Supervisor:
 
     def __init__(self, specs: list[BridgeSpec], metrics: str | None,
                  reload: Callable[[], list[BridgeSpec]] | None = None,
-                 unknown_peers: str = "waiting") -> None:
+                 unknown_peers: str = "waiting", show_names: bool = False) -> None:
         self.specs = specs
+        self.show_names = show_names  # name= on READY lines with one bridge too (--name)
         self.unknown_peers = unknown_peers
         self.metrics = metrics
         self.reload = reload
@@ -145,7 +146,7 @@ class Supervisor:
         return opened
 
     def _start(self, specs: list[BridgeSpec], bridges: list[Bridge]) -> None:
-        many = len(self.specs) > 1
+        many = len(self.specs) > 1 or self.show_names
         metrics = self.server.address if self.server is not None else None
         for spec, bridge in zip(specs, bridges, strict=True):
             stop = asyncio.Event()

@@ -5,6 +5,9 @@ asked for, and the example scripts passing their options through."""
 from __future__ import annotations
 
 import signal
+import subprocess
+import sys
+import json
 import time
 from pathlib import Path
 
@@ -110,3 +113,27 @@ def test_a_back_end_down_is_visible_and_logged() -> None:
             assert server.received == [b"early"]
         gw.wait_event("backend.down", timeout=10, waiting=0)
         gw.wait_event("backend.down")
+
+
+EX = REPO / "examples"
+
+
+def test_bridge_sh_passes_every_option_through() -> None:
+    """The report: `bridge.sh FRONT BACK --metrics ...` dropped `--metrics ...` silently."""
+    gw = Gateway(f"@zmq+tcp://{LOCAL}:0", f">sp+tcp://{LOCAL}:{free_port()}",
+                 "--metrics", f"{LOCAL}:0", "--name", "viash", command=["sh", str(EX / "bridge.sh")],
+                 extra_env={"PYTHON": sys.executable})
+    with gw:
+        assert gw.ready["name"] == "viash" and gw.ready["metrics"].startswith(f"{LOCAL}:")
+
+
+@pytest.mark.parametrize("script", ["zmq_to_nng_bridge.sh", "nng_to_zmq_bridge.sh"])
+def test_the_bridge_scripts_take_ports_then_options(script: str) -> None:
+    """`zmq_to_nng_bridge.sh --metrics ...` failed with "bad port '--metrics'": the ports are
+    optional, and what is not a port passes through."""
+    front = free_port()
+    gw = Gateway(str(front), "--metrics", f"{LOCAL}:0", "--log-format", "json",
+                 command=["sh", str(EX / script)], extra_env={"PYTHON": sys.executable})
+    with gw:
+        assert gw.front.endswith(f":{front}") and "metrics" in gw.ready
+        assert gw.back.endswith(":6000" if script.startswith("zmq") else ":7000")
