@@ -91,7 +91,8 @@ def _limits_checked(table: dict[str, Any], base: Limits | None,
     known = set(values)
     for key, value in table.items():
         if key not in known:
-            errors.append(f"unknown limit {schema.quoted(key)} (known: {', '.join(sorted(known))})")
+            errors.append(f"unknown limit {schema.quoted(key)}{schema.did_you_mean(key, known)} "
+                          f"(known: {', '.join(sorted(known))})")
             continue
         if (not isinstance(value, int | float) or isinstance(value, bool)
                 or not math.isfinite(value) or value < 0 or (value == 0 and key != "backlog")):
@@ -165,10 +166,13 @@ def from_dict(data: dict[str, Any], source: str = "config") -> Config:
         return value
 
     for name in sorted(set(data) - {"gateway", "limits", "bridge", "plugins"}):
-        err(f"[{name}]", "unknown section (known: gateway, limits, bridge, plugins)")
+        sections = ("gateway", "limits", "bridge", "plugins")
+        err(f"[{name}]", f"unknown section{schema.did_you_mean(name, sections)} (known: "
+                         f"{', '.join(sections)})")
     general = table("gateway")
     for key in sorted(set(general) - set(_GATEWAY_KEYS)):
-        err(f"[gateway] {key}", f"unknown key (known: {', '.join(_GATEWAY_KEYS)})")
+        err(f"[gateway] {key}", f"unknown key{schema.did_you_mean(key, _GATEWAY_KEYS)} (known: "
+                                f"{', '.join(_GATEWAY_KEYS)})")
     table("plugins")
     limit_errors: list[str] = []
     limits = _limits_checked(table("limits"), None, limit_errors)
@@ -188,7 +192,9 @@ def from_dict(data: dict[str, Any], source: str = "config") -> Config:
         name = entry.get("name", f"bridge{i + 1}")
         where = f"bridge {schema.quoted(name)}" if isinstance(name, str) else f"bridge #{i + 1}"
         for key in sorted(set(entry) - set(_BRIDGE_KEYS) - set(_BRIDGE_TABLES)):
-            err(f"{where} {key}", f"unknown key (known: {', '.join(_BRIDGE_KEYS + _BRIDGE_TABLES)})")
+            keys = _BRIDGE_KEYS + _BRIDGE_TABLES
+            err(f"{where} {key}", f"unknown key{schema.did_you_mean(key, keys)} (known: "
+                                  f"{', '.join(keys)})")
         ok = True
         for key in _BRIDGE_KEYS:
             if key in entry and not isinstance(entry[key], str):

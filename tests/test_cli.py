@@ -111,7 +111,7 @@ def test_bridge_arguments() -> None:
 
 def test_bridge_defaults() -> None:
     args = build_parser().parse_args(["bridge", "a", "b"])
-    assert args.name == "bridge" and args.metrics is None
+    assert args.name is None and args.metrics is None  # (None: "bridge", not on READY)
     assert args.log_format is None and args.log_level is None  # console / info at run time
     assert args.hop_limit is None and args.grace is None  # the Limits defaults apply
 
