@@ -155,13 +155,38 @@ def build_parser(active: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
 def _limits(args: argparse.Namespace, base=None):  # type: ignore[no-untyped-def]
+    """The limits the flags set; a mistake names the flag (``--grace must be ...``)."""
+    import re
+
     from gateway.config import limits_from
 
     given = {k: getattr(args, k, None) for k in
              ("max_message_size", "hop_limit", "pending_tokens", "token_ttl", "grace",
               "message_timeout", "backlog")}
-    return limits_from({k: v for k, v in given.items() if v is not None}, base)
+    try:
+        return limits_from({k: v for k, v in given.items() if v is not None}, base)
+    except ConfigError as exc:
+        lines = [re.sub(r"^limit (\w+)", lambda m: _flag(m.group(1)), line)
+                 for line in str(exc).splitlines()]
+        raise ConfigError("\n".join(lines)) from None
+
+
+def _metrics_flag(args: argparse.Namespace) -> list[str]:
+    """``--metrics``'s mistake, naming the flag (``--metrics 9100``: no host)."""
+    from gateway.url import split_host_port
+
+    if args.metrics is None:
+        return []
+    try:
+        split_host_port(args.metrics)
+    except ConfigError as exc:
+        return [f"--metrics {args.metrics}: {exc} (e.g. --metrics 127.0.0.1:9100)"]
+    return []
 
 
 MAX_WORKERS = 64
@@ -205,13 +230,27 @@ def _load(path: str) -> Config:
         raise ConfigError("\n".join([str(exc), *more])) from None
 
 
-def _checked(specs: list[BridgeSpec], where: str = "") -> list[BridgeSpec]:
+def _file_log_format(path: str) -> str | None:
+    """``[gateway] log_format`` of a config file with mistakes elsewhere (None: unreadable)."""
+    import tomllib
+
+    try:
+        with open(path, "rb") as fh:
+            value = tomllib.load(fh).get("gateway", {}).get("log_format")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return value if isinstance(value, str) else None
+
+
+def _checked(specs: list[BridgeSpec], where: str = "",
+             more: list[str] | None = None) -> list[BridgeSpec]:
     """The specs, once every rule of every bridge holds (the plugins say the transports and
-    backends; the settings' files are read): the same check for bridge, run and check."""
+    backends; the settings' files are read): the same check for bridge, run and check;
+    ``more``: the flags' mistakes, reported with them."""
     from gateway.device import check
     from gateway.device.ports import clashes
 
-    errors = check(specs, where) + clashes(specs, where)
+    errors = (more or []) + check(specs, where) + clashes(specs, where)
     if errors:
         raise ConfigError("\n".join(errors))
     return specs
@@ -224,10 +263,16 @@ def _cmd_bridge(args: argparse.Namespace) -> int:
     from gateway.supervisor import Supervisor
     from gateway.workers import front_overrides
 
-    limits = _limits(args)
+    flags = _metrics_flag(args)
+    try:
+        limits = _limits(args)
+    except ConfigError as exc:  # with the other mistakes, at once
+        flags += str(exc).splitlines()
+        limits = _limits(argparse.Namespace())
     name = args.name or "bridge"
     spec = BridgeSpec(name, args.front, args.back, limits, args.forwarder)
-    rc = _workers(args, _checked([spec]), args.metrics, limits.grace, fixed_ports=False)
+    rc = _workers(args, _checked([spec], more=flags), args.metrics, limits.grace,
+                  fixed_ports=False)
     if rc is not None:
         return rc
     front = front_overrides().get(name, args.front)  # worker 0's real port, for the others
@@ -239,14 +284,19 @@ def _cmd_bridge(args: argparse.Namespace) -> int:
 def _cmd_run(args: argparse.Namespace) -> int:
     from gateway.logging import configure
 
-    cfg = _load(args.config)
-    configure(args.log_format or cfg.log_format, args.log_level or cfg.log_level)
+    try:
+        cfg = _load(args.config)
+    except ConfigError:
+        args.log_format = args.log_format or _file_log_format(args.config)
+        raise
+    args.log_format = args.log_format or cfg.log_format  # (its errors too)
+    configure(args.log_format, args.log_level or cfg.log_level)
     from gateway.plugins import manager
 
     manager().hook.gateway_configure.call_historic(kwargs={"config": cfg.raw})
     from gateway.supervisor import Supervisor
 
-    specs = _checked(cfg.bridges, args.config)
+    specs = _checked(cfg.bridges, args.config, _metrics_flag(args))
     rc = _workers(args, specs, args.metrics or cfg.metrics, cfg.limits.grace, fixed_ports=True)
     if rc is not None:
         return rc
@@ -284,6 +334,22 @@ def _cmd_plugins(args: argparse.Namespace) -> int:
     return 0
 
 
+def _report(lines: list[str], as_json: bool) -> None:
+    """The mistakes on stderr, one per line: ``gateway: error: ...``, or with ``--log-format
+    json`` one JSON object each, as the log lines (``event``, ``level``, ``timestamp``)."""
+    if not as_json:
+        for line in lines:
+            print(f"gateway: error: {line}", file=sys.stderr)
+        return
+    import json
+    from datetime import UTC, datetime
+
+    now = datetime.now(UTC).isoformat().replace("+00:00", "Z")
+    for line in lines:
+        print(json.dumps({"error": line, "event": "startup.failed", "level": "error",
+                          "timestamp": now}), file=sys.stderr)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser(active=argv[0] if argv else None)
@@ -306,8 +372,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 2
     except GatewayError as exc:  # every mistake on its own line, no traceback
-        for line in str(exc).splitlines() or [type(exc).__name__]:
-            print(f"gateway: error: {line}", file=sys.stderr)
+        _report(str(exc).splitlines() or [type(exc).__name__],
+                getattr(args, "log_format", None) == "json")
         return 2
     except KeyboardInterrupt:
         return 130

@@ -176,7 +176,7 @@ def test_bad_endpoint(front: str, back: str, contains: str,
 
 
 @pytest.mark.parametrize(("option", "value", "contains"), [
-    ("--hop-limit", "16", "hop_limit must be within 1..15"),
+    ("--hop-limit", "16", "--hop-limit must be within 1..15"),
     ("--hop-limit", "0", "must be a positive number"),
     ("--pending-tokens", "0", "must be a positive number"),
     ("--token-ttl", "0", "must be a positive number"),

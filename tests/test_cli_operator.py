@@ -1,0 +1,50 @@
+"""gateway.cli, the operator's first hour (issue 39): errors that name the flag, start-up
+errors in the log format asked for, ``gateway settings``, ``gateway --version`` (in-process)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from gateway.cli import main
+
+
+@pytest.fixture(autouse=True)
+def _no_log_setup(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("gateway.logging.configure", lambda *a, **k: None)
+
+
+def test_errors_name_the_flag_all_at_once(capsys: pytest.CaptureFixture[str]) -> None:
+    """The report: `--metrics 9100` said "tcp address '9100' needs host:port", `--grace -1`
+    "limit grace": neither named the flag."""
+    rc = main(["bridge", "@zmq+tcp://127.0.0.1:0?hmw=1", ">sp+tcp://127.0.0.1:1",
+               "--metrics", "9100", "--grace", "-1"])
+    assert rc == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    lines = err.splitlines()
+    assert len(lines) == 3, err
+    assert lines[0].startswith("gateway: error: --metrics 9100: ")
+    assert lines[1] == "gateway: error: --grace must be a positive number, not -1.0"
+    assert "did you mean 'hwm'?" in lines[2]
+
+
+def test_startup_errors_follow_log_format_json(capsys: pytest.CaptureFixture[str]) -> None:
+    rc = main(["bridge", "@zqm+tcp://127.0.0.1:0", ">sp+tcp://127.0.0.1:1", "--log-format",
+               "json", "--hop-limit", "99"])
+    assert rc == 2
+    events = [json.loads(line) for line in capsys.readouterr().err.splitlines()]
+    assert [e["event"] for e in events] == ["startup.failed", "startup.failed"]
+    assert all(e["level"] == "error" and e["timestamp"].endswith("Z") for e in events)
+    assert events[0]["error"].startswith("--hop-limit")
+    assert "unknown wire 'zqm'" in events[1]["error"]
+
+
+def test_run_errors_follow_the_configs_log_format(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+    cfg = tmp_path / "g.toml"
+    cfg.write_text('[gateway]\nlog_format = "json"\n[[bridge]]\nfront = "@zmq+tcp://127.0.0.1:0"'
+                   '\nback = ">sp+tcp://127.0.0.1:1?lingr=1"\n')
+    assert main(["run", str(cfg)]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert "did you mean 'linger'?" in json.loads(line)["error"]
