@@ -146,6 +146,8 @@ def build_parser(active: str | None = None) -> argparse.ArgumentParser:
     p.add_argument("config", metavar="CONFIG.toml")
 
     sub.add_parser("plugins", help="list loaded plugins and what each provides")
+    sub.add_parser("settings", help="print the settings reference: every endpoint setting "
+                                    "and limit, with its default (the docs' Settings page)")
 
     for name, command in sorted(tool_commands().items()):
         p = sub.add_parser(name, help=getattr(command, "help", None) or "unavailable")
@@ -364,6 +366,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _cmd_plugins(args)
         if args.command == "check":
             return _cmd_check(args)
+        if args.command == "settings":
+            from gateway.settings.reference import NOTE, settings_page
+
+            print(settings_page().removeprefix(NOTE).lstrip("\n"), end="")
+            return 0
         tool = getattr(args, "tool", None)
         if isinstance(tool, str):  # its entry point failed to load
             raise ConfigError(tool)

@@ -48,3 +48,26 @@ def test_run_errors_follow_the_configs_log_format(tmp_path, capsys) -> None:  # 
     assert main(["run", str(cfg)]) == 2
     (line,) = capsys.readouterr().err.splitlines()
     assert "did you mean 'linger'?" in json.loads(line)["error"]
+
+
+def test_settings_prints_the_docs_page(capsys: pytest.CaptureFixture[str],
+                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """`gateway settings`: the reference from the one schema, the text of the docs' page."""
+    import sys
+    from pathlib import Path
+
+    from gateway.settings.reference import NOTE, settings_page
+    from gateway.settings.schema import SETTINGS
+
+    assert main(["settings"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("# Settings\n")
+    assert NOTE + "\n" + out == settings_page()
+    for s in SETTINGS:
+        assert f"| `{s.name}` |" in out, s.name
+    assert "| `grace` |" in out  # the limits too
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1] / "docs" / "_hooks"))
+    sys.modules.pop("reference", None)
+    import reference  # the mkdocs hook: the page is the same function's
+
+    assert reference.PAGES["reference/settings.md"] is settings_page
