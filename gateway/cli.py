@@ -74,13 +74,50 @@ def options_help() -> str:
 
 
 def _version() -> str:
-    """``gateway --version``: the version and which forwarding path runs."""
+    """``gateway --version``: the version and which forwarding path runs, then the Python and
+    the libraries under the library backends (what ``gateway_build_info`` says, and nng's own
+    version), one per line."""
     from gateway.kernel import IMPLEMENTATION, NO_EXTENSIONS
+    from gateway.metrics import build_labels
 
     why = {"compiled": "compiled kernel",
            "pure": "pure Python: GATEWAY_NO_EXTENSIONS is set" if NO_EXTENSIONS
            else "pure Python: the compiled kernel is not built"}[IMPLEMENTATION]
-    return f"gateway {__version__} ({why})"
+    labels = build_labels()
+    nng = ""
+    try:
+        from pynng import ffi, lib
+
+        nng = ffi.string(lib.nng_version()).decode()
+    except Exception:  # noqa: BLE001 - pynng missing or built otherwise: said as such
+        pass
+    import platform
+
+    def pair(lib_name: str, lib_version: str, c_name: str, c_version: str) -> str:
+        if not lib_version:
+            return f"{lib_name}: not installed (?backend={lib_name} unavailable)"
+        return f"{lib_name} {lib_version}, {c_name} {c_version or 'unknown'}"
+
+    return "\n".join([
+        f"gateway {__version__} ({why})",
+        f"Python {labels['python']} ({platform.python_implementation()})",
+        pair("pyzmq", labels["pyzmq"], "libzmq", labels["libzmq"]),
+        pair("pynng", labels["pynng"], "nng", nng)])
+
+
+class _Version(argparse.Action):
+    """``--version``: :func:`_version`'s lines as they are (argparse's own would refill them)."""
+
+    def __init__(self, option_strings: list[str], dest: str = argparse.SUPPRESS,
+                 default: str = argparse.SUPPRESS, help: str | None = None) -> None:  # noqa: A002
+        super().__init__(option_strings, dest, nargs=0, default=default,
+                         help=help or "print the version, the Python and the libraries, and "
+                                      "whether the compiled kernel runs, then exit")
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: object, option_string: str | None = None) -> None:
+        print(_version())
+        parser.exit()
 
 
 def tool_commands() -> dict[str, Any]:
@@ -112,7 +149,7 @@ def build_parser(active: str | None = None) -> argparse.ArgumentParser:
                "?backend=native (default), pyzmq, pynng or a plugin's; ZeroMQ security CURVE "
                "(?curve_server=1&curve_cert=FILE...) or PLAIN (?plain_server=1&"
                "plain_passwords=FILE...). `gateway bridge --help` lists every setting.")
-    parser.add_argument("--version", action="version", version=_version())
+    parser.add_argument("--version", action=_Version)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND",
                                 parser_class=_Strict)  # no --metric for --metrics
 

@@ -71,3 +71,25 @@ def test_settings_prints_the_docs_page(capsys: pytest.CaptureFixture[str],
     import reference  # the mkdocs hook: the page is the same function's
 
     assert reference.PAGES["reference/settings.md"] is settings_page
+
+
+def test_version_names_the_libraries(capsys: pytest.CaptureFixture[str]) -> None:
+    """The report: `--version` gave no library versions, though gateway_build_info has them."""
+    import platform
+
+    import pynng
+    import zmq
+
+    import gateway
+    from gateway.kernel import IMPLEMENTATION
+
+    with pytest.raises(SystemExit) as exit_:
+        main(["--version"])
+    assert exit_.value.code == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith(f"gateway {gateway.__version__} (")
+    assert ("compiled kernel" in lines[0]) == (IMPLEMENTATION == "compiled")
+    assert lines[1].startswith(f"Python {platform.python_version()} ")
+    assert lines[2] == f"pyzmq {zmq.pyzmq_version()}, libzmq {zmq.zmq_version()}"
+    nng = pynng.ffi.string(pynng.lib.nng_version()).decode()
+    assert lines[3].startswith("pynng ") and lines[3].endswith(f", nng {nng}")
