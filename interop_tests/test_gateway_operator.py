@@ -5,9 +5,7 @@ asked for, and the example scripts passing their options through."""
 from __future__ import annotations
 
 import signal
-import subprocess
 import sys
-import json
 import time
 from pathlib import Path
 
