@@ -1,6 +1,6 @@
 """A bridge's back end, watched: how many requests wait for a peer (the
 ``gateway_waiting_requests`` gauge) and one log line each time the back end's last peer goes
-(``backend.down``) or its first comes back (``backend.up``), on every backend that can count
+(``backend.down``) or its first comes back (``backend.up``; at the start, only a back end still without a peer after ``SETTLE`` is down), on every backend that can count
 its peers (a ``-1`` back end cannot tell: nothing is logged for it)."""
 
 from __future__ import annotations
@@ -14,6 +14,9 @@ log = get_logger("gateway.device")
 
 #: seconds between two looks at the back end's peers (a counter read: cheap)
 INTERVAL = 0.2
+#: seconds after the start before a back end without a peer is said to be down (its first
+#: connection is being made)
+SETTLE = 1.0
 
 
 def waiting(back_peers: int, held: int, in_flight: int) -> int:
@@ -24,9 +27,11 @@ def waiting(back_peers: int, held: int, in_flight: int) -> int:
 
 
 async def watch_back(bridge: str, peers: Callable[[], int], waiting_now: Callable[[], int],
-                     url: str, interval: float = INTERVAL) -> None:
-    """Log the back end's peers coming and going until cancelled."""
+                     url: str, interval: float = INTERVAL, settle: float = SETTLE) -> None:
+    """Log the back end's peers coming and going until cancelled (the first look after
+    ``settle``: a back end still connecting at the start is not down)."""
     last: int | None = None
+    await asyncio.sleep(settle)
     while True:
         n = peers()
         if n >= 0:
@@ -43,4 +48,4 @@ async def watch_back(bridge: str, peers: Callable[[], int], waiting_now: Callabl
         await asyncio.sleep(interval)
 
 
-__all__ = ["INTERVAL", "watch_back", "waiting"]
+__all__ = ["INTERVAL", "SETTLE", "watch_back", "waiting"]
