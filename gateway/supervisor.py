@@ -212,8 +212,7 @@ class Supervisor:
             log.info("config.changed", bridge=name, **spec_changes(old[name], new[name]))
         log.info("config.reloaded", added=added, removed=removed, changed=changed,
                  kept=[n for n in old if n in new and n not in changed])
-        sd_notify("READY=1")
-        sd_notify(f"STATUS={self.status()}")
+        sd_notify("READY=1")  # (STATUS= follows from the serving loop, once)
 
     # -- the process -------------------------------------------------------------------------------
     async def run(self) -> int:
