@@ -139,7 +139,8 @@ def load(path: str) -> Config:
 
 
 #: what ``/readyz`` makes of a back end that cannot tell its peers (``-1``: pyzmq's asyncio
-#: face, a plugin's adapter): ``[gateway] unknown_peers`` or ``--unknown-peers``
+#: face on a pub/sub, pipeline or pair back end, a plugin's adapter that does not count):
+#: ``[gateway] unknown_peers`` or ``--unknown-peers``
 UNKNOWN_PEERS: dict[str, str] = {
     "waiting": "not ready (the default: nothing says a server is there)",
     "ready": "ready (trust the back end; for an adapter that cannot count its peers)",

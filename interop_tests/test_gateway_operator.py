@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from gateway.tools.harness.gateway import Gateway
-from gateway.tools.harness.peers.servers import NngServer, zmq_client
+from gateway.tools.harness.peers.servers import NngServer, ZmqServer, zmq_client
 from gateway.tools.harness.procs import LOCAL, free_port, lib_url
 
 pytestmark = pytest.mark.timeout(90)
@@ -82,16 +82,30 @@ def _readyz(gw: Gateway) -> tuple[int, str]:
 
 @pytest.mark.parametrize("backend", ["native", "pyzmq"])
 def test_readyz_is_503_with_nothing_behind(backend: str) -> None:
-    """The report's case: examples/gateway.toml's pyzmq back end with no server said 200."""
+    """The report's case: examples/gateway.toml's pyzmq back end with no server said 200 (its
+    peers were not counted: -1); now counted from libzmq's monitor events."""
     port = free_port()
-    args = ["bridge", f"@sp+tcp://{LOCAL}:0", f">zmq+tcp://{LOCAL}:{port}?backend={backend}",
+    args = ["bridge", f"@sp+tcp://{LOCAL}:0",
+            f">zmq+tcp://{LOCAL}:{port}?backend={backend}&reconnect_ivl=50ms",
             "--log-format", "json"]
     with Gateway(*args, metrics=True) as gw:
         status, body = _readyz(gw)
-        assert status == 503 and "waiting" in body
-    if backend == "pyzmq":  # it cannot tell: trusted only when told to
-        with Gateway(*args, "--unknown-peers", "ready", metrics=True) as gw:
-            assert _readyz(gw)[0] == 200
+        assert status == 503 and body.startswith("bridge waiting front=0 back=0"), body
+        with ZmqServer("REP", address=f"tcp://{LOCAL}:{port}"):
+            _wait(lambda: _readyz(gw)[0] == 200, what="/readyz 200 once the server is up")
+            assert "back=1" in _readyz(gw)[1]
+
+
+def test_a_back_end_that_cannot_tell_is_not_ready_unless_told() -> None:
+    """pyzmq's asyncio face counts no peers of a pipeline back end (-1): not ready by default,
+    ready with --unknown-peers ready."""
+    args = ["bridge", f"@sp+tcp://{LOCAL}:0?pattern=pipeline",
+            f">zmq+tcp://{LOCAL}:{free_port()}?backend=pyzmq", "--log-format", "json"]
+    with Gateway(*args, metrics=True) as gw:
+        status, body = _readyz(gw)
+        assert status == 503 and "back=-1 (the back end cannot tell its peers)" in body, body
+    with Gateway(*args, "--unknown-peers", "ready", metrics=True) as gw:
+        assert _readyz(gw)[0] == 200
 
 
 def test_a_back_end_down_is_visible_and_logged() -> None:
