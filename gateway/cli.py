@@ -406,7 +406,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "settings":
             from gateway.settings.reference import NOTE, settings_page
 
-            print(settings_page().removeprefix(NOTE).lstrip("\n"), end="")
+            print(settings_page(parser).removeprefix(NOTE).lstrip("\n"), end="")
             return 0
         tool = getattr(args, "tool", None)
         if isinstance(tool, str):  # its entry point failed to load

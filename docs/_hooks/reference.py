@@ -110,9 +110,15 @@ def metrics_page() -> str:
     return "\n".join(out)
 
 
+def _parser() -> argparse.ArgumentParser:
+    from gateway.cli import build_parser
+
+    return build_parser()
+
+
 PAGES: dict[str, Callable[[], str]] = {
     "reference/cli.md": cli_page,
-    "reference/settings.md": settings_page,
+    "reference/settings.md": lambda: settings_page(_parser()),
     "reference/metrics.md": metrics_page,
 }
 

@@ -59,11 +59,10 @@ def _families(row: Any) -> str:
     return "both" if not fams else ", ".join(names.get(f, f) for f in sorted(fams))
 
 
-def _limits_rows() -> list[tuple[str, str, str, str]]:
-    from gateway.cli import build_parser
+def _limits_rows(parser: argparse.ArgumentParser) -> list[tuple[str, str, str, str]]:
     from gateway.config import Limits
 
-    bridge = dict((n, p) for n, _, p in subcommands(build_parser()))["bridge"]
+    bridge = dict((n, p) for n, _, p in subcommands(parser))["bridge"]
     flags = {a.dest: a for a in bridge._actions if a.option_strings}
     rows = []
     for f in dataclasses.fields(Limits):
@@ -74,7 +73,9 @@ def _limits_rows() -> list[tuple[str, str, str, str]]:
     return rows
 
 
-def settings_page() -> str:
+def settings_page(parser: argparse.ArgumentParser) -> str:
+    """The page; ``parser``: the CLI's (:func:`gateway.cli.build_parser`), for the flags that
+    set each limit."""
     rows = list(settings())
     known = [r for r in rows if not r.refused]
     refused = [r for r in rows if r.refused]
@@ -102,7 +103,7 @@ def settings_page() -> str:
            "## Limits\n",
            "The `[limits]` table of a config file, and the `gateway bridge` options that set the "
            "same (from the config's `Limits` and the parser):\n",
-           table(("key", "default", "option", "what"), _limits_rows())]
+           table(("key", "default", "option", "what"), _limits_rows(parser))]
     return "\n".join(out)
 
 
