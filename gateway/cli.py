@@ -183,6 +183,9 @@ def build_parser(active: str | None = None) -> argparse.ArgumentParser:
     p.add_argument("config", metavar="CONFIG.toml")
 
     sub.add_parser("plugins", help="list loaded plugins and what each provides")
+    p = sub.add_parser("completion", help="print a shell completion script (bash or zsh), "
+                                          "e.g. eval \"$(gateway completion bash)\"")
+    p.add_argument("shell", choices=("bash", "zsh"), metavar="SHELL", help="bash or zsh")
     sub.add_parser("settings", help="print the settings reference: every endpoint setting "
                                     "and limit, with its default (the docs' Settings page)")
 
@@ -403,6 +406,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _cmd_plugins(args)
         if args.command == "check":
             return _cmd_check(args)
+        if args.command == "completion":
+            from gateway.completion import script
+
+            print(script(args.shell, build_parser(active="*")), end="")
+            return 0
         if args.command == "settings":
             from gateway.settings.reference import NOTE, settings_page
 

@@ -96,3 +96,41 @@ def test_version_names_the_libraries(capsys: pytest.CaptureFixture[str]) -> None
     assert lines[2] == f"pyzmq {zmq.pyzmq_version()}, libzmq {zmq.zmq_version()}"
     nng = pynng.ffi.string(pynng.lib.nng_version()).decode()
     assert lines[3].startswith("pynng ") and lines[3].endswith(f", nng {nng}")
+
+
+@pytest.mark.parametrize(("words", "expected"), [
+    (["gateway", "bri"], ["bridge"]),
+    (["gateway", "bridge", "--log-f"], ["--log-format"]),
+    (["gateway", "run", "g.toml", "--log-format", ""], ["console", "json"]),
+    (["gateway", "bridge", "--unknown-peers", "r"], ["ready"]),
+    (["gateway", "completion", "z"], ["zsh"]),
+    (["gateway", "sett"], ["settings"]),
+])
+def test_bash_completion(words: list[str], expected: list[str], tmp_path,  # type: ignore[no-untyped-def]
+                         capsys: pytest.CaptureFixture[str]) -> None:
+    """`gateway completion bash`, sourced in a real bash, completes commands, options and
+    the values of options with choices."""
+    import shlex
+    import shutil
+    import subprocess
+
+    bash = shutil.which("bash")
+    if bash is None:
+        pytest.skip("no bash")
+    assert main(["completion", "bash"]) == 0
+    path = tmp_path / "gateway.bash"
+    path.write_text(capsys.readouterr().out)
+    line = (f"source {shlex.quote(str(path))}; COMP_WORDS=({' '.join(map(shlex.quote, words))});"
+            f" COMP_CWORD={len(words) - 1}; _gateway; printf '%s\\n' \"${{COMPREPLY[@]}}\"")
+    done = subprocess.run([bash, "-c", line], capture_output=True, text=True, timeout=30,
+                          cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == expected
+
+
+def test_zsh_completion_is_the_bash_script_under_bashcompinit(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["completion", "bash"]) == 0
+    bash = capsys.readouterr().out
+    assert main(["completion", "zsh"]) == 0
+    assert capsys.readouterr().out == "autoload -U +X bashcompinit && bashcompinit\n" + bash
