@@ -42,8 +42,8 @@ async def watch_back(bridge: str, peers: Callable[[], int], waiting_now: Callabl
                              waiting=waiting_now())
                 else:
                     log.warning("backend.down", bridge=bridge, back=url, waiting=waiting_now(),
-                                detail="no peer: requests wait in the gateway until one "
-                                       "connects (docs: observability, back end down)")
+                                detail="no peer: requests wait until one connects (docs: "
+                                       "observability, when the back end is down)")
             last = n
         await asyncio.sleep(interval)
 
