@@ -207,6 +207,16 @@ class PyzmqRawSocket:
             self._watch = PeerWatch(self._sock)
 
     @property
+    def name(self) -> str:
+        """The socket's name in the watcher's log lines and counters (``bridge/side``)."""
+        return self._watch.name if self._watch is not None else ""
+
+    @name.setter
+    def name(self, value: str) -> None:
+        if self._watch is not None:
+            self._watch.name = value
+
+    @property
     def peers(self) -> int:
         """Connected peers since :meth:`watch_peers` (-1 when not watched)."""
         return -1 if self._watch is None else self._watch.peers
