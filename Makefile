@@ -17,7 +17,7 @@ $(STAMP): pyproject.toml setup.py gateway/tools/harness/peers/remote.py
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[test,bench,matrix,docs,fuzz]'
-	$(PY) -m pip install -q -e examples/plugin-skeleton
+	# (not the plugin skeleton: its tests install it for themselves, interop_tests/test_gateway_plugins.py)
 	# the matrix's peers of other generations and runtimes, each in its own environment under
 	# .venv/peers (one missing here makes its cells "skipped", with the reason)
 	$(PY) -m gateway.tools.harness.peers.remote install

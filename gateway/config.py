@@ -3,6 +3,7 @@
     [gateway]
     log_format = "console"          # or "json"
     metrics = "127.0.0.1:9100"      # optional Prometheus endpoint
+    unknown_peers = "waiting"       # /readyz and a back end that cannot tell: or "ready"
 
     [limits]                        # all optional; these are the defaults
     max_message_size = 1048576
@@ -81,6 +82,7 @@ class Config:
     log_level: str = "info"
     metrics: str | None = None
     raw: dict[str, Any] = field(default_factory=dict)
+    unknown_peers: str = "waiting"  # /readyz and a back end that cannot tell (gateway.observe)
 
 
 def _limits_checked(table: dict[str, Any], base: Limits | None,
@@ -89,7 +91,8 @@ def _limits_checked(table: dict[str, Any], base: Limits | None,
     known = set(values)
     for key, value in table.items():
         if key not in known:
-            errors.append(f"unknown limit {schema.quoted(key)} (known: {', '.join(sorted(known))})")
+            errors.append(f"unknown limit {schema.quoted(key)}{schema.did_you_mean(key, known)} "
+                          f"(known: {', '.join(sorted(known))})")
             continue
         if (not isinstance(value, int | float) or isinstance(value, bool)
                 or not math.isfinite(value) or value < 0 or (value == 0 and key != "backlog")):
@@ -135,7 +138,14 @@ def load(path: str) -> Config:
     return from_dict(data, source=path)
 
 
-_GATEWAY_KEYS = ("log_format", "log_level", "metrics")
+#: what ``/readyz`` makes of a back end that cannot tell its peers (``-1``: pyzmq's asyncio
+#: face on a pub/sub, pipeline or pair back end, a plugin's adapter that does not count):
+#: ``[gateway] unknown_peers`` or ``--unknown-peers``
+UNKNOWN_PEERS: dict[str, str] = {
+    "waiting": "not ready (the default: nothing says a server is there)",
+    "ready": "ready (trust the back end; for an adapter that cannot count its peers)",
+}
+_GATEWAY_KEYS = ("log_format", "log_level", "metrics", "unknown_peers")
 _BRIDGE_KEYS = ("name", "front", "back", "forwarder")
 _BRIDGE_TABLES = ("front_options", "back_options")
 _LOG_LEVELS = ("debug", "info", "warning", "error")
@@ -157,10 +167,13 @@ def from_dict(data: dict[str, Any], source: str = "config") -> Config:
         return value
 
     for name in sorted(set(data) - {"gateway", "limits", "bridge", "plugins"}):
-        err(f"[{name}]", "unknown section (known: gateway, limits, bridge, plugins)")
+        sections = ("gateway", "limits", "bridge", "plugins")
+        err(f"[{name}]", f"unknown section{schema.did_you_mean(name, sections)} (known: "
+                         f"{', '.join(sections)})")
     general = table("gateway")
     for key in sorted(set(general) - set(_GATEWAY_KEYS)):
-        err(f"[gateway] {key}", f"unknown key (known: {', '.join(_GATEWAY_KEYS)})")
+        err(f"[gateway] {key}", f"unknown key{schema.did_you_mean(key, _GATEWAY_KEYS)} (known: "
+                                f"{', '.join(_GATEWAY_KEYS)})")
     table("plugins")
     limit_errors: list[str] = []
     limits = _limits_checked(table("limits"), None, limit_errors)
@@ -180,7 +193,9 @@ def from_dict(data: dict[str, Any], source: str = "config") -> Config:
         name = entry.get("name", f"bridge{i + 1}")
         where = f"bridge {schema.quoted(name)}" if isinstance(name, str) else f"bridge #{i + 1}"
         for key in sorted(set(entry) - set(_BRIDGE_KEYS) - set(_BRIDGE_TABLES)):
-            err(f"{where} {key}", f"unknown key (known: {', '.join(_BRIDGE_KEYS + _BRIDGE_TABLES)})")
+            keys = _BRIDGE_KEYS + _BRIDGE_TABLES
+            err(f"{where} {key}", f"unknown key{schema.did_you_mean(key, keys)} (known: "
+                                  f"{', '.join(keys)})")
         ok = True
         for key in _BRIDGE_KEYS:
             if key in entry and not isinstance(entry[key], str):
@@ -243,6 +258,10 @@ def from_dict(data: dict[str, Any], source: str = "config") -> Config:
                 split_host_port(metrics)
             except ConfigError as exc:
                 err("[gateway] metrics", str(exc))
+    unknown = general.get("unknown_peers", "waiting")
+    if unknown not in UNKNOWN_PEERS:
+        err("[gateway] unknown_peers", f"must be {' or '.join(UNKNOWN_PEERS)}, not "
+                                       f"{schema.quoted(unknown)}")
     if errors:
         raise ConfigFileError("\n".join(errors), parsed)
-    return Config(parsed, limits, fmt, level, metrics, data)
+    return Config(parsed, limits, fmt, level, metrics, data, unknown)

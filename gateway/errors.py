@@ -185,6 +185,8 @@ DROP_REASONS: dict[str, str] = {
     "backend-unavailable": "no backend peer took the request in time",
     "backend-lost": "a request in flight on a back-end connection that closed before it answered",
     "shutdown": "a request that arrived after the stop and was never forwarded",
+    "forced-exit": "a request still in flight when a second SIGINT/SIGTERM ended the drain "
+                   "before its grace",
 }
 
 

@@ -80,6 +80,18 @@ def test_the_plugin_skeleton_uses_an_spdx_license_too() -> None:
     assert meta["project"]["license"] == "MPL-2.0"
 
 
+def test_make_env_does_not_install_the_plugin_skeleton() -> None:
+    """Its ``abstract`` transport and ``skeleton`` backend showed in every developer's
+    ``gateway plugins`` and transport error; its own tests install it for themselves."""
+    makefile = (ROOT / "Makefile").read_text()
+    recipe = makefile.split("$(STAMP):", 1)[1].split("\n\n", 1)[0]
+    assert "pip install" in recipe
+    installs = [line for line in recipe.splitlines() if "pip install" in line]
+    assert not any("plugin-skeleton" in line for line in installs), installs
+    tests = (ROOT / "interop_tests" / "test_gateway_plugins.py").read_text()
+    assert '"--target"' in tests  # the tests' own install
+
+
 def test_the_tools_commands_are_entry_points_that_load() -> None:
     """``gateway bench`` and ``gateway matrix`` reach the CLI through the ``gateway.commands``
     group only (gateway.cli imports no tool); each entry loads an object with the contract."""

@@ -162,6 +162,10 @@ class PeerWatch:
 
     def _failed(self, ep: str, reason: str, detail: str, **fields: str) -> None:
         METRICS.inc("gateway_handshake_failures_total", socket=self.name, reason=reason)
+        if reason == "auth":  # its warning is the ZAP handler's auth.denied: one per client
+            log.debug("handshake.failed", endpoint=ep, reason=reason, socket=self.name,
+                      backend="pyzmq")
+            return
         held = self._warn_now((ep, reason))
         if held is not None:
             log.warning("handshake.failed", endpoint=ep, reason=reason, detail=detail,
