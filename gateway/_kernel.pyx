@@ -1,5 +1,6 @@
-# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
-# cython: initializedcheck=False, freethreading_compatible=False
+# cython: language_level=3, cdivision=True, freethreading_compatible=False
+# (boundscheck, wraparound, initializedcheck: setup.py's, off but on in the sanitizer build: a
+# directive in this header would beat the one setup.py gives, as it once did)
 """The compiled forwarding kernel: one call per read, for bridges whose two sides run on the
 native engine (issue 22): request-reply (:class:`Kernel`), pipeline and pub/sub
 (:class:`PatternKernel`). One compiled module from six files: this one (the shared reader),
@@ -113,6 +114,13 @@ cdef inline int _bucket(double dt) noexcept nogil:
     while i < _NBUCKETS and _BUCKETS[i] < dt:
         i += 1
     return i
+
+
+def _index_probe(list items, Py_ssize_t i):
+    """``items[i]`` as the kernel indexes its lists: an IndexError past the end in the
+    sanitizer build (Cython's bounds checks on), unchecked in the normal one (never call it
+    so there). tests/test_kernel_findings.py asks the sanitizer build."""
+    return items[i]
 
 
 include "_kernel_slots.pxi"
