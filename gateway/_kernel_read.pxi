@@ -149,6 +149,8 @@ cdef bint _matches(const uint8_t* p, Frame* frames, int count, tuple prefixes) e
     for i in range(count):
         total += frames[i].size
     for prefix in prefixes:
+        if type(prefix) is not bytes:  # (the reference's startswith raises the same)
+            raise TypeError(f"a subscription prefix is bytes, not {type(prefix).__name__}")
         n = PyBytes_GET_SIZE(prefix)
         if n > total:
             continue

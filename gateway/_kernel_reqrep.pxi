@@ -31,6 +31,8 @@ cdef class Kernel(_Reader):
         cdef int i, nhops = 0, nbody
         cdef Py_ssize_t words = 0
         cdef Frame payload
+        if zmtp != self.front_zmtp or rid is None:
+            return False  # a wire not the translator's (or no routing id): the reference's
         if zmtp:  # [identity, ...] "" body...: hops up to the first empty frame
             for i in range(count):
                 if frames[i].size == 0:
@@ -38,6 +40,8 @@ cdef class Kernel(_Reader):
                     break
             nbody = count - nhops
         else:  # the SP backtrace, up to the request id
+            if PyBytes_GET_SIZE(rid) != 4:
+                return False  # not an SP pipe id (the encoders copy 4 bytes)
             payload = frames[0]
             nhops = _sp_backtrace(p, payload, self.ttl, &words)
             if nhops < 0:
@@ -86,6 +90,8 @@ cdef class Kernel(_Reader):
         cdef bytes key, target = None
         cdef const uint8_t* tp = NULL  # the front pipe's routing id, in the read
         cdef Py_ssize_t tn = 0
+        if zmtp != self.back_zmtp:
+            return False  # a wire not the translator's: the reference's
         if zmtp:  # the back end's ZeroMQ server: hops up to the first empty frame
             for i in range(count):
                 if frames[i].size == 0:
@@ -115,7 +121,9 @@ cdef class Kernel(_Reader):
             entry = PyDict_GetItem(self.table._entries, token)
             if entry == NULL or (<tuple><object>entry)[1] <= now:
                 return False
-            parked = (<tuple><object>entry)[0]
+            parked = (<tuple><object>entry)[0]  # (TokenTable.mint: a tuple of bytes)
+            if PyTuple_GET_SIZE(parked) == 0:
+                return False
             target = parked[0]
             tp, tn = <const uint8_t*>PyBytes_AS_STRING(target), PyBytes_GET_SIZE(target)
         cdef _Out out = self.dests.front_out(tp, tn, target)

@@ -9,6 +9,7 @@ runs this module against the ASan/UBSan build too.
 from __future__ import annotations
 
 import asyncio
+import bisect
 import os
 import shutil
 import subprocess
@@ -22,6 +23,8 @@ import test_kernel as T
 
 from gateway import kernel
 from gateway.engine import core
+from gateway.envelope import Translator
+from gateway.metrics import BUCKETS
 
 ROOT = Path(__file__).resolve().parents[1]
 needs_kernel = T.needs_kernel
@@ -95,3 +98,140 @@ def test_the_sanitizer_build_checks_indexes() -> None:
     with pytest.raises(IndexError):
         kernel.compiled._index_probe([1, 2, 3], 13)
     assert kernel.compiled._index_probe([1, 2, 3], -1) == 3
+
+
+# -- F2: values Python code can set ------------------------------------------------------------
+@needs_kernel
+def test_a_foreign_kernel_state_is_the_references() -> None:
+    """Pipe.kernel_state is a public slot: something else in it (a plugin's state) no longer
+    becomes a fake record (SIGSEGV); the read goes to the reference."""
+
+    async def go() -> tuple[int, bytes]:
+        rig = await _rig("zmtp", "sp", True)
+        pipe = rig.clients[0].pipe
+        pipe.data_received(T._zmtp_frames([b"", b"ok"]))
+        pipe.kernel_state = b"A" * 64
+        pipe.data_received(T._zmtp_frames([b"", b"boom"]))
+        await _settle()
+        assert pipe.kernel_state == b"A" * 64
+        return rig.fwd.ledger.forwarded("request"), bytes(rig.servers[0].wire.data)
+
+    n, wire = asyncio.run(go())
+    assert n == 2 and b"ok" in wire and b"boom" in wire
+
+
+@needs_kernel
+def test_a_receive_buffer_of_another_type_is_the_references() -> None:
+    """ReceiveBuffer.data is a public slot: a memoryview there is not read as a bytearray."""
+
+    async def go(compiled: bool) -> tuple[int, bytes]:
+        rig = await _rig("zmtp", "sp", compiled)
+        pipe = rig.clients[0].pipe
+        pipe.data_received(T._zmtp_frames([b"", b"ok"]))
+        rx = pipe.codec.rx
+        rx.data, rx.pos = memoryview(T._zmtp_frames([b"", b"mv"])), 0
+        pipe.process()
+        await _settle()
+        return rig.fwd.ledger.forwarded("request"), bytes(rig.servers[0].wire.data)
+
+    assert asyncio.run(go(True)) == asyncio.run(go(False))
+    assert asyncio.run(go(True))[0] == 2
+
+
+@needs_kernel
+@pytest.mark.parametrize("prefixes", [[b""], ("text", b"")], ids=["a-list", "a-str-prefix"])
+def test_subscription_filters_of_other_types_as_the_reference(prefixes: Any) -> None:
+    """An XPUB's filters (a public dict) holding a list, or a tuple with a str: the kernel
+    does what the reference does (a TypeError from startswith) instead of reading a list's
+    item pointer as a tuple's items."""
+
+    async def go(compiled: bool) -> Any:
+        rig = await _rig("zmtp", "zmtp", compiled, pattern="pubsub")
+        client, server = rig.clients[0], rig.servers[0]
+        client.pipe.data_received(T._zmtp_frames([b"\x01"]))  # subscribe to everything
+        await _settle()
+        rig.fwd.front.socket.pattern.filters[client.pipe.routing_id] = prefixes
+        try:
+            server.pipe.data_received(T._zmtp_frames([b"topic", b"body"]))
+        except TypeError:
+            return "TypeError"
+        await _settle()
+        return bytes(client.wire.data)
+
+    assert asyncio.run(go(True)) == asyncio.run(go(False)) == "TypeError"
+
+
+@needs_kernel
+@pytest.mark.parametrize("rid", [b"abc", b"\x00\x00\x00\x00\x01"], ids=["3-bytes", "5-bytes"])
+def test_an_sp_pipe_id_not_of_4_bytes_as_the_reference(rid: bytes) -> None:
+    """The SP encoders copy the pipe id's 4 bytes: a routing id of another size (set by
+    Python code) is the reference's."""
+
+    async def go(compiled: bool) -> Any:
+        rig = await _rig("sp", "zmtp", compiled)
+        client = rig.clients[0]
+        client.pipe.routing_id = rid
+        payload = b"\x80\x00\x00\x09body"
+        client.pipe.data_received(len(payload).to_bytes(8, "big") + payload)
+        await _settle()
+        return rig.state()
+
+    assert _outcome(lambda: go(True)) == _outcome(lambda: go(False))
+
+
+# -- F3: each kernel's buckets -------------------------------------------------------------------
+@needs_kernel
+def test_each_kernel_keeps_its_own_buckets() -> None:
+    """A kernel built with other buckets neither changes another kernel's (they were one
+    module global) nor may index a ledger whose histograms have another number of them."""
+
+    async def go() -> list[int]:
+        rig = await _rig("zmtp", "sp", True)
+        fwd = rig.fwd
+        make = kernel.compiled.Kernel  # type: ignore[union-attr]
+        with pytest.raises(ValueError, match="hop-latency buckets"):
+            make(fwd, fwd.front.socket, fwd.back.socket, fwd.translator, fwd.loss, fwd.ledger,
+                 [0.0] * 32)
+        # as many as the ledger's, all 0: every read of *this* kernel lands in the last one
+        make(fwd, fwd.front.socket, fwd.back.socket, fwd.translator, fwd.loss, fwd.ledger,
+             [0.0] * len(BUCKETS))
+        rig.clients[0].pipe.data_received(T._zmtp_frames([b"", b"x"]))
+        await _settle()
+        assert fwd.ledger.forwarded("request") == 1
+        return list(fwd.ledger._h_req.counts)
+
+    counts = asyncio.run(go())
+    assert len(counts) == len(BUCKETS) + 1 and sum(counts) == 1
+    assert counts[-1] == 0  # a read does not take BUCKETS[-1] seconds
+    assert bisect.bisect_left(BUCKETS, 0.0) == 0
+
+
+# -- F5: a pipe whose wire is not the translator's --------------------------------------------------
+@needs_kernel
+def test_a_pipe_of_another_wire_than_the_translators_is_the_references() -> None:
+    """A zmtp->sp kernel wired by hand onto an SP front (review's repro_mode_mismatch): the
+    kernel takes nothing from it (it read frames it never parsed), the reference does."""
+
+    async def go() -> tuple[Any, ...]:
+        rig = await _rig("sp", "sp", True)
+        fwd = rig.fwd
+        tr = Translator("zmtp", "sp", kernel.token_table(64, 60.0, start=7))
+        k = kernel.compiled.Kernel(fwd, fwd.front.socket, fwd.back.socket,  # type: ignore[union-attr]
+                                   tr, fwd.loss, fwd.ledger, BUCKETS)
+        pipe = rig.clients[0].pipe
+        pipe.fast_read, pipe.fast = k.read_request, k.request
+        payload = b"\x00\x00\x00\x01" * 3 + b"\x80\x00\x00\x07" + b"body"
+        pipe.data_received(len(payload).to_bytes(8, "big") + payload)
+        await _settle()
+        server = rig.servers[0]
+        back_pipe = server.pipe
+        back_pipe.fast_read, back_pipe.fast = k.read_reply, k.reply  # and an SP reply
+        reply = b"\x80\x00\x00\x07answer"
+        back_pipe.data_received(len(reply).to_bytes(8, "big") + reply)
+        await _settle()
+        return (tr.table.entries(), k.request(pipe), bytes(server.wire.data),
+                fwd.ledger.forwarded("request"))
+
+    entries, taken, wire, forwarded = asyncio.run(go())
+    assert entries == [] and taken == 0
+    assert forwarded == 1 and wire.endswith(b"\x80\x00\x00\x07body")  # by the reference
