@@ -87,6 +87,8 @@ cdef enum:
     F_SP_IPC = 3
     F_CURVE = 4  # ZMTP frames in CURVE MESSAGE boxes
     CURVE_OVERHEAD = 33  # "\x07MESSAGE", the short nonce, the MAC, the flags byte
+    TOKEN_KEY_COST = 5  # an in-flight key of one token (envelope_bytes((token,)))
+    FRAME_FLOOR = 2  # the least a ZMTP frame counts toward the size limit (its short header)
 
 
 cdef Py_ssize_t FAIR_SHARE = 256

@@ -54,32 +54,36 @@ cdef class Kernel(_Reader):
         if not dest_zmtp and nbody != 1:
             return False  # SP carries one body frame (the reference refuses and counts)
         cdef bytes key, token
+        cdef Py_ssize_t cost = TOKEN_KEY_COST, hcost
         if self.tokens:  # zmtp -> sp: [token][body]
-            if self.table.full() or self.inflight.c_full():
+            hcost = _hops_size(frames, nhops, rid)
+            if not self.table.room(hcost) or not self.inflight.room(TOKEN_KEY_COST):
                 return False
             hops = _hops(p, frames, nhops, rid)
             if not out.fits((out.framing == F_SP_IPC) + 8 + 4 + frames[nhops].size):
                 return False
-            token = self.table.c_mint(hops, now)
+            token = self.table.c_mint(hops, now, hcost)
             out.sp_token(token, p + frames[nhops].start, frames[nhops].size)
             key = _flat_token(token)
         elif zmtp:  # zmtp -> zmtp: untouched
-            if self.inflight.c_full():
-                return False
             key = _flat_frames(p, frames, nhops, rid)
+            cost = _flat_cost(key)
+            if not self.inflight.room(cost):
+                return False
             if not out.zmtp_frames(rid, p, frames, 0, count):
                 return False
         else:  # sp -> zmtp (pipe id, words..., "", body) or sp -> sp (untouched)
-            if self.inflight.c_full():
-                return False
             key = _flat_words(p, payload.start, words, rid, dest_zmtp)
+            cost = _flat_cost(key)
+            if not self.inflight.room(cost):
+                return False
             if dest_zmtp:
                 if not out.sp_to_zmtp(rid, p, payload, words):
                     return False
             elif not out.sp_forward(rid, p, payload):
                 return False
         self.dests.moved()
-        self.inflight.c_sent(key, _pget(out.pipe, P_ROUTING_ID), now)
+        self.inflight.c_sent(key, _pget(out.pipe, P_ROUTING_ID), now, cost)
         return True
 
     cdef int _reply(self, const uint8_t* p, Frame* frames, int count, bint zmtp,

@@ -8,6 +8,7 @@
     max_message_size = 1048576
     hop_limit = 8
     pending_tokens = 100000
+    pending_bytes = 67108864        # bytes of envelopes each pending table may hold (64 MiB)
     token_ttl = 60.0
     grace = 2.0
     message_timeout = 10.0          # a message started but incomplete after it closes its pipe
@@ -50,6 +51,7 @@ class Limits:
     max_message_size: int = _DEFAULTS.max_message_size
     hop_limit: int = _DEFAULTS.hop_limit
     pending_tokens: int = 100_000
+    pending_bytes: int = _DEFAULTS.pending_bytes
     token_ttl: float = 60.0
     grace: float = 2.0  # drain time on SIGINT/SIGTERM
     message_timeout: float = _DEFAULTS.message_timeout  # a started message must be whole within

@@ -22,9 +22,12 @@ import pytest
 import test_kernel as T
 
 from gateway import kernel
+from gateway.config import Limits
+from gateway.device.inflight import InFlight
 from gateway.engine import core
-from gateway.envelope import Translator
+from gateway.envelope import TableFull, TokenTable, Translator
 from gateway.metrics import BUCKETS
+from gateway.settings import schema
 
 ROOT = Path(__file__).resolve().parents[1]
 needs_kernel = T.needs_kernel
@@ -162,6 +165,38 @@ def test_subscription_filters_of_other_types_as_the_reference(prefixes: Any) -> 
 
 
 @needs_kernel
+def test_parked_hops_of_other_types_are_kept_as_bytes() -> None:
+    """The compiled table's ``mint`` takes any bytes-like hops (as the reference) and keeps
+    them as bytes, which the kernel copies to the wire; an empty envelope is refused."""
+    t = kernel.token_table(8, 60.0, start=1)
+    token = t.mint((bytearray(b"rid"), memoryview(b"hop"), b""), 0.0)
+    assert t.entries() == [(token, (b"rid", b"hop", b""), 60.0)]
+    with pytest.raises(ValueError):
+        t.mint((), 0.0)
+    with pytest.raises(TypeError):
+        t.mint((None,), 0.0)
+
+
+@needs_kernel
+def test_a_reply_to_hops_parked_by_python_code_as_the_reference() -> None:
+    """A token minted by Python code (bytearray hops) is answered as the reference answers
+    it: the parked hops are bytes when the kernel copies them."""
+
+    async def go(compiled: bool) -> bytes:
+        rig = await _rig("zmtp", "sp", compiled)
+        client, server = rig.clients[0], rig.servers[0]
+        hops = (client.pipe.routing_id, bytearray(b"x" * 3), b"")
+        token = rig.fwd.translator.table.mint(hops, asyncio.get_running_loop().time())
+        payload = token + b"answer"
+        server.pipe.data_received(len(payload).to_bytes(8, "big") + payload)
+        await _settle()
+        return bytes(client.wire.data)
+
+    wire = asyncio.run(go(True))
+    assert wire == asyncio.run(go(False)) and b"answer" in wire
+
+
+@needs_kernel
 @pytest.mark.parametrize("rid", [b"abc", b"\x00\x00\x00\x00\x01"], ids=["3-bytes", "5-bytes"])
 def test_an_sp_pipe_id_not_of_4_bytes_as_the_reference(rid: bytes) -> None:
     """The SP encoders copy the pipe id's 4 bytes: a routing id of another size (set by
@@ -235,3 +270,85 @@ def test_a_pipe_of_another_wire_than_the_translators_is_the_references() -> None
     entries, taken, wire, forwarded = asyncio.run(go())
     assert entries == [] and taken == 0
     assert forwarded == 1 and wire.endswith(b"\x80\x00\x00\x07body")  # by the reference
+
+
+# -- F6: bytes ------------------------------------------------------------------------------------
+@needs_kernel
+@pytest.mark.parametrize("empties", [349, 350, 200_000])
+def test_empty_frames_count_toward_the_size_limit(empties: int) -> None:
+    """Each ZMTP frame counts at least 2 bytes (its short header) against max_message_size
+    (700 here), in both paths: 200,000 empty frames are no longer a message of 0 bytes."""
+
+    async def go(compiled: bool) -> dict[str, Any]:
+        rig = await _rig("zmtp", "zmtp", compiled, hwm=1000)
+        data = b"\x01\x00" * empties + b"\x00\x01x"  # empties MORE frames, then "x"
+        pipe = rig.clients[0].pipe
+        for i in range(0, len(data), 65536):
+            if not pipe.close_reason:
+                pipe.data_received(data[i:i + 65536])
+        await _settle()
+        return rig.state()
+
+    compiled = asyncio.run(go(True))
+    assert compiled == asyncio.run(go(False))
+    fits = 2 * empties + 2 <= T.MAX  # (the body "x" counts 2 too)
+    assert compiled["closed"][0] == ("" if fits else "message-too-large")
+    assert compiled["forwarded"][0] == (1 if fits else 0)
+
+
+def _tables(compiled: bool, max_bytes: int) -> tuple[Any, Any]:
+    if compiled:
+        assert kernel.compiled is not None
+        return (kernel.token_table(100, 60.0, start=1, max_bytes=max_bytes),
+                kernel.compiled.InFlight(100, 60.0, max_bytes))
+    return TokenTable(100, 60.0, start=1, max_bytes=max_bytes), InFlight(100, 60.0, max_bytes)
+
+
+@pytest.mark.parametrize("compiled", [
+    pytest.param(True, marks=needs_kernel, id="compiled"), pytest.param(False, id="reference")])
+def test_the_pending_tables_are_bounded_in_bytes(compiled: bool) -> None:
+    """A token table refuses an envelope past its byte budget (table-full) until one leaves;
+    an in-flight table forgets its oldest requests to make room."""
+    tokens, inflight = _tables(compiled, 100)
+    envelope = (b"r" * 20, b"h" * 20, b"")  # 40 bytes and 3 frames: 43
+    first = tokens.mint(envelope, 0.0)
+    tokens.mint(envelope, 0.0)
+    assert tokens.held_bytes == 86
+    with pytest.raises(TableFull, match="pending_bytes"):
+        tokens.mint(envelope, 1.0)
+    assert tokens.pop(first, 1.0) == envelope and tokens.held_bytes == 43
+    tokens.mint(envelope, 1.0)
+    tokens.expire(61.0)
+    tokens.mint(envelope, 61.0)  # the first two expired: room again
+    assert tokens.held_bytes == 43 and len(tokens) == 1
+
+    keys = [(bytes([i]) * 30, b"") for i in range(4)]  # 32 bytes each
+    assert [inflight.sent(k, b"p", 0.0) for k in keys[:3]] == [None, None, None]
+    assert inflight.sent(keys[3], b"p", 0.0) == [keys[0]]  # 128 > 100: the oldest goes
+    assert inflight.held_bytes == 96 and len(inflight) == 3
+    assert inflight.answered(keys[1]) and inflight.held_bytes == 64
+    assert inflight.sent((b"z" * 200,), b"p", 0.0) == [keys[2], keys[3]]  # alone past it
+    assert len(inflight) == 1 and inflight.lost(b"p") == [(b"z" * 200,)]
+    assert inflight.held_bytes == 0
+
+
+def test_a_bridge_gives_its_tables_the_pending_bytes_limit() -> None:
+    from gateway.device.bridge import Bridge
+
+    assert Limits().pending_bytes == schema.DEFAULTS.pending_bytes == 64 << 20
+    bridge = Bridge("zmq+tcp://127.0.0.1:0", "sp+tcp://127.0.0.1:1", "b",
+                    Limits(pending_bytes=12345))
+    assert bridge.table.max_bytes == 12345
+
+
+@needs_kernel
+@pytest.mark.parametrize(("front", "back"), T.ROUTES, ids=[f"{f}-{b}" for f, b in T.ROUTES])
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_a_small_byte_budget_as_the_reference(front: str, back: str, seed: int) -> None:
+    """The differential run with pending tables of 150 bytes: the kernel stops where the
+    reference refuses (table-full) or evicts, and both write and record the same."""
+    compiled = asyncio.run(T._run(front, back, True, seed, 40, max_bytes=150))
+    reference = asyncio.run(T._run(front, back, False, seed, 40, max_bytes=150))
+    assert compiled == reference
+    if (front, back) == ("zmtp", "sp"):
+        assert compiled["drops"].get("table-full")

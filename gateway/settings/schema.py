@@ -175,6 +175,11 @@ class SideOptions:
                                           "URL's host)", families=_SP, placement="connect")
     # -- set by the bridge ([limits], its role), not per endpoint ------------------------------
     hop_limit: int = 8  # SP TTL on a raw rep front (nng's ttl-max), [limits] hop_limit
+    #: the bytes each of a request-reply bridge's pending tables may hold (the ZeroMQ envelopes
+    #: parked under tokens, the envelopes of requests in flight), beside pending_tokens'
+    #: count: a full token table refuses (table-full), a full in-flight table forgets its
+    #: oldest (token-expired). [limits] pending_bytes
+    pending_bytes: int = 64 << 20
     message_timeout: float = 10.0  # a started message must be whole within, [limits]
     router_mandatory: bool = False  # a routed send to an unknown or full peer raises
     # -- loaded once per start or reload from the files above (gateway.settings.files) ---------
