@@ -279,7 +279,11 @@ cdef _Out _state(object pipe):
     out.framing = _framing(codec)
     if out.framing:  # (a plugin's codec has no rx)
         out.rx = codec.rx
-        out.limit = codec.max_message_size
+        limit = codec.max_message_size
+        if type(limit) is not int or limit < 0:
+            out.framing = 0  # (set by Python code: the reference's to judge)
+        else:
+            out.limit = limit if limit < LIMIT_CAP else LIMIT_CAP
         if out.framing == F_CURVE:
             out.mech = codec.security
         if not _RX.fits(out.rx):

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from gateway.errors import ConfigError
-from gateway.settings import schema
+from gateway.settings import convert, schema
 from gateway.url import parse, split_host_port
 
 _DEFAULTS = schema.DEFAULTS
@@ -104,6 +104,10 @@ def _limits_checked(table: dict[str, Any], base: Limits | None,
     limits = Limits(**values)
     if not 1 <= limits.hop_limit <= 15:
         errors.append(f"limit hop_limit must be within 1..15, not {limits.hop_limit}")
+    for key in ("max_message_size", "pending_bytes"):
+        if getattr(limits, key) > convert.SIZE_MAX:
+            errors.append(f"limit {key} must be at most 2**62 ({convert.SIZE_MAX}), not "
+                          f"{getattr(limits, key)}")
     return limits
 
 

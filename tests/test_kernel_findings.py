@@ -22,12 +22,13 @@ import pytest
 import test_kernel as T
 
 from gateway import kernel
-from gateway.config import Limits
+from gateway.config import Limits, limits_from
 from gateway.device.inflight import InFlight
 from gateway.engine import core
 from gateway.envelope import TableFull, TokenTable, Translator
+from gateway.errors import ConfigError
 from gateway.metrics import BUCKETS
-from gateway.settings import schema
+from gateway.settings import convert, schema
 
 ROOT = Path(__file__).resolve().parents[1]
 needs_kernel = T.needs_kernel
@@ -239,6 +240,51 @@ def test_each_kernel_keeps_its_own_buckets() -> None:
     assert len(counts) == len(BUCKETS) + 1 and sum(counts) == 1
     assert counts[-1] == 0  # a read does not take BUCKETS[-1] seconds
     assert bisect.bisect_left(BUCKETS, 0.0) == 0
+
+
+# -- F4: a size limit past 2**62 -------------------------------------------------------------------
+def test_a_size_limit_past_2_62_is_refused_naming_the_key(tmp_path: Path,
+                                                          capsys: pytest.CaptureFixture[str]
+                                                          ) -> None:
+    from gateway.cli import main
+
+    assert schema.read([("maxmsgsize", str(convert.SIZE_MAX))], "u") == {
+        "max_message_size": convert.SIZE_MAX}
+    for value in (str(2**63), "100000000000000000000", 2**62 + 1):
+        with pytest.raises(ConfigError, match="for maxmsgsize.*at most 2\\*\\*62"):
+            schema.read([("maxmsgsize", value)], "u")
+    with pytest.raises(ConfigError, match="limit max_message_size must be at most 2\\*\\*62"):
+        limits_from({"max_message_size": 2**63})
+    with pytest.raises(ConfigError, match="limit pending_bytes must be at most 2\\*\\*62"):
+        limits_from({"pending_bytes": 2**63})
+    assert limits_from({"max_message_size": 2**62}).max_message_size == 2**62
+    cfg = tmp_path / "g.toml"
+    cfg.write_text('[[bridge]]\nname = "x"\nfront = "zmq+tcp://127.0.0.1:1?maxmsgsize='
+                   '100000000000000000000"\nback = "sp+tcp://127.0.0.1:2"\n')
+    assert main(["check", str(cfg)]) == 2
+    assert "maxmsgsize" in capsys.readouterr().err
+    assert main(["bridge", "zmq+tcp://127.0.0.1:1", "sp+tcp://127.0.0.1:2",
+                 "--max-message-size", str(2**63)]) == 2
+    assert "max_message_size" in capsys.readouterr().err
+
+
+@needs_kernel
+@pytest.mark.parametrize("limit", [2**62, 2**63 - 1, 2**63, 10**20])
+def test_the_kernel_takes_any_size_limit_the_reference_takes(limit: int,
+                                                             monkeypatch: pytest.MonkeyPatch
+                                                             ) -> None:
+    """A codec's max_message_size past what the kernel keeps (set by Python code) is
+    clamped, not an OverflowError on every read; the kernel still forwards."""
+    monkeypatch.setattr(T, "MAX", limit)
+
+    async def go(compiled: bool) -> dict[str, Any]:
+        rig = await _rig("zmtp", "sp", compiled)
+        rig.clients[0].pipe.data_received(T._zmtp_frames([b"", b"ok"]))
+        await _settle()
+        return rig.state()
+
+    compiled = asyncio.run(go(True))
+    assert compiled == asyncio.run(go(False)) and compiled["forwarded"] == (1, 0)
 
 
 # -- F5: a pipe whose wire is not the translator's --------------------------------------------------

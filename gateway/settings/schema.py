@@ -73,8 +73,10 @@ class SideOptions:
                        "direction (libzmq SNDHWM/RCVHWM)", unit="messages",
                        aliases=("sndhwm", "rcvhwm"))
     max_message_size: int = setting(1 << 20, c.size, "largest message accepted from a peer "
-                                    "(nng's default; [limits] max_message_size sets it for "
-                                    "every bridge)", name="maxmsgsize", unit="bytes",
+                                    "(nng's default; a ZeroMQ frame counts at least 2 bytes, "
+                                    "so empty frames are not free; at most 2**62; [limits] "
+                                    "max_message_size sets it for every bridge)",
+                                    name="maxmsgsize", unit="bytes",
                                     aliases=("max_message_size",))
     reconnect_ivl: float = setting(0.1, c.duration, "first wait before redialling a lost or "
                                    "refused peer", unit="seconds")
