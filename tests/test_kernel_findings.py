@@ -268,7 +268,6 @@ def test_a_size_limit_past_2_62_is_refused_naming_the_key(tmp_path: Path,
     assert "max_message_size" in capsys.readouterr().err
 
 
-@needs_kernel
 @pytest.mark.parametrize("limit", [2**62, 2**63 - 1, 2**63, 10**20])
 def test_the_kernel_takes_any_size_limit_the_reference_takes(limit: int,
                                                              monkeypatch: pytest.MonkeyPatch
@@ -283,8 +282,10 @@ def test_the_kernel_takes_any_size_limit_the_reference_takes(limit: int,
         await _settle()
         return rig.state()
 
-    compiled = asyncio.run(go(True))
-    assert compiled == asyncio.run(go(False)) and compiled["forwarded"] == (1, 0)
+    reference = asyncio.run(go(False))
+    assert reference["forwarded"] == (1, 0)
+    if kernel.compiled is not None:
+        assert asyncio.run(go(True)) == reference
 
 
 # -- F5: a pipe whose wire is not the translator's --------------------------------------------------
@@ -319,7 +320,6 @@ def test_a_pipe_of_another_wire_than_the_translators_is_the_references() -> None
 
 
 # -- F6: bytes ------------------------------------------------------------------------------------
-@needs_kernel
 @pytest.mark.parametrize("empties", [349, 350, 200_000])
 def test_empty_frames_count_toward_the_size_limit(empties: int) -> None:
     """Each ZMTP frame counts at least 2 bytes (its short header) against max_message_size
@@ -335,11 +335,12 @@ def test_empty_frames_count_toward_the_size_limit(empties: int) -> None:
         await _settle()
         return rig.state()
 
-    compiled = asyncio.run(go(True))
-    assert compiled == asyncio.run(go(False))
+    reference = asyncio.run(go(False))
     fits = 2 * empties + 2 <= T.MAX  # (the body "x" counts 2 too)
-    assert compiled["closed"][0] == ("" if fits else "message-too-large")
-    assert compiled["forwarded"][0] == (1 if fits else 0)
+    assert reference["closed"][0] == ("" if fits else "message-too-large")
+    assert reference["forwarded"][0] == (1 if fits else 0)
+    if kernel.compiled is not None:
+        assert asyncio.run(go(True)) == reference
 
 
 def _tables(compiled: bool, max_bytes: int) -> tuple[Any, Any]:
@@ -387,14 +388,14 @@ def test_a_bridge_gives_its_tables_the_pending_bytes_limit() -> None:
     assert bridge.table.max_bytes == 12345
 
 
-@needs_kernel
 @pytest.mark.parametrize(("front", "back"), T.ROUTES, ids=[f"{f}-{b}" for f, b in T.ROUTES])
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_a_small_byte_budget_as_the_reference(front: str, back: str, seed: int) -> None:
     """The differential run with pending tables of 150 bytes: the kernel stops where the
     reference refuses (table-full) or evicts, and both write and record the same."""
-    compiled = asyncio.run(T._run(front, back, True, seed, 40, max_bytes=150))
     reference = asyncio.run(T._run(front, back, False, seed, 40, max_bytes=150))
-    assert compiled == reference
     if (front, back) == ("zmtp", "sp"):
-        assert compiled["drops"].get("table-full")
+        assert reference["drops"].get("table-full")
+    assert reference["held_bytes"][0] <= 150
+    if kernel.compiled is not None:
+        assert asyncio.run(T._run(front, back, True, seed, 40, max_bytes=150)) == reference
