@@ -66,17 +66,17 @@ cdef class Kernel(_Reader):
             out.sp_token(token, p + frames[nhops].start, frames[nhops].size)
             key = _flat_token(token)
         elif zmtp:  # zmtp -> zmtp: untouched
-            key = _flat_frames(p, frames, nhops, rid)
-            cost = _flat_cost(key)
+            cost = _hops_size(frames, nhops, rid)  # (_flat_cost of the key, without reading it)
             if not self.inflight.room(cost):
                 return False
+            key = _flat_frames(p, frames, nhops, rid)
             if not out.zmtp_frames(rid, p, frames, 0, count):
                 return False
         else:  # sp -> zmtp (pipe id, words..., "", body) or sp -> sp (untouched)
-            key = _flat_words(p, payload.start, words, rid, dest_zmtp)
-            cost = _flat_cost(key)
+            cost = 5 + words // 4 * 5 + dest_zmtp  # (_flat_cost: the pipe id, words, "")
             if not self.inflight.room(cost):
                 return False
+            key = _flat_words(p, payload.start, words, rid, dest_zmtp)
             if dest_zmtp:
                 if not out.sp_to_zmtp(rid, p, payload, words):
                     return False
