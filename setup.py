@@ -23,11 +23,14 @@ SANITIZE = bool(os.environ.get("GATEWAY_SANITIZE"))
 
 
 def _cythonized(force: bool = False) -> list[Extension]:
-    directives = {"language_level": 3}
+    # Cython's checks of list/tuple indexes: off for speed, on in the sanitizer build. Given
+    # here only: a directive in the .pyx header would beat these (tests/test_kernel_build.py)
+    checks = SANITIZE
+    directives = {"language_level": 3, "boundscheck": checks, "wraparound": checks,
+                  "initializedcheck": checks}
     args: list[str] = ["-O3"]
     link: list[str] = []
     if SANITIZE:
-        directives.update(boundscheck=True, wraparound=True, initializedcheck=True)
         args = ["-O1", "-g", "-fno-omit-frame-pointer", "-fsanitize=address,undefined",
                 "-fno-sanitize-recover=undefined"]
         link = ["-fsanitize=address,undefined"]

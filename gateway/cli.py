@@ -30,6 +30,8 @@ def _add_limits(p: argparse.ArgumentParser) -> None:
     g.add_argument("--max-message-size", type=int, metavar="BYTES", help="default 1 MiB")
     g.add_argument("--hop-limit", type=int, metavar="N", help="SP TTL, 1..15, default 8")
     g.add_argument("--pending-tokens", type=int, metavar="N", help="token table size, default 100000")
+    g.add_argument("--pending-bytes", type=int, metavar="BYTES",
+                   help="bytes of envelopes each pending table may hold, default 64 MiB")
     g.add_argument("--token-ttl", type=float, metavar="S", help="token lifetime, default 60 s")
     g.add_argument("--grace", type=float, metavar="S", help="drain time on SIGINT/SIGTERM, default 2 s")
     g.add_argument("--message-timeout", type=float, metavar="S",
@@ -205,8 +207,8 @@ def _limits(args: argparse.Namespace, base=None):  # type: ignore[no-untyped-def
     from gateway.config import limits_from
 
     given = {k: getattr(args, k, None) for k in
-             ("max_message_size", "hop_limit", "pending_tokens", "token_ttl", "grace",
-              "message_timeout", "backlog")}
+             ("max_message_size", "hop_limit", "pending_tokens", "pending_bytes", "token_ttl",
+              "grace", "message_timeout", "backlog")}
     try:
         return limits_from({k: v for k, v in given.items() if v is not None}, base)
     except ConfigError as exc:

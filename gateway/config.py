@@ -9,6 +9,7 @@
     max_message_size = 1048576
     hop_limit = 8
     pending_tokens = 100000
+    pending_bytes = 67108864        # bytes of envelopes each pending table may hold (64 MiB)
     token_ttl = 60.0
     grace = 2.0
     message_timeout = 10.0          # a message started but incomplete after it closes its pipe
@@ -37,7 +38,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from gateway.errors import ConfigError
-from gateway.settings import schema
+from gateway.settings import convert, schema
 from gateway.url import parse, split_host_port
 
 _DEFAULTS = schema.DEFAULTS
@@ -51,6 +52,7 @@ class Limits:
     max_message_size: int = _DEFAULTS.max_message_size
     hop_limit: int = _DEFAULTS.hop_limit
     pending_tokens: int = 100_000
+    pending_bytes: int = _DEFAULTS.pending_bytes
     token_ttl: float = 60.0
     grace: float = 2.0  # drain time on SIGINT/SIGTERM
     message_timeout: float = _DEFAULTS.message_timeout  # a started message must be whole within
@@ -105,6 +107,10 @@ def _limits_checked(table: dict[str, Any], base: Limits | None,
     limits = Limits(**values)
     if not 1 <= limits.hop_limit <= 15:
         errors.append(f"limit hop_limit must be within 1..15, not {limits.hop_limit}")
+    for key in ("max_message_size", "pending_bytes"):
+        if getattr(limits, key) > convert.SIZE_MAX:
+            errors.append(f"limit {key} must be at most 2**62 ({convert.SIZE_MAX}), not "
+                          f"{getattr(limits, key)}")
     return limits
 
 

@@ -171,7 +171,8 @@ DROP_REASONS: dict[str, str] = {
     "probe": "the empty message a ZeroMQ client with ZMQ_PROBE_ROUTER sends on connect (no "
              "request: counted, logged at debug only)",
     "no-envelope": "a same-family reply without a routing hop",
-    "table-full": "the pending-token table is full",
+    "table-full": "the pending-token table is full: pending_tokens envelopes, or pending_bytes "
+                  "of them (each frame's bytes and one more)",
     "unknown-token": "a reply for a token the table does not hold",
     "expired-token": "a reply whose token had expired",
     "token-expired": "a request whose reply did not come within the token TTL (token_ttl)",

@@ -53,13 +53,16 @@ def why() -> str:
     return "pure Python: the compiled kernel is not built"
 
 
-def token_table(max_entries: int, ttl: float, start: int | None = None) -> Any:
-    """A bridge's token table: the kernel's when it runs, else the reference's."""
-    if compiled is not None:
-        return compiled.TokenTable(max_entries, ttl, start=start)
-    from gateway.envelope import TokenTable
+def token_table(max_entries: int, ttl: float, start: int | None = None,
+                max_bytes: int | None = None) -> Any:
+    """A bridge's token table: the kernel's when it runs, else the reference's (``max_bytes``:
+    its byte budget, the bridge's ``pending_bytes``; None: none but the count)."""
+    from gateway.envelope.tokens import NO_BYTE_BOUND, TokenTable
 
-    return TokenTable(max_entries, ttl, start=start)
+    bound = NO_BYTE_BOUND if max_bytes is None else max_bytes
+    if compiled is not None:
+        return compiled.TokenTable(max_entries, ttl, max_bytes=bound, start=start)
+    return TokenTable(max_entries, ttl, max_bytes=bound, start=start)
 
 
 __all__ = ["FREE_THREADED", "IMPLEMENTATION", "NO_EXTENSIONS", "compiled", "token_table", "why"]

@@ -9,10 +9,10 @@ from __future__ import annotations
 import pytest
 from hypothesis import settings
 
+from gateway.testing.pytest_plugin import both_paths, engine_path  # noqa: F401 (the fixture)
+
 settings.register_profile("gateway", deadline=None)
 settings.load_profile("gateway")
-
-from gateway.testing.pytest_plugin import both_paths, engine_path  # noqa: F401 (the fixture)
 
 #: the modules of the engine, the wires, the device and the tables the kernel has twins of
 BOTH_PATHS = ("test_engine", "test_device", "test_wire", "test_inflight", "test_envelope",

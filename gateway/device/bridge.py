@@ -98,7 +98,8 @@ class Bridge:
         p = self.plan
         self.pattern, self.sp_pair1, self.mode = p.pattern, p.sp_pair1, p.mode
         front, back = p.front.ep, p.back.ep
-        self.table = kernel.token_table(self.limits.pending_tokens, self.limits.token_ttl)
+        self.table = kernel.token_table(self.limits.pending_tokens, self.limits.token_ttl,
+                                        max_bytes=self.limits.pending_bytes)
         self.translator: Translation
         if self.pattern == "reqrep":
             if front.family == ANY:

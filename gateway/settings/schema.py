@@ -73,8 +73,10 @@ class SideOptions:
                        "direction (libzmq SNDHWM/RCVHWM)", unit="messages",
                        aliases=("sndhwm", "rcvhwm"))
     max_message_size: int = setting(1 << 20, c.size, "largest message accepted from a peer "
-                                    "(nng's default; [limits] max_message_size sets it for "
-                                    "every bridge)", name="maxmsgsize", unit="bytes",
+                                    "(nng's default; a ZeroMQ frame counts at least 2 bytes, "
+                                    "so empty frames are not free; at most 2**62; [limits] "
+                                    "max_message_size sets it for every bridge)",
+                                    name="maxmsgsize", unit="bytes",
                                     aliases=("max_message_size",))
     reconnect_ivl: float = setting(0.1, c.duration, "first wait before redialling a lost or "
                                    "refused peer", unit="seconds")
@@ -180,6 +182,11 @@ class SideOptions:
                                           "URL's host)", families=_SP, placement="connect")
     # -- set by the bridge ([limits], its role), not per endpoint ------------------------------
     hop_limit: int = 8  # SP TTL on a raw rep front (nng's ttl-max), [limits] hop_limit
+    #: the bytes each of a request-reply bridge's pending tables may hold (the ZeroMQ envelopes
+    #: parked under tokens, the envelopes of requests in flight), beside pending_tokens'
+    #: count: a full token table refuses (table-full), a full in-flight table forgets its
+    #: oldest (token-expired). [limits] pending_bytes
+    pending_bytes: int = 64 << 20
     message_timeout: float = 10.0  # a started message must be whole within, [limits]
     router_mandatory: bool = False  # a routed send to an unknown or full peer raises
     # -- loaded once per start or reload from the files above (gateway.settings.files) ---------
