@@ -340,8 +340,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if rc is not None:
         return rc
 
-    def reload() -> list[BridgeSpec]:  # SIGHUP: the file again, every mistake or nothing
-        return _checked(_load(args.config).bridges, args.config)
+    def reload() -> tuple[list[BridgeSpec], str]:  # SIGHUP: the file again, all or nothing
+        again = _load(args.config)
+        return (_checked(again.bridges, args.config),
+                args.unknown_peers or again.unknown_peers)
 
     return run_loop(Supervisor(specs, args.metrics or cfg.metrics, reload,
                                args.unknown_peers or cfg.unknown_peers).run())

@@ -6,7 +6,8 @@
 * SIGHUP: the config is read again; bridges added, removed or changed are started, drained and
   restarted, unchanged ones keep their connections and requests in flight; a config with
   mistakes is refused (every mistake logged) and the running bridges go on; each changed
-  bridge logs what changed (``config.changed``);
+  bridge logs what changed (``config.changed``), and so does ``[gateway] unknown_peers``,
+  applied at once (the other ``[gateway]`` keys need a restart);
 * systemd (``Type=notify``): ``READY=1`` once every front is bound, ``RELOADING=1`` /
   ``READY=1`` around a reload, ``STOPPING=1``, and ``STATUS=`` with each bridge's peers;
 * ``READY front=... back=...`` on stdout for each bridge that starts (scripts wait for it).
@@ -102,11 +103,12 @@ class _Running:
 
 
 class Supervisor:
-    """Runs the bridges of ``specs``; ``reload`` (when given) returns the specs of a re-read
-    config or raises :class:`ConfigError` with its mistakes."""
+    """Runs the bridges of ``specs``; ``reload`` (when given) returns the specs and the
+    ``unknown_peers`` of a re-read config or raises :class:`ConfigError` with its mistakes
+    (any other exception is logged as a refused reload too)."""
 
     def __init__(self, specs: list[BridgeSpec], metrics: str | None,
-                 reload: Callable[[], list[BridgeSpec]] | None = None,
+                 reload: Callable[[], tuple[list[BridgeSpec], str]] | None = None,
                  unknown_peers: str = "waiting", show_names: bool = False) -> None:
         self.specs = specs
         self.show_names = show_names  # name= on READY lines with one bridge too (--name)
@@ -189,13 +191,19 @@ class Supervisor:
             return
         sd_notify("RELOADING=1")
         try:
-            specs = self.reload()
-        except GatewayError as exc:
-            for line in str(exc).splitlines():
+            specs, unknown_peers = self.reload()
+        except Exception as exc:  # noqa: BLE001 - no mistake in a file may end the gateway
+            lines = (str(exc).splitlines() if isinstance(exc, GatewayError)
+                     else [f"{type(exc).__name__}: {exc}"])
+            for line in lines:
                 log.error("config.reload_failed", error=line)
             log.warning("config.reload", result="refused: the running bridges go on")
             sd_notify("READY=1")
             return
+        if unknown_peers != self.unknown_peers:  # /readyz reads it at each request
+            log.info("config.changed", gateway="unknown_peers", unknown_peers=unknown_peers,
+                     was=self.unknown_peers)
+            self.unknown_peers = unknown_peers
         new = {s.name: s for s in specs}
         old = {name: r.spec for name, r in self.running.items()}
         removed = [n for n in old if n not in new]
@@ -220,7 +228,7 @@ class Supervisor:
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, self._signalled, sig)
         loop.add_signal_handler(signal.SIGHUP, self._reload.set)
-        self.server = (ObserveServer(self.metrics, self.readiness, self.unknown_peers)
+        self.server = (ObserveServer(self.metrics, self.readiness, lambda: self.unknown_peers)
                        if self.metrics else None)
         try:
             self._start(self.specs, self._open(self.specs))

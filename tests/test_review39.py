@@ -1,0 +1,30 @@
+"""The review of issue 39's change, in-process: config types, ``--version`` into a closed
+pipe, "did you mean", the name of a runtime failure's event."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from gateway.cli import main
+
+
+@pytest.fixture(autouse=True)
+def _no_log_setup(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("gateway.logging.configure", lambda *a, **k: None)
+
+
+@pytest.mark.parametrize("value", ['["ready"]', "1", "{ a = 1 }"])
+def test_a_wrong_typed_unknown_peers_is_an_error_naming_file_and_key(
+        tmp_path: Path, value: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """The review: `unknown_peers = ["ready"]` raised TypeError (a traceback, exit 1)."""
+    cfg = tmp_path / "g.toml"
+    cfg.write_text(f'[gateway]\nunknown_peers = {value}\n[[bridge]]\nname = "x"\n'
+                   'front = "@zmq+tcp://127.0.0.1:0"\nback = ">sp+tcp://127.0.0.1:1"\n')
+    assert main(["check", str(cfg)]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    (line,) = err.splitlines()
+    assert line.startswith(f"gateway: error: {cfg}: [gateway] unknown_peers: must be waiting or "
+                           "ready, not ")
