@@ -289,15 +289,17 @@ def _file_log_format(path: str) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def _checked(specs: list[BridgeSpec], where: str = "",
-             more: list[str] | None = None) -> list[BridgeSpec]:
+def _checked(specs: list[BridgeSpec], where: str = "", more: list[str] | None = None,
+             metrics: str | None = None) -> list[BridgeSpec]:
     """The specs, once every rule of every bridge holds (the plugins say the transports and
-    backends; the settings' files are read): the same check for bridge, run and check;
-    ``more``: the flags' mistakes, reported with them."""
+    backends; the settings' files are read; no two bind one address, ``metrics`` among them):
+    the same check for bridge, run and check; ``more``: the flags' mistakes, reported with
+    them."""
     from gateway.device import check
-    from gateway.device.ports import clashes
+    from gateway.device.ports import clashes, ipc_paths
 
-    errors = (more or []) + check(specs, where) + clashes(specs, where)
+    errors = ((more or []) + check(specs, where) + clashes(specs, where, metrics)
+              + ipc_paths(specs, where))
     if errors:
         raise ConfigError("\n".join(errors))
     return specs
@@ -318,7 +320,7 @@ def _cmd_bridge(args: argparse.Namespace) -> int:
         limits = _limits(argparse.Namespace())
     name = args.name or "bridge"
     spec = BridgeSpec(name, args.front, args.back, limits, args.forwarder)
-    rc = _workers(args, _checked([spec], more=flags), args.metrics, limits.grace,
+    rc = _workers(args, _checked([spec], more=flags, metrics=args.metrics), args.metrics, limits.grace,
                   fixed_ports=False)
     if rc is not None:
         return rc
@@ -343,17 +345,18 @@ def _cmd_run(args: argparse.Namespace) -> int:
     manager().hook.gateway_configure.call_historic(kwargs={"config": cfg.raw})
     from gateway.supervisor import Supervisor
 
-    specs = _checked(cfg.bridges, args.config, _metrics_flag(args))
-    rc = _workers(args, specs, args.metrics or cfg.metrics, cfg.limits.grace, fixed_ports=True)
+    metrics = args.metrics or cfg.metrics
+    specs = _checked(cfg.bridges, args.config, _metrics_flag(args), metrics)
+    rc = _workers(args, specs, metrics, cfg.limits.grace, fixed_ports=True)
     if rc is not None:
         return rc
 
     def reload() -> tuple[list[BridgeSpec], str]:  # SIGHUP: the file again, all or nothing
         again = _load(args.config)
-        return (_checked(again.bridges, args.config),
+        return (_checked(again.bridges, args.config, metrics=metrics),
                 args.unknown_peers or again.unknown_peers)
 
-    return run_loop(Supervisor(specs, args.metrics or cfg.metrics, reload,
+    return run_loop(Supervisor(specs, metrics, reload,
                                args.unknown_peers or cfg.unknown_peers).run())
 
 
@@ -361,7 +364,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
     from gateway.device.ports import in_use
 
     cfg = _load(args.config)  # every syntax and schema mistake, at once
-    _checked(cfg.bridges, args.config)  # then every rule: transports, backends, settings, files
+    _checked(cfg.bridges, args.config, metrics=cfg.metrics)  # then every rule (and clashes)
     if args.ports:  # what `run` would fail to bind (opt-in: a running gateway holds its own)
         busy = in_use(cfg.bridges, args.config, cfg.metrics)
         if busy:
