@@ -33,6 +33,14 @@ def _protocol_reason(code: int) -> str:
     return "protocol"
 
 
+def _sockopt(sock: Any, name: str) -> int:
+    """An integer option of ``sock`` (0 when this libzmq lacks it)."""
+    try:
+        return int(sock.getsockopt(getattr(zmq, name)))
+    except (AttributeError, zmq.ZMQError):
+        return 0
+
+
 def _code_name(code: int) -> str:
     try:
         return zmq.Event(code).name or str(code)
@@ -48,7 +56,9 @@ class PeerWatch:
     engine does (``gateway_handshake_failures_total{socket,reason}``, one warning per endpoint
     and reason every ``WARN_INTERVAL`` s): HANDSHAKE_FAILED_PROTOCOL (``mechanism`` for
     ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH, ``auth`` for ZAP errors, else ``protocol``),
-    HANDSHAKE_FAILED_AUTH (``auth``), HANDSHAKE_FAILED_NO_DETAIL (``no-detail``, with libzmq's
+    HANDSHAKE_FAILED_AUTH (``auth``: on a CURVE or PLAIN server only at debug level, as its
+    ZAP handler logs ``auth.denied``; a client refused by its server is warned),
+    HANDSHAKE_FAILED_NO_DETAIL (``no-detail``, with libzmq's
     errno), a connection that ends during the handshake without any of those (``pairing``:
     with the NULL mechanism, libzmq closes a refused Socket-Type silently; handshake events
     carry no fd, so this is counted only while one handshake is pending: concurrent ones may go
@@ -77,6 +87,8 @@ class PeerWatch:
         self._mon: Any = zmq.Context.shadow(sock.context.underlying).socket(zmq.PAIR)
         self._mon.connect(address)
         self._sock = sock
+        # a server of CURVE or PLAIN: its ZAP handler logs each refused client (auth.denied)
+        self._local_zap = any(_sockopt(sock, opt) for opt in ("CURVE_SERVER", "PLAIN_SERVER"))
         self._fds: set[int] = set()
         self.name = name  # the socket's name in log lines and the counter's label
         self._handshaking: set[int] = set()  # fds connected, handshake not yet done or failed
@@ -137,7 +149,8 @@ class PeerWatch:
             self._failed(ep, reason, detail, code=_code_name(value))
         elif kind == zmq.EVENT_HANDSHAKE_FAILED_AUTH:
             self._handshaking.clear()
-            self._failed(ep, "auth", f"authentication failed (ZAP status {value})")
+            self._failed(ep, "auth", f"authentication failed (ZAP status {value})",
+                         zap_denied=True)
         elif kind == zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL:
             self._handshaking.clear()
             import errno as errno_mod
@@ -160,9 +173,11 @@ class PeerWatch:
         self._warned[key] = (now, 0)
         return held
 
-    def _failed(self, ep: str, reason: str, detail: str, **fields: str) -> None:
+    def _failed(self, ep: str, reason: str, detail: str, zap_denied: bool = False,
+                **fields: str) -> None:
         METRICS.inc("gateway_handshake_failures_total", socket=self.name, reason=reason)
-        if reason == "auth":  # its warning is the ZAP handler's auth.denied: one per client
+        if zap_denied and self._local_zap:  # the local ZAP handler warned (auth.denied); a
+            # client refused by its server, or a ZAP protocol error, is warned here
             log.debug("handshake.failed", endpoint=ep, reason=reason, socket=self.name,
                       backend="pyzmq")
             return
