@@ -3,6 +3,7 @@ gateway, ``[gateway] unknown_peers`` applied on reload, signals while stopping."
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import time
 import urllib.error
@@ -55,3 +56,29 @@ def test_a_wrong_typed_unknown_peers_on_reload_is_refused_and_a_good_one_applied
         assert (ev["unknown_peers"], ev["was"]) == ("ready", "waiting")
         _wait(lambda: _readyz(gw) == 200, what="/readyz 200 once unknown_peers is ready")
         assert "Traceback" not in gw.stderr
+
+
+def test_a_second_sigterm_forces_the_workers_exit() -> None:
+    """The review: with --workers, the parent's second SIGTERM sat unread while it waited
+    for the workers' drain (the grace): now it is passed on and ends the drain."""
+    from gateway.tools.harness.peers.servers import NngServer, zmq_client
+    from gateway.tools.harness.procs import lib_url
+
+    with NngServer(lambda body: None) as server, Gateway(  # takes requests, never answers
+            "bridge", f"@zmq+tcp://{LOCAL}:0", f">sp+tcp://{LOCAL}:{server.port}",
+            "--workers", "2", "--grace", "30", "--log-format", "json", ready_timeout=60) as gw, \
+            contextlib.ExitStack() as clients:
+        gw.wait_event("workers.ready", timeout=30)
+        for i in range(6):
+            client = clients.enter_context(zmq_client("DEALER", lib_url(gw.front)))
+            client.send_multipart([b"", b"held %d" % i])
+        _wait(lambda: len(server.received) == 6, what="the requests at the server")
+        assert gw.proc is not None
+        gw.proc.send_signal(signal.SIGTERM)
+        gw.wait_event("workers.stopping")
+        t0 = time.monotonic()
+        gw.proc.send_signal(signal.SIGTERM)
+        rc = gw.proc.wait(25)
+        assert time.monotonic() - t0 < 10, "not forced: the workers drained for the grace"
+        assert rc == 0
+        gw.wait_event("workers.forced")
