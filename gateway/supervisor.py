@@ -2,7 +2,8 @@
 
 * SIGINT/SIGTERM: one line (``shutdown.draining``: the signal, requests in flight, the grace),
   every bridge drains its in-flight replies for its grace, then exit 0; a second signal ends the
-  drain now (``shutdown.forced``, what is still in flight counted ``forced-exit``);
+  drain now (``shutdown.forced``, what is still in flight counted ``forced-exit``); once the
+  drain is over, a signal is ignored until the process exits (exit 0, not killed by it);
 * SIGHUP: the config is read again; bridges added, removed or changed are started, drained and
   restarted, unchanged ones keep their connections and requests in flight; a config with
   mistakes is refused (every mistake logged) and the running bridges go on; each changed
@@ -100,6 +101,15 @@ class _Running:
     bridge: Bridge
     stop: asyncio.Event
     task: asyncio.Task[None]
+
+
+def _ignore_late_signals(loop: asyncio.AbstractEventLoop) -> None:
+    """Drained: a SIGINT/SIGTERM from now until the process ends changes nothing, and must not
+    kill it by the signal (the loop's close would restore the default handlers)."""
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(ValueError, RuntimeError):
+            loop.remove_signal_handler(sig)
+            signal.signal(sig, signal.SIG_IGN)
 
 
 class Supervisor:
@@ -245,6 +255,7 @@ class Supervisor:
             await self._stop_bridges(list(self.running))
             if self.server is not None:
                 self.server.close()
+            _ignore_late_signals(loop)
         return 0
 
     async def _serve(self) -> None:

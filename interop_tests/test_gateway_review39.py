@@ -82,3 +82,20 @@ def test_a_second_sigterm_forces_the_workers_exit() -> None:
         assert time.monotonic() - t0 < 10, "not forced: the workers drained for the grace"
         assert rc == 0
         gw.wait_event("workers.forced")
+
+
+def test_signals_after_the_drain_do_not_kill_the_process() -> None:
+    """The review: a signal that landed after the drain, before the exit, killed the process
+    by the signal (rc -2). Signals sent without a pause until it exits: exit 0 each time."""
+    for _ in range(3):
+        with Gateway("bridge", f"@sp+tcp://{LOCAL}:0", f">zmq+tcp://{LOCAL}:{free_port()}",
+                     "--log-format", "json") as gw:
+            assert gw.proc is not None
+            deadline = time.monotonic() + 20
+            while gw.proc.poll() is None:
+                assert time.monotonic() < deadline, "no exit"
+                with contextlib.suppress(ProcessLookupError):
+                    gw.proc.send_signal(signal.SIGINT)
+                time.sleep(0.001)
+            assert gw.proc.returncode == 0, gw.stderr[-2000:]
+            assert "Traceback" not in gw.stderr
