@@ -11,6 +11,7 @@ stderr and exit code 2, never a traceback.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from importlib.metadata import entry_points
@@ -113,7 +114,12 @@ class _Version(argparse.Action):
 
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
                  values: object, option_string: str | None = None) -> None:
-        print(_version())
+        try:  # one write: `gateway --version | head -1` closes the pipe after one line
+            sys.stdout.write(_version() + "\n")
+            sys.stdout.flush()
+        except BrokenPipeError:
+            # nobody reads: no traceback; stdout to /dev/null so that the exit's flush is quiet
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         parser.exit()
 
 

@@ -28,3 +28,22 @@ def test_a_wrong_typed_unknown_peers_is_an_error_naming_file_and_key(
     (line,) = err.splitlines()
     assert line.startswith(f"gateway: error: {cfg}: [gateway] unknown_peers: must be waiting or "
                            "ready, not ")
+
+
+def test_version_into_a_closed_pipe_is_quiet() -> None:
+    """The review: `gateway --version | head -1` sometimes printed a BrokenPipeError
+    traceback. The reader is gone before the write here, every time."""
+    import os
+    import subprocess
+    import sys
+
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        done = subprocess.run([sys.executable, "-m", "gateway", "--version"], stdout=write,
+                              stderr=subprocess.PIPE, text=True, timeout=60,
+                              cwd=Path(__file__).resolve().parents[1])
+    finally:
+        os.close(write)
+    assert done.stderr == ""
+    assert done.returncode == 0
