@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 import zmq
+from gateway_plugins.pyzmq_adapter import monitor
 from gateway_plugins.pyzmq_adapter.monitor import PeerWatch
 
 from gateway.logging import configure
@@ -87,3 +88,26 @@ def test_a_client_refused_by_its_curve_server_warns_a_server_does_not(
     assert "r39/client" in warned and "r39/server" not in warned
     (line,) = [line for line in lines if line["socket"] == "r39/client"]
     assert line["reason"] == "auth" and line["endpoint"] == url
+
+
+def test_close_returns_without_waiting_for_the_poll() -> None:
+    """The review: close() joined a reader that polled every 100 ms (80-117 ms on the event
+    loop); it wakes the reader now. A close that waited for the poll would take up to
+    POLL_MS: it must take a small part of it (the best of five, against a loaded machine)."""
+    bound = monitor.POLL_MS / 1000 / 20
+    ctx = zmq.Context()
+    times = []
+    try:
+        for _ in range(5):
+            sock = ctx.socket(zmq.DEALER)
+            sock.linger = 0
+            watch = PeerWatch(sock, "r39/close")
+            sock.connect("tcp://127.0.0.1:9")  # a REQ/DEALER back end dialling
+            t0 = time.perf_counter()
+            watch.close()
+            times.append(time.perf_counter() - t0)
+            assert not watch._thread.is_alive()
+            sock.close(0)
+    finally:
+        ctx.term()
+    assert min(times) < bound, times

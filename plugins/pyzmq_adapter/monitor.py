@@ -19,6 +19,10 @@ log = get_logger("gateway.pyzmq")
 
 _MONITOR_IDS = itertools.count(1)
 
+#: Milliseconds the reader waits for an event before it looks at its stop flag again (a
+#: fallback: :meth:`PeerWatch.close` wakes it at once)
+POLL_MS = 1000
+
 #: Seconds between two warnings about the same failure (endpoint and reason); counters are exact.
 WARN_INTERVAL = 10.0
 
@@ -84,8 +88,15 @@ class PeerWatch:
         # a plain socket (never an asyncio one: this thread closes it) on the same context
         address = f"inproc://gateway-monitor-{next(_MONITOR_IDS)}"  # never reused (id() is)
         sock.monitor(address, self.EVENTS)
-        self._mon: Any = zmq.Context.shadow(sock.context.underlying).socket(zmq.PAIR)
+        ctx: Any = zmq.Context.shadow(sock.context.underlying)
+        self._mon: Any = ctx.socket(zmq.PAIR)
         self._mon.connect(address)
+        # close() wakes the reader at once through this pair (the reader's end, then close's)
+        self._wake_r: Any = ctx.socket(zmq.PAIR)
+        self._wake_r.bind(address + "-wake")
+        self._wake_w: Any = ctx.socket(zmq.PAIR)
+        self._wake_w.linger = 0
+        self._wake_w.connect(address + "-wake")
         self._sock = sock
         # a server of CURVE or PLAIN: its ZAP handler logs each refused client (auth.denied)
         self._local_zap = any(_sockopt(sock, opt) for opt in ("CURVE_SERVER", "PLAIN_SERVER"))
@@ -108,10 +119,12 @@ class PeerWatch:
 
         poller = zmq.Poller()
         poller.register(self._mon, zmq.POLLIN)
+        poller.register(self._wake_r, zmq.POLLIN)
         try:
             while not self._stop.is_set():
-                if not poller.poll(100):
-                    continue
+                ready = dict(poller.poll(POLL_MS))
+                if self._mon not in ready:
+                    continue  # close() woke it (or the timeout: the stop flag is read)
                 event = parse_monitor_message(self._mon.recv_multipart())
                 kind, value = event["event"], event["value"]
                 endpoint = event.get("endpoint", b"")
@@ -135,6 +148,7 @@ class PeerWatch:
             pass
         finally:
             self._mon.close(0)
+            self._wake_r.close(0)
 
     def _event(self, kind: int, value: int, ep: str) -> None:
         if kind == zmq.EVENT_HANDSHAKE_SUCCEEDED:
@@ -197,11 +211,15 @@ class PeerWatch:
                         **({"suppressed": held} if held else {}))
 
     def close(self) -> None:
-        """Stop the monitor, then the reader (before the socket's context ends)."""
+        """Stop the monitor, then the reader, woken at once (before the socket's context
+        ends)."""
         with contextlib.suppress(zmq.ZMQError):
             self._sock.disable_monitor()
         self._stop.set()
+        with contextlib.suppress(zmq.ZMQError):
+            self._wake_w.send(b"", zmq.NOBLOCK)
         self._thread.join(1)
+        self._wake_w.close(0)
 
 
-__all__ = ["WARN_INTERVAL", "PeerWatch"]
+__all__ = ["POLL_MS", "WARN_INTERVAL", "PeerWatch"]
