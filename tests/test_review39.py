@@ -47,3 +47,11 @@ def test_version_into_a_closed_pipe_is_quiet() -> None:
         os.close(write)
     assert done.stderr == ""
     assert done.returncode == 0
+
+
+def test_did_you_mean_curve_cert_for_curve_secret(capsys: pytest.CaptureFixture[str]) -> None:
+    """The review: `curve_secret=` got "did you mean 'curve_server'?"."""
+    rc = main(["bridge", "@sp+tcp://127.0.0.1:0", ">zmq+tcp://127.0.0.1:1?curve_secret=abc"])
+    assert rc == 2
+    err = capsys.readouterr().err
+    assert "did you mean 'curve_cert'?" in err and "abc" not in err
