@@ -393,9 +393,10 @@ def _cmd_plugins(args: argparse.Namespace) -> int:
     return 0
 
 
-def _report(lines: list[str], as_json: bool) -> None:
+def _report(lines: list[str], as_json: bool, event: str = GatewayError.event) -> None:
     """The mistakes on stderr, one per line: ``gateway: error: ...``, or with ``--log-format
-    json`` one JSON object each, as the log lines (``event``, ``level``, ``timestamp``)."""
+    json`` one JSON object each, as the log lines (``event``: the error's, ``level``,
+    ``timestamp``)."""
     if not as_json:
         for line in lines:
             print(f"gateway: error: {line}", file=sys.stderr)
@@ -405,7 +406,7 @@ def _report(lines: list[str], as_json: bool) -> None:
 
     now = datetime.now(UTC).isoformat().replace("+00:00", "Z")
     for line in lines:
-        print(json.dumps({"error": line, "event": "startup.failed", "level": "error",
+        print(json.dumps({"error": line, "event": event, "level": "error",
                           "timestamp": now}), file=sys.stderr)
 
 
@@ -442,7 +443,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except GatewayError as exc:  # every mistake on its own line, no traceback
         _report(str(exc).splitlines() or [type(exc).__name__],
-                getattr(args, "log_format", None) == "json")
+                getattr(args, "log_format", None) == "json", exc.event)
         return 2
     except KeyboardInterrupt:
         return 130

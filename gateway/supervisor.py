@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 from gateway.config import BridgeSpec
 from gateway.device import Bridge
-from gateway.errors import ConfigError, GatewayError
+from gateway.errors import BridgeStopped, ConfigError, GatewayError
 from gateway.logging import get_logger
 from gateway.observe import ObserveServer
 
@@ -270,7 +270,7 @@ class Supervisor:
             for task in tasks:
                 if task in done:  # a bridge that ended by itself: its error ends the process
                     task.result()
-                    raise ConfigError(f"bridge {task.get_name()} stopped on its own")
+                    raise BridgeStopped(f"bridge {task.get_name()} stopped on its own")
             if self._reload.is_set() and not self._stop.is_set():
                 self._reload.clear()
                 await self._do_reload()

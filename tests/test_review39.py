@@ -55,3 +55,21 @@ def test_did_you_mean_curve_cert_for_curve_secret(capsys: pytest.CaptureFixture[
     assert rc == 2
     err = capsys.readouterr().err
     assert "did you mean 'curve_cert'?" in err and "abc" not in err
+
+
+def test_a_bridge_that_stops_on_its_own_is_not_a_startup_failure(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """The review: "bridge x stopped on its own" (the supervisor, at run time) was reported
+    as the JSON event startup.failed."""
+    import json
+
+    from gateway.errors import BridgeStopped
+
+    def stopped(args: object) -> int:
+        raise BridgeStopped("bridge x stopped on its own")
+
+    monkeypatch.setattr("gateway.cli._cmd_bridge", stopped)
+    assert main(["bridge", "@sp+tcp://127.0.0.1:0", ">zmq+tcp://127.0.0.1:1",
+                 "--log-format", "json"]) == 2
+    (event,) = [json.loads(line) for line in capsys.readouterr().err.splitlines()]
+    assert event["event"] == "runtime.failed" and "stopped on its own" in event["error"]
