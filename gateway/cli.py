@@ -11,6 +11,7 @@ stderr and exit code 2, never a traceback.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from importlib.metadata import entry_points
@@ -115,7 +116,12 @@ class _Version(argparse.Action):
 
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
                  values: object, option_string: str | None = None) -> None:
-        print(_version())
+        try:  # one write: `gateway --version | head -1` closes the pipe after one line
+            sys.stdout.write(_version() + "\n")
+            sys.stdout.flush()
+        except BrokenPipeError:
+            # nobody reads: no traceback; stdout to /dev/null so that the exit's flush is quiet
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         parser.exit()
 
 
@@ -177,9 +183,17 @@ def build_parser(active: str | None = None) -> argparse.ArgumentParser:
     _add_logging(p)
 
     p = sub.add_parser("check", help="validate a TOML config file without starting anything",
-                       description="Every mistake at once (file, section or bridge, key); "
-                                   "exit 0 when the config would start, 2 otherwise.")
+                       description="Every mistake at once (file, section or bridge, key), "
+                                   "two bridges binding one address among them; exit 0 when "
+                                   "the config would start, 2 otherwise. It binds nothing "
+                                   "unless --ports: check a running gateway's file before "
+                                   "a reload as it is.")
     p.add_argument("config", metavar="CONFIG.toml")
+    p.add_argument("--ports", action="store_true",
+                   help="also bind each address (and the metrics address) for a moment, to "
+                        "find one another process holds: before a start (systemd's "
+                        "ExecStartPre), not against the running gateway, whose own ports "
+                        "would fail")
 
     sub.add_parser("plugins", help="list loaded plugins and what each provides")
     p = sub.add_parser("completion", help="print a shell completion script (bash or zsh), "
@@ -283,15 +297,17 @@ def _file_log_format(path: str) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def _checked(specs: list[BridgeSpec], where: str = "",
-             more: list[str] | None = None) -> list[BridgeSpec]:
+def _checked(specs: list[BridgeSpec], where: str = "", more: list[str] | None = None,
+             metrics: str | None = None) -> list[BridgeSpec]:
     """The specs, once every rule of every bridge holds (the plugins say the transports and
-    backends; the settings' files are read): the same check for bridge, run and check;
-    ``more``: the flags' mistakes, reported with them."""
+    backends; the settings' files are read; no two bind one address, ``metrics`` among them):
+    the same check for bridge, run and check; ``more``: the flags' mistakes, reported with
+    them."""
     from gateway.device import check
-    from gateway.device.ports import clashes
+    from gateway.device.ports import clashes, ipc_paths
 
-    errors = (more or []) + check(specs, where) + clashes(specs, where)
+    errors = ((more or []) + check(specs, where) + clashes(specs, where, metrics)
+              + ipc_paths(specs, where))
     if errors:
         raise ConfigError("\n".join(errors))
     return specs
@@ -312,7 +328,7 @@ def _cmd_bridge(args: argparse.Namespace) -> int:
         limits = _limits(argparse.Namespace())
     name = args.name or "bridge"
     spec = BridgeSpec(name, args.front, args.back, limits, args.forwarder)
-    rc = _workers(args, _checked([spec], more=flags), args.metrics, limits.grace,
+    rc = _workers(args, _checked([spec], more=flags, metrics=args.metrics), args.metrics, limits.grace,
                   fixed_ports=False)
     if rc is not None:
         return rc
@@ -337,15 +353,18 @@ def _cmd_run(args: argparse.Namespace) -> int:
     manager().hook.gateway_configure.call_historic(kwargs={"config": cfg.raw})
     from gateway.supervisor import Supervisor
 
-    specs = _checked(cfg.bridges, args.config, _metrics_flag(args))
-    rc = _workers(args, specs, args.metrics or cfg.metrics, cfg.limits.grace, fixed_ports=True)
+    metrics = args.metrics or cfg.metrics
+    specs = _checked(cfg.bridges, args.config, _metrics_flag(args), metrics)
+    rc = _workers(args, specs, metrics, cfg.limits.grace, fixed_ports=True)
     if rc is not None:
         return rc
 
-    def reload() -> list[BridgeSpec]:  # SIGHUP: the file again, every mistake or nothing
-        return _checked(_load(args.config).bridges, args.config)
+    def reload() -> tuple[list[BridgeSpec], str]:  # SIGHUP: the file again, all or nothing
+        again = _load(args.config)
+        return (_checked(again.bridges, args.config, metrics=metrics),
+                args.unknown_peers or again.unknown_peers)
 
-    return run_loop(Supervisor(specs, args.metrics or cfg.metrics, reload,
+    return run_loop(Supervisor(specs, metrics, reload,
                                args.unknown_peers or cfg.unknown_peers).run())
 
 
@@ -353,10 +372,11 @@ def _cmd_check(args: argparse.Namespace) -> int:
     from gateway.device.ports import in_use
 
     cfg = _load(args.config)  # every syntax and schema mistake, at once
-    _checked(cfg.bridges, args.config)  # then every rule: transports, backends, settings, files
-    busy = in_use(cfg.bridges, args.config, cfg.metrics)  # what `run` would fail to bind
-    if busy:
-        raise ConfigError("\n".join(busy))
+    _checked(cfg.bridges, args.config, metrics=cfg.metrics)  # then every rule (and clashes)
+    if args.ports:  # what `run` would fail to bind (opt-in: a running gateway holds its own)
+        busy = in_use(cfg.bridges, args.config, cfg.metrics)
+        if busy:
+            raise ConfigError("\n".join(busy))
     names = ", ".join(b.name for b in cfg.bridges)
     print(f"{args.config}: ok, {len(cfg.bridges)} bridge(s): {names}")
     return 0
@@ -375,9 +395,10 @@ def _cmd_plugins(args: argparse.Namespace) -> int:
     return 0
 
 
-def _report(lines: list[str], as_json: bool) -> None:
+def _report(lines: list[str], as_json: bool, event: str = GatewayError.event) -> None:
     """The mistakes on stderr, one per line: ``gateway: error: ...``, or with ``--log-format
-    json`` one JSON object each, as the log lines (``event``, ``level``, ``timestamp``)."""
+    json`` one JSON object each, as the log lines (``event``: the error's, ``level``,
+    ``timestamp``)."""
     if not as_json:
         for line in lines:
             print(f"gateway: error: {line}", file=sys.stderr)
@@ -387,7 +408,7 @@ def _report(lines: list[str], as_json: bool) -> None:
 
     now = datetime.now(UTC).isoformat().replace("+00:00", "Z")
     for line in lines:
-        print(json.dumps({"error": line, "event": "startup.failed", "level": "error",
+        print(json.dumps({"error": line, "event": event, "level": "error",
                           "timestamp": now}), file=sys.stderr)
 
 
@@ -424,7 +445,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except GatewayError as exc:  # every mistake on its own line, no traceback
         _report(str(exc).splitlines() or [type(exc).__name__],
-                getattr(args, "log_format", None) == "json")
+                getattr(args, "log_format", None) == "json", exc.event)
         return 2
     except KeyboardInterrupt:
         return 130

@@ -265,7 +265,7 @@ def from_dict(data: dict[str, Any], source: str = "config") -> Config:
             except ConfigError as exc:
                 err("[gateway] metrics", str(exc))
     unknown = general.get("unknown_peers", "waiting")
-    if unknown not in UNKNOWN_PEERS:
+    if not isinstance(unknown, str) or unknown not in UNKNOWN_PEERS:
         err("[gateway] unknown_peers", f"must be {' or '.join(UNKNOWN_PEERS)}, not "
                                        f"{schema.quoted(unknown)}")
     if errors:

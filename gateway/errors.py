@@ -4,7 +4,10 @@ from __future__ import annotations
 
 
 class GatewayError(Exception):
-    """Root of every error this package raises on purpose."""
+    """Root of every error this package raises on purpose. ``event``: the name of the CLI's
+    JSON line for it (``--log-format json``)."""
+
+    event: str = "startup.failed"
 
 
 class ProtocolError(GatewayError):
@@ -137,6 +140,13 @@ class Drop(GatewayError):
 
 class ConfigError(GatewayError):
     """A bad URL, option or configuration file. The CLI prints it on one line and exits 2."""
+
+
+class BridgeStopped(GatewayError):
+    """A running bridge ended by itself (no signal, no error of its own): the process stops
+    with it, reported as ``runtime.failed`` (not a start-up failure)."""
+
+    event = "runtime.failed"
 
 
 class Closed(GatewayError):

@@ -47,8 +47,9 @@ def readiness_text(rows: list[tuple[str, int, int]],
     return ready, "\n".join(lines) + "\n"
 
 
-def make_app(readiness: Readiness, unknown_peers: str = "waiting"
+def make_app(readiness: Readiness, unknown_peers: str | Callable[[], str] = "waiting"
              ) -> Callable[..., Iterable[bytes]]:
+    """``unknown_peers``: the word, or a function that says it at each request (a reload)."""
     metrics_app = make_wsgi_app(METRICS.prometheus)
 
     def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
@@ -58,7 +59,8 @@ def make_app(readiness: Readiness, unknown_peers: str = "waiting"
         if path == "/healthz":
             body, status = b"ok\n", "200 OK"
         elif path == "/readyz":
-            ready, text = readiness_text(readiness(), unknown_peers)
+            ready, text = readiness_text(readiness(), unknown_peers if isinstance(unknown_peers, str)
+                                         else unknown_peers())
             body, status = text.encode(), "200 OK" if ready else "503 Service Unavailable"
         else:
             body, status = b"not found: try /metrics, /healthz or /readyz\n", "404 Not Found"
@@ -95,5 +97,5 @@ class ObserveServer(HttpEndpoint):
     """Serve the endpoints on ``address`` (``HOST:PORT``, port 0 for any) until closed."""
 
     def __init__(self, address: str, readiness: Readiness,
-                 unknown_peers: str = "waiting") -> None:
+                 unknown_peers: str | Callable[[], str] = "waiting") -> None:
         super().__init__(address, make_app(readiness, unknown_peers), "gateway-http")

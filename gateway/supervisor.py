@@ -2,11 +2,13 @@
 
 * SIGINT/SIGTERM: one line (``shutdown.draining``: the signal, requests in flight, the grace),
   every bridge drains its in-flight replies for its grace, then exit 0; a second signal ends the
-  drain now (``shutdown.forced``, what is still in flight counted ``forced-exit``);
+  drain now (``shutdown.forced``, what is still in flight counted ``forced-exit``); once the
+  drain is over, a signal is ignored until the process exits (exit 0, not killed by it);
 * SIGHUP: the config is read again; bridges added, removed or changed are started, drained and
   restarted, unchanged ones keep their connections and requests in flight; a config with
   mistakes is refused (every mistake logged) and the running bridges go on; each changed
-  bridge logs what changed (``config.changed``);
+  bridge logs what changed (``config.changed``), and so does ``[gateway] unknown_peers``,
+  applied at once (the other ``[gateway]`` keys need a restart);
 * systemd (``Type=notify``): ``READY=1`` once every front is bound, ``RELOADING=1`` /
   ``READY=1`` around a reload, ``STOPPING=1``, and ``STATUS=`` with each bridge's peers;
 * ``READY front=... back=...`` on stdout for each bridge that starts (scripts wait for it).
@@ -24,7 +26,7 @@ from dataclasses import dataclass
 
 from gateway.config import BridgeSpec
 from gateway.device import Bridge
-from gateway.errors import ConfigError, GatewayError
+from gateway.errors import BridgeStopped, ConfigError, GatewayError
 from gateway.logging import get_logger
 from gateway.observe import ObserveServer
 
@@ -101,12 +103,22 @@ class _Running:
     task: asyncio.Task[None]
 
 
+def _ignore_late_signals(loop: asyncio.AbstractEventLoop) -> None:
+    """Drained: a SIGINT/SIGTERM from now until the process ends changes nothing, and must not
+    kill it by the signal (the loop's close would restore the default handlers)."""
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(ValueError, RuntimeError):
+            loop.remove_signal_handler(sig)
+            signal.signal(sig, signal.SIG_IGN)
+
+
 class Supervisor:
-    """Runs the bridges of ``specs``; ``reload`` (when given) returns the specs of a re-read
-    config or raises :class:`ConfigError` with its mistakes."""
+    """Runs the bridges of ``specs``; ``reload`` (when given) returns the specs and the
+    ``unknown_peers`` of a re-read config or raises :class:`ConfigError` with its mistakes
+    (any other exception is logged as a refused reload too)."""
 
     def __init__(self, specs: list[BridgeSpec], metrics: str | None,
-                 reload: Callable[[], list[BridgeSpec]] | None = None,
+                 reload: Callable[[], tuple[list[BridgeSpec], str]] | None = None,
                  unknown_peers: str = "waiting", show_names: bool = False) -> None:
         self.specs = specs
         self.show_names = show_names  # name= on READY lines with one bridge too (--name)
@@ -189,13 +201,19 @@ class Supervisor:
             return
         sd_notify("RELOADING=1")
         try:
-            specs = self.reload()
-        except GatewayError as exc:
-            for line in str(exc).splitlines():
+            specs, unknown_peers = self.reload()
+        except Exception as exc:  # noqa: BLE001 - no mistake in a file may end the gateway
+            lines = (str(exc).splitlines() if isinstance(exc, GatewayError)
+                     else [f"{type(exc).__name__}: {exc}"])
+            for line in lines:
                 log.error("config.reload_failed", error=line)
             log.warning("config.reload", result="refused: the running bridges go on")
             sd_notify("READY=1")
             return
+        if unknown_peers != self.unknown_peers:  # /readyz reads it at each request
+            log.info("config.changed", gateway="unknown_peers", unknown_peers=unknown_peers,
+                     was=self.unknown_peers)
+            self.unknown_peers = unknown_peers
         new = {s.name: s for s in specs}
         old = {name: r.spec for name, r in self.running.items()}
         removed = [n for n in old if n not in new]
@@ -220,7 +238,7 @@ class Supervisor:
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, self._signalled, sig)
         loop.add_signal_handler(signal.SIGHUP, self._reload.set)
-        self.server = (ObserveServer(self.metrics, self.readiness, self.unknown_peers)
+        self.server = (ObserveServer(self.metrics, self.readiness, lambda: self.unknown_peers)
                        if self.metrics else None)
         try:
             self._start(self.specs, self._open(self.specs))
@@ -237,6 +255,7 @@ class Supervisor:
             await self._stop_bridges(list(self.running))
             if self.server is not None:
                 self.server.close()
+            _ignore_late_signals(loop)
         return 0
 
     async def _serve(self) -> None:
@@ -251,7 +270,7 @@ class Supervisor:
             for task in tasks:
                 if task in done:  # a bridge that ended by itself: its error ends the process
                     task.result()
-                    raise ConfigError(f"bridge {task.get_name()} stopped on its own")
+                    raise BridgeStopped(f"bridge {task.get_name()} stopped on its own")
             if self._reload.is_set() and not self._stop.is_set():
                 self._reload.clear()
                 await self._do_reload()

@@ -33,8 +33,8 @@ def waiting(back_peers: int, held: int, in_flight: int) -> int:
 async def watch_back(bridge: str, peers: Callable[[], int], waiting_now: Callable[[], int],
                      url: str, interval: float = INTERVAL, settle: float = SETTLE,
                      warn_interval: float = WARN_INTERVAL) -> None:
-    """Log the back end's peers going and coming back until cancelled: every outage is
-    counted; a ``backend.down`` line at most every ``warn_interval`` (a back end that flaps:
+    """Log the back end's peers going and coming back until cancelled: every outage seen
+    at a look (every ``interval``: a shorter one may be missed) is counted; a ``backend.down`` line at most every ``warn_interval`` (a back end that flaps:
     the next line says how many outages were not logged, ``suppressed``; one that is still down
     when the interval has passed gets its line then), and a ``backend.up`` after each
     ``backend.down`` logged. The first look is after ``settle``: a back end still connecting at

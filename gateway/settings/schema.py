@@ -305,7 +305,8 @@ def lookup(key: str, at: str = "") -> Setting:
     setting most likely meant, or every one when none is close."""
     found = BY_NAME.get(key.lower())
     if found is None:
-        guess = FOREIGN.get(key.lower()) or close_to(key, ["backend", *BY_NAME])
+        guess = FOREIGN.get(key.lower()) or close_to(key, ["backend", *BY_NAME, *REFUSED])
+        guess = REFUSED[guess][0] if guess in REFUSED else guess  # curve_secret: curve_cert
         if guess:
             raise ConfigError(f"unknown option {quoted(key)}{at}: did you mean {guess!r}? "
                               "(`gateway settings` lists every setting)")
