@@ -1,4 +1,4 @@
-"""The review of issue 39's change, through the real process: a reload that cannot end the
+"""Reloads and signals through the real process: a reload that cannot end the
 gateway, ``[gateway] unknown_peers`` applied on reload, signals while stopping."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""The review of issue 39's change, in-process: config types, ``--version`` into a closed
-pipe, "did you mean", the name of a runtime failure's event."""
+"""The command line and the config at their edges, in-process: config types, ``--version``
+into a closed pipe, "did you mean", the name of a runtime failure's event."""
 
 from __future__ import annotations
 
