@@ -17,7 +17,7 @@ $(STAMP): pyproject.toml setup.py gateway/tools/harness/peers/remote.py
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[test,bench,matrix,docs,fuzz]'
-	$(PY) -m pip install -q -e examples/plugin-skeleton
+	# (not the plugin skeleton: its tests install it for themselves, interop_tests/test_gateway_plugins.py)
 	# the matrix's peers of other generations and runtimes, each in its own environment under
 	# .venv/peers (one missing here makes its cells "skipped", with the reason)
 	$(PY) -m gateway.tools.harness.peers.remote install
@@ -36,26 +36,31 @@ system-deps:
 
 env: system-deps $(STAMP)
 
-## make test: unit tests, interop tests against libzmq/nng/nanomsg, a small Spark matrix, all
-## with the compiled kernel; then the unit and interop tests once more on the pure-Python
-## engine, and the kernel's differential tests against a sanitizer build
+## make test: lint and types, then every unit and interop test once, with the compiled kernel,
+## and the hot path's (engine, wires, device, tables) once more on the pure-Python reference in
+## the same run (ids [compiled] and [pure]: tests/conftest.py), and a small Spark matrix; on
+## TEST_JOBS workers (pytest-xdist: more than the cores, as most tests wait on peers and
+## timers). The 25 slowest are listed at the end (PYTEST_ARGS="--durations=0": all of them). CI
+## adds test-pure, test-sanitize and the other Pythons (.ci/run).
+TEST_JOBS ?= 4
+PYTEST_ARGS ?=
+PYTEST := $(PY) -m pytest -p no:cacheprovider -n $(TEST_JOBS) --dist worksteal
 test: env kernel
 	$(PY) -m ruff check gateway plugins tests interop_tests examples docs fuzz
 	$(PY) -m mypy gateway plugins fuzz
-	$(PY) -m pytest -q -m "not slow" -p no:cacheprovider
-	$(MAKE) --no-print-directory test-pure test-sanitize
+	$(PYTEST) -q -m "not slow" --durations=25 $(PYTEST_ARGS)
 
-## the reference: GATEWAY_NO_EXTENSIONS=1 runs the pure-Python engine everywhere
+## CI (.ci/run): every test once more in processes that import the pure-Python engine from the
+## start (GATEWAY_NO_EXTENSIONS=1), the gateways they start included
 test-pure: env
-	GATEWAY_NO_EXTENSIONS=1 $(PY) -m pytest -q -m "not slow and not spark" -p no:cacheprovider \
-		tests interop_tests
+	GATEWAY_NO_EXTENSIONS=1 $(PYTEST) -q -m "not slow" $(PYTEST_ARGS) tests interop_tests
 
-## the kernel built with ASan, UBSan and bounds checks, under its differential tests
+## CI (.ci/run): the kernel built with ASan, UBSan and bounds checks, under its differential tests
 test-sanitize: env
 	bash .ci/sanitize.sh
 
 test-fast: env kernel
-	$(PY) -m pytest -q -m "not slow and not spark" -x tests
+	$(PYTEST) -q -m "not slow and not spark" -x tests
 
 lint: env
 	$(PY) -m ruff check gateway plugins tests interop_tests examples docs fuzz
@@ -104,4 +109,4 @@ soak: env
 	$(PY) -m gateway.tools.soak --duration $(or $(DURATION),5m) --out out/soak
 
 clean:
-	rm -rf $(VENV) out build site *.egg-info
+	rm -rf $(VENV) .venv-* out build site *.egg-info

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The compiled kernel built with AddressSanitizer, UndefinedBehaviorSanitizer and Cython's
-# bounds checks (GATEWAY_SANITIZE=1), in a copy of the package under build/asan, then the
-# differential tests (tests/test_kernel.py: the kernel against the reference on random streams)
-# run against that build. Any out-of-bounds access or undefined behaviour aborts the run.
+# bounds checks (GATEWAY_SANITIZE=1: setup.py switches boundscheck, wraparound and
+# initializedcheck on), in a copy of the package under build/asan, then the differential tests
+# (tests/test_kernel.py: the kernel against the reference on random streams) and the security
+# review's cases (tests/test_kernel_findings.py) run against that build. Any out-of-bounds
+# access or undefined behaviour aborts the run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -24,6 +26,8 @@ export ASAN_OPTIONS=detect_leaks=0:abort_on_error=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 cd "$OUT"
 "$PY" -c "import gateway._kernel as k, sys; assert k.__file__.startswith('$OUT'), k.__file__; print('sanitized kernel:', k.__file__)"
-# --capture=sys: a sanitizer report (written to fd 2 from C) reaches the log before the abort
-"$PY" -m pytest -q -p no:cacheprovider --capture=sys --rootdir "$ROOT" "$ROOT/tests/test_kernel.py" \
-    -o addopts="" "$@"
+# --capture=sys: a sanitizer report (written to fd 2 from C) reaches the log before the abort;
+# GATEWAY_SANITIZE: the tests that ask this build whether it checks its indexes
+# (tests/test_kernel_findings.py) know it is the one
+GATEWAY_SANITIZE=1 "$PY" -m pytest -q -p no:cacheprovider --capture=sys --rootdir "$ROOT" \
+    "$ROOT/tests/test_kernel.py" "$ROOT/tests/test_kernel_findings.py" -o addopts="" "$@"

@@ -11,5 +11,10 @@
 #   python examples/nng_req_client.py --connect tcp://127.0.0.1:6001 --count 3
 #   nanocat --req --connect tcp://127.0.0.1:6001 --data hello --ascii      # nanomsg's own CLI
 set -eu
+# the ports, when given, come first (numbers); everything else passes through to the gateway
+FRONT_PORT=6001
+BACK_PORT=7000
+case "${1:-}" in ''|-*) ;; *) FRONT_PORT=$1; shift ;; esac
+case "${1:-}" in ''|-*) ;; *) BACK_PORT=$1; shift ;; esac
 exec sh "$(dirname "$0")/bridge.sh" \
-    "@sp+tcp://127.0.0.1:${1:-6001}" ">zmq+tcp://127.0.0.1:${2:-7000}" "$@"
+    "@sp+tcp://127.0.0.1:$FRONT_PORT" ">zmq+tcp://127.0.0.1:$BACK_PORT" "$@"

@@ -12,5 +12,10 @@
 # Options pass through, e.g. --log-format json --metrics 127.0.0.1:9100, and
 # append ?backend=pyzmq or ?backend=pynng to an endpoint to run that side on libzmq or nng.
 set -eu
+# the ports, when given, come first (numbers); everything else passes through to the gateway
+FRONT_PORT=5555
+BACK_PORT=6000
+case "${1:-}" in ''|-*) ;; *) FRONT_PORT=$1; shift ;; esac
+case "${1:-}" in ''|-*) ;; *) BACK_PORT=$1; shift ;; esac
 exec sh "$(dirname "$0")/bridge.sh" \
-    "@zmq+tcp://127.0.0.1:${1:-5555}" ">sp+tcp://127.0.0.1:${2:-6000}" "$@"
+    "@zmq+tcp://127.0.0.1:$FRONT_PORT" ">sp+tcp://127.0.0.1:$BACK_PORT" "$@"

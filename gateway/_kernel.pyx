@@ -1,5 +1,6 @@
-# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
-# cython: initializedcheck=False, freethreading_compatible=False
+# cython: language_level=3, cdivision=True, freethreading_compatible=False
+# (boundscheck, wraparound, initializedcheck: setup.py's, off but on in the sanitizer build: a
+# directive in this header would beat the one setup.py gives, as it once did)
 """The compiled forwarding kernel: one call per read, for bridges whose two sides run on the
 native engine (issue 22): request-reply (:class:`Kernel`), pipeline and pub/sub
 (:class:`PatternKernel`). One compiled module from six files: this one (the shared reader),
@@ -86,12 +87,13 @@ cdef enum:
     F_SP_IPC = 3
     F_CURVE = 4  # ZMTP frames in CURVE MESSAGE boxes
     CURVE_OVERHEAD = 33  # "\x07MESSAGE", the short nonce, the MAC, the flags byte
+    TOKEN_KEY_COST = 5  # an in-flight key of one token (envelope_bytes((token,)))
+    FRAME_FLOOR = 2  # the least a ZMTP frame counts toward the size limit (its short header)
 
 
 cdef Py_ssize_t FAIR_SHARE = 256
+cdef Py_ssize_t NO_BYTE_BOUND = 1 << 62  # (gateway.envelope.tokens.NO_BYTE_BOUND)
 cdef bytes EMPTY = b""
-cdef double _BUCKETS[32]
-cdef int _NBUCKETS = 0  # the hop-latency buckets (gateway.metrics.BUCKETS, given to Kernel)
 
 
 cdef inline uint64_t _be64(const uint8_t* p) noexcept nogil:
@@ -107,12 +109,19 @@ cdef inline void _put64(uint8_t* p, uint64_t v) noexcept nogil:
         v >>= 8
 
 
-cdef inline int _bucket(double dt) noexcept nogil:
-    """bisect_left(BUCKETS, dt)."""
+cdef inline int _bucket(const double* buckets, int n, double dt) noexcept nogil:
+    """bisect_left(buckets[:n], dt)."""
     cdef int i = 0
-    while i < _NBUCKETS and _BUCKETS[i] < dt:
+    while i < n and buckets[i] < dt:
         i += 1
     return i
+
+
+def _index_probe(list items, Py_ssize_t i):
+    """``items[i]`` as the kernel indexes its lists: an IndexError past the end in the
+    sanitizer build (Cython's bounds checks on), unchecked in the normal one (never call it
+    so there). tests/test_kernel_findings.py asks the sanitizer build."""
+    return items[i]
 
 
 include "_kernel_slots.pxi"
@@ -148,6 +157,8 @@ cdef class _Reader:
     cdef int front_zmtp, back_zmtp
     cdef list n_req, n_rep, h_req_counts, h_rep_counts
     cdef object h_req, h_rep
+    cdef double buckets[32]  # the hop-latency buckets (its own: each kernel its ledger's)
+    cdef int nbuckets
     cdef int pattern
     cdef bint requests, replies  # the directions this kernel forwards
     # per call
@@ -155,12 +166,15 @@ cdef class _Reader:
     cdef bytearray plain  # CURVE: the boxes of one message, opened
 
     def __init__(self, fwd, front, back, translator, ledger, buckets) -> None:
-        global _NBUCKETS
         if not 0 < len(buckets) <= 32:
             raise ValueError("1 to 32 hop-latency buckets")
+        if not len(ledger._h_req.counts) == len(ledger._h_rep.counts) == len(buckets) + 1:
+            raise ValueError(f"{len(buckets)} hop-latency buckets, but the ledger's histograms "
+                             f"count {len(ledger._h_req.counts)} and "
+                             f"{len(ledger._h_rep.counts)} (one more than the buckets)")
         for i, b in enumerate(buckets):
-            _BUCKETS[i] = b
-        _NBUCKETS = len(buckets)
+            self.buckets[i] = b
+        self.nbuckets = len(buckets)
         self.front, self.back, self.ledger = front, back, ledger
         self.f_inbox, self.b_inbox = front._inbox, back._inbox
         self.hold, self.back_hold = fwd.hold, fwd.back_hold
@@ -277,9 +291,11 @@ cdef class _Reader:
         if type(data) is bytes:
             p = <const uint8_t*>PyBytes_AS_STRING(data)
             end = PyBytes_GET_SIZE(data)
-        else:
+        elif type(data) is bytearray:
             p = <const uint8_t*>PyByteArray_AS_STRING(data)
             end = PyByteArray_GET_SIZE(data)
+        else:
+            return 0  # another buffer (ReceiveBuffer.data is a public slot): the reference's
         cdef Py_ssize_t pos = gw_get(rx, _RX.off[RX_POS]), nxt, limit = state.limit, n = 0
         cdef Py_ssize_t sent = 0
         cdef double t0 = _now()
@@ -335,7 +351,7 @@ cdef class _Reader:
     cdef void _account(self, bint request, Py_ssize_t n, double dt) except *:
         ledger = self.ledger
         cdef Py_ssize_t off = _LEDGER.off[L_IN_FLIGHT]
-        cdef int b = _bucket(dt)
+        cdef int b = _bucket(self.buckets, self.nbuckets, dt)
         if request:
             if gw_get(ledger, _LEDGER.off[L_PAIRS_REPLIES]):
                 gw_set(ledger, off, gw_get(ledger, off) + n)

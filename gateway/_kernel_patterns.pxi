@@ -59,25 +59,31 @@ cdef class PatternKernel(_Reader):
         self.dests.moved()
         return FORWARDED
 
-    cdef void _subscribers(self) except *:
+    cdef bint _subscribers(self) except -1:
         """This read's subscribers, once (each a Python attribute or two, which would
         otherwise be read per message and subscriber): the front pipes with prefixes, each
         with its buffer for this read, or the pipe itself when it is at its mark (a message
         it matches is lost there), or None (a wire the kernel does not write). Within one read
         nothing is written to a transport, no pipe comes or goes and no subscription changes
-        (those come from the front's reads)."""
+        (those come from the front's reads). False: a subscriber's prefixes are not a tuple
+        (the filters are the pattern's, a public dict): the reference's read."""
         cdef list subs = []
         filters = self.filters
         for pipe in self.f_out:
             if not _PIPE.fits(pipe):  # (the reference's, should it match)
                 flt = filters.get(pipe.routing_id, ())
                 if flt:
+                    if type(flt) is not tuple:
+                        return False
                     subs.append((flt, None))
                 continue
             flt = filters.get(_pget(pipe, P_ROUTING_ID), ())
             if flt:
+                if type(flt) is not tuple:
+                    return False
                 subs.append((flt, self.dests.out(pipe) if _pget(pipe, P_WRITABLE) else pipe))
         self.subs = subs
+        return True
 
     cdef int _publish(self, const uint8_t* p, Frame* frames, int count) except -2:
         """Pub/sub, back -> front: a published message past the back's filter to every
@@ -93,8 +99,8 @@ cdef class PatternKernel(_Reader):
         cdef list matched = self.matched
         cdef tuple sub
         del matched[:]
-        if self.subs is None:
-            self._subscribers()
+        if self.subs is None and not self._subscribers():
+            return 0
         for sub in self.subs:
             if not _matches(p, frames, first, <tuple>sub[0]):
                 continue

@@ -11,10 +11,10 @@ cdef inline Py_ssize_t _zmtp_message(const uint8_t* p, Py_ssize_t pos, Py_ssize_
                                      Py_ssize_t limit, Frame* frames, int* count) noexcept nogil:
     """The end of the whole plain ZMTP message at ``pos`` (its frames in ``frames``), or -1:
     not one the kernel takes (incomplete, a command, reserved flags, past ``limit`` bytes in
-    all, more than MAX_FRAMES frames)."""
+    all, each frame counting at least FRAME_FLOOR, more than MAX_FRAMES frames)."""
     cdef int n = 0
     cdef Py_ssize_t total = 0, start
-    cdef uint64_t size
+    cdef uint64_t size, cost
     cdef uint8_t flags
     while True:
         if end - pos < 2:
@@ -30,12 +30,13 @@ cdef inline Py_ssize_t _zmtp_message(const uint8_t* p, Py_ssize_t pos, Py_ssize_
         else:
             size = p[pos + 1]
             start = pos + 2
-        if size > <uint64_t>(limit - total) or size > <uint64_t>(end - start) or n == MAX_FRAMES:
+        cost = size if size > FRAME_FLOOR else FRAME_FLOOR  # (an empty frame is not free)
+        if cost > <uint64_t>(limit - total) or size > <uint64_t>(end - start) or n == MAX_FRAMES:
             return -1
         frames[n].start = start
         frames[n].size = <Py_ssize_t>size
         n += 1
-        total += <Py_ssize_t>size
+        total += <Py_ssize_t>cost
         pos = start + <Py_ssize_t>size
         if not flags & 0x01:
             count[0] = n
@@ -95,6 +96,15 @@ cdef tuple _hops(const uint8_t* p, Frame* frames, int nhops, bytes rid):
     return hops
 
 
+cdef inline Py_ssize_t _hops_size(Frame* frames, int nhops, bytes rid) noexcept:
+    """envelope_bytes of ``_hops(p, frames, nhops, rid)``, without making it."""
+    cdef Py_ssize_t cost = nhops + 1 + PyBytes_GET_SIZE(rid)
+    cdef int i
+    for i in range(nhops):
+        cost += frames[i].size
+    return cost
+
+
 cdef bytes _flat_frames(const uint8_t* p, Frame* frames, int n, bytes rid):
     """The in-flight key (flat, see ``_flat``) of ``rid`` (if any) and the read's first ``n``
     frames."""
@@ -149,6 +159,8 @@ cdef bint _matches(const uint8_t* p, Frame* frames, int count, tuple prefixes) e
     for i in range(count):
         total += frames[i].size
     for prefix in prefixes:
+        if type(prefix) is not bytes:  # (the reference's startswith raises the same)
+            raise TypeError(f"a subscription prefix is bytes, not {type(prefix).__name__}")
         n = PyBytes_GET_SIZE(prefix)
         if n > total:
             continue
@@ -242,7 +254,7 @@ cdef Py_ssize_t _open(bytearray plain_buf, const uint8_t* p, Py_ssize_t pos, Py_
         inner = plain[used]
         if inner & 0x02:  # a command inside the box (PING ...): the reference's
             return -1
-        total += clen - 17
+        total += clen - 17 if clen - 17 > FRAME_FLOOR else FRAME_FLOOR
         if total > limit:
             return -1
         frames[n].start = used + 1

@@ -31,6 +31,8 @@ cdef class Kernel(_Reader):
         cdef int i, nhops = 0, nbody
         cdef Py_ssize_t words = 0
         cdef Frame payload
+        if zmtp != self.front_zmtp or rid is None:
+            return False  # a wire not the translator's (or no routing id): the reference's
         if zmtp:  # [identity, ...] "" body...: hops up to the first empty frame
             for i in range(count):
                 if frames[i].size == 0:
@@ -38,6 +40,8 @@ cdef class Kernel(_Reader):
                     break
             nbody = count - nhops
         else:  # the SP backtrace, up to the request id
+            if PyBytes_GET_SIZE(rid) != 4:
+                return False  # not an SP pipe id (the encoders copy 4 bytes)
             payload = frames[0]
             nhops = _sp_backtrace(p, payload, self.ttl, &words)
             if nhops < 0:
@@ -50,23 +54,27 @@ cdef class Kernel(_Reader):
         if not dest_zmtp and nbody != 1:
             return False  # SP carries one body frame (the reference refuses and counts)
         cdef bytes key, token
+        cdef Py_ssize_t cost = TOKEN_KEY_COST, hcost
         if self.tokens:  # zmtp -> sp: [token][body]
-            if self.table.full() or self.inflight.c_full():
+            hcost = _hops_size(frames, nhops, rid)
+            if not self.table.room(hcost) or not self.inflight.room(TOKEN_KEY_COST):
                 return False
             hops = _hops(p, frames, nhops, rid)
             if not out.fits((out.framing == F_SP_IPC) + 8 + 4 + frames[nhops].size):
                 return False
-            token = self.table.c_mint(hops, now)
+            token = self.table.c_mint(hops, now, hcost)
             out.sp_token(token, p + frames[nhops].start, frames[nhops].size)
             key = _flat_token(token)
         elif zmtp:  # zmtp -> zmtp: untouched
-            if self.inflight.c_full():
+            cost = _hops_size(frames, nhops, rid)  # (_flat_cost of the key, without reading it)
+            if not self.inflight.room(cost):
                 return False
             key = _flat_frames(p, frames, nhops, rid)
             if not out.zmtp_frames(rid, p, frames, 0, count):
                 return False
         else:  # sp -> zmtp (pipe id, words..., "", body) or sp -> sp (untouched)
-            if self.inflight.c_full():
+            cost = 5 + words // 4 * 5 + dest_zmtp  # (_flat_cost: the pipe id, words, "")
+            if not self.inflight.room(cost):
                 return False
             key = _flat_words(p, payload.start, words, rid, dest_zmtp)
             if dest_zmtp:
@@ -75,7 +83,7 @@ cdef class Kernel(_Reader):
             elif not out.sp_forward(rid, p, payload):
                 return False
         self.dests.moved()
-        self.inflight.c_sent(key, _pget(out.pipe, P_ROUTING_ID), now)
+        self.inflight.c_sent(key, _pget(out.pipe, P_ROUTING_ID), now, cost)
         return True
 
     cdef int _reply(self, const uint8_t* p, Frame* frames, int count, bint zmtp,
@@ -86,6 +94,8 @@ cdef class Kernel(_Reader):
         cdef bytes key, target = None
         cdef const uint8_t* tp = NULL  # the front pipe's routing id, in the read
         cdef Py_ssize_t tn = 0
+        if zmtp != self.back_zmtp:
+            return False  # a wire not the translator's: the reference's
         if zmtp:  # the back end's ZeroMQ server: hops up to the first empty frame
             for i in range(count):
                 if frames[i].size == 0:
@@ -115,7 +125,9 @@ cdef class Kernel(_Reader):
             entry = PyDict_GetItem(self.table._entries, token)
             if entry == NULL or (<tuple><object>entry)[1] <= now:
                 return False
-            parked = (<tuple><object>entry)[0]
+            parked = (<tuple><object>entry)[0]  # (TokenTable.mint: a tuple of bytes)
+            if PyTuple_GET_SIZE(parked) == 0:
+                return False
             target = parked[0]
             tp, tn = <const uint8_t*>PyBytes_AS_STRING(target), PyBytes_GET_SIZE(target)
         cdef _Out out = self.dests.front_out(tp, tn, target)

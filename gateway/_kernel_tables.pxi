@@ -69,23 +69,28 @@ cdef class TokenTable:
     """:class:`gateway.envelope.TokenTable`, compiled: token -> (ZeroMQ hops, deadline), the
     same tokens in the same order, the same expiry and the same errors."""
 
-    cdef readonly Py_ssize_t max_entries
+    cdef readonly Py_ssize_t max_entries, max_bytes
     cdef readonly double ttl
     cdef public Py_ssize_t expired_total
-    cdef dict _entries  # token -> (hops, deadline, seq)
+    cdef readonly Py_ssize_t held_bytes  # what the parked hops cost (envelope_bytes)
+    cdef dict _entries  # token -> (hops, deadline, seq, cost)
     cdef uint32_t _counter
     cdef uint64_t _seq
     cdef _Fifo _order
 
     def __init__(self, max_entries: int = 100_000, ttl: float = 60.0, *,
-                 start: int | None = None) -> None:
+                 max_bytes: int = NO_BYTE_BOUND, start: int | None = None) -> None:
         if not 1 <= max_entries <= COUNTER_MASK:
             raise ValueError(f"max_entries must be in 1..{COUNTER_MASK}, not {max_entries}")
         if not ttl > 0:
             raise ValueError(f"ttl must be > 0, not {ttl}")
+        if not 1 <= max_bytes <= NO_BYTE_BOUND:
+            raise ValueError(f"max_bytes must be in 1..2**62, not {max_bytes}")
         import random
 
         self.max_entries = max_entries
+        self.max_bytes = max_bytes
+        self.held_bytes = 0
         self.ttl = float(ttl)
         self.expired_total = 0
         self._entries = {}
@@ -99,19 +104,30 @@ cdef class TokenTable:
     def __contains__(self, token: object) -> bool:
         return token in self._entries
 
-    cdef inline bint full(self):
-        return len(self._entries) >= self.max_entries
+    cdef inline bint room(self, Py_ssize_t cost) noexcept:
+        """An envelope costing ``cost`` fits (neither the count nor the bytes full)."""
+        return (len(self._entries) < self.max_entries
+                and self.held_bytes + cost <= self.max_bytes)
 
     def mint(self, hops: tuple, now: float) -> bytes:
         """Park ``hops`` until ``now + ttl``; return the new 4-byte token (top bit set)."""
-        if len(self._entries) >= self.max_entries:
+        # the hops as bytes (the kernel copies them as bytes when it answers), not empty
+        hops = tuple([h if type(h) is bytes else bytes(h) for h in hops])
+        if not hops:
+            raise ValueError("an envelope of at least one hop (the client's routing id)")
+        cdef Py_ssize_t cost = _hops_cost(hops)
+        if not self.room(cost):
             self.expire(now)
             if len(self._entries) >= self.max_entries:
                 raise TableFull(f"{len(self._entries)} pending requests")
-        return self.c_mint(hops, now)
+            if self.held_bytes + cost > self.max_bytes:
+                raise TableFull(f"{self.held_bytes} bytes of envelopes pending, {cost} more "
+                                f"would pass pending_bytes ({self.max_bytes})")
+        return self.c_mint(hops, now, cost)
 
-    cdef bytes c_mint(self, tuple hops, double now):
-        """mint, the table known not full."""
+    cdef bytes c_mint(self, tuple hops, double now, Py_ssize_t cost):
+        """mint, the table known to have room for ``hops`` (a tuple of bytes, not empty)
+        costing ``cost``."""
         cdef uint32_t c = self._counter
         cdef bytes token = _token(c)
         while token in self._entries:  # terminates: fewer than 2**31 entries
@@ -119,7 +135,8 @@ cdef class TokenTable:
             token = _token(c)
         self._counter = (c + 1) & COUNTER_MASK
         self._seq += 1
-        self._entries[token] = (hops, now + self.ttl, self._seq)
+        self._entries[token] = (hops, now + self.ttl, self._seq, cost)
+        self.held_bytes += cost
         self._order.push(c, self._seq)
         self._compact()
         return token
@@ -129,6 +146,7 @@ cdef class TokenTable:
         entry = self._entries.pop(token, None)
         if entry is None:
             raise UnknownToken("unknown-token", f"token {token!r}")
+        self.held_bytes -= <Py_ssize_t>entry[3]
         if entry[1] <= now:
             self.expired_total += 1
             raise UnknownToken("expired-token", f"token {token!r}")
@@ -141,12 +159,15 @@ cdef class TokenTable:
         if entry == NULL or (<tuple><object>entry)[1] <= now:
             return None
         hops = (<tuple><object>entry)[0]
+        self.held_bytes -= <Py_ssize_t>(<tuple><object>entry)[3]
         del self._entries[token]
         return hops
 
     def discard(self, token: bytes) -> None:
         """Forget ``token`` (its request was counted lost some other way)."""
-        self._entries.pop(token, None)
+        entry = self._entries.pop(token, None)
+        if entry is not None:
+            self.held_bytes -= <Py_ssize_t>entry[3]
 
     def expire(self, now: float) -> int:
         """Drop every entry whose deadline is ``<= now``; return how many were dropped."""
@@ -162,6 +183,7 @@ cdef class TokenTable:
                 continue
             if (<tuple><object>entry)[1] > now:
                 break
+            self.held_bytes -= <Py_ssize_t>(<tuple><object>entry)[3]
             del self._entries[token]
             order.pop()
             n += 1
@@ -192,6 +214,14 @@ cdef class TokenTable:
         return f"TokenTable({len(self)}/{self.max_entries}, ttl={self.ttl})"
 
 
+cdef Py_ssize_t _hops_cost(tuple hops) except -1:
+    """gateway.envelope.tokens.envelope_bytes of ``hops`` (a tuple of bytes)."""
+    cdef Py_ssize_t cost = PyTuple_GET_SIZE(hops)
+    for hop in hops:
+        cost += PyBytes_GET_SIZE(hop)
+    return cost
+
+
 cdef inline bytes _token(uint32_t c):
     cdef uint32_t v = c | TOKEN_BIT
     cdef char b[4]
@@ -208,6 +238,7 @@ cdef class _Req:
     cdef bytes key  # flat (``_flat``)
     cdef bytes pipe
     cdef double deadline
+    cdef Py_ssize_t cost  # what its key costs the byte budget (_flat_cost)
     cdef bint live
     cdef _Req later  # the next request in flight with the same key (answered after this one)
     cdef _Req last  # the first of a key only: the latest with it (None: itself)
@@ -224,14 +255,18 @@ cdef class InFlight:
     order, an answered one left in place (``live`` off) until it is skipped from the front or
     compacted away once the dead outnumber the living."""
 
-    cdef readonly Py_ssize_t max_entries
+    cdef readonly Py_ssize_t max_entries, max_bytes
     cdef readonly double ttl
+    cdef readonly Py_ssize_t held_bytes  # what the keys in flight cost (envelope_bytes)
     cdef dict _where  # flat key -> its oldest _Req
     cdef list _order  # _Req in send order; _order[:_head] is gone
     cdef Py_ssize_t _head, _live
 
-    def __init__(self, max_entries: int = 100_000, ttl: float = 60.0) -> None:
+    def __init__(self, max_entries: int = 100_000, ttl: float = 60.0,
+                 max_bytes: int = NO_BYTE_BOUND) -> None:
         self.max_entries = max_entries
+        self.max_bytes = max_bytes
+        self.held_bytes = 0
         self.ttl = ttl
         self._where = {}
         self._order = []
@@ -240,22 +275,29 @@ cdef class InFlight:
     def __len__(self) -> int:
         return self._live
 
-    cdef inline bint c_full(self) noexcept:
-        return self._live >= self.max_entries
+    cdef inline bint room(self, Py_ssize_t cost) noexcept:
+        """A key costing ``cost`` fits without evicting (the reference's business)."""
+        return self._live < self.max_entries and self.held_bytes + cost <= self.max_bytes
 
     def sent(self, key: tuple, pipe: bytes, now: float) -> list | None:
         """Record a request sent on ``pipe``; return the keys evicted to stay bounded."""
         evicted = None
-        if self._live >= self.max_entries:
-            evicted = [self._remove(self._oldest())]
-        self.c_sent(_flat(key), pipe, now)
+        cdef bytes flat = _flat(key)
+        cdef Py_ssize_t cost = _flat_cost(flat)
+        if not self.room(cost):
+            evicted = []
+            while self._live and not self.room(cost):
+                evicted.append(self._remove(self._oldest()))
+        self.c_sent(flat, pipe, now, cost)
         return evicted
 
-    cdef int c_sent(self, bytes key, bytes pipe, double now) except -1:
-        """sent, of a flat key, the table known not full."""
+    cdef int c_sent(self, bytes key, bytes pipe, double now, Py_ssize_t cost) except -1:
+        """sent, of a flat key costing ``cost``, the table known to have room."""
         cdef _Req r = _Req.__new__(_Req)
         r.key = key
         r.pipe = pipe
+        r.cost = cost
+        self.held_bytes += cost
         r.deadline = now + self.ttl
         r.live = True
         cdef _Req first = <_Req>PyDict_SetDefault(self._where, key, r)
@@ -292,6 +334,7 @@ cdef class InFlight:
         r.live = False
         r.later = r.last = None
         self._live -= 1
+        self.held_bytes -= r.cost
 
     def lost(self, pipe: bytes) -> list:
         """``pipe`` went away: every request waiting on it, once per request."""
@@ -340,6 +383,7 @@ cdef class InFlight:
             r.live = False
             r.later = None
             self._live -= 1
+            self.held_bytes -= r.cost
         return _unflat(r.key)
 
 
@@ -360,6 +404,21 @@ cdef inline uint8_t* _flat_put(uint8_t* at, const uint8_t* data, Py_ssize_t n) n
     if n:
         memcpy(at, data, n)
     return at + n
+
+
+cdef Py_ssize_t _flat_cost(bytes flat) noexcept:
+    """envelope_bytes of the key ``flat`` holds: its parts' bytes and one per part."""
+    cdef const uint8_t* p = <const uint8_t*>PyBytes_AS_STRING(flat)
+    cdef Py_ssize_t end = PyBytes_GET_SIZE(flat), pos = 0, n, cost = 0
+    while pos < end:
+        n = p[pos]
+        pos += 1
+        if n == 255:
+            n = <Py_ssize_t>_be64(p + pos)
+            pos += 8
+        cost += n + 1
+        pos += n
+    return cost
 
 
 cdef bytes _flat(tuple key):

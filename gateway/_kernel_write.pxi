@@ -109,6 +109,8 @@ cdef class _Out:
         cdef Py_ssize_t need = 0, wneed = 0, n = PyTuple_GET_SIZE(parked)
         cdef Py_ssize_t size = payload.size - words, i
         for i in range(1, n):
+            if type(parked[i]) is not bytes:  # (TokenTable.mint makes them bytes)
+                return False
             need += _zmtp_frame_size(PyBytes_GET_SIZE(parked[i]))
             wneed += self.fsize(PyBytes_GET_SIZE(parked[i]))
         need += _zmtp_frame_size(size)
@@ -253,19 +255,35 @@ cdef bytearray _seal(_Out out):
     return sealed
 
 
+#: what _state gives for a pipe whose ``kernel_state`` (a public slot) holds something else
+#: than the kernel's record: framing 0, the reference's pipe
+cdef _Out _FOREIGN = _Out.__new__(_Out)
+
+#: the largest size limit the kernel keeps (a Py_ssize_t with room to add a box's overhead);
+#: a larger ``max_message_size`` (the settings refuse one past it) means the same to the kernel,
+#: as no message in a read can be larger
+cdef Py_ssize_t LIMIT_CAP = 1 << 62
+
+
 cdef _Out _state(object pipe):
     """The kernel's record of ``pipe`` (a ready one that fits PIPE), made at its first read
     or write."""
     state = _pget(pipe, P_KERNEL_STATE)
     if state is not None:
-        return <_Out>state
+        if type(state) is _Out:
+            return <_Out>state
+        return _FOREIGN
     cdef _Out out = _Out.__new__(_Out)
     codec = pipe.codec
     out.pipe, out.codec = pipe, codec
     out.framing = _framing(codec)
     if out.framing:  # (a plugin's codec has no rx)
         out.rx = codec.rx
-        out.limit = codec.max_message_size
+        limit = codec.max_message_size
+        if type(limit) is not int or limit < 0:
+            out.framing = 0  # (set by Python code: the reference's to judge)
+        else:
+            out.limit = limit if limit < LIMIT_CAP else LIMIT_CAP
         if out.framing == F_CURVE:
             out.mech = codec.security
         if not _RX.fits(out.rx):

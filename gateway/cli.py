@@ -11,13 +11,14 @@ stderr and exit code 2, never a traceback.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from importlib.metadata import entry_points
 from typing import Any
 
 from gateway import __version__
-from gateway.config import BridgeSpec, Config
+from gateway.config import UNKNOWN_PEERS, BridgeSpec, Config
 from gateway.engine.loop import run as run_loop
 from gateway.errors import ConfigError, GatewayError
 
@@ -30,6 +31,8 @@ def _add_limits(p: argparse.ArgumentParser) -> None:
     g.add_argument("--max-message-size", type=int, metavar="BYTES", help="default 1 MiB")
     g.add_argument("--hop-limit", type=int, metavar="N", help="SP TTL, 1..15, default 8")
     g.add_argument("--pending-tokens", type=int, metavar="N", help="token table size, default 100000")
+    g.add_argument("--pending-bytes", type=int, metavar="BYTES",
+                   help="bytes of envelopes each pending table may hold, default 64 MiB")
     g.add_argument("--token-ttl", type=float, metavar="S", help="token lifetime, default 60 s")
     g.add_argument("--grace", type=float, metavar="S", help="drain time on SIGINT/SIGTERM, default 2 s")
     g.add_argument("--message-timeout", type=float, metavar="S",
@@ -54,6 +57,9 @@ def _add_logging(p: argparse.ArgumentParser) -> None:
     p.add_argument("--metrics", metavar="HOST:PORT",
                    help="serve /metrics (Prometheus), /healthz and /readyz over HTTP, "
                         "e.g. 127.0.0.1:9100 (port 0: any; the READY line says which)")
+    p.add_argument("--unknown-peers", choices=tuple(UNKNOWN_PEERS), default=None,
+                   help="what /readyz makes of a back end that cannot tell its peers (-1): "
+                        + "; ".join(f"{k}: {v}" for k, v in UNKNOWN_PEERS.items()))
 
 
 class _Strict(argparse.ArgumentParser):
@@ -71,13 +77,52 @@ def options_help() -> str:
 
 
 def _version() -> str:
-    """``gateway --version``: the version and which forwarding path runs."""
-    from gateway.kernel import IMPLEMENTATION, NO_EXTENSIONS
+    """``gateway --version``: the version and which forwarding path runs, then the Python and
+    the libraries under the library backends (what ``gateway_build_info`` says, and nng's own
+    version), one per line."""
+    from gateway import kernel
+    from gateway.metrics import build_labels
 
-    why = {"compiled": "compiled kernel",
-           "pure": "pure Python: GATEWAY_NO_EXTENSIONS is set" if NO_EXTENSIONS
-           else "pure Python: the compiled kernel is not built"}[IMPLEMENTATION]
-    return f"gateway {__version__} ({why})"
+    labels = build_labels()
+    nng = ""
+    try:
+        from pynng import ffi, lib
+
+        nng = ffi.string(lib.nng_version()).decode()
+    except Exception:  # noqa: BLE001 - pynng missing or built otherwise: said as such
+        pass
+    import platform
+
+    def pair(lib_name: str, lib_version: str, c_name: str, c_version: str) -> str:
+        if not lib_version:
+            return f"{lib_name}: not installed (?backend={lib_name} unavailable)"
+        return f"{lib_name} {lib_version}, {c_name} {c_version or 'unknown'}"
+
+    return "\n".join([
+        f"gateway {__version__} ({kernel.why()})",
+        f"Python {labels['python']} ({platform.python_implementation()})",
+        pair("pyzmq", labels["pyzmq"], "libzmq", labels["libzmq"]),
+        pair("pynng", labels["pynng"], "nng", nng)])
+
+
+class _Version(argparse.Action):
+    """``--version``: :func:`_version`'s lines as they are (argparse's own would refill them)."""
+
+    def __init__(self, option_strings: list[str], dest: str = argparse.SUPPRESS,
+                 default: str = argparse.SUPPRESS, help: str | None = None) -> None:  # noqa: A002
+        super().__init__(option_strings, dest, nargs=0, default=default,
+                         help=help or "print the version, the Python and the libraries, and "
+                                      "whether the compiled kernel runs, then exit")
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: object, option_string: str | None = None) -> None:
+        try:  # one write: `gateway --version | head -1` closes the pipe after one line
+            sys.stdout.write(_version() + "\n")
+            sys.stdout.flush()
+        except BrokenPipeError:
+            # nobody reads: no traceback; stdout to /dev/null so that the exit's flush is quiet
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        parser.exit()
 
 
 def tool_commands() -> dict[str, Any]:
@@ -109,7 +154,7 @@ def build_parser(active: str | None = None) -> argparse.ArgumentParser:
                "?backend=native (default), pyzmq, pynng or a plugin's; ZeroMQ security CURVE "
                "(?curve_server=1&curve_cert=FILE...) or PLAIN (?plain_server=1&"
                "plain_passwords=FILE...). `gateway bridge --help` lists every setting.")
-    parser.add_argument("--version", action="version", version=_version())
+    parser.add_argument("--version", action=_Version)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND",
                                 parser_class=_Strict)  # no --metric for --metrics
 
@@ -122,8 +167,9 @@ def build_parser(active: str | None = None) -> argparse.ArgumentParser:
                               "front_options / back_options):\n" + options_help())
     p.add_argument("front", metavar="FRONT", help="e.g. @zmq+tcp://127.0.0.1:5555")
     p.add_argument("back", metavar="BACK", help="e.g. >sp+tcp://127.0.0.1:6000?backend=native")
-    p.add_argument("--name", default="bridge",
-                   help="the bridge's name in logs, metrics and READY lines (default bridge)")
+    p.add_argument("--name", default=None,
+                   help="the bridge's name in logs, metrics and READY lines (default bridge; "
+                        "the READY line shows it when given)")
     p.add_argument("--forwarder", choices=("auto", "proxy"), default="auto",
                    help="proxy: libzmq's own zmq_proxy for a zmq->zmq bridge on pyzmq "
                         "(fastest; counts frames, not messages, and no hop latency)")
@@ -137,11 +183,24 @@ def build_parser(active: str | None = None) -> argparse.ArgumentParser:
     _add_logging(p)
 
     p = sub.add_parser("check", help="validate a TOML config file without starting anything",
-                       description="Every mistake at once (file, section or bridge, key); "
-                                   "exit 0 when the config would start, 2 otherwise.")
+                       description="Every mistake at once (file, section or bridge, key), "
+                                   "two bridges binding one address among them; exit 0 when "
+                                   "the config would start, 2 otherwise. It binds nothing "
+                                   "unless --ports: check a running gateway's file before "
+                                   "a reload as it is.")
     p.add_argument("config", metavar="CONFIG.toml")
+    p.add_argument("--ports", action="store_true",
+                   help="also bind each address (and the metrics address) for a moment, to "
+                        "find one another process holds: before a start (systemd's "
+                        "ExecStartPre), not against the running gateway, whose own ports "
+                        "would fail")
 
     sub.add_parser("plugins", help="list loaded plugins and what each provides")
+    p = sub.add_parser("completion", help="print a shell completion script (bash or zsh), "
+                                          "e.g. eval \"$(gateway completion bash)\"")
+    p.add_argument("shell", choices=("bash", "zsh"), metavar="SHELL", help="bash or zsh")
+    sub.add_parser("settings", help="print the settings reference: every endpoint setting "
+                                    "and limit, with its default (the docs' Settings page)")
 
     for name, command in sorted(tool_commands().items()):
         p = sub.add_parser(name, help=getattr(command, "help", None) or "unavailable")
@@ -151,13 +210,38 @@ def build_parser(active: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
 def _limits(args: argparse.Namespace, base=None):  # type: ignore[no-untyped-def]
+    """The limits the flags set; a mistake names the flag (``--grace must be ...``)."""
+    import re
+
     from gateway.config import limits_from
 
     given = {k: getattr(args, k, None) for k in
-             ("max_message_size", "hop_limit", "pending_tokens", "token_ttl", "grace",
-              "message_timeout", "backlog")}
-    return limits_from({k: v for k, v in given.items() if v is not None}, base)
+             ("max_message_size", "hop_limit", "pending_tokens", "pending_bytes", "token_ttl",
+              "grace", "message_timeout", "backlog")}
+    try:
+        return limits_from({k: v for k, v in given.items() if v is not None}, base)
+    except ConfigError as exc:
+        lines = [re.sub(r"^limit (\w+)", lambda m: _flag(m.group(1)), line)
+                 for line in str(exc).splitlines()]
+        raise ConfigError("\n".join(lines)) from None
+
+
+def _metrics_flag(args: argparse.Namespace) -> list[str]:
+    """``--metrics``'s mistake, naming the flag (``--metrics 9100``: no host)."""
+    from gateway.url import split_host_port
+
+    if args.metrics is None:
+        return []
+    try:
+        split_host_port(args.metrics)
+    except ConfigError as exc:
+        return [f"--metrics {args.metrics}: {exc} (e.g. --metrics 127.0.0.1:9100)"]
+    return []
 
 
 MAX_WORKERS = 64
@@ -201,12 +285,29 @@ def _load(path: str) -> Config:
         raise ConfigError("\n".join([str(exc), *more])) from None
 
 
-def _checked(specs: list[BridgeSpec], where: str = "") -> list[BridgeSpec]:
-    """The specs, once every rule of every bridge holds (the plugins say the transports and
-    backends; the settings' files are read): the same check for bridge, run and check."""
-    from gateway.device import check
+def _file_log_format(path: str) -> str | None:
+    """``[gateway] log_format`` of a config file with mistakes elsewhere (None: unreadable)."""
+    import tomllib
 
-    errors = check(specs, where)
+    try:
+        with open(path, "rb") as fh:
+            value = tomllib.load(fh).get("gateway", {}).get("log_format")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return value if isinstance(value, str) else None
+
+
+def _checked(specs: list[BridgeSpec], where: str = "", more: list[str] | None = None,
+             metrics: str | None = None) -> list[BridgeSpec]:
+    """The specs, once every rule of every bridge holds (the plugins say the transports and
+    backends; the settings' files are read; no two bind one address, ``metrics`` among them):
+    the same check for bridge, run and check; ``more``: the flags' mistakes, reported with
+    them."""
+    from gateway.device import check
+    from gateway.device.ports import clashes, ipc_paths
+
+    errors = ((more or []) + check(specs, where) + clashes(specs, where, metrics)
+              + ipc_paths(specs, where))
     if errors:
         raise ConfigError("\n".join(errors))
     return specs
@@ -219,40 +320,63 @@ def _cmd_bridge(args: argparse.Namespace) -> int:
     from gateway.supervisor import Supervisor
     from gateway.workers import front_overrides
 
-    limits = _limits(args)
-    spec = BridgeSpec(args.name, args.front, args.back, limits, args.forwarder)
-    rc = _workers(args, _checked([spec]), args.metrics, limits.grace, fixed_ports=False)
+    flags = _metrics_flag(args)
+    try:
+        limits = _limits(args)
+    except ConfigError as exc:  # with the other mistakes, at once
+        flags += str(exc).splitlines()
+        limits = _limits(argparse.Namespace())
+    name = args.name or "bridge"
+    spec = BridgeSpec(name, args.front, args.back, limits, args.forwarder)
+    rc = _workers(args, _checked([spec], more=flags, metrics=args.metrics), args.metrics, limits.grace,
+                  fixed_ports=False)
     if rc is not None:
         return rc
-    front = front_overrides().get(args.name, args.front)  # worker 0's real port, for the others
-    spec = BridgeSpec(args.name, front, args.back, limits, args.forwarder)
-    return run_loop(Supervisor([spec], args.metrics).run())
+    front = front_overrides().get(name, args.front)  # worker 0's real port, for the others
+    spec = BridgeSpec(name, front, args.back, limits, args.forwarder)
+    return run_loop(Supervisor([spec], args.metrics, unknown_peers=args.unknown_peers or
+                               "waiting", show_names=args.name is not None).run())
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
     from gateway.logging import configure
 
-    cfg = _load(args.config)
-    configure(args.log_format or cfg.log_format, args.log_level or cfg.log_level)
+    try:
+        cfg = _load(args.config)
+    except ConfigError:
+        args.log_format = args.log_format or _file_log_format(args.config)
+        raise
+    args.log_format = args.log_format or cfg.log_format  # (its errors too)
+    configure(args.log_format, args.log_level or cfg.log_level)
     from gateway.plugins import manager
 
     manager().hook.gateway_configure.call_historic(kwargs={"config": cfg.raw})
     from gateway.supervisor import Supervisor
 
-    specs = _checked(cfg.bridges, args.config)
-    rc = _workers(args, specs, args.metrics or cfg.metrics, cfg.limits.grace, fixed_ports=True)
+    metrics = args.metrics or cfg.metrics
+    specs = _checked(cfg.bridges, args.config, _metrics_flag(args), metrics)
+    rc = _workers(args, specs, metrics, cfg.limits.grace, fixed_ports=True)
     if rc is not None:
         return rc
 
-    def reload() -> list[BridgeSpec]:  # SIGHUP: the file again, every mistake or nothing
-        return _checked(_load(args.config).bridges, args.config)
+    def reload() -> tuple[list[BridgeSpec], str]:  # SIGHUP: the file again, all or nothing
+        again = _load(args.config)
+        return (_checked(again.bridges, args.config, metrics=metrics),
+                args.unknown_peers or again.unknown_peers)
 
-    return run_loop(Supervisor(specs, args.metrics or cfg.metrics, reload).run())
+    return run_loop(Supervisor(specs, metrics, reload,
+                               args.unknown_peers or cfg.unknown_peers).run())
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
+    from gateway.device.ports import in_use
+
     cfg = _load(args.config)  # every syntax and schema mistake, at once
-    _checked(cfg.bridges, args.config)  # then every rule: transports, backends, settings, files
+    _checked(cfg.bridges, args.config, metrics=cfg.metrics)  # then every rule (and clashes)
+    if args.ports:  # what `run` would fail to bind (opt-in: a running gateway holds its own)
+        busy = in_use(cfg.bridges, args.config, cfg.metrics)
+        if busy:
+            raise ConfigError("\n".join(busy))
     names = ", ".join(b.name for b in cfg.bridges)
     print(f"{args.config}: ok, {len(cfg.bridges)} bridge(s): {names}")
     return 0
@@ -271,6 +395,23 @@ def _cmd_plugins(args: argparse.Namespace) -> int:
     return 0
 
 
+def _report(lines: list[str], as_json: bool, event: str = GatewayError.event) -> None:
+    """The mistakes on stderr, one per line: ``gateway: error: ...``, or with ``--log-format
+    json`` one JSON object each, as the log lines (``event``: the error's, ``level``,
+    ``timestamp``)."""
+    if not as_json:
+        for line in lines:
+            print(f"gateway: error: {line}", file=sys.stderr)
+        return
+    import json
+    from datetime import UTC, datetime
+
+    now = datetime.now(UTC).isoformat().replace("+00:00", "Z")
+    for line in lines:
+        print(json.dumps({"error": line, "event": event, "level": "error",
+                          "timestamp": now}), file=sys.stderr)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser(active=argv[0] if argv else None)
@@ -285,6 +426,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _cmd_plugins(args)
         if args.command == "check":
             return _cmd_check(args)
+        if args.command == "completion":
+            from gateway.completion import script
+
+            print(script(args.shell, build_parser(active="*")), end="")
+            return 0
+        if args.command == "settings":
+            from gateway.settings.reference import NOTE, settings_page
+
+            print(settings_page(parser).removeprefix(NOTE).lstrip("\n"), end="")
+            return 0
         tool = getattr(args, "tool", None)
         if isinstance(tool, str):  # its entry point failed to load
             raise ConfigError(tool)
@@ -293,8 +444,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 2
     except GatewayError as exc:  # every mistake on its own line, no traceback
-        for line in str(exc).splitlines() or [type(exc).__name__]:
-            print(f"gateway: error: {line}", file=sys.stderr)
+        _report(str(exc).splitlines() or [type(exc).__name__],
+                getattr(args, "log_format", None) == "json", exc.event)
         return 2
     except KeyboardInterrupt:
         return 130

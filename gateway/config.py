@@ -3,11 +3,13 @@
     [gateway]
     log_format = "console"          # or "json"
     metrics = "127.0.0.1:9100"      # optional Prometheus endpoint
+    unknown_peers = "waiting"       # /readyz and a back end that cannot tell: or "ready"
 
     [limits]                        # all optional; these are the defaults
     max_message_size = 1048576
     hop_limit = 8
     pending_tokens = 100000
+    pending_bytes = 67108864        # bytes of envelopes each pending table may hold (64 MiB)
     token_ttl = 60.0
     grace = 2.0
     message_timeout = 10.0          # a message started but incomplete after it closes its pipe
@@ -36,7 +38,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from gateway.errors import ConfigError
-from gateway.settings import schema
+from gateway.settings import convert, schema
 from gateway.url import parse, split_host_port
 
 _DEFAULTS = schema.DEFAULTS
@@ -50,6 +52,7 @@ class Limits:
     max_message_size: int = _DEFAULTS.max_message_size
     hop_limit: int = _DEFAULTS.hop_limit
     pending_tokens: int = 100_000
+    pending_bytes: int = _DEFAULTS.pending_bytes
     token_ttl: float = 60.0
     grace: float = 2.0  # drain time on SIGINT/SIGTERM
     message_timeout: float = _DEFAULTS.message_timeout  # a started message must be whole within
@@ -81,6 +84,7 @@ class Config:
     log_level: str = "info"
     metrics: str | None = None
     raw: dict[str, Any] = field(default_factory=dict)
+    unknown_peers: str = "waiting"  # /readyz and a back end that cannot tell (gateway.observe)
 
 
 def _limits_checked(table: dict[str, Any], base: Limits | None,
@@ -89,7 +93,8 @@ def _limits_checked(table: dict[str, Any], base: Limits | None,
     known = set(values)
     for key, value in table.items():
         if key not in known:
-            errors.append(f"unknown limit {schema.quoted(key)} (known: {', '.join(sorted(known))})")
+            errors.append(f"unknown limit {schema.quoted(key)}{schema.did_you_mean(key, known)} "
+                          f"(known: {', '.join(sorted(known))})")
             continue
         if (not isinstance(value, int | float) or isinstance(value, bool)
                 or not math.isfinite(value) or value < 0 or (value == 0 and key != "backlog")):
@@ -102,6 +107,10 @@ def _limits_checked(table: dict[str, Any], base: Limits | None,
     limits = Limits(**values)
     if not 1 <= limits.hop_limit <= 15:
         errors.append(f"limit hop_limit must be within 1..15, not {limits.hop_limit}")
+    for key in ("max_message_size", "pending_bytes"):
+        if getattr(limits, key) > convert.SIZE_MAX:
+            errors.append(f"limit {key} must be at most 2**62 ({convert.SIZE_MAX}), not "
+                          f"{getattr(limits, key)}")
     return limits
 
 
@@ -135,7 +144,14 @@ def load(path: str) -> Config:
     return from_dict(data, source=path)
 
 
-_GATEWAY_KEYS = ("log_format", "log_level", "metrics")
+#: what ``/readyz`` makes of a back end that cannot tell its peers (``-1``: pyzmq's asyncio
+#: face on a pub/sub, pipeline or pair back end, a plugin's adapter that does not count):
+#: ``[gateway] unknown_peers`` or ``--unknown-peers``
+UNKNOWN_PEERS: dict[str, str] = {
+    "waiting": "not ready (the default: nothing says a server is there)",
+    "ready": "ready (trust the back end; for an adapter that cannot count its peers)",
+}
+_GATEWAY_KEYS = ("log_format", "log_level", "metrics", "unknown_peers")
 _BRIDGE_KEYS = ("name", "front", "back", "forwarder")
 _BRIDGE_TABLES = ("front_options", "back_options")
 _LOG_LEVELS = ("debug", "info", "warning", "error")
@@ -157,10 +173,13 @@ def from_dict(data: dict[str, Any], source: str = "config") -> Config:
         return value
 
     for name in sorted(set(data) - {"gateway", "limits", "bridge", "plugins"}):
-        err(f"[{name}]", "unknown section (known: gateway, limits, bridge, plugins)")
+        sections = ("gateway", "limits", "bridge", "plugins")
+        err(f"[{name}]", f"unknown section{schema.did_you_mean(name, sections)} (known: "
+                         f"{', '.join(sections)})")
     general = table("gateway")
     for key in sorted(set(general) - set(_GATEWAY_KEYS)):
-        err(f"[gateway] {key}", f"unknown key (known: {', '.join(_GATEWAY_KEYS)})")
+        err(f"[gateway] {key}", f"unknown key{schema.did_you_mean(key, _GATEWAY_KEYS)} (known: "
+                                f"{', '.join(_GATEWAY_KEYS)})")
     table("plugins")
     limit_errors: list[str] = []
     limits = _limits_checked(table("limits"), None, limit_errors)
@@ -180,7 +199,9 @@ def from_dict(data: dict[str, Any], source: str = "config") -> Config:
         name = entry.get("name", f"bridge{i + 1}")
         where = f"bridge {schema.quoted(name)}" if isinstance(name, str) else f"bridge #{i + 1}"
         for key in sorted(set(entry) - set(_BRIDGE_KEYS) - set(_BRIDGE_TABLES)):
-            err(f"{where} {key}", f"unknown key (known: {', '.join(_BRIDGE_KEYS + _BRIDGE_TABLES)})")
+            keys = _BRIDGE_KEYS + _BRIDGE_TABLES
+            err(f"{where} {key}", f"unknown key{schema.did_you_mean(key, keys)} (known: "
+                                  f"{', '.join(keys)})")
         ok = True
         for key in _BRIDGE_KEYS:
             if key in entry and not isinstance(entry[key], str):
@@ -243,6 +264,10 @@ def from_dict(data: dict[str, Any], source: str = "config") -> Config:
                 split_host_port(metrics)
             except ConfigError as exc:
                 err("[gateway] metrics", str(exc))
+    unknown = general.get("unknown_peers", "waiting")
+    if not isinstance(unknown, str) or unknown not in UNKNOWN_PEERS:
+        err("[gateway] unknown_peers", f"must be {' or '.join(UNKNOWN_PEERS)}, not "
+                                       f"{schema.quoted(unknown)}")
     if errors:
         raise ConfigFileError("\n".join(errors), parsed)
-    return Config(parsed, limits, fmt, level, metrics, data)
+    return Config(parsed, limits, fmt, level, metrics, data, unknown)

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 
 class GatewayError(Exception):
-    """Root of every error this package raises on purpose."""
+    """Root of every error this package raises on purpose. ``event``: the name of the CLI's
+    JSON line for it (``--log-format json``)."""
+
+    event: str = "startup.failed"
 
 
 class ProtocolError(GatewayError):
@@ -139,6 +142,13 @@ class ConfigError(GatewayError):
     """A bad URL, option or configuration file. The CLI prints it on one line and exits 2."""
 
 
+class BridgeStopped(GatewayError):
+    """A running bridge ended by itself (no signal, no error of its own): the process stops
+    with it, reported as ``runtime.failed`` (not a start-up failure)."""
+
+    event = "runtime.failed"
+
+
 class Closed(GatewayError):
     """The socket was closed."""
 
@@ -171,7 +181,8 @@ DROP_REASONS: dict[str, str] = {
     "probe": "the empty message a ZeroMQ client with ZMQ_PROBE_ROUTER sends on connect (no "
              "request: counted, logged at debug only)",
     "no-envelope": "a same-family reply without a routing hop",
-    "table-full": "the pending-token table is full",
+    "table-full": "the pending-token table is full: pending_tokens envelopes, or pending_bytes "
+                  "of them (each frame's bytes and one more)",
     "unknown-token": "a reply for a token the table does not hold",
     "expired-token": "a reply whose token had expired",
     "token-expired": "a request whose reply did not come within the token TTL (token_ttl)",
@@ -185,6 +196,8 @@ DROP_REASONS: dict[str, str] = {
     "backend-unavailable": "no backend peer took the request in time",
     "backend-lost": "a request in flight on a back-end connection that closed before it answered",
     "shutdown": "a request that arrived after the stop and was never forwarded",
+    "forced-exit": "a request still in flight when a second SIGINT/SIGTERM ended the drain "
+                   "before its grace",
 }
 
 

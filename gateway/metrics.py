@@ -62,6 +62,14 @@ SPECS: dict[str, MetricSpec] = {
     "gateway_in_flight_requests": MetricSpec(
         "gauge", "Requests forwarded to the back end and not yet answered or dropped.",
         ("bridge",)),
+    "gateway_waiting_requests": MetricSpec(
+        "gauge", "Requests waiting for a back-end peer: held in the gateway because the back "
+        "end has no room, plus those in flight while it has no connected peer.", ("bridge",)),
+    "gateway_backend_down_total": MetricSpec(
+        "counter", "Outages of a bridge's back end: the times it was seen with no peer after "
+        "having one (or had none a second after the start); its peers are looked at every "
+        "0.2 s, so a shorter outage may go uncounted. Each logs backend.down, at most one line "
+        "every 10 s per bridge.", ("bridge",)),
     "gateway_pending_tokens": MetricSpec(
         "gauge", "ZeroMQ envelopes parked in the token table, waiting for an SP reply.",
         ("bridge",)),

@@ -3,7 +3,8 @@
 * ``/metrics``: Prometheus text, by prometheus_client's own WSGI app over the gateway's registry;
 * ``/healthz``: 200 while the process serves at all;
 * ``/readyz``: 200 when every bridge's back end has at least one connected peer, else 503; the
-  body has one line per bridge (``orders ready front=3 back=1``).
+  body has one line per bridge (``orders ready front=3 back=1``); a back end that cannot tell
+  (``back=-1``) is not ready unless ``unknown_peers = "ready"`` (:data:`UNKNOWN_PEERS`).
 
 Everything else is 404. The server is prometheus_client's threading WSGI server on a daemon
 thread, so a scrape never waits for the event loop.
@@ -32,14 +33,23 @@ class _Quiet(WSGIRequestHandler):
         pass
 
 
-def readiness_text(rows: list[tuple[str, int, int]]) -> tuple[bool, str]:
-    ready = all(back != 0 for _, _, back in rows)
-    lines = [f"{name} {'ready' if back != 0 else 'waiting'} front={front} back={back}"
+def readiness_text(rows: list[tuple[str, int, int]],
+                   unknown_peers: str = "waiting") -> tuple[bool, str]:
+    """Ready when every bridge's back end has a peer; a back end that cannot tell (``-1``)
+    counts as :data:`UNKNOWN_PEERS` says (``unknown_peers``)."""
+    def ok(back: int) -> bool:
+        return back > 0 or (back < 0 and unknown_peers == "ready")
+
+    ready = all(ok(back) for _, _, back in rows)
+    lines = [f"{name} {'ready' if ok(back) else 'waiting'} front={front} back={back}"
+             + (" (the back end cannot tell its peers)" if back < 0 else "")
              for name, front, back in rows]
     return ready, "\n".join(lines) + "\n"
 
 
-def make_app(readiness: Readiness) -> Callable[..., Iterable[bytes]]:
+def make_app(readiness: Readiness, unknown_peers: str | Callable[[], str] = "waiting"
+             ) -> Callable[..., Iterable[bytes]]:
+    """``unknown_peers``: the word, or a function that says it at each request (a reload)."""
     metrics_app = make_wsgi_app(METRICS.prometheus)
 
     def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
@@ -49,7 +59,8 @@ def make_app(readiness: Readiness) -> Callable[..., Iterable[bytes]]:
         if path == "/healthz":
             body, status = b"ok\n", "200 OK"
         elif path == "/readyz":
-            ready, text = readiness_text(readiness())
+            ready, text = readiness_text(readiness(), unknown_peers if isinstance(unknown_peers, str)
+                                         else unknown_peers())
             body, status = text.encode(), "200 OK" if ready else "503 Service Unavailable"
         else:
             body, status = b"not found: try /metrics, /healthz or /readyz\n", "404 Not Found"
@@ -85,5 +96,6 @@ class HttpEndpoint:
 class ObserveServer(HttpEndpoint):
     """Serve the endpoints on ``address`` (``HOST:PORT``, port 0 for any) until closed."""
 
-    def __init__(self, address: str, readiness: Readiness) -> None:
-        super().__init__(address, make_app(readiness), "gateway-http")
+    def __init__(self, address: str, readiness: Readiness,
+                 unknown_peers: str | Callable[[], str] = "waiting") -> None:
+        super().__init__(address, make_app(readiness, unknown_peers), "gateway-http")

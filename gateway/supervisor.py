@@ -1,9 +1,14 @@
 """The gateway process: its bridges, signals, reload and readiness (``gateway bridge``/``run``).
 
-* SIGINT/SIGTERM: every bridge drains its in-flight replies for its grace, then exit 0;
+* SIGINT/SIGTERM: one line (``shutdown.draining``: the signal, requests in flight, the grace),
+  every bridge drains its in-flight replies for its grace, then exit 0; a second signal ends the
+  drain now (``shutdown.forced``, what is still in flight counted ``forced-exit``); once the
+  drain is over, a signal is ignored until the process exits (exit 0, not killed by it);
 * SIGHUP: the config is read again; bridges added, removed or changed are started, drained and
   restarted, unchanged ones keep their connections and requests in flight; a config with
-  mistakes is refused (every mistake logged) and the running bridges go on;
+  mistakes is refused (every mistake logged) and the running bridges go on; each changed
+  bridge logs what changed (``config.changed``), and so does ``[gateway] unknown_peers``,
+  applied at once (the other ``[gateway]`` keys need a restart);
 * systemd (``Type=notify``): ``READY=1`` once every front is bound, ``RELOADING=1`` /
   ``READY=1`` around a reload, ``STOPPING=1``, and ``STATUS=`` with each bridge's peers;
 * ``READY front=... back=...`` on stdout for each bridge that starts (scripts wait for it).
@@ -21,7 +26,7 @@ from dataclasses import dataclass
 
 from gateway.config import BridgeSpec
 from gateway.device import Bridge
-from gateway.errors import ConfigError, GatewayError
+from gateway.errors import BridgeStopped, ConfigError, GatewayError
 from gateway.logging import get_logger
 from gateway.observe import ObserveServer
 
@@ -29,7 +34,7 @@ log = get_logger("gateway.supervisor")
 STATUS_EVERY = 5.0  # seconds between two STATUS updates to systemd
 
 #: the READY line's fields, in the order they are written: ``READY front=URL back=URL``, then
-#: ``name=`` (more than one bridge), ``metrics=HOST:PORT`` and ``workers=N`` when they apply
+#: ``name=`` (more than one bridge, or ``--name`` given), ``metrics=HOST:PORT`` and ``workers=N`` when they apply
 READY_FIELDS = ("front", "back", "name", "metrics", "workers")
 
 
@@ -68,6 +73,28 @@ def sd_notify(message: str) -> bool:
     return True
 
 
+def spec_changes(old: BridgeSpec, new: BridgeSpec) -> dict[str, str]:
+    """What a reload changes in a bridge, ``{field: "old -> new"}`` (limits by their own
+    names, ``limits.grace``; URLs with their secrets masked)."""
+    from dataclasses import fields
+
+    from gateway.settings.schema import mask
+
+    out: dict[str, str] = {}
+    for f in fields(BridgeSpec):
+        a, b = getattr(old, f.name), getattr(new, f.name)
+        if a == b:
+            continue
+        if f.name == "limits":
+            for g in fields(a):
+                x, y = getattr(a, g.name), getattr(b, g.name)
+                if x != y:
+                    out[f"limits.{g.name}"] = f"{x} -> {y}"
+        else:
+            out[f.name] = mask(f"{a} -> {b}")
+    return out
+
+
 @dataclass
 class _Running:
     spec: BridgeSpec
@@ -76,18 +103,33 @@ class _Running:
     task: asyncio.Task[None]
 
 
+def _ignore_late_signals(loop: asyncio.AbstractEventLoop) -> None:
+    """Drained: a SIGINT/SIGTERM from now until the process ends changes nothing, and must not
+    kill it by the signal (the loop's close would restore the default handlers)."""
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(ValueError, RuntimeError):
+            loop.remove_signal_handler(sig)
+            signal.signal(sig, signal.SIG_IGN)
+
+
 class Supervisor:
-    """Runs the bridges of ``specs``; ``reload`` (when given) returns the specs of a re-read
-    config or raises :class:`ConfigError` with its mistakes."""
+    """Runs the bridges of ``specs``; ``reload`` (when given) returns the specs and the
+    ``unknown_peers`` of a re-read config or raises :class:`ConfigError` with its mistakes
+    (any other exception is logged as a refused reload too)."""
 
     def __init__(self, specs: list[BridgeSpec], metrics: str | None,
-                 reload: Callable[[], list[BridgeSpec]] | None = None) -> None:
+                 reload: Callable[[], tuple[list[BridgeSpec], str]] | None = None,
+                 unknown_peers: str = "waiting", show_names: bool = False) -> None:
         self.specs = specs
+        self.show_names = show_names  # name= on READY lines with one bridge too (--name)
+        self.unknown_peers = unknown_peers
         self.metrics = metrics
         self.reload = reload
         self.running: dict[str, _Running] = {}
         self.server: ObserveServer | None = None
         self._stop = asyncio.Event()
+        self._force = asyncio.Event()  # a second SIGINT/SIGTERM: the drain ends now
+        self._draining: list[_Running] = []  # stopped, not yet drained
         self._reload = asyncio.Event()
 
     def readiness(self) -> list[tuple[str, int, int]]:
@@ -104,7 +146,10 @@ class Supervisor:
         try:
             for spec in specs:
                 bridge = Bridge.from_spec(spec)
-                bridge.open()
+                try:
+                    bridge.open()
+                except (GatewayError, OSError) as exc:  # a bind failure names its bridge
+                    raise ConfigError(f"bridge {spec.name!r}: {exc}") from None
                 opened.append(bridge)
         except BaseException:
             for bridge in opened:
@@ -113,20 +158,41 @@ class Supervisor:
         return opened
 
     def _start(self, specs: list[BridgeSpec], bridges: list[Bridge]) -> None:
-        many = len(self.specs) > 1
+        many = len(self.specs) > 1 or self.show_names
         metrics = self.server.address if self.server is not None else None
         for spec, bridge in zip(specs, bridges, strict=True):
             stop = asyncio.Event()
-            task = asyncio.get_running_loop().create_task(bridge.run(stop), name=spec.name)
+            task = asyncio.get_running_loop().create_task(bridge.run(stop, self._force),
+                                                          name=spec.name)
             self.running[spec.name] = _Running(spec, bridge, stop, task)
             print(ready_line(front=bridge.front_url, back=bridge.back_url,
                              name=bridge.name if many else None, metrics=metrics), flush=True)
 
     async def _stop_bridges(self, names: list[str]) -> None:
         gone = [self.running.pop(name) for name in names]
+        self._draining += gone
         for r in gone:
             r.stop.set()
-        await asyncio.gather(*(r.task for r in gone), return_exceptions=True)
+        try:
+            await asyncio.gather(*(r.task for r in gone), return_exceptions=True)
+        finally:
+            self._draining = [r for r in self._draining if r not in gone]
+
+    # -- signals ---------------------------------------------------------------------------------
+    def in_flight(self) -> int:
+        return sum(r.bridge.in_flight for r in [*self.running.values(), *self._draining])
+
+    def _signalled(self, sig: signal.Signals) -> None:
+        """SIGINT/SIGTERM: the first drains (one line: what is in flight, for how long), a
+        second ends the drain now, counting what it drops."""
+        if not self._stop.is_set():
+            grace = max((r.spec.limits.grace for r in self.running.values()), default=0.0)
+            log.info("shutdown.draining", signal=sig.name, in_flight=self.in_flight(),
+                     grace=grace, hint=f"send {sig.name} again to exit now")
+            self._stop.set()
+        elif not self._force.is_set():
+            log.warning("shutdown.forced", signal=sig.name, dropped=self.in_flight())
+            self._force.set()
 
     # -- reload ------------------------------------------------------------------------------------
     async def _do_reload(self) -> None:
@@ -135,13 +201,19 @@ class Supervisor:
             return
         sd_notify("RELOADING=1")
         try:
-            specs = self.reload()
-        except GatewayError as exc:
-            for line in str(exc).splitlines():
+            specs, unknown_peers = self.reload()
+        except Exception as exc:  # noqa: BLE001 - no mistake in a file may end the gateway
+            lines = (str(exc).splitlines() if isinstance(exc, GatewayError)
+                     else [f"{type(exc).__name__}: {exc}"])
+            for line in lines:
                 log.error("config.reload_failed", error=line)
             log.warning("config.reload", result="refused: the running bridges go on")
             sd_notify("READY=1")
             return
+        if unknown_peers != self.unknown_peers:  # /readyz reads it at each request
+            log.info("config.changed", gateway="unknown_peers", unknown_peers=unknown_peers,
+                     was=self.unknown_peers)
+            self.unknown_peers = unknown_peers
         new = {s.name: s for s in specs}
         old = {name: r.spec for name, r in self.running.items()}
         removed = [n for n in old if n not in new]
@@ -154,18 +226,20 @@ class Supervisor:
             self._start(starting, self._open(starting))
         except (GatewayError, OSError) as exc:
             log.error("config.reload_failed", error=str(exc), bridges=[s.name for s in starting])
+        for name in changed:
+            log.info("config.changed", bridge=name, **spec_changes(old[name], new[name]))
         log.info("config.reloaded", added=added, removed=removed, changed=changed,
                  kept=[n for n in old if n in new and n not in changed])
-        sd_notify("READY=1")
-        sd_notify(f"STATUS={self.status()}")
+        sd_notify("READY=1")  # (STATUS= follows from the serving loop, once)
 
     # -- the process -------------------------------------------------------------------------------
     async def run(self) -> int:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, self._stop.set)
+            loop.add_signal_handler(sig, self._signalled, sig)
         loop.add_signal_handler(signal.SIGHUP, self._reload.set)
-        self.server = ObserveServer(self.metrics, self.readiness) if self.metrics else None
+        self.server = (ObserveServer(self.metrics, self.readiness, lambda: self.unknown_peers)
+                       if self.metrics else None)
         try:
             self._start(self.specs, self._open(self.specs))
         except BaseException:
@@ -181,6 +255,7 @@ class Supervisor:
             await self._stop_bridges(list(self.running))
             if self.server is not None:
                 self.server.close()
+            _ignore_late_signals(loop)
         return 0
 
     async def _serve(self) -> None:
@@ -195,7 +270,7 @@ class Supervisor:
             for task in tasks:
                 if task in done:  # a bridge that ended by itself: its error ends the process
                     task.result()
-                    raise ConfigError(f"bridge {task.get_name()} stopped on its own")
+                    raise BridgeStopped(f"bridge {task.get_name()} stopped on its own")
             if self._reload.is_set() and not self._stop.is_set():
                 self._reload.clear()
                 await self._do_reload()

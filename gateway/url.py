@@ -38,6 +38,8 @@ WIRE_ALIASES = {"zmq": "zmtp", "zmtp": "zmtp", "sp": "sp", "nng": "sp", "nanomsg
                 "any": "any"}
 #: canonical wire family -> how a URL spells it when the user did not (``zmq+tcp://``).
 URL_WIRE = {"zmtp": "zmq", "sp": "sp", "any": "any"}
+#: the transports the built-in plugins add (for a hint only: which are loaded is the registry's)
+KNOWN_TRANSPORTS = ("tcp", "ipc", "inproc", "tls+tcp", "ws", "wss")
 _NAME = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_-.")
 #: query keys whose value is a Z85 CURVE key: 40 characters, taken as written
 Z85_KEYS = frozenset({"curve_serverkey", "curve_secretkey", "curve_secret_key",
@@ -158,17 +160,26 @@ def parse(url: str, *, transports: frozenset[str] | None = None) -> Endpoint:
     if not plus:
         if wire_name == "inproc":
             wire_name, transport = "zmtp", "inproc"
+        elif wire_name in WIRE_ALIASES:  # zmq:// : the wire without its transport
+            raise ConfigError(f"bad endpoint {shown!r}: say which transport, e.g. "
+                              f"{wire_name}+tcp://")
         else:
+            if wire_name not in KNOWN_TRANSPORTS:  # a typo of a transport, or of a wire?
+                hint = schema.close_to(wire_name, KNOWN_TRANSPORTS) or "tcp"
             raise ConfigError(f"bad endpoint {shown!r}: say which wire, e.g. zmq+{hint}:// or sp+{hint}://")
     if not transport:
         raise ConfigError(f"bad endpoint {shown!r}: missing transport, e.g. {hint}+tcp://")
     wire = WIRE_ALIASES.get(wire_name)
     if wire is None:
-        raise ConfigError(f"unknown wire {wire_shown} in {shown!r}: use zmq+ or sp+ (nng+, "
-                          "nanomsg+), or any+ for a port that takes both")
+        guess = schema.close_to(wire_name, WIRE_ALIASES)
+        mean = f"did you mean {guess}+? " if guess else ""
+        raise ConfigError(f"unknown wire {wire_shown} in {shown!r}: {mean}use zmq+ or sp+ "
+                          "(nng+, nanomsg+), or any+ for a port that takes both")
     if transports is not None and transport not in transports:
         known = ", ".join(sorted(transports))
-        raise ConfigError(f"unknown transport {transport_shown} in {shown!r} (loaded: {known})")
+        guess = schema.did_you_mean(transport, transports)
+        raise ConfigError(f"unknown transport {transport_shown} in {shown!r}{guess} "
+                          f"(loaded: {known})")
     if not address:
         raise ConfigError(f"bad endpoint {shown!r}: missing address")
     if transport in ("tcp", "tls+tcp"):

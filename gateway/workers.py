@@ -62,6 +62,8 @@ ENV_WORKER = "GATEWAY_WORKER"
 ENV_FRONTS = "GATEWAY_WORKER_FRONTS"
 #: how long a worker may take to print its READY lines
 READY_TIMEOUT = 60.0
+#: seconds between two looks at the workers and the signals while they stop
+STOP_POLL = 0.05
 
 
 def worker_index() -> int | None:
@@ -448,21 +450,37 @@ class Parent:
             return 1
 
     def _stop_all(self, sig: int) -> dict[int, int | None]:
+        """``sig`` to every worker, then wait for them (``grace`` + 10 s, then kill); a
+        SIGINT/SIGTERM that reaches the parent meanwhile is passed on (a second one forces
+        the workers' drain to end now)."""
         for w in self.workers:
             if w.proc.poll() is None:
                 with contextlib.suppress(OSError):
                     w.proc.send_signal(sig)
         deadline = time.monotonic() + self.grace + 10
         codes: dict[int, int | None] = {}
-        for w in self.workers:
+        while len(codes) < len(self.workers) and time.monotonic() < deadline:
+            for w in self.workers:
+                if w.index not in codes and (rc := w.proc.poll()) is not None:
+                    codes[w.index] = rc
             try:
-                codes[w.index] = w.proc.wait(max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
+                again = self.signals.get(timeout=STOP_POLL)
+            except queue.Empty:
+                continue
+            if again in (signal.SIGINT, signal.SIGTERM):
+                log.warning("workers.forced", signal=signal.Signals(again).name)
+                for w in self.workers:
+                    if w.index not in codes and w.proc.poll() is None:
+                        with contextlib.suppress(OSError):
+                            w.proc.send_signal(again)
+        for w in self.workers:
+            if w.index not in codes and (rc := w.proc.poll()) is not None:
+                codes[w.index] = rc
+            elif w.index not in codes:
                 log.error("workers.killed", worker=w.index, result="no exit within the grace")
                 w.proc.kill()
                 codes[w.index] = w.proc.wait(5)
         return codes
-
 
 __all__ = ["Aggregator", "Parent", "check_shareable", "front_overrides",
            "sum_metrics", "worker_argv", "worker_index"]

@@ -177,7 +177,7 @@ def test_bad_limit_exit_2(option: str, value: str) -> None:
     (None, "cannot read"),  # no such file
     ("", "cannot read"),  # a directory where the file should be
     ("[[bridge]\nfront = 1", "config.toml"),  # not TOML
-    ("[gateway]\nlog_format = 'json'\n", "no [[bridge]]"),
+    ("[gateway]\nlog_format = 'console'\n", "no [[bridge]]"),  # (json: test_cli_operator)
     ("[[bridge]]\nfront = '@zmq+tcp://127.0.0.1:0'\n", "back: missing"),
     ("[[bridge]]\nfront = 'zmq+tcp://127.0.0.1'\nback = 'sp+tcp://127.0.0.1:1'\n", "host:port"),
     ("[[bridge]]\nfront = 'zmq+udp://127.0.0.1:0'\nback = 'sp+tcp://127.0.0.1:1'\n",

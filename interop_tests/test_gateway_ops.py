@@ -118,6 +118,13 @@ def test_systemd_notifications(tmp_path: Path) -> None:
                 while "READY=1" not in seen:
                     seen.append(listener.recv(4096).decode())
                 assert seen[0] == "RELOADING=1"
+                listener.settimeout(2)  # one STATUS= per reload, not two
+                after = [listener.recv(4096).decode()]
+                with contextlib.suppress(TimeoutError):
+                    listener.settimeout(0.5)
+                    after.append(listener.recv(4096).decode())
+                assert [m for m in after if m.startswith("STATUS=")] == [after[0]], after
+                listener.settimeout(10)
                 assert gw.terminate() == 0
                 rest = []
                 with pytest.raises(TimeoutError):

@@ -3,18 +3,24 @@ entry-point group ``gateway`` without touching the core.
 
 The skeleton's ``zmq+abstract://name`` is libzmq's ``ipc://@name`` and nng's
 ``abstract://name`` (Linux abstract Unix sockets), so the native engine meets real pyzmq and
-pynng peers on it. The end-to-end tests need the distribution installed
-(``pip install -e examples/plugin-skeleton``, which ``make env`` does); the registration test
-loads the module from its source tree and runs anywhere.
+pynng peers on it. The end-to-end tests install the distribution for themselves (``pip
+install --target`` into a temporary directory on the children's ``PYTHONPATH``: ``make env``
+does not install it, so that its ``abstract`` transport and ``skeleton`` backend never show in
+a developer's ``gateway plugins`` or transport errors); the registration test loads the module
+from its source tree and runs anywhere.
 """
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
+import os
 import subprocess
 import sys
 import uuid
+from collections.abc import Iterator
 from importlib.metadata import entry_points
+from pathlib import Path
 
 import pytest
 
@@ -29,11 +35,49 @@ pytestmark = [
     pytest.mark.skipif(not sys.platform.startswith("linux"), reason="abstract sockets: Linux"),
 ]
 
-SKELETON_SRC = REPO / "examples" / "plugin-skeleton" / "src"
-installed = any(ep.name == "abstract" and ep.value == "gateway_plugin_skeleton"
-                for ep in entry_points(group="gateway"))
-needs_install = pytest.mark.skipif(
-    not installed, reason="pip install -e examples/plugin-skeleton (make env does it)")
+SKELETON = REPO / "examples" / "plugin-skeleton"
+SKELETON_SRC = SKELETON / "src"
+
+
+def _has(name: str, value: str) -> bool:
+    return any(ep.name == name and ep.value == value for ep in entry_points(group="gateway"))
+
+
+def _install(target: Path) -> str:
+    """The skeleton into ``target`` (a wheel built offline from the checkout); "" or why not."""
+    r = subprocess.run([PY, "-m", "pip", "install", "-q", "--no-deps", "--no-index",
+                        "--no-build-isolation", "--target", str(target), str(SKELETON)],
+                       capture_output=True, text=True, timeout=300)
+    return "" if r.returncode == 0 else f"pip install of the skeleton failed: {r.stderr[-500:]}"
+
+
+@pytest.fixture(scope="module")
+def skeleton(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """The skeleton installed for these tests only: on this process's path and the children's
+    ``PYTHONPATH`` (a checkout that installed it itself keeps its own)."""
+    if _has("abstract", "gateway_plugin_skeleton"):
+        yield
+        return
+    target = tmp_path_factory.mktemp("skeleton")
+    why = _install(target)
+    if why:
+        pytest.skip(why)
+    old = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = os.pathsep.join([str(target), *([old] if old else [])])
+    sys.path.insert(0, str(target))
+    importlib.invalidate_caches()
+    try:
+        yield
+    finally:
+        sys.path.remove(str(target))
+        if old is None:
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = old
+        importlib.invalidate_caches()
+
+
+needs_install = pytest.mark.usefixtures("skeleton")
 
 
 def _name() -> str:
@@ -145,10 +189,7 @@ def test_without_the_plugin_the_scheme_is_unknown() -> None:
 # ---------------------------------------------------------------------------------------------
 # the skeleton's adapter: ?backend=skeleton, a backend the core has never heard of
 
-adapter_installed = any(ep.name == "skeleton" and ep.value == "gateway_plugin_skeleton.adapter"
-                        for ep in entry_points(group="gateway"))
-needs_adapter = pytest.mark.skipif(
-    not adapter_installed, reason="pip install -e examples/plugin-skeleton (make env does it)")
+needs_adapter = pytest.mark.usefixtures("skeleton")
 
 
 @needs_adapter

@@ -18,6 +18,7 @@ import pynng
 import pytest
 import zmq
 
+from gateway.testing.pytest_plugin import PATHS
 from gateway.tools.harness.gateway import local_bridge
 from gateway.tools.harness.peers.nng import nng_raw_recv, nng_raw_send, open_raw
 from gateway.tools.harness.peers.servers import (
@@ -48,6 +49,22 @@ def _is_zmq_id(frame: bytes) -> bool:
 
 # ---------------------------------------------------------------------------------------------
 # ZeroMQ clients -> SP servers
+
+
+@pytest.mark.parametrize("engine_path", PATHS, indirect=True)
+def test_a_native_bridge_forwards_on_the_path_it_names(engine_path: str) -> None:
+    """libzmq REQ -> gateway (native both sides) -> nng REP, 1,000 requests: where the kernel
+    is built the bridge says it forwards through it (``bridge.up kernel=true``), and on the
+    pure path (GATEWAY_NO_EXTENSIONS=1, which the fixture sets for the gateway it starts) that
+    it does not; both answer every request (CI runs this on every Python the package claims)."""
+    with NngServer() as server, local_bridge("zmq", "sp", server.port, front_be="native",
+                                             back_be="native", prefix="@") as gw:
+        assert gw.wait_event("bridge.up")["kernel"] is (engine_path == "compiled")
+        with zmq_client("REQ", lib_url(gw.front)) as req:
+            for i in range(1000):
+                req.send(b"%d" % i)
+                assert req.recv_multipart() == [b"re:%d" % i]
+        assert len(server.received) == 1000
 
 
 @backends

@@ -89,6 +89,13 @@ def test_secure_zmq_client_to_nng_rep_and_refusals(pki: dict[str, Any], mechanis
         assert "wonderland" not in gw.stderr and "looking-glass" not in gw.stderr
         assert _auth_failures(gw, mechanism, reason) >= 1
         assert server.received == [b"hello 0", b"hello 1", b"hello 2"]
+        # one warning per refused client: auth.denied, not a handshake.failed as well (the
+        # handshake failure is still counted, reason "auth")
+        if backend == "native":  # (pyzmq's asyncio front has no monitor to count it)
+            gw.wait_metric("gateway_handshake_failures_total", 1, reason="auth")
+        warnings = [e for e in gw.events() if e.get("level") == "warning"
+                    and e["event"] in ("auth.denied", "handshake.failed")]
+        assert [e["event"] for e in warnings] == ["auth.denied"], warnings
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

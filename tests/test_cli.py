@@ -111,7 +111,7 @@ def test_bridge_arguments() -> None:
 
 def test_bridge_defaults() -> None:
     args = build_parser().parse_args(["bridge", "a", "b"])
-    assert args.name == "bridge" and args.metrics is None
+    assert args.name is None and args.metrics is None  # (None: "bridge", not on READY)
     assert args.log_format is None and args.log_level is None  # console / info at run time
     assert args.hop_limit is None and args.grace is None  # the Limits defaults apply
 
@@ -176,7 +176,7 @@ def test_bad_endpoint(front: str, back: str, contains: str,
 
 
 @pytest.mark.parametrize(("option", "value", "contains"), [
-    ("--hop-limit", "16", "hop_limit must be within 1..15"),
+    ("--hop-limit", "16", "--hop-limit must be within 1..15"),
     ("--hop-limit", "0", "must be a positive number"),
     ("--pending-tokens", "0", "must be a positive number"),
     ("--token-ttl", "0", "must be a positive number"),
@@ -203,6 +203,7 @@ def test_port_in_use(busy_port: int, backend: str, capsys: pytest.CaptureFixture
     assert main(["bridge", front, "sp+tcp://127.0.0.1:1"]) == 2
     line = _error_line(capsys)
     assert f"127.0.0.1:{busy_port}" in line and "in use" in line
+    assert "bridge 'bridge'" in line  # a bind failure at run time names the bridge
 
 
 def test_unreadable_config(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -284,6 +285,7 @@ def test_the_example_systemd_unit(tmp_path: Path) -> None:
     assert parser["Service"]["Type"] == "notify"
     assert parser["Service"]["ExecReload"] == "/bin/kill -HUP $MAINPID"
     assert " run " in parser["Service"]["ExecStart"]
+    assert parser["Service"]["RestartPreventExitStatus"] == "2"  # a mistake is not retried
     analyze = shutil.which("systemd-analyze")
     if analyze is None:
         pytest.skip("systemd-analyze not installed (the unit's fields were checked above)")

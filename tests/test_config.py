@@ -100,7 +100,12 @@ def test_load_from_file(tmp_path: Path) -> None:
     (_with(gateway={"metrics": 9100}), "[gateway] metrics: must be"),
     (_with(gateway={"metrics": "9100"}), "needs host:port"),
     (_with(gateway={"metrics": "127.0.0.1:http"}), "bad port"),
-    (_with(gateway={"log_fmt": "json"}), "[gateway] log_fmt: unknown key"),
+    (_with(gateway={"log_fmt": "json"}), "[gateway] log_fmt: unknown key: did you mean "
+                                         "'log_format'?"),
+    (_with(gateway={"unknown_peers": "maybe"}), "[gateway] unknown_peers: must be waiting or "
+                                                "ready"),
+    (_with(limits={"grase": 5}), "unknown limit 'grase': did you mean 'grace'?"),
+    (_with(limitz={}), "[limitz]: unknown section: did you mean 'limits'?"),
     (_with(limits=3), "[limits]: must be a table"),
     (_with(limits={"ttl": 5}), "unknown limit 'ttl'"),
     (_with(limits={"hop_limit": 0}), "must be a positive number"),

@@ -42,3 +42,22 @@ def test_blocks_are_read_with_their_line_and_skip_reason(tmp_path: Path) -> None
     runner.REPO = tmp_path
     got = runner.blocks("X.md")
     assert [(b.line, b.lang, b.skip) for b in got] == [(2, "sh", "too slow"), (7, "python", None)]
+
+
+def test_the_readme_opens_with_the_operators_two_minutes() -> None:
+    """Issue 39: the first command block of the README is a virtualenv and `pip install` of the
+    checkout, then a bridge with its two peers: no root, no system packages, no make; CI runs
+    it (not skipped); `make demo` and `make test` stay the repository's set-up commands,
+    after it."""
+    runner = _runner()
+    text = (REPO / "README.md").read_text()
+    first = next(b for b in runner.blocks("README.md") if b.lang in runner.RUN)
+    assert first.skip is None
+    lines = [line for line in first.text.splitlines() if line.strip()]
+    assert "python3 -m venv" in lines[0] and "pip install" in lines[0] and " ." in lines[0]
+    assert any(line.startswith("gateway bridge ") for line in lines)
+    assert len([line for line in lines if not line.startswith(". ")]) <= 5
+    for word in ("sudo", "apt", "make ", ".venv/"):
+        assert word not in first.text, word
+    assert text.index(first.text) < text.index("make demo") < text.index("make test")
+    assert "needs root" in text and "make env" in text

@@ -32,6 +32,7 @@ from gateway.device.sides import NativeSide
 from gateway.engine import core
 from gateway.engine.codecs import sp_role, zmtp_role
 from gateway.envelope import PatternTranslator, TokenTable, Translator
+from gateway.envelope.tokens import NO_BYTE_BOUND
 from gateway.errors import DROP_REASONS
 from gateway.metrics import METRICS
 from gateway.plugins import registry
@@ -137,6 +138,7 @@ class Rig:
     pattern: str = "reqrep"
     curve: bool = False  # ZeroMQ sides with CURVE (the front a server, the back a client)
     hwm: int = 2  # the sides' mark (2: 2 KiB a pipe, so that reads reach it now and then)
+    max_bytes: int | None = None  # the pending tables' byte budget (pending_bytes)
     fwd: Any = None
     hwm_before: int = 0
     clients: list[Peer] = field(default_factory=list)
@@ -160,8 +162,9 @@ class Rig:
         front.socket._last_zmtp_id = back.socket._last_zmtp_id = 0  # the same ids in both runs
         translator: Any
         if self.pattern == "reqrep":
-            table = (kernel.token_table(64, TTL, start=7) if self.compiled
-                     else TokenTable(64, TTL, start=7))
+            bound = NO_BYTE_BOUND if self.max_bytes is None else self.max_bytes
+            table = (kernel.token_table(64, TTL, start=7, max_bytes=bound) if self.compiled
+                     else TokenTable(64, TTL, start=7, max_bytes=bound))
             translator = Translator(self.front_family, self.back_family, table)
         else:
             translator = PatternTranslator(self.pattern, self.front_family, self.back_family)
@@ -201,6 +204,7 @@ class Rig:
             "closed": [p.pipe.close_reason for p in self.clients + self.servers],
             "tokens": [(t, h) for t, h, _ in fwd.translator.table.entries()],
             "inflight": [(k, p) for k, p, _ in fwd.loss.inflight.items()],
+            "held_bytes": (fwd.translator.table.held_bytes, fwd.loss.inflight.held_bytes),
             "forwarded": (ledger.forwarded("request"), ledger.forwarded("reply")),
             "in_flight": ledger.in_flight,
             "drops": {r: ledger.dropped_count(r) for r in DROP_REASONS
@@ -450,9 +454,10 @@ async def _feed(r: random.Random, peers: list[Peer], streams: list[bytes],
 
 
 async def _run(front: str, back: str, compiled: bool, seed: int, n: int,
-               pattern: str = "reqrep", curve: bool = False) -> dict[str, Any]:
+               pattern: str = "reqrep", curve: bool = False,
+               max_bytes: int | None = None) -> dict[str, Any]:
     core._RUNNING_PIPE_IDS[0] = 100  # the same SP pipe ids in both runs
-    rig = Rig(front, back, compiled, pattern, curve)
+    rig = Rig(front, back, compiled, pattern, curve, max_bytes=max_bytes)
     await rig.open(clients=3, servers=2)
     r = random.Random(seed)
     try:
@@ -742,22 +747,26 @@ KEYS_IN_FLIGHT = [(b"\x00",), (b"\x01",), (b"ab", b"c"), (b"a", b"bc"), (b"abc",
 
 
 @needs_kernel
-def test_the_compiled_tables_behave_as_the_references() -> None:
+@pytest.mark.parametrize("max_bytes", [NO_BYTE_BOUND, 40])
+def test_the_compiled_tables_behave_as_the_references(max_bytes: int) -> None:
     """The token and in-flight tables, driven through their interface by the same random
-    operations, give the same answers and hold the same entries."""
+    operations, give the same answers and hold the same entries (and bytes: with a small
+    budget, they refuse and evict for their bytes alike)."""
     from gateway.device.inflight import InFlight
 
     assert kernel.compiled is not None
     r = random.Random(1)
-    compiled_t, ref_t = kernel.token_table(50, 1.0, start=3), TokenTable(50, 1.0, start=3)
-    compiled_f, ref_f = kernel.compiled.InFlight(20, 1.0), InFlight(20, 1.0)
+    compiled_t = kernel.token_table(50, 1.0, start=3, max_bytes=max_bytes)
+    ref_t = TokenTable(50, 1.0, start=3, max_bytes=max_bytes)
+    compiled_f = kernel.compiled.InFlight(20, 1.0, max_bytes)
+    ref_f = InFlight(20, 1.0, max_bytes)
     now = 0.0
     minted: list[bytes] = []
     for _ in range(5000):
         now += r.random() * 0.05
         op = r.random()
         if op < 0.4:
-            hops = (bytes([r.randrange(3)]), b"")
+            hops = (bytes([r.randrange(3)]) * r.randrange(1, 9), b"")
             answers = []
             for t in (compiled_t, ref_t):
                 try:
@@ -792,6 +801,9 @@ def test_the_compiled_tables_behave_as_the_references() -> None:
         assert compiled_t.entries() == ref_t.entries()
         assert compiled_t.expired_total == ref_t.expired_total
         assert compiled_f.items() == ref_f.items() and len(compiled_f) == len(ref_f)
+        assert (compiled_t.held_bytes, compiled_f.held_bytes) == (ref_t.held_bytes,
+                                                                  ref_f.held_bytes)
+        assert compiled_t.held_bytes <= max_bytes
 
 
 @pytest.mark.parametrize("value", ["1", "yes"])
@@ -1207,3 +1219,47 @@ def test_the_engine_path_fixture_runs_the_path_it_names(engine_path: str) -> Non
     assert (pipe_class() is Pipe) == pure
     assert (os.environ.get("GATEWAY_NO_EXTENSIONS") == "1") == pure
     assert kernel.IMPLEMENTATION == engine_path
+
+
+def test_no_extensions_means_the_same_at_build_and_at_run_time() -> None:
+    """``GATEWAY_NO_EXTENSIONS=0`` (or empty) is unset for setup.py as for gateway.kernel: one
+    rule, written with the same words in both (setup.py cannot import the package it builds)."""
+    from pathlib import Path
+
+    rule = 'os.environ.get("GATEWAY_NO_EXTENSIONS", "") not in ("", "0")'
+    root = Path(__file__).resolve().parents[1]
+    assert f"NO_EXTENSIONS = {rule}" in (root / "setup.py").read_text()
+    assert f"NO_EXTENSIONS = {rule}" in (root / "gateway" / "kernel.py").read_text()
+
+
+def test_a_free_threaded_build_without_the_gil_runs_the_reference() -> None:
+    """On a free-threaded CPython running without the GIL, gateway.kernel does not import the
+    extension (it would turn the GIL back on, and the kernel is not declared thread-safe):
+    the pure path runs, and --version says why. Simulated: sys._is_gil_enabled() -> False."""
+    import subprocess
+    import sys
+
+    code = ("import sys; sys._is_gil_enabled = lambda: False; "
+            "import gateway.kernel as k; "
+            "print(k.IMPLEMENTATION, 'gateway._kernel' in sys.modules); print(k.why())")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=60, check=True).stdout.splitlines()
+    assert out == ["pure False", "pure Python: a free-threaded build without the GIL"]
+
+
+@needs_kernel
+@pytest.mark.parametrize("name", ["TokenTable", "InFlight"])
+def test_the_table_twins_have_one_public_surface(name: str) -> None:
+    """A compiled table and its reference offer the same public fields, methods and counters,
+    on the class and on an instance: a member added to one twin and not the other fails here
+    (the differential tests then compare what the members do)."""
+    from gateway.device.inflight import InFlight
+
+    reference = {"TokenTable": TokenTable, "InFlight": InFlight}[name]
+    compiled = getattr(kernel.compiled, name)
+
+    def public(obj: object) -> set[str]:
+        return {n for n in dir(obj) if not n.startswith("_")}
+
+    assert public(reference) == public(compiled)
+    assert public(reference(64, 1.0)) == public(compiled(64, 1.0))

@@ -45,7 +45,11 @@ def test_endpoints(rows: list[tuple[str, int, int]]) -> None:
 
 def test_readiness_rules() -> None:
     assert readiness_text([])[0]  # no bridge: nothing to wait for
-    assert readiness_text([("a", 0, -1)])[0]  # the backend cannot tell: not held back
+    # the backend cannot tell: not ready, unless configured so (unknown_peers = "ready")
+    ready, text = readiness_text([("a", 0, -1)])
+    assert not ready and text == "a waiting front=0 back=-1 (the back end cannot tell its peers)\n"
+    assert readiness_text([("a", 0, -1)], "ready")[0]
+    assert not readiness_text([("a", 0, -1), ("b", 1, 0)], "ready")[0]
     assert not readiness_text([("a", 1, 1), ("b", 1, 0)])[0]
 
 

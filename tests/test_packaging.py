@@ -55,6 +55,12 @@ def test_metadata_a_user_and_an_index_read() -> None:
     assert project["license-files"] == ["LICENSE"] and (ROOT / "LICENSE").is_file()
     assert not any(c.startswith("License ::") for c in project["classifiers"])  # PEP 639
     assert "Typing :: Typed" in project["classifiers"]
+    # the Pythons claimed are the ones CI tests: make test's, and .ci/pythons.sh's
+    tested = ["3.11", *(ROOT / ".ci" / "pythons.sh").read_text().split('PYTHONS:-"')[1]
+              .split('"')[0].split()]
+    assert project["requires-python"] == f">={tested[0]},<3.{int(tested[-1][2:]) + 1}"
+    assert [c.rsplit(" ", 1)[1] for c in project["classifiers"]
+            if c.startswith("Programming Language :: Python :: 3.")] == tested
     assert {"Homepage", "Documentation", "Source", "Issues", "Changelog"} <= set(project["urls"])
     assert any(r.startswith("setuptools>=77") for r in META["build-system"]["requires"])
     for package, folder in (("gateway", "gateway"), ("gateway_plugins", "plugins")):
@@ -72,6 +78,18 @@ def test_the_description_says_what_the_gateway_does_today() -> None:
 def test_the_plugin_skeleton_uses_an_spdx_license_too() -> None:
     meta = tomllib.loads((ROOT / "examples" / "plugin-skeleton" / "pyproject.toml").read_text())
     assert meta["project"]["license"] == "MPL-2.0"
+
+
+def test_make_env_does_not_install_the_plugin_skeleton() -> None:
+    """Its ``abstract`` transport and ``skeleton`` backend showed in every developer's
+    ``gateway plugins`` and transport error; its own tests install it for themselves."""
+    makefile = (ROOT / "Makefile").read_text()
+    recipe = makefile.split("$(STAMP):", 1)[1].split("\n\n", 1)[0]
+    assert "pip install" in recipe
+    installs = [line for line in recipe.splitlines() if "pip install" in line]
+    assert not any("plugin-skeleton" in line for line in installs), installs
+    tests = (ROOT / "interop_tests" / "test_gateway_plugins.py").read_text()
+    assert '"--target"' in tests  # the tests' own install
 
 
 def test_the_tools_commands_are_entry_points_that_load() -> None:

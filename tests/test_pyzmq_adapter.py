@@ -82,6 +82,25 @@ def test_liveness_options_reach_libzmq() -> None:
     assert off[zmq.TCP_KEEPALIVE] == 0 and zmq.HEARTBEAT_IVL not in off
 
 
+def test_immediate_reaches_libzmq() -> None:
+    """?immediate=1: libzmq's ZMQ_IMMEDIATE on the real socket (queue only on completed
+    connections); a DEALER connected to nobody then has no room to send."""
+    s = pyzmq_adapter.open_async("DEALER", SideOptions(immediate=True))
+    try:
+        assert s._sock.getsockopt(zmq.IMMEDIATE) == 1
+        s._sock.connect("tcp://127.0.0.1:1")  # nobody there: the connection never completes
+        assert not s._sock.getsockopt(zmq.EVENTS) & zmq.POLLOUT
+    finally:
+        s.close()
+    s = pyzmq_adapter.open_async("DEALER", SideOptions())
+    try:
+        assert s._sock.getsockopt(zmq.IMMEDIATE) == 0
+        s._sock.connect("tcp://127.0.0.1:1")  # libzmq's default: queued for a connection
+        assert s._sock.getsockopt(zmq.EVENTS) & zmq.POLLOUT
+    finally:
+        s.close()
+
+
 @timed
 async def test_accepted_connections_keep_alive() -> None:
     s = pyzmq_adapter.open_async("REP", SideOptions(tcp_keepalive_idle=30))
@@ -378,3 +397,34 @@ def test_polled_back_reports_failed_dials(capsys: pytest.CaptureFixture[str]) ->
         back.close()
     [line] = _lines(capsys.readouterr().err, "dial.failed")  # one per interval
     assert line["url"] == url and line["reason"] == "retried" and line["retry_in"] > 0
+
+
+def test_the_asyncio_face_counts_a_back_ends_peers_and_names_its_lines() -> None:
+    """A request-reply back end on the asyncio face counts its peers from libzmq's monitor
+    events (/readyz must not guess); a bridge names it, as on the polled face."""
+    import time
+
+    from gateway.device.sides import open_async
+    from gateway.url import parse
+
+    server = zmq.Context.instance().socket(zmq.ROUTER)
+    server.linger = 0
+    port = server.bind_to_random_port("tcp://127.0.0.1")
+    try:
+        sock, _ = open_async(parse(f">zmq+tcp://127.0.0.1:{port}?backend=pyzmq"), "REQ",
+                             SideOptions(), "b/back")
+        try:
+            assert sock.name == "b/back"
+            deadline = time.monotonic() + 5
+            while sock.peers != 1:
+                assert time.monotonic() < deadline, sock.peers
+                time.sleep(0.02)
+        finally:
+            sock.close()
+    finally:
+        server.close()
+    front = pyzmq_adapter.open_async("ROUTER", SideOptions())
+    try:
+        assert front.peers == -1  # a front is not counted on this face
+    finally:
+        front.close()

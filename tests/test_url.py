@@ -333,3 +333,19 @@ def test_a_z85_key_with_an_unknown_name_after_its_ampersand_stays_a_key() -> Non
     key = "abcdefghijklmnopqrstuvwxyz&abc=ABCDEFGHI"
     assert len(key) == 40
     assert parse(f">zmq+tcp://h:1?curve_serverkey={key}").settings == {"curve_serverkey": key}
+
+
+@pytest.mark.parametrize(("url", "says", "never"), [
+    ("zmq://127.0.0.1:5", "say which transport, e.g. zmq+tcp://", "zmq+zmq"),  # the report
+    ("nng://127.0.0.1:5", "e.g. nng+tcp://", "sp+nng"),
+    ("tpc://127.0.0.1:5", "e.g. zmq+tcp:// or sp+tcp://", "zmq+tpc"),
+    ("zqm+tcp://127.0.0.1:5", "did you mean zmq+?", "!"),
+    ("zmq+tpc://127.0.0.1:5", "did you mean 'tcp'?", "!"),
+    ("zmq+tcp://127.0.0.1:5?hmw=5", "did you mean 'hwm'?", "known:"),
+    ("zmq+tcp://127.0.0.1:5?recvmaxsz=5", "did you mean 'maxmsgsize'?", "known:"),  # nng's
+    ("zmq+tcp://127.0.0.1:5?reconect_ivl=5", "did you mean 'reconnect_ivl'?", "known:"),
+])
+def test_did_you_mean(url: str, says: str, never: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        parse(url, transports=frozenset({"tcp", "ipc", "inproc"}))
+    assert says in str(info.value) and never not in str(info.value).split(" in ")[0]

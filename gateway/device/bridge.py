@@ -36,8 +36,9 @@ from gateway.device import sides
 from gateway.device.forward_async import AsyncForwarder
 from gateway.device.forward_poll import PollForwarder
 from gateway.device.forward_proxy import ProxyForwarder
-from gateway.device.ledger import REQUEST, Ledger
+from gateway.device.ledger import REPLY, REQUEST, Ledger
 from gateway.device.plan import KINDS, BridgePlan, plan
+from gateway.device.watch import waiting, watch_back
 from gateway.envelope import MixedTranslator, PatternTranslator, Translation, Translator
 from gateway.errors import ConfigError
 from gateway.logging import get_logger
@@ -97,7 +98,8 @@ class Bridge:
         p = self.plan
         self.pattern, self.sp_pair1, self.mode = p.pattern, p.sp_pair1, p.mode
         front, back = p.front.ep, p.back.ep
-        self.table = kernel.token_table(self.limits.pending_tokens, self.limits.token_ttl)
+        self.table = kernel.token_table(self.limits.pending_tokens, self.limits.token_ttl,
+                                        max_bytes=self.limits.pending_bytes)
         self.translator: Translation
         if self.pattern == "reqrep":
             if front.family == ANY:
@@ -134,6 +136,13 @@ class Bridge:
     def peers(self) -> tuple[int, int]:
         """Connected peers of the front and the back (-1: the implementation cannot tell)."""
         return _peers(self._front), _peers(self._back)
+
+    @property
+    def waiting(self) -> int:
+        """Requests waiting for a back-end peer (:func:`gateway.device.watch.waiting`)."""
+        fwd = self._forwarder
+        held = fwd.backlog() + getattr(fwd, "held", 0) if fwd is not None else 0
+        return waiting(_peers(self._back), held, self.ledger.in_flight)
 
     # -- lifecycle ---------------------------------------------------------------------------
     def open(self) -> None:
@@ -188,6 +197,7 @@ class Bridge:
         for side, sock in (("front", self._front), ("back", self._back)):
             METRICS.gauge("gateway_peers", partial(_peers, sock), bridge=self.name, side=side)
         METRICS.gauge("gateway_pending_tokens", lambda: float(len(self.table)), bridge=self.name)
+        METRICS.gauge("gateway_waiting_requests", lambda: float(self.waiting), bridge=self.name)
         if self.translator.subscriptions is not None:
             subs = self.translator.subscriptions
             METRICS.gauge("gateway_subscribed_prefixes", lambda: float(len(subs)), bridge=self.name)
@@ -197,8 +207,10 @@ class Bridge:
                  front_backend=sides.backend_of(self._front_ep),
                  back_backend=sides.backend_of(self._back_ep))
 
-    async def run(self, stop: asyncio.Event) -> None:
-        """Forward until ``stop`` is set, then drain in-flight replies for ``limits.grace``."""
+    async def run(self, stop: asyncio.Event, force: asyncio.Event | None = None) -> None:
+        """Forward until ``stop`` is set, then drain in-flight replies for ``limits.grace``,
+        or until ``force`` is set (a second signal): what is still in flight then is dropped
+        (``forced-exit``)."""
         if self._forwarder is None:
             self.open()
         assert self._forwarder is not None
@@ -208,23 +220,39 @@ class Bridge:
         fwd.start()
         failed = asyncio.ensure_future(fwd.failed())
         stopper = asyncio.ensure_future(stop.wait())
+        watcher = asyncio.ensure_future(watch_back(self.name, lambda: _peers(self._back),
+                                                   lambda: self.waiting, self.back_url))
         try:
             await asyncio.wait({failed, stopper}, return_when=asyncio.FIRST_COMPLETED)
             if failed.done():
                 failed.result()  # forwarding died: raise its error
             fwd.stop_requests()  # no new requests; replies to those in flight still cross
-            await fwd.drain(self.limits.grace)
+            await self._drain(fwd, force)
             if ledger.in_flight:
                 log.warning("bridge.drain", bridge=self.name, unanswered=ledger.in_flight)
             left = fwd.backlog()
             if left:  # arrived after the stop: never forwarded, never answered
                 ledger.dropped("shutdown", REQUEST, "request(s) not forwarded", left)
         finally:
-            for task in (failed, stopper):
+            for task in (failed, stopper, watcher):
                 task.cancel()
-            await asyncio.gather(failed, stopper, return_exceptions=True)
+            await asyncio.gather(failed, stopper, watcher, return_exceptions=True)
             await fwd.close()
             self.close()
+
+    async def _drain(self, fwd: Forwarder, force: asyncio.Event | None) -> None:
+        drain = asyncio.ensure_future(fwd.drain(self.limits.grace))
+        forced = asyncio.ensure_future(force.wait()) if force is not None else None
+        waits = {drain} if forced is None else {drain, forced}
+        try:
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in waits:
+                task.cancel()
+            await asyncio.gather(*waits, return_exceptions=True)
+        if forced is not None and force is not None and force.is_set() and self.in_flight:
+            self.ledger.dropped("forced-exit", REPLY, "a second signal ended the drain",
+                                self.in_flight)
 
     def close(self) -> None:
         for sock in (self._front, self._back):

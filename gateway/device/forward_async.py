@@ -107,6 +107,8 @@ class AsyncForwarder:
         self.hold = [False]
         self.back_hold = [False]
         self._tasks: list[asyncio.Task[None]] = []
+        #: 1 while the request loop holds a request the back end has no room for
+        self.held = 0
         self.loss = LossTracker(translator, ledger, lambda: back.peers)
         native_back = back.callbacks
         self.request = RequestStep(translator, ledger, self.loss,
@@ -137,17 +139,22 @@ class AsyncForwarder:
             if step.send_now is not None:  # native back end: wait for room, then the step
                 while not forward(msg):
                     hold[0] = True  # (a request taken before start: none overtakes it)
+                    self.held = 1  # waits for a back-end peer (gateway_waiting_requests)
                     await back.wait_room()
+                self.held = 0
             else:
                 t0 = clock()
                 out = step.prepare(msg, t0)
                 if out is None:
                     continue
+                self.held = 1  # until the library takes it
                 try:
                     pipe = await back.send_msg(out)
                 except GatewayError as exc:
                     step.refused(exc, msg, out)
                     continue
+                finally:
+                    self.held = 0
                 step.done(out, pipe, t0)
 
     async def _replies(self) -> None:

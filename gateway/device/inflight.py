@@ -5,8 +5,9 @@ Pure bookkeeping, no I/O and no clock of its own. A request is known by the hops
 with on the back end, which is exactly what its reply comes back with (an SP token, or the
 4-byte backtrace frames a ZeroMQ server echoes); the same key may be in flight more than once
 (a same-family client that reuses an envelope), so each entry has its own sequence number.
-Entries also leave at ``deadline`` (the bridge's token TTL) or when the table is full, so the
-table is bounded whatever the servers do.
+Entries also leave at ``deadline`` (the bridge's token TTL) or when the table is full (its
+``max_entries`` requests, or ``max_bytes`` of their keys, counted as the token table counts its
+envelopes), so the table is bounded whatever the servers do.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from collections.abc import Callable
 from gateway import kernel
 from gateway.device.ledger import REPLY, Ledger
 from gateway.envelope import Translation
+from gateway.envelope.tokens import NO_BYTE_BOUND, envelope_bytes
 from gateway.message import Message
 
 Key = tuple[bytes, ...]
@@ -28,12 +30,16 @@ class InFlight:
     reply; a pipe's requests are found by a scan when it closes (rare, O(table)) rather than
     kept in a per-pipe index on every request."""
 
-    __slots__ = ("max_entries", "ttl", "_entries", "_where", "_seq")
+    __slots__ = ("max_entries", "max_bytes", "ttl", "_entries", "_where", "_seq", "held_bytes")
 
-    def __init__(self, max_entries: int = 100_000, ttl: float = 60.0) -> None:
+    def __init__(self, max_entries: int = 100_000, ttl: float = 60.0,
+                 max_bytes: int = NO_BYTE_BOUND) -> None:
         self.max_entries = max_entries
+        self.max_bytes = max_bytes
         self.ttl = ttl
-        self._entries: dict[int, tuple[Key, bytes, float]] = {}  # seq -> key, pipe, deadline
+        #: seq -> key, pipe, deadline, what the key costs the byte budget
+        self._entries: dict[int, tuple[Key, bytes, float, int]] = {}
+        self.held_bytes = 0
         #: key -> its one seq, or a deque of them when the key is in flight more than once
         #: (no deque made for a key seen once: an SP token, a client with one request out)
         self._where: dict[Key, int | deque[int]] = {}
@@ -46,9 +52,12 @@ class InFlight:
         """Record a request sent on ``pipe``; return the keys evicted to stay bounded (None:
         none was)."""
         entries = self._entries
-        evicted = self._evict_oldest() if len(entries) >= self.max_entries else None
+        cost = envelope_bytes(key)
+        evicted = (self._evict_oldest(cost) if len(entries) >= self.max_entries
+                   or self.held_bytes + cost > self.max_bytes else None)
         self._seq = seq = self._seq + 1
-        entries[seq] = (key, pipe, now + self.ttl)
+        entries[seq] = (key, pipe, now + self.ttl, cost)
+        self.held_bytes += cost
         where = self._where.get(key)
         if where is None:
             self._where[key] = seq
@@ -70,7 +79,7 @@ class InFlight:
             seq = where.popleft()
             if not where:
                 del self._where[key]
-        del self._entries[seq]
+        self.held_bytes -= self._entries.pop(seq)[3]
         return True
 
     def lost(self, pipe: bytes) -> list[Key]:
@@ -91,13 +100,20 @@ class InFlight:
 
     def items(self) -> list[tuple[Key, bytes, float]]:
         """``[(key, pipe, deadline)]`` in send order (what tests compare)."""
-        return list(self._entries.values())
+        return [entry[:3] for entry in self._entries.values()]
 
-    def _evict_oldest(self) -> list[Key]:
-        return [self._remove(next(iter(self._entries)))]
+    def _evict_oldest(self, cost: int) -> list[Key]:
+        """The oldest requests, until one costing ``cost`` more fits (or none is left)."""
+        entries = self._entries
+        out = []
+        while entries and (len(entries) >= self.max_entries
+                           or self.held_bytes + cost > self.max_bytes):
+            out.append(self._remove(next(iter(entries))))
+        return out
 
     def _remove(self, seq: int) -> Key:
-        key, _, _ = self._entries.pop(seq)
+        key, _, _, cost = self._entries.pop(seq)
+        self.held_bytes -= cost
         where = self._where[key]
         if isinstance(where, int):
             del self._where[key]
@@ -125,7 +141,7 @@ class LossTracker:
         table = translator.table
         compiled = kernel.compiled
         self.inflight: InFlight = (compiled.InFlight if compiled is not None else InFlight)(
-            table.max_entries, table.ttl)
+            table.max_entries, table.ttl, table.max_bytes)
         self.translator, self.ledger = translator, ledger
         self._peers = peers
         self._tokens_count = translator.mode == "zmtp->sp"  # the token table counts expiry

@@ -141,7 +141,9 @@ def open_async(ep: Endpoint, kind: str, options: SideOptions, name: str = "") ->
     """The asyncio face for ``ep``, bound or connected; and its real URL. ``name`` names a
     native socket in the logs (the bridge and the side)."""
     spec = adapter_for(ep)
-    sock = NativeSide(kind, options, name) if spec is None else spec.open_async(kind, options)
+    sock: Any = NativeSide(kind, options, name) if spec is None else spec.open_async(kind, options)
+    if spec is not None and isinstance(getattr(type(sock), "name", None), property):
+        sock.name = name  # (an adapter face that names its log lines: pyzmq's)
     return sock, attach(sock, ep)
 
 

@@ -129,6 +129,10 @@ class HandshakeReports:
         fields = dict(failure.fields)
         variant = "/".join(fields.get(k, "") for k in ("peer_version", "peer_mechanism",
                                                         "peer_type"))
+        if failure.reason == "auth":  # its warning is the authenticator's auth.denied: one a client
+            log.debug("handshake.failed", endpoint=pipe.endpoint, peer=pipe.peer, reason="auth",
+                      socket=self.name)
+            return
         held = self.throttle((pipe.endpoint, failure.reason, variant))
         if held is None:
             return

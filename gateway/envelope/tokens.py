@@ -9,10 +9,18 @@ from collections import OrderedDict
 
 from gateway.envelope.errors import TableFull, UnknownToken
 
-__all__ = ["TokenTable"]
+__all__ = ["NO_BYTE_BOUND", "TokenTable", "envelope_bytes"]
 
 _COUNTER_MASK = 0x7FFF_FFFF
 _TOKEN_BIT = 0x8000_0000
+#: a table's ``max_bytes`` when none is given (a bridge gives its ``pending_bytes``)
+NO_BYTE_BOUND = 1 << 62
+
+
+def envelope_bytes(hops: tuple[bytes, ...]) -> int:
+    """What an envelope costs a table's byte budget: its bytes, and one per frame (an empty
+    frame is not free). The compiled tables count the same."""
+    return len(hops) + sum(map(len, hops))
 
 
 class TokenTable:
@@ -27,22 +35,33 @@ class TokenTable:
     The table never reads a clock and never expires entries behind the caller's back except in
     :meth:`mint` when it is full; every removal by expiry is counted in ``expired_total``
     (and returned by :meth:`expire`) so the device can log and count it.
+
+    Full means ``max_entries`` envelopes, or ``max_bytes`` of them (:func:`envelope_bytes`,
+    ``held_bytes`` so far): a client whose requests are never answered cannot make it hold
+    more than that until their TTL.
     """
 
-    __slots__ = ("max_entries", "ttl", "_entries", "_counter", "expired_total")
+    __slots__ = ("max_entries", "max_bytes", "ttl", "_entries", "_counter", "expired_total",
+                 "held_bytes")
 
     def __init__(
-        self, max_entries: int = 100_000, ttl: float = 60.0, *, start: int | None = None
+        self, max_entries: int = 100_000, ttl: float = 60.0, *, max_bytes: int = NO_BYTE_BOUND,
+        start: int | None = None
     ) -> None:
         if not 1 <= max_entries <= _COUNTER_MASK:
             raise ValueError(f"max_entries must be in 1..{_COUNTER_MASK}, not {max_entries}")
         if not ttl > 0:
             raise ValueError(f"ttl must be > 0, not {ttl}")
+        if not 1 <= max_bytes <= NO_BYTE_BOUND:
+            raise ValueError(f"max_bytes must be in 1..2**62, not {max_bytes}")
         self.max_entries = max_entries
+        self.max_bytes = max_bytes
         self.ttl = float(ttl)
-        self._entries: OrderedDict[bytes, tuple[tuple[bytes, ...], float]] = OrderedDict()
+        #: token -> (hops, deadline, what they cost the byte budget)
+        self._entries: OrderedDict[bytes, tuple[tuple[bytes, ...], float, int]] = OrderedDict()
         self._counter = (random.getrandbits(31) if start is None else start) & _COUNTER_MASK
         self.expired_total = 0
+        self.held_bytes = 0
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -53,25 +72,31 @@ class TokenTable:
     def mint(self, hops: tuple[bytes, ...], now: float) -> bytes:
         """Park ``hops`` until ``now + ttl``; return the new 4-byte token (top bit set)."""
         entries = self._entries
-        if len(entries) >= self.max_entries:
+        cost = envelope_bytes(hops)
+        if len(entries) >= self.max_entries or self.held_bytes + cost > self.max_bytes:
             self.expire(now)
             if len(entries) >= self.max_entries:
                 raise TableFull(f"{len(entries)} pending requests")
+            if self.held_bytes + cost > self.max_bytes:
+                raise TableFull(f"{self.held_bytes} bytes of envelopes pending, {cost} more "
+                                f"would pass pending_bytes ({self.max_bytes})")
         c = self._counter
         token = (c | _TOKEN_BIT).to_bytes(4, "big")
         while token in entries:  # terminates: fewer than 2**31 entries
             c = (c + 1) & _COUNTER_MASK
             token = (c | _TOKEN_BIT).to_bytes(4, "big")
         self._counter = (c + 1) & _COUNTER_MASK
-        entries[token] = (hops, now + self.ttl)
+        entries[token] = (hops, now + self.ttl, cost)
+        self.held_bytes += cost
         return token
 
     def pop(self, token: bytes, now: float) -> tuple[bytes, ...]:
         """Remove and return the hops parked under ``token``; :class:`UnknownToken` if none."""
         try:
-            hops, deadline = self._entries.pop(token)
+            hops, deadline, cost = self._entries.pop(token)
         except KeyError:
             raise UnknownToken("unknown-token", f"token {token!r}") from None
+        self.held_bytes -= cost
         if deadline <= now:
             self.expired_total += 1  # removed by expiry, like the ones expire() sweeps
             raise UnknownToken("expired-token", f"token {token!r}")
@@ -79,7 +104,9 @@ class TokenTable:
 
     def discard(self, token: bytes) -> None:
         """Forget ``token`` (its request was counted lost some other way)."""
-        self._entries.pop(token, None)
+        entry = self._entries.pop(token, None)
+        if entry is not None:
+            self.held_bytes -= entry[2]
 
     def expire(self, now: float) -> int:
         """Drop every entry whose deadline is ``<= now``; return how many were dropped."""
@@ -89,14 +116,14 @@ class TokenTable:
             token = next(iter(entries))
             if entries[token][1] > now:
                 break
-            entries.popitem(last=False)
+            self.held_bytes -= entries.popitem(last=False)[1][2]
             n += 1
         self.expired_total += n
         return n
 
     def entries(self) -> list[tuple[bytes, tuple[bytes, ...], float]]:
         """``[(token, hops, deadline)]`` in insertion order (what tests compare)."""
-        return [(token, hops, deadline) for token, (hops, deadline) in self._entries.items()]
+        return [(token, hops, deadline) for token, (hops, deadline, _) in self._entries.items()]
 
     def __repr__(self) -> str:
         return f"TokenTable({len(self)}/{self.max_entries}, ttl={self.ttl})"

@@ -21,6 +21,10 @@ _SIZE = re.compile(r"^\s*([0-9]+)\s*(b|k|kb|kib|m|mb|mib)?\s*$", re.IGNORECASE)
 _UNITS = {None: 0.001, "ms": 0.001, "s": 1.0, "m": 60.0}
 _SIZES = {"": 1, "b": 1, "k": 1024, "kb": 1024, "kib": 1024, "m": 1 << 20, "mb": 1 << 20,
           "mib": 1 << 20}
+#: the largest byte size a setting or limit takes (``max_message_size``, ``pending_bytes``):
+#: 2**62, so that a size and what a frame adds to it stay within a signed 64-bit integer (the
+#: compiled kernel's); beyond it a value is refused, naming the key
+SIZE_MAX = 1 << 62
 _Z85 = frozenset("0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
                  ".-:+=^!/*?&<>()[]{}@%$#")
 
@@ -93,13 +97,16 @@ def whole(value: object) -> int:
 
 
 def size(value: object) -> int:
-    """Bytes: a whole number, or with a unit (``64k``, ``1MiB``), at least 1."""
+    """Bytes: a whole number, or with a unit (``64k``, ``1MiB``), 1 to :data:`SIZE_MAX`."""
     if isinstance(value, bool) or not isinstance(value, int | str):
         raise ValueError("bytes: a whole number, or 64k, 1MiB")
     match = _SIZE.match(str(value))
     if match is None or int(match.group(1)) < 1:
         raise ValueError("bytes: a whole number, or 64k, 1MiB")
-    return int(match.group(1)) * _SIZES[(match.group(2) or "").lower()]
+    out = int(match.group(1)) * _SIZES[(match.group(2) or "").lower()]
+    if out > SIZE_MAX:
+        raise ValueError(f"bytes: at most 2**62 ({SIZE_MAX})")
+    return out
 
 
 def flag(value: object) -> bool:

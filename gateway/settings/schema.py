@@ -73,8 +73,10 @@ class SideOptions:
                        "direction (libzmq SNDHWM/RCVHWM)", unit="messages",
                        aliases=("sndhwm", "rcvhwm"))
     max_message_size: int = setting(1 << 20, c.size, "largest message accepted from a peer "
-                                    "(nng's default; [limits] max_message_size sets it for "
-                                    "every bridge)", name="maxmsgsize", unit="bytes",
+                                    "(nng's default; a ZeroMQ frame counts at least 2 bytes, "
+                                    "so empty frames are not free; at most 2**62; [limits] "
+                                    "max_message_size sets it for every bridge)",
+                                    name="maxmsgsize", unit="bytes",
                                     aliases=("max_message_size",))
     reconnect_ivl: float = setting(0.1, c.duration, "first wait before redialling a lost or "
                                    "refused peer", unit="seconds")
@@ -86,6 +88,11 @@ class SideOptions:
                                        aliases=("handshake_timeout",))
     linger: float = setting(0.5, c.duration, "on close, how long queued messages may still be "
                             "sent", unit="seconds")
+    immediate: bool = setting(False, c.flag, "queue messages only on completed connections "
+                              "(libzmq IMMEDIATE): while a peer's connection is in progress "
+                              "or down, a send waits in the gateway instead of in that "
+                              "peer's queue (pyzmq; the native engine always does so, "
+                              "whatever the value)")
     backlog: int | None = setting(None, c.whole, "listen backlog of a bound endpoint (0 or "
                                   "unset: the system maximum)", unit="connections",
                                   placement="bind")
@@ -175,6 +182,11 @@ class SideOptions:
                                           "URL's host)", families=_SP, placement="connect")
     # -- set by the bridge ([limits], its role), not per endpoint ------------------------------
     hop_limit: int = 8  # SP TTL on a raw rep front (nng's ttl-max), [limits] hop_limit
+    #: the bytes each of a request-reply bridge's pending tables may hold (the ZeroMQ envelopes
+    #: parked under tokens, the envelopes of requests in flight), beside pending_tokens'
+    #: count: a full token table refuses (table-full), a full in-flight table forgets its
+    #: oldest (token-expired). [limits] pending_bytes
+    pending_bytes: int = 64 << 20
     message_timeout: float = 10.0  # a started message must be whole within, [limits]
     router_mandatory: bool = False  # a routed send to an unknown or full peer raises
     # -- loaded once per start or reload from the files above (gateway.settings.files) ---------
@@ -268,10 +280,37 @@ def known() -> str:
     return ", ".join(s.name for s in SETTINGS)
 
 
-def lookup(key: str) -> Setting:
+def close_to(word: str, choices: Iterable[str]) -> str | None:
+    """The choice ``word`` was most likely meant to be (difflib), or None."""
+    import difflib
+
+    found = difflib.get_close_matches(word.lower(), list(choices), n=1, cutoff=0.6)
+    return found[0] if found else None
+
+
+def did_you_mean(word: str, choices: Iterable[str]) -> str:
+    """``": did you mean 'hwm'?"`` for a close choice, else ``""``."""
+    found = close_to(word, choices)
+    return f": did you mean {found!r}?" if found else ""
+
+
+#: the other spellings of each setting nng and libzmq users bring along: a hint, never accepted
+FOREIGN: dict[str, str] = {"recvmaxsz": "maxmsgsize", "recv_max_size": "maxmsgsize",
+                           "sendhwm": "hwm", "recvhwm": "hwm", "reconnmint": "reconnect_ivl",
+                           "reconnmaxt": "reconnect_ivl_max"}
+
+
+def lookup(key: str, at: str = "") -> Setting:
+    """The setting ``key`` names; else a ConfigError saying ``at`` (`` in URL``) and the
+    setting most likely meant, or every one when none is close."""
     found = BY_NAME.get(key.lower())
     if found is None:
-        raise ConfigError(f"unknown option {quoted(key)} (known: backend, {known()})")
+        guess = FOREIGN.get(key.lower()) or close_to(key, ["backend", *BY_NAME, *REFUSED])
+        guess = REFUSED[guess][0] if guess in REFUSED else guess  # curve_secret: curve_cert
+        if guess:
+            raise ConfigError(f"unknown option {quoted(key)}{at}: did you mean {guess!r}? "
+                              "(`gateway settings` lists every setting)")
+        raise ConfigError(f"unknown option {quoted(key)} (known: backend, {known()}){at}")
     return found
 
 
@@ -294,9 +333,9 @@ def read(items: Iterable[tuple[str, object]], where: str,
                           f"are never written inline in a URL or TOML ({hint})")
             continue
         try:
-            found = lookup(key)
+            found = lookup(key, at)
         except ConfigError as exc:
-            errors.append(f"{exc}{at}")
+            errors.append(str(exc))
             continue
         if found.field in seen:
             errors.append(f"option {found.name} given twice ({seen[found.field]!r} and "
@@ -358,6 +397,7 @@ def help_text() -> str:
     return "\n".join(lines)
 
 
-__all__ = ["BRIDGE_FIELDS", "BY_FIELD", "BY_NAME", "DEFAULTS", "REFUSED", "SETTINGS", "Setting",
-           "SideOptions", "default_text", "describe", "help_text", "known", "looks_secret",
+__all__ = ["BRIDGE_FIELDS", "BY_FIELD", "BY_NAME", "DEFAULTS", "FOREIGN", "REFUSED", "SETTINGS",
+           "Setting", "SideOptions", "close_to", "default_text", "describe", "did_you_mean",
+           "help_text", "known", "looks_secret",
            "lookup", "mask", "merged", "quoted", "read", "setting"]

@@ -16,19 +16,24 @@ On the ``pure`` path the fixture sets :data:`gateway.kernel.compiled` to ``None`
 (every pipe, table and bridge made during it is the reference's: the kernel is read when they
 are made) and ``GATEWAY_NO_EXTENSIONS=1`` in the environment, so the processes the test starts
 run the reference too. Any other test gets the path the process runs, unchanged. Where the
-kernel is not built there is one path, ``pure``.
+kernel is not built there is one path, ``pure``; ``GATEWAY_TEST_PATHS=compiled`` (or ``pure``)
+keeps one of the two (CI's runs on the other Pythons, .ci/pythons.sh, keep the compiled one).
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 
 import pytest
 
 from gateway import kernel
 
-#: the paths a test on both runs on here: the compiled one only where the kernel is built
-PATHS: tuple[str, ...] = ("compiled", "pure") if kernel.compiled is not None else ("pure",)
+#: the paths a test on both runs on here: the compiled one only where the kernel is built, and
+#: only those GATEWAY_TEST_PATHS names where it is set
+PATHS: tuple[str, ...] = tuple(
+    p for p in (("compiled", "pure") if kernel.compiled is not None else ("pure",))
+    if p in os.environ.get("GATEWAY_TEST_PATHS", "compiled,pure").split(","))
 
 
 @pytest.fixture(autouse=True)

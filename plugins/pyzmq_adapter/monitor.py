@@ -19,6 +19,10 @@ log = get_logger("gateway.pyzmq")
 
 _MONITOR_IDS = itertools.count(1)
 
+#: Milliseconds the reader waits for an event before it looks at its stop flag again (a
+#: fallback: :meth:`PeerWatch.close` wakes it at once)
+POLL_MS = 1000
+
 #: Seconds between two warnings about the same failure (endpoint and reason); counters are exact.
 WARN_INTERVAL = 10.0
 
@@ -31,6 +35,14 @@ def _protocol_reason(code: int) -> str:
     if code & 0xF0000000 == 0x20000000:
         return "auth"
     return "protocol"
+
+
+def _sockopt(sock: Any, name: str) -> int:
+    """An integer option of ``sock`` (0 when this libzmq lacks it)."""
+    try:
+        return int(sock.getsockopt(getattr(zmq, name)))
+    except (AttributeError, zmq.ZMQError):
+        return 0
 
 
 def _code_name(code: int) -> str:
@@ -48,7 +60,9 @@ class PeerWatch:
     engine does (``gateway_handshake_failures_total{socket,reason}``, one warning per endpoint
     and reason every ``WARN_INTERVAL`` s): HANDSHAKE_FAILED_PROTOCOL (``mechanism`` for
     ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH, ``auth`` for ZAP errors, else ``protocol``),
-    HANDSHAKE_FAILED_AUTH (``auth``), HANDSHAKE_FAILED_NO_DETAIL (``no-detail``, with libzmq's
+    HANDSHAKE_FAILED_AUTH (``auth``: on a CURVE or PLAIN server only at debug level, as its
+    ZAP handler logs ``auth.denied``; a client refused by its server is warned),
+    HANDSHAKE_FAILED_NO_DETAIL (``no-detail``, with libzmq's
     errno), a connection that ends during the handshake without any of those (``pairing``:
     with the NULL mechanism, libzmq closes a refused Socket-Type silently; handshake events
     carry no fd, so this is counted only while one handshake is pending: concurrent ones may go
@@ -74,9 +88,18 @@ class PeerWatch:
         # a plain socket (never an asyncio one: this thread closes it) on the same context
         address = f"inproc://gateway-monitor-{next(_MONITOR_IDS)}"  # never reused (id() is)
         sock.monitor(address, self.EVENTS)
-        self._mon: Any = zmq.Context.shadow(sock.context.underlying).socket(zmq.PAIR)
+        ctx: Any = zmq.Context.shadow(sock.context.underlying)
+        self._mon: Any = ctx.socket(zmq.PAIR)
         self._mon.connect(address)
+        # close() wakes the reader at once through this pair (the reader's end, then close's)
+        self._wake_r: Any = ctx.socket(zmq.PAIR)
+        self._wake_r.bind(address + "-wake")
+        self._wake_w: Any = ctx.socket(zmq.PAIR)
+        self._wake_w.linger = 0
+        self._wake_w.connect(address + "-wake")
         self._sock = sock
+        # a server of CURVE or PLAIN: its ZAP handler logs each refused client (auth.denied)
+        self._local_zap = any(_sockopt(sock, opt) for opt in ("CURVE_SERVER", "PLAIN_SERVER"))
         self._fds: set[int] = set()
         self.name = name  # the socket's name in log lines and the counter's label
         self._handshaking: set[int] = set()  # fds connected, handshake not yet done or failed
@@ -96,10 +119,12 @@ class PeerWatch:
 
         poller = zmq.Poller()
         poller.register(self._mon, zmq.POLLIN)
+        poller.register(self._wake_r, zmq.POLLIN)
         try:
             while not self._stop.is_set():
-                if not poller.poll(100):
-                    continue
+                ready = dict(poller.poll(POLL_MS))
+                if self._mon not in ready:
+                    continue  # close() woke it (or the timeout: the stop flag is read)
                 event = parse_monitor_message(self._mon.recv_multipart())
                 kind, value = event["event"], event["value"]
                 endpoint = event.get("endpoint", b"")
@@ -123,6 +148,7 @@ class PeerWatch:
             pass
         finally:
             self._mon.close(0)
+            self._wake_r.close(0)
 
     def _event(self, kind: int, value: int, ep: str) -> None:
         if kind == zmq.EVENT_HANDSHAKE_SUCCEEDED:
@@ -137,7 +163,8 @@ class PeerWatch:
             self._failed(ep, reason, detail, code=_code_name(value))
         elif kind == zmq.EVENT_HANDSHAKE_FAILED_AUTH:
             self._handshaking.clear()
-            self._failed(ep, "auth", f"authentication failed (ZAP status {value})")
+            self._failed(ep, "auth", f"authentication failed (ZAP status {value})",
+                         zap_denied=True)
         elif kind == zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL:
             self._handshaking.clear()
             import errno as errno_mod
@@ -160,8 +187,14 @@ class PeerWatch:
         self._warned[key] = (now, 0)
         return held
 
-    def _failed(self, ep: str, reason: str, detail: str, **fields: str) -> None:
+    def _failed(self, ep: str, reason: str, detail: str, zap_denied: bool = False,
+                **fields: str) -> None:
         METRICS.inc("gateway_handshake_failures_total", socket=self.name, reason=reason)
+        if zap_denied and self._local_zap:  # the local ZAP handler warned (auth.denied); a
+            # client refused by its server, or a ZAP protocol error, is warned here
+            log.debug("handshake.failed", endpoint=ep, reason=reason, socket=self.name,
+                      backend="pyzmq")
+            return
         held = self._warn_now((ep, reason))
         if held is not None:
             log.warning("handshake.failed", endpoint=ep, reason=reason, detail=detail,
@@ -178,11 +211,15 @@ class PeerWatch:
                         **({"suppressed": held} if held else {}))
 
     def close(self) -> None:
-        """Stop the monitor, then the reader (before the socket's context ends)."""
+        """Stop the monitor, then the reader, woken at once (before the socket's context
+        ends)."""
         with contextlib.suppress(zmq.ZMQError):
             self._sock.disable_monitor()
         self._stop.set()
+        with contextlib.suppress(zmq.ZMQError):
+            self._wake_w.send(b"", zmq.NOBLOCK)
         self._thread.join(1)
+        self._wake_w.close(0)
 
 
-__all__ = ["WARN_INTERVAL", "PeerWatch"]
+__all__ = ["POLL_MS", "WARN_INTERVAL", "PeerWatch"]

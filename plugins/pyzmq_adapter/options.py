@@ -24,7 +24,7 @@ HONOURED = frozenset({"hwm", "max_message_size", "reconnect_ivl", "reconnect_ivl
                       "handshake_timeout", "linger", "backlog", "heartbeat_ivl",
                       "heartbeat_ttl", "heartbeat_timeout", "router_handover", "tcp_keepalive",
                       "tcp_keepalive_idle", "tcp_keepalive_intvl", "tcp_keepalive_cnt",
-                      *SECURITY_FIELDS})
+                      "immediate", *SECURITY_FIELDS})
 
 
 def libzmq_options(kind: str, options: SideOptions) -> dict[int, int | bytes]:
@@ -51,6 +51,8 @@ def libzmq_options(kind: str, options: SideOptions) -> dict[int, int | bytes]:
         opts[zmq.ROUTER_HANDOVER] = 1  # asked for: a reconnecting client with a known id takes over
     if options.backlog:
         opts[zmq.BACKLOG] = options.backlog
+    if options.immediate:
+        opts[zmq.IMMEDIATE] = 1  # libzmq: no queue on a connection that is not complete
     if kind == "REP" and options.router_mandatory:
         opts[zmq.ROUTER_MANDATORY] = 1  # a reply to a vanished client raises, to be counted
     opts.update(security_options(kind, options))

@@ -19,6 +19,10 @@ COMMAND = 0x04
 #: reserved flag bits on ZMTP 3.x, and on 2.0 (RFC 15: no COMMAND flag)
 RESERVED = 0xF8
 RESERVED_V2 = 0xFC
+#: the least a data frame counts toward a message's size limit (``max_message_size``): its
+#: short header's bytes, so that empty frames are not free (a message of 200,000 of them is
+#: 400,000 bytes, not 0); a frame of more counts its payload
+FRAME_FLOOR = 2
 
 U64 = struct.Struct(">Q")
 U32 = struct.Struct(">I")
@@ -88,6 +92,7 @@ def seal_message(seal: Callable[[int, bytes], bytes], parts: tuple[bytes, ...]) 
     return b"".join(out)
 
 
-__all__ = ["COMMAND", "LONG", "MORE", "RESERVED", "RESERVED_V2", "encode_message", "frame_at",
+__all__ = ["COMMAND", "FRAME_FLOOR", "LONG", "MORE", "RESERVED", "RESERVED_V2", "encode_message",
+           "frame_at",
            "frame_header", "pack_long_header", "seal_message",
            "unpack_u64"]

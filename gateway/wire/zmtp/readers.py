@@ -31,7 +31,15 @@ from typing import Protocol
 from gateway.errors import MessageTooLarge, RemoteProtocolError
 from gateway.wire._buffer import COPY_VIA_VIEW, ReceiveBuffer
 from gateway.wire.events import Event
-from gateway.wire.zmtp.framing import COMMAND, LONG, MORE, RESERVED, frame_at, unpack_u64
+from gateway.wire.zmtp.framing import (
+    COMMAND,
+    FRAME_FLOOR,
+    LONG,
+    MORE,
+    RESERVED,
+    frame_at,
+    unpack_u64,
+)
 from gateway.wire.zmtp_mechanism import Mechanism
 
 __all__ = [
@@ -75,7 +83,7 @@ class Stream(Protocol):
     _state: int
     #: frames of the message being read (MORE seen), and their total size
     _parts: list[bytes]
-    _msg_size: int
+    _msg_size: int  # (each frame counted as :func:`counted`: at least FRAME_FLOOR)
     #: the reserved flag bits of the peer's version (``framing.RESERVED`` or ``RESERVED_V2``)
     _reserved: int
     max_message_size: int
@@ -84,6 +92,11 @@ class Stream(Protocol):
     def _command(self, body: bytes) -> Event | None:
         """One received command frame's body: its event, or None (consumed, nothing to say)."""
         ...
+
+
+def counted(size: int) -> int:
+    """What a frame of ``size`` bytes counts toward the message size limit."""
+    return size if size > FRAME_FLOOR else FRAME_FLOOR
 
 
 def next_messages(self: Stream, limit: int) -> list[tuple[bytes, ...]]:
@@ -104,8 +117,8 @@ def next_messages(self: Stream, limit: int) -> list[tuple[bytes, ...]]:
     limit_size = self.max_message_size
     msg_size = self._msg_size
     if whole and msg_size + end - pos <= limit_size:
-        # the fast twin, for the usual read: no message in it can pass the size limit, and
-        # frames are slices
+        # the fast twin, for the usual read: no message in it can pass the size limit (a frame
+        # counts no more than its bytes on the wire), and frames are slices
         while end - pos >= 2:
             flags = buf[pos]
             if flags < 2:  # a short frame, last or MORE
@@ -128,7 +141,7 @@ def next_messages(self: Stream, limit: int) -> list[tuple[bytes, ...]]:
             if len(out) >= limit:
                 break
         rx.pos = pos
-        self._msg_size = sum(map(len, parts)) if parts else 0  # (what it counts)
+        self._msg_size = sum(map(counted, map(len, parts))) if parts else 0  # (what it counts)
         return out
     while end - pos >= 2:
         flags = buf[pos]
@@ -143,9 +156,10 @@ def next_messages(self: Stream, limit: int) -> list[tuple[bytes, ...]]:
             size = buf[pos + 1]
             start = pos + 2
         stop = start + size
-        if stop > end or msg_size + size > limit_size:
+        cost = size if size > FRAME_FLOOR else FRAME_FLOOR  # (counted, inline)
+        if stop > end or msg_size + cost > limit_size:
             break
-        msg_size += size
+        msg_size += cost
         if whole:  # a slice of the read (bytes) is the frame's one copy
             parts.append(buf[start:stop])  # type: ignore[arg-type]
         else:
@@ -204,7 +218,7 @@ def _command_frame(codec: Stream, is_open: bool) -> Event | None:
     limit = codec.max_message_size
     if is_open and not flags & 0xFC:
         # a data frame the batch reader left: over the size limit, or not all in yet
-        msg_size = codec._msg_size + size
+        msg_size = codec._msg_size + counted(size)
         if msg_size > limit:
             raise MessageTooLarge(f"ZMTP message of {msg_size}+ bytes (limit {limit})")
         return None
@@ -258,7 +272,7 @@ def read_sealed(codec: Stream) -> Event | None:
             if event is not None:
                 return event
             continue
-        codec._msg_size += len(payload)
+        codec._msg_size += counted(len(payload))
         if codec._msg_size > limit:
             raise MessageTooLarge(f"ZMTP message of {codec._msg_size}+ bytes (limit {limit})")
         parts.append(payload)
