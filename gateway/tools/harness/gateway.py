@@ -36,7 +36,7 @@ from gateway.tools.harness.procs import (
     Started,
     Unavailable,
     child_env,
-    free_port,
+    port_of,
     python_argv,
 )
 
@@ -183,9 +183,9 @@ class Gateway(Proc, Started):
                  stderr_path: str | None = None, zygote: Zygote | None = None) -> None:
         self.args = list(args)
         self.metrics_port = metrics_port
-        if metrics:
-            self.metrics_port = metrics_port or free_port()
-            self.args += ["--metrics", f"{LOCAL}:{self.metrics_port}"]
+        self._metrics = metrics
+        if metrics:  # port 0 unless given: the gateway binds it and its READY line says where
+            self.args += ["--metrics", f"{LOCAL}:{metrics_port or 0}"]
         self.bridges = bridges
         self.ready_timeout = ready_timeout
         self.readies: list[dict[str, str]] = []
@@ -224,6 +224,8 @@ class Gateway(Proc, Started):
             self.kill()
             raise GatewayDied(str(exc)) from None
         self.ready = self.readies[0]
+        if self._metrics and not self.metrics_port:
+            self.metrics_port = port_of(self.ready["metrics"])
         if self.metrics_port:
             self._wait_metrics()
         return self
