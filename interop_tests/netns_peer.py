@@ -24,7 +24,7 @@ N requests at once first.
 
 Commands on stdin, one per line: ``stats`` (a JSON line: counts so far), ``pause``/``resume``
 (sending), ``send N`` (N requests now), ``stop`` (stop sending, wait ``--timeout`` for the requests in flight and ``--settle``
-seconds more for late replies, print the final JSON line with every request's record, exit).
+seconds more for late replies, or less once every request is answered, print the final JSON line with every request's record, exit).
 Times are ``time.monotonic()`` (one clock for every process of the machine, namespaces or not).
 The first stdout line is ``READY <url>``. Every loop is bounded by ``--lifetime`` (default
 300 s): a peer whose test died exits by itself.
@@ -222,6 +222,10 @@ class Ledger:
             del self.waiting[i]
             self.done[i] = ("lost", self.sent[i] + self.timeout, "")
 
+    def settled(self) -> bool:
+        """Every request answered, in time or late: nothing waits, nothing is lost (yet)."""
+        return not self.waiting and all(d[0] != "lost" for d in self.done.values())
+
     def counts(self) -> dict[str, Any]:
         out = {"sent": len(self.sent), "ok": 0, "late": 0, "lost": 0,
                "in_flight": len(self.waiting), "unsent": self.unsent, "foreign": self.foreign,
@@ -382,8 +386,8 @@ def run_client(wire: str, urls: list[str], args: argparse.Namespace) -> None:
                 sending, next_send = True, time.monotonic()
             elif cmd == "stop" and stop_at is None:
                 stop_at = time.monotonic() + args.timeout + args.settle
-            if stop_at is not None and time.monotonic() >= stop_at:
-                break
+            if stop_at is not None and (time.monotonic() >= stop_at or ledger.settled()):
+                break  # the settle waits for late replies only while one may still come
         final = ledger.counts()
         final["records"] = ledger.records()
         _say(final)
