@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 from collections.abc import Sequence
 from importlib.metadata import entry_points
@@ -334,8 +335,24 @@ def _cmd_bridge(args: argparse.Namespace) -> int:
         return rc
     front = front_overrides().get(name, args.front)  # worker 0's real port, for the others
     spec = BridgeSpec(name, front, args.back, limits, args.forwarder)
-    return run_loop(Supervisor([spec], args.metrics, unknown_peers=args.unknown_peers or
-                               "waiting", show_names=args.name is not None).run())
+    return _serve(Supervisor([spec], args.metrics, unknown_peers=args.unknown_peers or
+                             "waiting", show_names=args.name is not None))
+
+
+def _serve(supervisor: Any) -> int:
+    """Run the bridges until a signal. Once drained, a SIGINT that lands while the loop closes
+    (which restores Python's default handler) ends nothing and kills nothing: exit 0, and both
+    signals are ignored until the process ends."""
+    try:
+        return int(run_loop(supervisor.run()))
+    except KeyboardInterrupt:
+        if not supervisor.drained:
+            raise
+        return 0
+    finally:
+        if supervisor.drained:
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                signal.signal(sig, signal.SIG_IGN)
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
@@ -364,8 +381,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         return (_checked(again.bridges, args.config, metrics=metrics),
                 args.unknown_peers or again.unknown_peers)
 
-    return run_loop(Supervisor(specs, metrics, reload,
-                               args.unknown_peers or cfg.unknown_peers).run())
+    return _serve(Supervisor(specs, metrics, reload, args.unknown_peers or cfg.unknown_peers))
 
 
 def _cmd_check(args: argparse.Namespace) -> int:

@@ -103,12 +103,13 @@ class _Running:
     task: asyncio.Task[None]
 
 
-def _ignore_late_signals(loop: asyncio.AbstractEventLoop) -> None:
+def _ignore_late_signals() -> None:
     """Drained: a SIGINT/SIGTERM from now until the process ends changes nothing, and must not
-    kill it by the signal (the loop's close would restore the default handlers)."""
+    kill it by the signal. Ignored at once, leaving the loop's handlers registered: removing
+    them first would restore the defaults for an instant (the CLI ignores both again once the
+    loop, closing, has restored them)."""
     for sig in (signal.SIGINT, signal.SIGTERM):
-        with contextlib.suppress(ValueError, RuntimeError):
-            loop.remove_signal_handler(sig)
+        with contextlib.suppress(ValueError):
             signal.signal(sig, signal.SIG_IGN)
 
 
@@ -124,6 +125,8 @@ class Supervisor:
         self.show_names = show_names  # name= on READY lines with one bridge too (--name)
         self.unknown_peers = unknown_peers
         self.metrics = metrics
+        #: the bridges drained and SIGINT/SIGTERM ignored (a late one must not kill the process)
+        self.drained = False
         self.reload = reload
         self.running: dict[str, _Running] = {}
         self.server: ObserveServer | None = None
@@ -255,7 +258,8 @@ class Supervisor:
             await self._stop_bridges(list(self.running))
             if self.server is not None:
                 self.server.close()
-            _ignore_late_signals(loop)
+            self.drained = True
+            _ignore_late_signals()
         return 0
 
     async def _serve(self) -> None:
