@@ -1242,8 +1242,11 @@ def test_a_free_threaded_build_without_the_gil_runs_the_reference() -> None:
     code = ("import sys; sys._is_gil_enabled = lambda: False; "
             "import gateway.kernel as k; "
             "print(k.IMPLEMENTATION, 'gateway._kernel' in sys.modules); print(k.why())")
+    import os
+
+    env = {k: v for k, v in os.environ.items() if k != "GATEWAY_NO_EXTENSIONS"}  # (test-pure's)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         timeout=60, check=True).stdout.splitlines()
+                         timeout=60, check=True, env=env).stdout.splitlines()
     assert out == ["pure False", "pure Python: a free-threaded build without the GIL"]
 
 
