@@ -341,8 +341,8 @@ def _cmd_bridge(args: argparse.Namespace) -> int:
 
 def _serve(supervisor: Any) -> int:
     """Run the bridges until a signal. Once drained, a SIGINT that lands while the loop closes
-    (which restores Python's default handler) ends nothing and kills nothing: exit 0, and both
-    signals are ignored until the process ends."""
+    (a thread may take it while the loop's handlers are removed) ends nothing and kills
+    nothing: exit 0, and the three signals stay ignored until the process ends."""
     try:
         return int(run_loop(supervisor.run()))
     except KeyboardInterrupt:
@@ -351,7 +351,7 @@ def _serve(supervisor: Any) -> int:
         return 0
     finally:
         if supervisor.drained:
-            for sig in (signal.SIGINT, signal.SIGTERM):
+            for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
                 signal.signal(sig, signal.SIG_IGN)
 
 

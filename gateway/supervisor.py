@@ -103,14 +103,20 @@ class _Running:
     task: asyncio.Task[None]
 
 
-def _ignore_late_signals() -> None:
-    """Drained: a SIGINT/SIGTERM from now until the process ends changes nothing, and must not
-    kill it by the signal. Ignored at once, leaving the loop's handlers registered: removing
-    them first would restore the defaults for an instant (the CLI ignores both again once the
-    loop, closing, has restored them)."""
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        with contextlib.suppress(ValueError):
+def _ignore_late_signals(loop: asyncio.AbstractEventLoop) -> None:
+    """Drained: a SIGINT, SIGTERM or SIGHUP from now until the process ends changes nothing,
+    and must not kill it by the signal. The loop's handlers are removed (else its close would
+    restore the defaults: asyncio's does) and the signals ignored, while this thread blocks
+    them, so the defaults that removing restores never see one."""
+    late = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
+    signal.pthread_sigmask(signal.SIG_BLOCK, late)
+    try:
+        for sig in late:
+            with contextlib.suppress(ValueError, RuntimeError):
+                loop.remove_signal_handler(sig)
             signal.signal(sig, signal.SIG_IGN)
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, late)
 
 
 class Supervisor:
@@ -259,7 +265,7 @@ class Supervisor:
             if self.server is not None:
                 self.server.close()
             self.drained = True
-            _ignore_late_signals()
+            _ignore_late_signals(loop)
         return 0
 
     async def _serve(self) -> None:
