@@ -8,7 +8,7 @@ import asyncio
 from typing import Any
 
 from gateway.engine.options import SocketOptions
-from gateway.engine.pipe import Pipe
+from gateway.engine.pipe import Pipe, pipe_class
 
 
 class Transport:
@@ -60,7 +60,7 @@ class Forwarding:
 
 
 def _pipe(owner: Any) -> tuple[Pipe, Transport]:
-    pipe = Pipe(owner, Codec(), "zmtp", "test", SocketOptions())
+    pipe = pipe_class()(owner, Codec(), "zmtp", "test", SocketOptions())
     transport = Transport()
     pipe.transport = transport  # type: ignore[assignment]
     return pipe, transport
@@ -139,7 +139,7 @@ def test_the_codecs_own_bytes_go_after_the_messages_the_pipe_holds() -> None:
     not overtake it on the wire."""
 
     async def main() -> None:
-        pipe = Pipe(Echo(), Replying(), "zmtp", "test", SocketOptions())
+        pipe = pipe_class()(Echo(), Replying(), "zmtp", "test", SocketOptions())
         wire = Transport()
         pipe.transport = wire  # type: ignore[assignment]
         pipe.data_received(b"msg;")
@@ -169,7 +169,8 @@ def test_each_thread_coalesces_on_its_own_loop() -> None:
             return b""
 
     def connected(owner: Any) -> tuple[Pipe, Connection]:
-        pipe, transport = Pipe(owner, Greeting(), "zmtp", "test", SocketOptions()), Connection()
+        pipe, transport = (pipe_class()(owner, Greeting(), "zmtp", "test", SocketOptions()),
+                           Connection())
         pipe.connection_made(transport)  # type: ignore[arg-type]
         return pipe, transport
 

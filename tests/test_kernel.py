@@ -1162,17 +1162,19 @@ def test_a_class_changed_after_it_fit_is_looked_at_again() -> None:
 
 @needs_kernel
 def test_a_pipe_and_a_sniffing_pipe_both_stay_known() -> None:
-    """A one-port bridge's pipes (SniffingPipe) and plain pipes alternate on every read: both
-    classes are remembered (no learning again, 13 look-ups, on every change of class)."""
-    from gateway.engine.pipe import Pipe, SniffingPipe
+    """A one-port bridge's pipes (SniffingPipe) and the others (pipe_class(): the compiled
+    Pipe where the kernel runs) alternate on every read: both classes are remembered (no
+    learning again, 13 look-ups, on every change of class)."""
+    from gateway.engine.pipe import SniffingPipe, pipe_class
 
     k = kernel.compiled
     assert k is not None
-    p, s = Pipe.__new__(Pipe), SniffingPipe.__new__(SniffingPipe)
+    made = pipe_class()
+    p, s = made.__new__(made), SniffingPipe.__new__(SniffingPipe)
     layout = k._Layout(*k.PIPE.names)
     for _ in range(3):
         assert layout.fit(p) and layout.fit(s)
-    assert {layout.cls, layout.cls2} == {Pipe, SniffingPipe}
+    assert {layout.cls, layout.cls2} == {made, SniffingPipe}
 
 
 def test_a_ledger_can_still_be_weakly_referenced() -> None:

@@ -53,7 +53,12 @@ def engine_path(request: pytest.FixtureRequest) -> Iterator[str]:
 
 
 def both_paths(metafunc: pytest.Metafunc) -> None:
-    """Run this test function on every path of :data:`PATHS` (ids ``compiled`` and ``pure``)."""
+    """Run this test function on every path of :data:`PATHS` (ids ``compiled`` and ``pure``);
+    none left (GATEWAY_TEST_PATHS naming no path built here) is an error, not a skip."""
+    if not PATHS:
+        raise pytest.UsageError(
+            f"GATEWAY_TEST_PATHS={os.environ.get('GATEWAY_TEST_PATHS')!r} leaves no engine path "
+            f"to run (compiled, pure; the kernel is {kernel.IMPLEMENTATION} here)")
     metafunc.parametrize("engine_path", PATHS, indirect=True)
 
 
