@@ -24,7 +24,7 @@ SANITIZE = bool(os.environ.get("GATEWAY_SANITIZE"))
 
 def _cythonized(force: bool = False) -> list[Extension]:
     # Cython's checks of list/tuple indexes: off for speed, on in the sanitizer build. Given
-    # here only: a directive in the .pyx header would beat these (tests/test_kernel_build.py)
+    # here only: a directive in the .pyx header would beat these (tests/test_kernel_findings.py)
     checks = SANITIZE
     directives = {"language_level": 3, "boundscheck": checks, "wraparound": checks,
                   "initializedcheck": checks}

@@ -171,8 +171,8 @@ class Gateway(Proc, Started):
     """``gateway ARGS`` as a child process; ``start()`` (or ``with``) waits for ``bridges``
     READY lines, whose fields are in ``readies`` (``ready`` is the first).
 
-    ``metrics=True`` adds ``--metrics 127.0.0.1:<free port>`` (``bridge`` only; for ``run`` put
-    it in the config or pass ``metrics_port``). ``command`` replaces ``python -m gateway`` (a
+    ``metrics=True`` adds ``--metrics 127.0.0.1:0`` (or ``metrics_port``), and the READY line
+    says which port it got (``metrics_port`` then); for ``run`` it overrides the config's. ``command`` replaces ``python -m gateway`` (a
     script that execs the gateway). ``new_session=False`` keeps it in the caller's process
     group (a terminal's Ctrl-C reaches it too)."""
 
