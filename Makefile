@@ -40,7 +40,8 @@ env: system-deps $(STAMP)
 ## and the hot path's (engine, wires, device, tables) once more on the pure-Python reference in
 ## the same run (ids [compiled] and [pure]: tests/conftest.py), and a small Spark matrix; on
 ## TEST_JOBS workers (pytest-xdist: more than the cores, as most tests wait on peers and
-## timers). The 25 slowest are listed at the end (PYTEST_ARGS="--durations=0": all of them). CI
+## timers), then the tests marked serial alone (network faults timed against TCP). The 25 slowest
+## are listed at the end (PYTEST_ARGS="--durations=0": all of them). CI
 ## adds test-pure, test-sanitize and the other Pythons (.ci/run).
 TEST_JOBS ?= 4
 PYTEST_ARGS ?=
@@ -48,12 +49,14 @@ PYTEST := $(PY) -m pytest -p no:cacheprovider -n $(TEST_JOBS) --dist worksteal
 test: env kernel
 	$(PY) -m ruff check gateway plugins tests interop_tests examples docs fuzz
 	$(PY) -m mypy gateway plugins fuzz
-	$(PYTEST) -q -m "not slow" --durations=25 $(PYTEST_ARGS)
+	$(PYTEST) -q -m "not slow and not serial" --durations=25 $(PYTEST_ARGS)
+	$(PY) -m pytest -p no:cacheprovider -q -m "serial" $(PYTEST_ARGS)
 
 ## CI (.ci/run): every test once more in processes that import the pure-Python engine from the
 ## start (GATEWAY_NO_EXTENSIONS=1), the gateways they start included
 test-pure: env
-	GATEWAY_NO_EXTENSIONS=1 $(PYTEST) -q -m "not slow" $(PYTEST_ARGS) tests interop_tests
+	GATEWAY_NO_EXTENSIONS=1 $(PYTEST) -q -m "not slow and not serial" $(PYTEST_ARGS) tests interop_tests
+	GATEWAY_NO_EXTENSIONS=1 $(PY) -m pytest -p no:cacheprovider -q -m "serial" $(PYTEST_ARGS) tests interop_tests
 
 ## CI (.ci/run): the kernel built with ASan, UBSan and bounds checks, under its differential tests
 test-sanitize: env

@@ -35,7 +35,10 @@ from gateway.tools.harness.gateway import Gateway
 from gateway.tools.harness.procs import PY, SOURCE_ROOT, child_env
 from interop_tests.netns import Host, Lan, leftovers, unavailable
 
-pytestmark = pytest.mark.timeout(120)
+# serial: link faults timed against TCP's retransmissions and the clients' deadlines, run after
+# the parallel suites with the machine to themselves (make test; 5 of 260 replies missed their
+# 15 s window when they ran beside three workers on 2 cores)
+pytestmark = [pytest.mark.timeout(120), pytest.mark.serial]
 
 METRICS_PORT = 9100  #: every gateway host is a machine of its own: the same port on each
 FRONT, BACK = 5555, 6000
@@ -249,7 +252,9 @@ def test_link_cut_between_gateway_and_server_then_restored(
         # last scrape that saw the pipe open), answered after the restore
         assert all(r[1] >= t_open - 0.1 and r[3] >= t_restore for r in late), late
     else:
-        assert final["lost"] == 0 and metric("gateway_dropped_messages_total") == 0
+        assert final["lost"] == 0 and metric("gateway_dropped_messages_total") == 0, (
+            t_cut, t_restore, served, lost,
+            metric("gateway_forwarded_messages_total", direction="reply"))
         assert final["late"] > 0 and all(r[3] >= t_restore for r in late)
         assert t_closed is None  # the connection lived through it
     # every reply the server sent through the new connection came back
