@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
@@ -29,6 +30,15 @@ def run(coro: Awaitable[Any], timeout: float = TIMEOUT) -> Any:
             return await coro
 
     return asyncio.run(bounded())
+
+
+def wait_until(predicate: Callable[[], Any], timeout: float = 10.0, what: str = "") -> None:
+    """Poll ``predicate`` (every 20 ms) until it is true; fail after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {timeout}s: {what}")
+        time.sleep(0.02)
 
 
 def pairing_errors() -> int:

@@ -14,17 +14,10 @@ import pytest
 from gateway.tools.harness.gateway import Gateway
 from gateway.tools.harness.peers.servers import NngServer, ZmqServer, zmq_client
 from gateway.tools.harness.procs import LOCAL, free_port, lib_url
+from interop_tests.helpers import wait_until
 
 pytestmark = pytest.mark.timeout(90)
 REPO = Path(__file__).resolve().parents[1]
-
-
-def _wait(predicate, timeout: float = 10.0, what: str = "") -> None:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {timeout}s: {what}")
-        time.sleep(0.02)
 
 
 def test_a_signal_says_what_drains_and_a_second_one_ends_it() -> None:
@@ -33,7 +26,7 @@ def test_a_signal_says_what_drains_and_a_second_one_ends_it() -> None:
                 "--log-format", "json", "--grace", "30"]
         with Gateway(*args) as gw, zmq_client("REQ", lib_url(gw.front)) as req:
             req.send(b"never answered")
-            _wait(lambda: len(server.received) == 1, what="the request at the server")
+            wait_until(lambda: len(server.received) == 1, what="the request at the server")
             assert gw.proc is not None
             gw.proc.send_signal(signal.SIGINT)
             ev = gw.wait_event("shutdown.draining")
@@ -92,7 +85,7 @@ def test_readyz_is_503_with_nothing_behind(backend: str) -> None:
         status, body = _readyz(gw)
         assert status == 503 and body.startswith("bridge waiting front=0 back=0"), body
         with ZmqServer("REP", address=f"tcp://{LOCAL}:{port}"):
-            _wait(lambda: _readyz(gw)[0] == 200, what="/readyz 200 once the server is up")
+            wait_until(lambda: _readyz(gw)[0] == 200, what="/readyz 200 once the server is up")
             assert "back=1" in _readyz(gw)[1]
 
 
@@ -120,7 +113,7 @@ def test_a_back_end_down_is_visible_and_logged() -> None:
             assert client.recv_multipart() == [b"", b"re:early"]  # it waited, then crossed
             up = gw.wait_event("backend.up")
             assert up["peers"] == 1
-            _wait(lambda: _readyz(gw)[0] == 200, what="/readyz 200 with a server")
+            wait_until(lambda: _readyz(gw)[0] == 200, what="/readyz 200 with a server")
             assert gw.metric("gateway_waiting_requests", bridge="bridge") == 0
             assert server.received == [b"early"]
         # the second outage is counted at once (its line waits for the 10 s interval)

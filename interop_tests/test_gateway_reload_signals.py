@@ -14,6 +14,7 @@ import pytest
 
 from gateway.tools.harness.gateway import Gateway
 from gateway.tools.harness.procs import LOCAL, free_port
+from interop_tests.helpers import wait_until
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -24,14 +25,6 @@ def _readyz(gw: Gateway) -> int:
             return int(r.status)
     except urllib.error.HTTPError as err:
         return int(err.code)
-
-
-def _wait(predicate, timeout: float = 10.0, what: str = "") -> None:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {timeout}s: {what}")
-        time.sleep(0.02)
 
 
 def test_a_wrong_typed_unknown_peers_on_reload_is_refused_and_a_good_one_applied(
@@ -54,7 +47,7 @@ def test_a_wrong_typed_unknown_peers_on_reload_is_refused_and_a_good_one_applied
         gw.proc.send_signal(signal.SIGHUP)
         ev = gw.wait_event("config.changed", gateway="unknown_peers")
         assert (ev["unknown_peers"], ev["was"]) == ("ready", "waiting")
-        _wait(lambda: _readyz(gw) == 200, what="/readyz 200 once unknown_peers is ready")
+        wait_until(lambda: _readyz(gw) == 200, what="/readyz 200 once unknown_peers is ready")
         assert "Traceback" not in gw.stderr
 
 
@@ -72,7 +65,7 @@ def test_a_second_sigterm_forces_the_workers_exit() -> None:
         for i in range(6):
             client = clients.enter_context(zmq_client("DEALER", lib_url(gw.front)))
             client.send_multipart([b"", b"held %d" % i])
-        _wait(lambda: len(server.received) == 6, what="the requests at the server")
+        wait_until(lambda: len(server.received) == 6, what="the requests at the server")
         assert gw.proc is not None
         gw.proc.send_signal(signal.SIGTERM)
         gw.wait_event("workers.stopping")

@@ -6,6 +6,9 @@ replayed, failed the run as "flaky": a test never races the machine)."""
 
 from __future__ import annotations
 
+import socket
+from collections.abc import Iterator
+
 import pytest
 from hypothesis import settings
 
@@ -22,3 +25,12 @@ BOTH_PATHS = ("test_engine", "test_device", "test_wire", "test_inflight", "test_
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if metafunc.definition.path.name.startswith(BOTH_PATHS):
         both_paths(metafunc)
+
+
+@pytest.fixture
+def busy_port() -> Iterator[int]:
+    """A local TCP port with a listener on it for the test's duration (taken: in use)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen(1)
+        yield s.getsockname()[1]

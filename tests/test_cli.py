@@ -5,11 +5,9 @@ The real process (signals, READY line, live bridges) is tested in interop_tests/
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import sys
 import tomllib
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -189,12 +187,6 @@ def test_bad_option_values(option: str, value: str, contains: str,
     assert contains in _error_line(capsys)
 
 
-@pytest.fixture
-def busy_port() -> Iterator[int]:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        s.listen(1)
-        yield s.getsockname()[1]
 
 
 @pytest.mark.parametrize("backend", ["pyzmq", "native"])

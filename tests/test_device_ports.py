@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import socket
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -12,14 +11,6 @@ import pytest
 from gateway.cli import main
 from gateway.config import BridgeSpec
 from gateway.device.ports import clashes, in_use
-
-
-@pytest.fixture
-def busy_port() -> Iterator[int]:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        s.listen(1)
-        yield s.getsockname()[1]
 
 
 def _free_port() -> int:
