@@ -47,8 +47,7 @@ from libc.string cimport memcmp, memcpy
 from libc.time cimport timespec
 
 from gateway.envelope import TableFull, UnknownToken
-from gateway.wire.sp import SpCodec
-from gateway.wire.zmtp import ZmtpCodec
+from gateway.errors import Closed
 
 
 cdef extern from "sodium.h" nogil:
@@ -124,7 +123,7 @@ def _index_probe(list items, Py_ssize_t i):
     return items[i]
 
 
-include "_kernel_slots.pxi"
+include "_kernel_state.pxi"
 include "_kernel_tables.pxi"
 include "_kernel_read.pxi"
 include "_kernel_write.pxi"
@@ -150,13 +149,12 @@ cdef class _Reader:
     ``back`` the two native
     sockets; ``ledger`` the reference's books, shared."""
 
-    cdef object front, back, ledger
+    cdef object front, back
+    cdef Tally tally  # the ledger's hot counters (its reference's books, shared)
     cdef object f_inbox, b_inbox  # the two sockets' inboxes (each a deque for life)
     cdef list hold, back_hold  # the forwarder's gates (AsyncForwarder.hold)
-    cdef object f_routing, b_routing
+    cdef Routing f_routing, b_routing
     cdef int front_zmtp, back_zmtp
-    cdef list n_req, n_rep, h_req_counts, h_rep_counts
-    cdef object h_req, h_rep
     cdef double buckets[32]  # the hop-latency buckets (its own: each kernel its ledger's)
     cdef int nbuckets
     cdef int pattern
@@ -165,33 +163,32 @@ cdef class _Reader:
     cdef _Dests dests  # this read's destination pipes
     cdef bytearray plain  # CURVE: the boxes of one message, opened
 
-    def __init__(self, fwd, front, back, translator, ledger, buckets) -> None:
+    def __init__(self, fwd, front, back, translator, Tally tally, buckets) -> None:
+        """``tally``: the ledger's (a compiled one: :func:`gateway.kernel.for_bridge` makes the
+        kernel only then); ``front`` and ``back``: the two native sockets, whose ``routing`` is
+        compiled too (a TypeError otherwise: the engine's own objects, a developer's slip)."""
         if not 0 < len(buckets) <= 32:
             raise ValueError("1 to 32 hop-latency buckets")
-        if not len(ledger._h_req.counts) == len(ledger._h_rep.counts) == len(buckets) + 1:
+        if not len(tally.req_counts) == len(tally.rep_counts) == len(buckets) + 1:
             raise ValueError(f"{len(buckets)} hop-latency buckets, but the ledger's histograms "
-                             f"count {len(ledger._h_req.counts)} and "
-                             f"{len(ledger._h_rep.counts)} (one more than the buckets)")
+                             f"count {len(tally.req_counts)} and "
+                             f"{len(tally.rep_counts)} (one more than the buckets)")
+        if len(tally.req_total) != 1 or len(tally.rep_total) != 1:
+            raise ValueError("a histogram's total is one cell")
         for i, b in enumerate(buckets):
             self.buckets[i] = b
         self.nbuckets = len(buckets)
-        self.front, self.back, self.ledger = front, back, ledger
-        self.f_inbox, self.b_inbox = front._inbox, back._inbox
+        self.front, self.back, self.tally = front, back, tally
+        self.f_inbox, self.b_inbox = front.inbox, back.inbox
         self.hold, self.back_hold = fwd.hold, fwd.back_hold
         self.f_routing, self.b_routing = front.routing, back.routing
         self.front_zmtp = translator.mode.startswith("zmtp")
         self.back_zmtp = translator.mode.endswith("zmtp")
-        self.n_req, self.n_rep = ledger._n_req, ledger._n_rep
-        self.h_req, self.h_rep = ledger._h_req, ledger._h_rep
-        self.h_req_counts, self.h_rep_counts = ledger._h_req.counts, ledger._h_rep.counts
-        for layout, o in ((_ROUTING, self.f_routing), (_ROUTING, self.b_routing),
-                          (_HIST, self.h_req), (_HIST, self.h_rep), (_LEDGER, ledger)):
-            _fitting(layout, o)
         self.pattern = {"reqrep": REQREP, "pipeline": PIPELINE, "pubsub": PUBSUB}[
             translator.pattern]
         self.requests = self.pattern != PUBSUB  # (pub/sub: the front's are subscriptions)
         self.replies = self.pattern != PIPELINE
-        self.dests = _Dests(back.routing, front.routing.routes)
+        self.dests = _Dests(self.b_routing, self.f_routing.routes)
         self.plain = bytearray(256)
 
     # -- the per-read entry points (Pipe.fast) ---------------------------------------------------
@@ -208,10 +205,9 @@ cdef class _Reader:
         detours, a socket's inbox), the destination socket open."""
         if request:
             return (self.requests and not self.hold[0]
-                    and not self.f_inbox
-                    and not gw_get(self.b_routing, _ROUTING.off[R_CLOSED]))
+                    and not self.f_inbox and not self.b_routing.closed)
         return (self.replies and not self.back_hold[0] and not self.b_inbox
-                and not gw_get(self.f_routing, _ROUTING.off[R_CLOSED]))
+                and not self.f_routing.closed)
 
     cdef void _before_replies(self) except *:
         """Before a read of a back pipe (PatternKernel: pub/sub's filters, as they stand)."""
@@ -233,40 +229,47 @@ cdef class _Reader:
         Python: the bytes become the codec's receive buffer (as ``ReceiveBuffer.feed`` does
         when it is empty), the kernel takes the whole messages, the flush is scheduled (as
         ``Batch.close``), and only a read it does not finish goes on to ``Pipe.process``,
-        which gives the kernel its turn first and stops at once. False: nothing was done (the
-        pipe is paused or closing, a tail of the last read waits): the pipe's own way."""
-        if (type(data) is not bytes or not _PIPE.fits(pipe) or not _pget(pipe, P_READING)
-                or _pget(pipe, P_CLOSE_REASON)):
+        which gives the kernel its turn first and stops at once. False: nothing was done (a
+        reference pipe, paused or closing, a tail of the last read waits): the pipe's own
+        way."""
+        if type(data) is not bytes or not isinstance(pipe, PipeState):
             return False
-        cdef _Out state = _state(pipe)
+        cdef PipeState ps = <PipeState>pipe
+        if not ps.reading or ps.close_reason:
+            return False
+        cdef _Out state = _state(ps)
         if state.framing == 0 or not state.codec.streaming:
             return False
-        rx = state.rx
-        old = gw_get(rx, _RX.off[RX_POS])
-        if <Py_ssize_t>old < _size(gw_get(rx, _RX.off[RX_DATA])):
+        cdef ReceiveBuffer rx = state.rx
+        if rx.pos < len(rx.data):
             return False
-        gw_set(rx, _RX.off[RX_DATA], data)
-        gw_set(rx, _RX.off[RX_POS], 0)
-        _pset(pipe, P_RX_CHUNKS, _pget(pipe, P_RX_CHUNKS) + 1)
+        rx.data = data
+        rx.pos = 0
+        ps.rx_chunks += 1
         cdef Py_ssize_t n = self._messages(state, request)
-        cdef bint left = <Py_ssize_t>gw_get(rx, _RX.off[RX_POS]) < PyBytes_GET_SIZE(data)
+        cdef bint left = rx.pos < PyBytes_GET_SIZE(data)
         if n >= FAIR_SHARE:
-            pipe._yield_turn()  # the rest after the other pipes' turn (Pipe.process's rule)
+            pipe.yield_turn()  # the rest after the other pipes' turn (Pipe.process's rule)
         elif left:
             pipe.process(n)  # the rest, the reference's way, in the same FAIR_SHARE
             return True
-        if _pget(pipe, P_WATCH):  # (Pipe.process's rule for the message deadline)
+        if ps._watch:  # (Pipe.process's rule for the message deadline)
             liveness = pipe.liveness
-            if left or liveness._msg_timer is not None:  # (its ``watching``, inline)
+            if left or liveness.watching:
                 liveness.watch_partial(n)
-        _schedule(_pget(pipe, P_BATCH), _pget(pipe, P_LOOP))
+        batch = ps._batch
+        if type(batch) is Batch:
+            (<Batch>batch).schedule(ps._loop)
+        else:
+            batch.schedule(ps._loop)  # (a reference batch: its own flush)
         return True
 
     cdef Py_ssize_t _run(self, object pipe, bint request) except -1:
-        if not _PIPE.fits(pipe):
+        if not isinstance(pipe, PipeState):
             return 0
-        cdef _Out state = _state(pipe)  # (framing first: a plugin's codec has no ``streaming``)
-        if (state.framing == 0 or _pget(pipe, P_CLOSE_REASON)
+        cdef _Out state = _state(<PipeState>pipe)
+        # (framing first: a plugin's codec has no ``streaming``)
+        if (state.framing == 0 or (<PipeState>pipe).close_reason
                 or not state.codec.streaming):
             return 0
         return self._messages(state, request)
@@ -283,9 +286,10 @@ cdef class _Reader:
             self._after_replies()
 
     cdef Py_ssize_t _take_all(self, _Out state, bint request) except -1:
-        pipe, codec, rx = state.pipe, state.codec, state.rx
+        pipe, codec = state.pipe, state.codec
+        cdef ReceiveBuffer rx = state.rx
         cdef int framing = state.framing
-        data = gw_get(rx, _RX.off[RX_DATA])
+        data = rx.data
         cdef const uint8_t* p
         cdef Py_ssize_t end
         if type(data) is bytes:
@@ -296,14 +300,14 @@ cdef class _Reader:
             end = PyByteArray_GET_SIZE(data)
         else:
             return 0  # another buffer (ReceiveBuffer.data is a public slot): the reference's
-        cdef Py_ssize_t pos = gw_get(rx, _RX.off[RX_POS]), nxt, limit = state.limit, n = 0
+        cdef Py_ssize_t pos = rx.pos, nxt, limit = state.limit, n = 0
         cdef Py_ssize_t sent = 0
         cdef double t0 = _now()
         cdef Frame frames[MAX_FRAMES]
         cdef int count = 0, done
         cdef bint curve = framing == F_CURVE
         cdef bint zmtp = framing == F_ZMTP or curve
-        cdef bytes rid = _pget(pipe, P_ROUTING_ID)
+        cdef bytes rid = (<PipeState>pipe).routing_id
         # CURVE: the message's frames are its opened boxes (self.plain), not the read
         cdef const uint8_t* m = p
         cdef uint64_t peer_nonce = 0, opened = 0
@@ -333,7 +337,7 @@ cdef class _Reader:
                 peer_nonce = opened
                 n += 1
         finally:
-            gw_set(rx, _RX.off[RX_POS], pos)
+            rx.pos = pos
             self.dests.flush()
             if curve and n:  # the boxes opened, up to the peer's nonce
                 mech = codec.security
@@ -349,35 +353,20 @@ cdef class _Reader:
         return 0
 
     cdef void _account(self, bint request, Py_ssize_t n, double dt) except *:
-        ledger = self.ledger
-        cdef Py_ssize_t off = _LEDGER.off[L_IN_FLIGHT]
+        """``Ledger.request_forwarded`` / ``reply_forwarded`` for ``n`` messages at once."""
+        cdef Tally tally = self.tally
         cdef int b = _bucket(self.buckets, self.nbuckets, dt)
         if request:
-            if gw_get(ledger, _LEDGER.off[L_PAIRS_REPLIES]):
-                gw_set(ledger, off, gw_get(ledger, off) + n)
-            self.n_req[0] += n
-            self.h_req_counts[b] += n
-            _add(self.h_req, dt * n)
+            if tally.pairs_replies:
+                tally.in_flight += n
+            tally.n_req[0] += n
+            tally.req_counts[b] += n
+            tally.req_total[0] += dt * n
         else:
-            gw_set(ledger, off, max(0, gw_get(ledger, off) - n))
-            self.n_rep[0] += n
-            self.h_rep_counts[b] += n
-            _add(self.h_rep, dt * n)
-
-
-
-def data_received(pipe, data) -> None:
-    """``Pipe.data_received``, compiled (the engine's pipes take it for their own where this
-    module runs: a Python frame less on every read): the read to the kernel when one forwards
-    for the pipe, else the reference's steps. The reference's twin, kept to the same lines."""
-    fast_read = _pget(pipe, P_FAST_READ) if _PIPE.fits(pipe) else pipe.fast_read
-    if fast_read is not None and fast_read(pipe, data):
-        return  # the kernel took the read (and Pipe.process what it left)
-    pipe.rx_chunks += 1
-    if not pipe.ready:
-        pipe.received_before_handshake += len(data)
-    pipe.codec.receive_data(data)
-    pipe.process()
+            tally.in_flight = max(0, tally.in_flight - n)
+            tally.n_rep[0] += n
+            tally.rep_counts[b] += n
+            tally.rep_total[0] += dt * n
 
 
 include "_kernel_reqrep.pxi"

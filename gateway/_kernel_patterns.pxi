@@ -15,8 +15,8 @@ cdef class PatternKernel(_Reader):
     cdef list matched
     cdef list subs  # pub/sub: this read's subscribers, (prefixes, where to); None: not yet
 
-    def __init__(self, fwd, front, back, translator, ledger, buckets) -> None:
-        super().__init__(fwd, front, back, translator, ledger, buckets)
+    def __init__(self, fwd, front, back, translator, tally, buckets) -> None:
+        super().__init__(fwd, front, back, translator, tally, buckets)
         if self.pattern == REQREP:
             raise ValueError("request-reply is Kernel's")
         self.f_out = front.routing.out
@@ -70,18 +70,18 @@ cdef class PatternKernel(_Reader):
         cdef list subs = []
         filters = self.filters
         for pipe in self.f_out:
-            if not _PIPE.fits(pipe):  # (the reference's, should it match)
+            if not isinstance(pipe, PipeState):  # (the reference's, should it match)
                 flt = filters.get(pipe.routing_id, ())
                 if flt:
                     if type(flt) is not tuple:
                         return False
                     subs.append((flt, None))
                 continue
-            flt = filters.get(_pget(pipe, P_ROUTING_ID), ())
+            flt = filters.get((<PipeState>pipe).routing_id, ())
             if flt:
                 if type(flt) is not tuple:
                     return False
-                subs.append((flt, self.dests.out(pipe) if _pget(pipe, P_WRITABLE) else pipe))
+                subs.append((flt, self.dests.out(pipe) if (<PipeState>pipe).writable else pipe))
         self.subs = subs
         return True
 

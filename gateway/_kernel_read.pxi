@@ -190,21 +190,18 @@ cdef bint _valid_words(const uint8_t* p, Frame* frames, int n) noexcept:
     return True
 
 
+#: what a codec's ``kernel_framing`` (gateway.wire.KernelSeam) may say, and what it means here
+cdef dict FRAMINGS = {"zmtp": F_ZMTP, "zmtp-curve": F_CURVE, "sp": F_SP, "sp-ipc": F_SP_IPC}
+
+
 cdef int _framing(object codec) except -1:
-    """What the kernel writes and reads for a pipe with ``codec`` (0: nothing, its wire is the
-    reference's: CURVE's boxes, WebSocket, another prefix)."""
-    cdef type kind = type(codec)
-    if kind is ZmtpCodec:
-        if not codec.sealed:
-            return F_ZMTP
-        session = getattr(codec.security, "session", None)  # CURVE's (gateway.wire.zmtp_curve)
-        return F_CURVE if session is not None and session() is not None else 0
-    if kind is SpCodec:
-        prefix = codec.message_prefix
-        if not prefix:
-            return F_SP
-        return F_SP_IPC if prefix == b"\x01" else 0
-    return 0
+    """What the kernel writes and reads for a pipe with ``codec``: what the codec declares
+    (``kernel_framing``, whatever its class); 0: nothing, its wire is the reference's (a codec
+    that declares none, WebSocket, another prefix, a CURVE session not open)."""
+    framing = getattr(codec, "kernel_framing", None)
+    if framing is None:
+        return 0
+    return FRAMINGS.get(framing, 0)
 
 
 cdef Py_ssize_t _open(bytearray plain_buf, const uint8_t* p, Py_ssize_t pos, Py_ssize_t end,

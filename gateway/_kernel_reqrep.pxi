@@ -12,8 +12,8 @@ cdef class Kernel(_Reader):
     cdef bint tokens  # zmtp -> sp: requests park their envelope under a token
     cdef int ttl  # the front's hop limit (SP)
 
-    def __init__(self, fwd, front, back, translator, loss, ledger, buckets) -> None:
-        super().__init__(fwd, front, back, translator, ledger, buckets)
+    def __init__(self, fwd, front, back, translator, loss, tally, buckets) -> None:
+        super().__init__(fwd, front, back, translator, tally, buckets)
         self.tokens = translator.mode == "zmtp->sp"
         self.table = translator.table if self.tokens else None
         self.inflight = loss.inflight
@@ -83,7 +83,7 @@ cdef class Kernel(_Reader):
             elif not out.sp_forward(rid, p, payload):
                 return False
         self.dests.moved()
-        self.inflight.c_sent(key, _pget(out.pipe, P_ROUTING_ID), now, cost)
+        self.inflight.c_sent(key, out.pipe.routing_id, now, cost)
         return True
 
     cdef int _reply(self, const uint8_t* p, Frame* frames, int count, bint zmtp,

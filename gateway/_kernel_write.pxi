@@ -28,7 +28,9 @@ cdef class _Out:
     pipe's first read or write): what a read of it needs (its codec's receive buffer and
     framing, which are fixed once the pipe is ready) and what one read writes to it, its
     encoded messages in order (CURVE: plain frames, sealed at the end of the read)."""
-    cdef object pipe, codec, rx
+    cdef PipeState pipe
+    cdef object codec
+    cdef ReceiveBuffer rx
     cdef int framing
     cdef Py_ssize_t limit  # the codec's max_message_size
     cdef object dests  # the _Dests (a kernel's) that last wrote here, in its read ``epoch``
@@ -265,10 +267,9 @@ cdef _Out _FOREIGN = _Out.__new__(_Out)
 cdef Py_ssize_t LIMIT_CAP = 1 << 62
 
 
-cdef _Out _state(object pipe):
-    """The kernel's record of ``pipe`` (a ready one that fits PIPE), made at its first read
-    or write."""
-    state = _pget(pipe, P_KERNEL_STATE)
+cdef _Out _state(PipeState pipe):
+    """The kernel's record of ``pipe`` (a ready one), made at its first read or write."""
+    state = pipe.kernel_state
     if state is not None:
         if type(state) is _Out:
             return <_Out>state
@@ -277,50 +278,18 @@ cdef _Out _state(object pipe):
     codec = pipe.codec
     out.pipe, out.codec = pipe, codec
     out.framing = _framing(codec)
-    if out.framing:  # (a plugin's codec has no rx)
-        out.rx = codec.rx
+    if out.framing:  # (a codec that declares its framing: gateway.wire.KernelSeam)
+        rx = codec.rx
         limit = codec.max_message_size
-        if type(limit) is not int or limit < 0:
-            out.framing = 0  # (set by Python code: the reference's to judge)
+        if type(rx) is not ReceiveBuffer or type(limit) is not int or limit < 0:
+            out.framing = 0  # (a reference buffer, a limit Python code set: the reference's)
         else:
+            out.rx = <ReceiveBuffer>rx
             out.limit = limit if limit < LIMIT_CAP else LIMIT_CAP
         if out.framing == F_CURVE:
             out.mech = codec.security
-        if not _RX.fits(out.rx):
-            out.framing = 0
-    _pset(pipe, P_KERNEL_STATE, out)
+    pipe.kernel_state = out
     return out
-
-
-def flush_batch(batch) -> None:
-    """``gateway.engine.writes.flush`` with ``Writes.flush`` inlined, compiled (the loop calls
-    it once per iteration after the kernel's whole reads): what every pipe of ``batch``
-    buffered, one write each. The reference's twin, kept to the same lines."""
-    _fitting(_BATCH, batch)
-    gw_set(batch, _BATCH.off[B_SCHEDULED], None)
-    cdef list dirty = gw_get(batch, _BATCH.off[B_DIRTY])
-    gw_set(batch, _BATCH.off[B_DIRTY], [])
-    cdef list chunks
-    for pipe in dirty:
-        if not _PIPE.fits(pipe):
-            pipe.flush()  # (the reference's: a pipe the layout does not know)
-            continue
-        chunks = _pget(pipe, P_WBUF)
-        _pset(pipe, P_WBUF, [])
-        _pset(pipe, P_WBUF_SIZE, 0)
-        transport = _pget(pipe, P_TRANSPORT)
-        if chunks and transport is not None and not transport.is_closing():
-            transport.write(chunks[0] if len(chunks) == 1 else b"".join(chunks))
-
-
-cdef void _schedule(object batch, object loop) except *:
-    """``Batch.schedule`` with the compiled flush: once this iteration's reads ran, when the
-    batch holds writes and no dispatch is open."""
-    _fitting(_BATCH, batch)
-    if (gw_get(batch, _BATCH.off[B_DIRTY]) and not gw_get(batch, _BATCH.off[B_DEPTH])
-            and gw_get(batch, _BATCH.off[B_SCHEDULED]) is not loop):
-        gw_set(batch, _BATCH.off[B_SCHEDULED], loop)
-        loop.call_soon(flush_batch, batch)
 
 
 cdef class _Dests:
@@ -330,7 +299,7 @@ cdef class _Dests:
     a reply goes to (``front_out``), each looked up once per read. Within one read nothing is
     written to a transport and no pipe comes or goes, so neither answer changes."""
 
-    cdef object b_routing  # the back's Routing (its out list, its round robin)
+    cdef Routing b_routing  # the back's (its out list, its round robin)
     cdef dict f_routes  # the front's pipes by routing id
     cdef uint64_t epoch  # this read's number
     cdef list order  # the _Out written to in this read, in the order of their first message
@@ -339,7 +308,7 @@ cdef class _Dests:
     cdef bytes r_target  # this read's last reply destination (routing id) and its buffer
     cdef _Out r_out
 
-    def __init__(self, b_routing, f_routes) -> None:
+    def __init__(self, Routing b_routing, dict f_routes) -> None:
         self.b_routing, self.f_routes = b_routing, f_routes
         self.epoch = 1
         self.order = []
@@ -354,9 +323,9 @@ cdef class _Dests:
         cdef Py_ssize_t n, i, idx
         if picks is None:
             picks = self.picks = [
-                pipe if _PIPE.fits(pipe) and _pget(pipe, P_WRITABLE) else None
-                for pipe in gw_get(self.b_routing, _ROUTING.off[R_OUT])]
-            self.rr = gw_get(self.b_routing, _ROUTING.off[R_RR])
+                pipe if isinstance(pipe, PipeState) and (<PipeState>pipe).writable else None
+                for pipe in self.b_routing.out]
+            self.rr = self.b_routing.rr
         n = len(picks)
         for i in range(n):
             idx = (self.rr + i) % n
@@ -378,15 +347,16 @@ cdef class _Dests:
 
     cdef _Out out(self, object pipe):
         """This read's buffer for ``pipe`` (None: a wire the kernel does not write)."""
-        if not _PIPE.fits(pipe):
+        if not isinstance(pipe, PipeState):
             return None
-        cdef _Out out = _state(pipe)
+        cdef PipeState ps = <PipeState>pipe
+        cdef _Out out = _state(ps)
         if out.framing == 0:
             return None
         if out.epoch != self.epoch or out.dests is not self:  # its first message of this read
             out.dests, out.epoch = self, self.epoch
             out.size = out.wire = 0
-            out.room = _pget(pipe, P_HIGH) - _pget(pipe, P_WBUF_SIZE)
+            out.room = ps._high - ps._wbuf_size
             if out.framing == F_CURVE:
                 out.precom, out.prefix, _, out.nonce, _ = out.mech.session()
             self.order.append(out)
@@ -396,7 +366,8 @@ cdef class _Dests:
         """Each destination's bytes into its pipe's write batch (Writes.write_frames), once;
         CURVE destinations get their frames sealed here, in order (their nonces go up)."""
         cdef _Out out
-        cdef list wbuf, dirty
+        cdef PipeState pipe
+        cdef list wbuf
         for out in self.order:
             if out.size:
                 if out.framing == F_CURVE:
@@ -405,20 +376,21 @@ cdef class _Dests:
                     PyByteArray_Resize(out.data, out.size)
                     data = out.data
                 pipe = out.pipe
-                wbuf = _pget(pipe, P_WBUF)  # (typed: a list, else TypeError, not a blind cast)
+                wbuf = pipe.wbuf
                 if not wbuf:
-                    batch = _pget(pipe, P_BATCH)
-                    _fitting(_BATCH, batch)
-                    dirty = gw_get(batch, _BATCH.off[B_DIRTY])
-                    dirty.append(pipe)
+                    batch = pipe._batch
+                    if type(batch) is Batch:
+                        (<Batch>batch).dirty.append(pipe)
+                    else:
+                        batch.dirty.append(pipe)  # (a reference batch)
                 wbuf.append(data)
-                _pset(pipe, P_WBUF_SIZE, _pget(pipe, P_WBUF_SIZE) + out.wire)
+                pipe._wbuf_size += out.wire
                 out.data = None  # the pipe's now
         del self.order[:]
         self.epoch += 1
         if self.picks is not None:  # the round robin, as the reference's picks leave it
             self.picks = None
-            gw_set(self.b_routing, _ROUTING.off[R_RR], self.rr)
+            self.b_routing.rr = self.rr
         self.r_target = self.r_out = None
 
     cdef _Out front_out(self, const uint8_t* tp, Py_ssize_t tn, bytes target):
@@ -433,7 +405,7 @@ cdef class _Dests:
         if target is None:
             target = PyBytes_FromStringAndSize(<const char*>tp, tn)
         fpipe = self.f_routes.get(target)
-        if fpipe is None or not _PIPE.fits(fpipe) or not _pget(fpipe, P_WRITABLE):
+        if fpipe is None or not isinstance(fpipe, PipeState) or not (<PipeState>fpipe).writable:
             return None
         cdef _Out out = self.out(fpipe)
         if out is not None:

@@ -601,16 +601,16 @@ def test_a_whole_read_never_reaches_the_pipes_python(front: str, back: str,
     ``Pipe.process`` (and the codec's ``receive_data`` under it) never runs; a read cut inside
     a message goes on to ``Pipe.process`` for its tail, and the next read (a tail waits in the
     buffer) is the pipe's own."""
-    from gateway.engine.pipe import Pipe
+    from gateway.engine.pipe import PipeBody
 
     calls: list[str] = []
-    process = Pipe.process
+    process = PipeBody.process
 
-    def counted(self: Pipe, *args: int) -> None:
+    def counted(self: PipeBody, *args: int) -> None:
         calls.append("process")
         process(self, *args)
 
-    monkeypatch.setattr(Pipe, "process", counted)
+    monkeypatch.setattr(PipeBody, "process", counted)
 
     async def go() -> dict[str, Any]:
         core._RUNNING_PIPE_IDS[0] = 100
@@ -987,24 +987,27 @@ class _Pipe:
 def test_the_compiled_flush_writes_what_the_reference_writes(
         pipes: list[tuple[list[bytes], str]]) -> None:
     """``flush_batch`` (the kernel's whole reads) and ``writes.flush`` (Batch.close's) write
-    the same bytes to the same transports and leave the pipes and the batch the same: pipes
-    whose slots the kernel reads at their offsets (the engine's) and other pipes (their own
-    ``flush``), mixed."""
-    from gateway.engine.pipe import Pipe
+    the same bytes to the same transports and leave the pipes and the batch the same: pipes on
+    the kernel's hot state (read as C fields) and other pipes (their own ``flush``), mixed;
+    each flush with its own twin of the batch."""
+    from gateway.engine.pipe import pipe_class
     from gateway.engine.writes import Batch, flush
+
+    assert kernel.compiled is not None
+    compiled_pipe = pipe_class()
 
     def made(writes: list[tuple[str, bytes]], i: int, chunks: list[bytes], t: str) -> Any:
         stand_in = _Pipe(writes, str(i), chunks, t)
         if i % 2:
             return stand_in
-        pipe = Pipe.__new__(Pipe)  # (the slots flush reads and writes, no connection)
+        pipe = compiled_pipe.__new__(compiled_pipe)  # (the fields flush reads, no connection)
         pipe.wbuf, pipe._wbuf_size, pipe.transport = (
             stand_in.wbuf, stand_in._wbuf_size, stand_in.transport)
         return pipe
 
-    def run(flusher: Callable[[Batch], None]) -> tuple[object, ...]:
+    def run(flusher: Callable[[Any], None], make_batch: Callable[[], Any]) -> tuple[object, ...]:
         writes: list[tuple[str, bytes]] = []
-        batch = Batch()
+        batch = make_batch()
         batch.scheduled = object()  # type: ignore[assignment]
         pipes_made = [made(writes, i, chunks, t) for i, (chunks, t) in enumerate(pipes)]
         batch.dirty = list(pipes_made)
@@ -1012,8 +1015,7 @@ def test_the_compiled_flush_writes_what_the_reference_writes(
         return (writes, batch.dirty, batch.scheduled,
                 [(p.wbuf, p._wbuf_size) for p in pipes_made])
 
-    assert kernel.compiled is not None
-    assert run(kernel.compiled.flush_batch) == run(flush)
+    assert run(kernel.compiled.flush_batch, kernel.compiled.Batch) == run(flush, Batch)
 
 
 async def _prestart_order(compiled: bool) -> bytes:
@@ -1059,124 +1061,6 @@ def test_a_request_the_loop_holds_is_not_overtaken(compiled: bool) -> None:
     assert wire.index(b"first") < wire.index(b"second")
 
 
-# -- the slots the kernel reads at their offsets (_kernel_slots.pxi) ----------------------------
-
-@needs_kernel
-def test_the_engines_classes_keep_every_slot_the_kernel_reads() -> None:
-    """Each layout names slots its class keeps (a renamed or dropped slot would make the kernel
-    leave every such object to the reference, or refuse a bridge); a real object of each fits."""
-    from gateway.engine.pipe import _KERNEL_READS, Pipe
-    from gateway.engine.send import Routing
-    from gateway.engine.writes import Batch
-    from gateway.metrics import Histogram
-    from gateway.wire._buffer import ReceiveBuffer
-
-    k = kernel.compiled
-    assert k is not None
-    assert set(k.PIPE.names) <= set(_KERNEL_READS)
-    ledger = Ledger(f"slots-{uuid.uuid4().hex[:8]}")
-    for layout, obj in ((k.PIPE, Pipe.__new__(Pipe)), (k.RX, ReceiveBuffer()),
-                        (k.BATCH, Batch()), (k.ROUTING, Routing("r")),
-                        (k.HISTOGRAM, Histogram()), (k.LEDGER, ledger)):
-        assert set(layout.names) <= set(type(obj).__slots__), layout.names
-        assert layout.fit(obj), layout.names
-
-
-@needs_kernel
-def test_a_layout_fits_only_classes_that_keep_its_slots_where_it_learned_them() -> None:
-    k = kernel.compiled
-    assert k is not None
-
-    class A:
-        __slots__ = ("x", "y")
-
-    class Sub(A):  # (inherits the slots, at the same offsets)
-        z = 1
-
-    class Hides(A):
-        y = None  # a class attribute in place of the slot
-
-    class Other:  # the same names, elsewhere
-        __slots__ = ("pad", "x", "y")
-
-    class Dict:
-        def __init__(self) -> None:
-            self.x = self.y = 0
-
-    layout = k._Layout("x", "y")
-    assert not layout.fit(Dict()) and not layout.fit(Hides())
-    assert layout.fit(A()) and layout.fit(Sub()) and layout.fit(A())
-    assert not layout.fit(Other())  # (A's offsets were learned first)
-    fresh = k._Layout("x", "y")
-    assert fresh.fit(Other()) and not fresh.fit(A())
-    with pytest.raises(ValueError):
-        k._Layout(*(f"s{i}" for i in range(17)))
-
-
-@needs_kernel
-def test_a_slot_the_kernel_reads_unset_is_an_attribute_error_as_in_the_reference() -> None:
-    from gateway.engine.pipe import Pipe
-    from gateway.engine.writes import Batch, flush
-
-    for flusher in (kernel.compiled.flush_batch, flush):  # type: ignore[union-attr]
-        batch = Batch()
-        batch.dirty = [Pipe.__new__(Pipe)]  # (no wbuf yet)
-        with pytest.raises(AttributeError):
-            flusher(batch)
-
-
-@needs_kernel
-def test_a_slot_descriptor_borrowed_from_another_class_does_not_fit() -> None:
-    """A member descriptor is any class's attribute: its offset is its own class's. A class
-    that merely holds Batch's descriptors keeps no slots there (its objects are smaller):
-    flush_batch wrote past them (AddressSanitizer: heap-buffer-overflow in gw_set)."""
-    from gateway.engine.writes import Batch
-
-    class FakeBatch:
-        depth = Batch.depth
-        dirty = Batch.dirty
-        scheduled = Batch.scheduled
-
-    k = kernel.compiled
-    assert k is not None
-    assert k.BATCH.fit(Batch()) and not k.BATCH.fit(FakeBatch())
-    assert not k._Layout("depth", "dirty", "scheduled").fit(FakeBatch())
-    with pytest.raises(TypeError):
-        k.flush_batch(FakeBatch())
-
-
-@needs_kernel
-def test_a_class_changed_after_it_fit_is_looked_at_again() -> None:
-    k = kernel.compiled
-    assert k is not None
-
-    class A:
-        __slots__ = ("x", "y")
-
-    a = A()
-    layout = k._Layout("x", "y")
-    assert layout.fit(a)
-    A.x = 5  # type: ignore[assignment,misc]  # (a.x is 5 now, not the slot)
-    assert not layout.fit(a)
-
-
-@needs_kernel
-def test_a_pipe_and_a_sniffing_pipe_both_stay_known() -> None:
-    """A one-port bridge's pipes (SniffingPipe) and the others (pipe_class(): the compiled
-    Pipe where the kernel runs) alternate on every read: both classes are remembered (no
-    learning again, 13 look-ups, on every change of class)."""
-    from gateway.engine.pipe import SniffingPipe, pipe_class
-
-    k = kernel.compiled
-    assert k is not None
-    made = pipe_class()
-    p, s = made.__new__(made), SniffingPipe.__new__(SniffingPipe)
-    layout = k._Layout(*k.PIPE.names)
-    for _ in range(3):
-        assert layout.fit(p) and layout.fit(s)
-    assert {layout.cls, layout.cls2} == {made, SniffingPipe}
-
-
 def test_a_ledger_can_still_be_weakly_referenced() -> None:
     import weakref
 
@@ -1192,13 +1076,14 @@ def test_pipes_read_through_the_compiled_data_received(monkeypatch: pytest.Monke
     from gateway.engine.pipe import Pipe, SniffingPipe, pipe_class
 
     assert kernel.compiled is not None
-    assert pipe_class().data_received is kernel.compiled.data_received
-    assert issubclass(pipe_class(), Pipe) and pipe_class() is pipe_class()
-    assert Pipe.data_received is not kernel.compiled.data_received
+    received = kernel.compiled.PipeState.data_received
+    assert pipe_class().data_received is received
+    assert issubclass(pipe_class(), kernel.compiled.PipeState) and pipe_class() is pipe_class()
+    assert pipe_class(sniffing=True)._read is received
+    assert Pipe.data_received is not received
     assert SniffingPipe.data_received is not Pipe.data_received  # (its own, then the chosen one)
-    assert "fast_read" in kernel.compiled.PIPE.names
     monkeypatch.setattr(kernel, "compiled", None)
-    assert pipe_class() is Pipe
+    assert pipe_class() is Pipe and pipe_class(sniffing=True) is SniffingPipe
 
 
 @pytest.mark.parametrize("engine_path", PATHS, indirect=True)

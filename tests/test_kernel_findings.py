@@ -226,11 +226,11 @@ def test_each_kernel_keeps_its_own_buckets() -> None:
         fwd = rig.fwd
         make = kernel.compiled.Kernel  # type: ignore[union-attr]
         with pytest.raises(ValueError, match="hop-latency buckets"):
-            make(fwd, fwd.front.socket, fwd.back.socket, fwd.translator, fwd.loss, fwd.ledger,
-                 [0.0] * 32)
+            make(fwd, fwd.front.socket, fwd.back.socket, fwd.translator, fwd.loss,
+                 fwd.ledger.tally, [0.0] * 32)
         # as many as the ledger's, all 0: every read of *this* kernel lands in the last one
-        make(fwd, fwd.front.socket, fwd.back.socket, fwd.translator, fwd.loss, fwd.ledger,
-             [0.0] * len(BUCKETS))
+        make(fwd, fwd.front.socket, fwd.back.socket, fwd.translator, fwd.loss,
+             fwd.ledger.tally, [0.0] * len(BUCKETS))
         rig.clients[0].pipe.data_received(T._zmtp_frames([b"", b"x"]))
         await _settle()
         assert fwd.ledger.forwarded("request") == 1
@@ -299,7 +299,7 @@ def test_a_pipe_of_another_wire_than_the_translators_is_the_references() -> None
         fwd = rig.fwd
         tr = Translator("zmtp", "sp", kernel.token_table(64, 60.0, start=7))
         k = kernel.compiled.Kernel(fwd, fwd.front.socket, fwd.back.socket,  # type: ignore[union-attr]
-                                   tr, fwd.loss, fwd.ledger, BUCKETS)
+                                   tr, fwd.loss, fwd.ledger.tally, BUCKETS)
         pipe = rig.clients[0].pipe
         pipe.fast_read, pipe.fast = k.read_request, k.request
         payload = b"\x00\x00\x00\x01" * 3 + b"\x80\x00\x00\x07" + b"body"

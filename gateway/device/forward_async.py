@@ -23,7 +23,7 @@ from gateway.device.inflight import LossTracker
 from gateway.device.ledger import Ledger, clock
 from gateway.device.step import ReplyStep, RequestStep
 from gateway.engine.hooks import SocketHooks
-from gateway.envelope import PatternTranslator, Translation, Translator
+from gateway.envelope import Translation
 from gateway.errors import Drop, GatewayError
 from gateway.metrics import BUCKETS
 
@@ -31,30 +31,6 @@ from gateway.metrics import BUCKETS
 async def _forever() -> None:
     """A direction the pattern does not use: wait until cancelled."""
     await asyncio.get_running_loop().create_future()
-
-
-#: the patterns beyond request-reply the kernel forwards (pair stays the reference's)
-KERNEL_PATTERNS = frozenset({"pipeline", "pubsub"})
-
-
-def _kernel_for(fwd: AsyncForwarder) -> Any:
-    """The compiled kernel for this forwarder, when it is built and the bridge is one it
-    forwards, between two native sides without a body codec: request-reply (with the kernel's
-    own tables, :func:`gateway.kernel.token_table`), pipeline and pub/sub."""
-    compiled = kernel.compiled
-    translator = fwd.translator
-    if compiled is None or translator.body_codec is not None:
-        return None
-    if type(translator) is Translator:  # request-reply: the kernel's tables
-        if (not isinstance(translator.table, compiled.TokenTable)
-                or not isinstance(fwd.loss.inflight, compiled.InFlight)):
-            return None
-        return compiled.Kernel(fwd, fwd.front.socket, fwd.back.socket, translator, fwd.loss,
-                               fwd.ledger, BUCKETS)
-    if type(translator) is PatternTranslator and translator.pattern in KERNEL_PATTERNS:
-        return compiled.PatternKernel(fwd, fwd.front.socket, fwd.back.socket, translator,
-                                      fwd.ledger, BUCKETS)
-    return None
 
 
 class _Front(SocketHooks):
@@ -118,7 +94,7 @@ class AsyncForwarder:
                                front.send_now if front.callbacks else None)
         self.callbacks = front.callbacks and native_back
         #: the compiled kernel (one call per read) where it applies, else None
-        self.kernel = _kernel_for(self) if self.callbacks else None
+        self.kernel = kernel.for_bridge(self, BUCKETS) if self.callbacks else None
 
     def pattern_drop(self, drop: Drop, endpoint: str, direction: str) -> bool:
         self.ledger.dropped(drop.reason, direction, drop.detail, peer=endpoint)

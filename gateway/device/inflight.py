@@ -139,9 +139,8 @@ class LossTracker:
 
     def __init__(self, translator: Translation, ledger: Ledger, peers: Callable[[], int]) -> None:
         table = translator.table
-        compiled = kernel.compiled
-        self.inflight: InFlight = (compiled.InFlight if compiled is not None else InFlight)(
-            table.max_entries, table.ttl, table.max_bytes)
+        self.inflight: InFlight = kernel.twin("InFlight")(table.max_entries, table.ttl,
+                                                          table.max_bytes)
         self.translator, self.ledger = translator, ledger
         self._peers = peers
         self._tokens_count = translator.mode == "zmtp->sp"  # the token table counts expiry

@@ -22,6 +22,7 @@ import time
 from bisect import bisect_left
 from time import monotonic
 
+from gateway import kernel
 from gateway.envelope import EnvelopeError
 from gateway.errors import (
     DROP_REASONS,
@@ -70,23 +71,33 @@ def classify(exc: BaseException, direction: str) -> str:
 NORMAL = frozenset({"probe"})
 
 
+class Tally:
+    """A bridge's hot counters, what both forwarding paths count on every message: requests in
+    flight, whether replies pair with requests, and the cells of the forwarded counters and of
+    the hop-latency histograms (``*_counts``: per bucket; ``*_total``: the sum). The reference
+    twin of the compiled kernel's ``Tally`` (:data:`gateway.kernel.TWINS`), which a bridge's
+    kernel counts in."""
+
+    __slots__ = ("in_flight", "n_rep", "n_req", "pairs_replies", "rep_counts", "rep_total",
+                 "req_counts", "req_total")
+
+    def __init__(self, n_req: list[int], n_rep: list[int], req_counts: list[int],
+                 req_total: list[float], rep_counts: list[int], rep_total: list[float]) -> None:
+        self.in_flight = 0
+        self.pairs_replies = True
+        self.n_req, self.n_rep = n_req, n_rep
+        self.req_counts, self.req_total = req_counts, req_total
+        self.rep_counts, self.rep_total = rep_counts, rep_total
+
+
 class Ledger:
     """Counters and gauges of one bridge; cheap enough for the hot path (dict increments)."""
 
-    #: the two the compiled kernel reads and writes on every read live in slots (at their
-    #: offsets, gateway/_kernel_slots.pxi); the rest in the instance dict (and weak references,
-    #: as before the slots)
-    __slots__ = ("in_flight", "pairs_replies", "__dict__", "__weakref__")
-
     def __init__(self, bridge: str, metrics: Registry = METRICS) -> None:
         self.bridge = bridge
-        self.in_flight = 0
         #: False when the front's library may drop a reply it took (``confirms_delivery``):
         #: forwarded replies are then also counted as unconfirmed
         self.replies_confirmed = True
-        #: False for pub/sub, pipeline and pair: nothing forwarded waits for an answer, so
-        #: nothing is in flight ("request" counts front -> back, "reply" back -> front)
-        self.pairs_replies = True
         self._metrics = metrics
         self._counters = metrics.counters
         self._k_req = metrics.declare("gateway_forwarded_messages_total", bridge=bridge,
@@ -106,30 +117,53 @@ class Ledger:
                                         direction=REQUEST)
         self._h_rep = metrics.histogram("gateway_hop_latency_seconds", bridge=bridge,
                                         direction=REPLY)
+        #: the hot counters (the twin that runs: a bridge's compiled kernel counts in them)
+        self.tally: Tally = kernel.twin("Tally")(
+            self._n_req, self._n_rep, self._h_req.counts, self._h_req.total,
+            self._h_rep.counts, self._h_rep.total)
         metrics.gauge("gateway_in_flight_requests", lambda: float(self.in_flight), bridge=bridge)
         # (reason, direction, client) -> [quiet until, lines held back]
         self._quiet: dict[tuple[str, str, str], list[float]] = {}
+
+    @property
+    def in_flight(self) -> int:
+        """Requests forwarded and not yet answered (request-reply)."""
+        return self.tally.in_flight
+
+    @in_flight.setter
+    def in_flight(self, value: int) -> None:
+        self.tally.in_flight = value
+
+    @property
+    def pairs_replies(self) -> bool:
+        """False for pub/sub, pipeline and pair: nothing forwarded waits for an answer, so
+        nothing is in flight ("request" counts front -> back, "reply" back -> front)."""
+        return self.tally.pairs_replies
+
+    @pairs_replies.setter
+    def pairs_replies(self, value: bool) -> None:
+        self.tally.pairs_replies = value
 
     # -- the hot path ------------------------------------------------------------------------
     # ``t0``: clock() when the message came in (forwarders read the clock once per
     # message: the same reading dates its token). The histogram's observe, inline.
     def request_forwarded(self, t0: float) -> None:
-        if self.pairs_replies:
-            self.in_flight += 1
-        self._n_req[0] += 1
-        hist = self._h_req
+        tally = self.tally
+        if tally.pairs_replies:
+            tally.in_flight += 1
+        tally.n_req[0] += 1
         dt = clock() - t0
-        hist.counts[bisect_left(BUCKETS, dt)] += 1
-        hist.sum += dt
+        tally.req_counts[bisect_left(BUCKETS, dt)] += 1
+        tally.req_total[0] += dt
 
     def reply_forwarded(self, t0: float) -> None:
-        if self.in_flight:
-            self.in_flight -= 1
-        self._n_rep[0] += 1
-        hist = self._h_rep
+        tally = self.tally
+        if tally.in_flight:
+            tally.in_flight -= 1
+        tally.n_rep[0] += 1
         dt = clock() - t0
-        hist.counts[bisect_left(BUCKETS, dt)] += 1
-        hist.sum += dt
+        tally.rep_counts[bisect_left(BUCKETS, dt)] += 1
+        tally.rep_total[0] += dt
         if not self.replies_confirmed:  # the front's library may still drop it silently
             self._n_unconfirmed[0] += 1
 
@@ -146,7 +180,7 @@ class Ledger:
                 "gateway_dropped_messages_total", bridge=self.bridge, reason=reason)
         self._counters[key] += count
         if direction == REPLY:
-            self.in_flight = max(0, self.in_flight - count)
+            self.tally.in_flight = max(0, self.tally.in_flight - count)
         who = client.hex()
         if reason in NORMAL:  # the normal, not a loss: counted, no warning
             log.debug("drop", bridge=self.bridge, direction=direction, reason=reason,

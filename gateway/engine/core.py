@@ -25,6 +25,7 @@ import random
 from collections import deque
 from typing import Any
 
+from gateway import kernel
 from gateway.engine.endpoints import Endpoints
 from gateway.engine.failures import PipeFailure
 from gateway.engine.hooks import SocketHooks
@@ -92,8 +93,10 @@ class SocketCore:
                 self.pattern.subscribe(topic)
         self.hwm = opts.hwm
         self.closed = False
-        self.routing = Routing(name)
-        self._inbox: deque[tuple[Pipe, Message]] = deque()
+        self.routing: Routing = kernel.twin("Routing")(name)
+        #: messages received and not yet taken, in order (the compiled kernel forwards only
+        #: while it is empty: what waits goes first)
+        self.inbox: deque[tuple[Pipe, Message]] = deque()
         self._recv_waiter: asyncio.Future[tuple[Pipe, Message]] | None = None
         self._pipe_waiters: list[asyncio.Future[None]] = []
         self.timer = PatternTimer(self.pattern, self.routing)
@@ -220,7 +223,7 @@ class SocketCore:
     def pipe_messages(self, pipe: Pipe, batch: list[tuple[bytes, ...]]) -> None:
         receive = self.pattern.receive
         rid, family = pipe.routing_id, pipe.family
-        inbox, take = self._inbox, self._take
+        inbox, take = self.inbox, self._take
         for parts in batch:
             if pipe.close_reason:  # closed by what came before: the rest goes with it
                 return
@@ -257,14 +260,14 @@ class SocketCore:
         log.info("drop", reason=drop.reason, endpoint=endpoint, socket=self.name)
 
     def _deliver(self, pipe: Any, msg: Message) -> None:
-        if not self._inbox and self._take(msg):
+        if not self.inbox and self._take(msg):
             return
         waiter = self._recv_waiter
         if waiter is not None and not waiter.done():
             self._recv_waiter = None
             waiter.set_result((pipe, msg))
             return
-        self._inbox.append((pipe, msg))
+        self.inbox.append((pipe, msg))
         pipe.enqueued()
 
     # -- message API -----------------------------------------------------------------------
@@ -274,8 +277,8 @@ class SocketCore:
         while True:
             self._check_open()
             pattern.check_recv()
-            if self._inbox:
-                pipe, msg = self._inbox.popleft()
+            if self.inbox:
+                pipe, msg = self.inbox.popleft()
                 pipe.dequeued()
             else:
                 waiter = self._recv_waiter = asyncio.get_running_loop().create_future()
@@ -283,7 +286,7 @@ class SocketCore:
                     pipe, msg = await waiter
                 except asyncio.CancelledError:
                     if waiter.done() and not waiter.cancelled():
-                        self._inbox.appendleft(waiter.result())  # nothing is lost on a timeout
+                        self.inbox.appendleft(waiter.result())  # nothing is lost on a timeout
                         waiter.result()[0].enqueued()
                     raise
                 finally:
@@ -341,7 +344,7 @@ class SocketCore:
     @property
     def inbox_size(self) -> int:
         """How many received messages wait in the inbox (bounded: ``hwm`` per pipe)."""
-        return len(self._inbox)
+        return len(self.inbox)
 
     def _check_open(self) -> None:
         self.routing.check_open()

@@ -14,7 +14,7 @@ from typing import Any
 from gateway.engine.codecs import make_codec
 from gateway.engine.dialer import Dialer
 from gateway.engine.listener import Admission
-from gateway.engine.pipe import Pipe, PipeOwner, SniffingPipe, pipe_class
+from gateway.engine.pipe import Pipe, PipeOwner, pipe_class
 from gateway.errors import ConfigError, TransportError
 from gateway.logging import get_logger
 from gateway.patterns.pairing import SP_ONLY_KINDS
@@ -97,7 +97,8 @@ class Endpoints:
         opts = self.options
         pipe: Pipe
         if wire.family == ANY:
-            pipe = SniffingPipe(self.owner, partial(self._codec_of, transport), endpoint, opts)
+            pipe = pipe_class(sniffing=True)(self.owner, partial(self._codec_of, transport),
+                                             endpoint, opts)
         else:
             made: list[Pipe] = []  # the authenticator asks the pipe for the peer's address
             mechanism = None

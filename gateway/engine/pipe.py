@@ -26,11 +26,13 @@ from __future__ import annotations
 import asyncio
 import functools
 from collections.abc import Callable
-from typing import Any, Protocol, cast
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from gateway import kernel
 from gateway.engine.failures import PipeFailure, failure_at_loss, failure_of
 from gateway.engine.liveness import Liveness
+from gateway.engine.pipe_state import PipeState
+from gateway.engine.reading import Reading
 from gateway.engine.writes import BYTES_PER_HWM, Writes, thread_batch
 from gateway.errors import HANDSHAKE_REASONS, ProtocolError
 from gateway.logging import get_logger
@@ -78,22 +80,17 @@ def _peer_address(transport: asyncio.BaseTransport) -> str:
     return str(name or transport.get_extra_info("sockname") or "")
 
 
-#: what the compiled kernel reads or writes of a pipe on every read, kept in slots: it reads
-#: and writes them at their offsets, with no attribute look-up (gateway/_kernel_slots.pxi; a
-#: round trip went from 51k instructions to 34k); the pipe's other attributes live in its dict. A
-#: subclass that gave one of them a class default would hide its slot: the kernel then leaves
-#: its pipes to the reference, slower and without an error
-_KERNEL_READS = ("_batch", "_high", "_loop", "_watch", "_wbuf_size", "close_reason", "codec",
-                 "fast_read", "kernel_state", "reading", "routing_id", "rx_chunks", "transport",
-                 "wbuf", "writable")
+if TYPE_CHECKING:  # for the type checker, a pipe's methods see its hot fields (either twin's)
+    _Hot = PipeState
+else:
+    _Hot = object
 
 
-class Pipe(Writes, PipeProtocol):
+class PipeBody(Reading, Writes, PipeProtocol, _Hot):
     """One connection to one peer, over one wire. Created by a listener or a dialer; its
     settings (``hwm``, the deadlines, heartbeats, the owner's ``name`` for logs) come from the
-    owner's options."""
-
-    __slots__ = _KERNEL_READS
+    owner's options. The methods of a pipe: its class puts them on a hot-state twin
+    (:class:`Pipe`, the reference; :func:`pipe_class`, the compiled kernel's)."""
 
     def __init__(self, owner: PipeOwner, codec: Any, family: str, endpoint: str, options: Any,
                  lost: asyncio.Future[bool] | None = None) -> None:
@@ -142,6 +139,12 @@ class Pipe(Writes, PipeProtocol):
         self.received_before_handshake = 0  # bytes, for the "peer-closed" failure
         self._failure: PipeFailure | None = None  # why the handshake failed, once known
 
+    @property
+    def as_pipe(self) -> Pipe:
+        """This pipe, as its owner sees it (every pipe is a :class:`Pipe` or its compiled
+        twin, :func:`pipe_class`)."""
+        return cast(Pipe, self)
+
     # -- asyncio.Protocol ------------------------------------------------------------------
     def connection_arrived(self, transport: asyncio.BaseTransport) -> bool:
         """The connection exists (before any layer's handshake, TLS or WebSocket): a
@@ -152,7 +155,7 @@ class Pipe(Writes, PipeProtocol):
         self.peer = _peer_address(transport)
         if self.admit is None or self.accepted:
             return True
-        if self.admit(self):
+        if self.admit(self):  # type: ignore[arg-type]
             return True
         self._closed = True  # the owner refused it: its end is no failure of the peer's
         return False
@@ -177,7 +180,8 @@ class Pipe(Writes, PipeProtocol):
         transport.write(self.codec.initiate())
 
     def data_received(self, data: bytes) -> None:
-        if (fast_read := self.fast_read) is not None and fast_read(self, data):
+        fast_read = self.fast_read
+        if fast_read is not None and fast_read(self, data):  # type: ignore[arg-type]
             return  # the kernel took the read (and Pipe.process what it left)
         self.rx_chunks += 1
         if not self.ready:
@@ -197,9 +201,10 @@ class Pipe(Writes, PipeProtocol):
         try:
             fast = self.fast
             if fast is not None and self.reading:  # the usual messages, compiled, first
-                done += fast(self)  # (done: also the messages the deadline restarts on)
+                # (done: also the messages the deadline restarts on)
+                done += fast(self)  # type: ignore[arg-type]
                 if done >= FAIR_SHARE:
-                    self._yield_turn()
+                    self.yield_turn()
             while self.reading and not self.close_reason and done < FAIR_SHARE:
                 if next_messages is not None:
                     # at most the fair share, and never past the owner's mark (see enqueued)
@@ -209,9 +214,9 @@ class Pipe(Writes, PipeProtocol):
                     msgs = next_messages(room) if room > 0 else None
                     if msgs:
                         done += len(msgs)
-                        self.owner.pipe_messages(self, msgs)
+                        self.owner.pipe_messages(self, msgs)  # type: ignore[arg-type]
                         if done >= FAIR_SHARE:  # let the other pipes have their turn first
-                            self._yield_turn()
+                            self.yield_turn()
                             break
                         if len(msgs) < room and not codec.partial:
                             drained = True  # every byte read is parsed: next_event has none
@@ -221,10 +226,10 @@ class Pipe(Writes, PipeProtocol):
                 if event is None:
                     break
                 if type(event) is tuple:
-                    self.owner.pipe_messages(self, [event])
+                    self.owner.pipe_messages(self, [event])  # type: ignore[arg-type]
                     done += 1
                     if done >= FAIR_SHARE:  # let the other pipes have their turn first
-                        self._yield_turn()
+                        self.yield_turn()
                         break
                 else:
                     if type(event) is Ping and (not self.writable or
@@ -261,59 +266,17 @@ class Pipe(Writes, PipeProtocol):
         if not self.ready and not self._closed:  # why its handshake never completed
             failure = failure_at_loss(exc, self._failure, self.codec, self.family,
                                       self.received_before_handshake)
-        self.owner.pipe_lost(self, failure)
+        self.owner.pipe_lost(self.as_pipe, failure)
         if self._lost is not None and not self._lost.done():
             self._lost.set_result(self.ready)  # True: it worked for a while (the dialer resets backoff)
 
     def pause_writing(self) -> None:
         self.writable = False
-        self.owner.pipe_writable(self)
+        self.owner.pipe_writable(self.as_pipe)
 
     def resume_writing(self) -> None:
         self.writable = True
-        self.owner.pipe_writable(self)
-
-    # -- fairness: one pipe's burst waits for the others' turn ----------------------------------
-    def _yield_turn(self) -> None:
-        if self.transport is None or self._turn:
-            return
-        self._turn = True
-        self.pause()
-        asyncio.get_running_loop().call_soon(self._next_turn)
-
-    def _next_turn(self) -> None:
-        self._turn = False
-        if self.queued < self.hwm:  # not held back by the owner's inbox meanwhile
-            self.resume()
-
-    # -- reading flow control (called by the owner) --------------------------------------------
-    def enqueued(self) -> None:
-        """One more message of this pipe waits in the owner's inbox; pause reading at hwm."""
-        self.queued += 1
-        if self.queued >= self.hwm:
-            self.pause()
-
-    def dequeued(self) -> None:
-        """The owner took one message of this pipe; resume reading at half the hwm."""
-        self.queued -= 1
-        if not self.reading and not self._turn and self.queued <= self.hwm // 2:
-            self.resume()
-
-    def pause(self) -> None:
-        """Stop reading: nothing more reaches the owner until :meth:`resume`."""
-        if self.reading and self.transport is not None:
-            self.reading = False
-            self.pauses += 1
-            self.transport.pause_reading()
-
-    def resume(self) -> None:
-        """Read again: first the messages already decoded, then the stream."""
-        if self.reading or self.transport is None:
-            return
-        self.reading = True
-        self.process()  # messages read while paused
-        if self.reading:
-            self.transport.resume_reading()
+        self.owner.pipe_writable(self.as_pipe)
 
     # -- closing -----------------------------------------------------------------------------
     def abort(self, reason: str, detail: str = "", farewell: bytes = b"") -> None:
@@ -367,7 +330,7 @@ class Pipe(Writes, PipeProtocol):
                 self._timer.cancel()
                 self._timer = None
             self.peer_type = event.peer_type
-            routing_id = self.owner.pipe_ready(self, event)
+            routing_id = self.owner.pipe_ready(self.as_pipe, event)
             if routing_id is not None:
                 self.routing_id = routing_id
                 self.ready = True
@@ -381,7 +344,7 @@ class Pipe(Writes, PipeProtocol):
                 self.liveness.peer_ping(event.ttl)
         elif isinstance(event, Subscription):
             if self.ready:
-                self.owner.pipe_subscription(self, event)
+                self.owner.pipe_subscription(self.as_pipe, event)
         elif isinstance(event, PeerError):
             self.abort("peer-error", event.reason)
 
@@ -390,17 +353,25 @@ class Pipe(Writes, PipeProtocol):
             self.abort("handshake-timeout", f"no handshake within {self.handshake_timeout}s")
 
 
-class SniffingPipe(Pipe):
+class Pipe(PipeBody, PipeState):
+    """The reference pipe: :class:`PipeBody`'s methods on the slotted hot state."""
+
+    __slots__ = ()
+
+
+class SniffingBody(PipeBody):
     """A pipe of an ``any+`` listener (one port, both wires): silent until the peer's first
     byte says which wire it speaks (:func:`gateway.wire.sniff.wire_of`), then a pipe of that
     wire, with the codec ``codec_for(family)`` makes. The handshake deadline runs from the
     connection, so a peer that never speaks is a ``handshake-timeout`` as anywhere else."""
 
+    #: the pipe's own ``data_received`` once the wire is known (its class's twin's)
+    _read: Callable[[Any, bytes], None]
+
     def __init__(self, owner: PipeOwner, codec_for: Callable[[str], Any], endpoint: str,
                  options: Any) -> None:
         super().__init__(owner, Undecided(), ANY, endpoint, options)
         self._codec_for = codec_for
-        self._read = pipe_class().data_received  # the reference's or the kernel's, as chosen
 
     def _greet(self, transport: asyncio.Transport) -> None:
         pass  # both wires' clients speak first: our greeting waits for their first byte
@@ -412,21 +383,34 @@ class SniffingPipe(Pipe):
             self._next_messages = getattr(self.codec, "next_messages", None)
             if self.transport is not None:
                 self.transport.write(self.codec.initiate())
-        self._read(self, data)
+        type(self)._read(self, data)
+
+
+class SniffingPipe(SniffingBody, PipeState):
+    """The reference one-port pipe."""
+
+    __slots__ = ()
+    _read = PipeBody.data_received  # type: ignore[assignment]
 
 
 @functools.cache
-def _compiled_pipe(data_received: Callable[[Pipe, bytes], None]) -> type[Pipe]:
-    return type("Pipe", (Pipe,), {"__slots__": (), "__module__": __name__,
-                                  "__doc__": Pipe.__doc__, "data_received": data_received})
+def _compiled(state: type, sniffing: bool) -> type[PipeBody]:
+    """A pipe class on the kernel's hot state, whose ``data_received`` is the kernel's."""
+    body: type[PipeBody] = SniffingBody if sniffing else PipeBody
+    received = state.data_received  # type: ignore[attr-defined]
+    read = {"_read": received} if sniffing else {"data_received": received}
+    return type("SniffingPipe" if sniffing else "Pipe", (body, state),
+                {"__slots__": (), "__module__": __name__, "__doc__": body.__doc__, **read})
 
 
-def pipe_class() -> type[Pipe]:
-    """The class of a new pipe: :class:`Pipe`, or, where the compiled kernel runs
-    (:data:`gateway.kernel.compiled`, read at each call), a subclass whose ``data_received`` is
-    its compiled twin (the reference's steps, a Python frame less on every read)."""
-    compiled = kernel.compiled
-    return Pipe if compiled is None else _compiled_pipe(compiled.data_received)
+def pipe_class(sniffing: bool = False) -> type[Any]:
+    """The class of a new pipe (``sniffing``: of an ``any+`` listener): the reference's
+    (:class:`Pipe`, :class:`SniffingPipe`), or where the compiled kernel runs (read at each
+    call), the same methods on the kernel's hot state (:func:`gateway.kernel.twin`)."""
+    state = kernel.twin("PipeState")
+    if state is PipeState:
+        return SniffingPipe if sniffing else Pipe
+    return _compiled(state, sniffing)
 
 
-__all__ = ["Pipe", "PipeOwner", "SniffingPipe", "pipe_class"]
+__all__ = ["Pipe", "PipeBody", "PipeOwner", "SniffingPipe", "pipe_class"]

@@ -37,7 +37,8 @@ from gateway.wire.events import Subscription
 
 class Routing:
     """A socket's ready pipes: by routing id (``routes``) and in round-robin order (``out``);
-    ``rr`` is where the next balanced send starts. Shared by the socket and its strategy."""
+    ``rr`` is where the next balanced send starts. Shared by the socket and its strategy. The
+    reference twin of the compiled kernel's ``Routing`` (:data:`gateway.kernel.TWINS`)."""
 
     __slots__ = ("closed", "name", "out", "room", "routes", "rr")
 

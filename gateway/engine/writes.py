@@ -15,6 +15,7 @@ import threading
 import time
 from typing import Any, cast
 
+from gateway import kernel
 from gateway.errors import LocalProtocolError
 from gateway.logging import get_logger
 from gateway.message import Message
@@ -32,7 +33,8 @@ _DROP_LOG_INTERVAL = 1.0  # seconds: at most one drop line per pipe per interval
 class Batch:
     """Write coalescing, per thread (each thread runs its own loop). A pipe keeps its thread's
     batch (:func:`thread_batch`): a ``threading.local`` attribute costs a dict lookup on every
-    access, and the hot path touches the batch a few times a message."""
+    access, and the hot path touches the batch a few times a message. The reference twin of
+    the compiled kernel's ``Batch`` (:data:`gateway.kernel.TWINS`)."""
 
     __slots__ = ("depth", "dirty", "scheduled")
 
@@ -46,6 +48,11 @@ class Batch:
     def close(self, loop: asyncio.AbstractEventLoop) -> None:
         """Leave one dispatch level; the outermost schedules the flush of what it buffered."""
         self.depth -= 1
+        self.schedule(loop)
+
+    def schedule(self, loop: asyncio.AbstractEventLoop) -> None:
+        """The flush, once this iteration's reads ran: the batch holds writes, no dispatch is
+        open and none is scheduled on ``loop`` yet."""
         if not self.depth and self.dirty and self.scheduled is not loop:
             self.scheduled = loop  # after the other reads of this iteration
             loop.call_soon(flush, self)
@@ -55,12 +62,14 @@ _local = threading.local()
 
 
 def thread_batch() -> Batch:
-    """The calling thread's batch."""
-    try:
-        return cast(Batch, _local.batch)
-    except AttributeError:
-        _local.batch = batch = Batch()
-        return batch
+    """The calling thread's batch, of the twin that runs (one of each per thread: a pipe made
+    while the kernel ran and one made without it never share one)."""
+    cls = kernel.twin("Batch")
+    batches = _local.__dict__
+    batch = batches.get(cls)
+    if batch is None:
+        batch = batches[cls] = cls()
+    return cast(Batch, batch)
 
 
 def flush(batch: Batch) -> None:

@@ -36,9 +36,12 @@ without them:
   takes (a pub/sub pipe always asks), and for a peer that closed during the handshake how far
   it got (``handshake_stage``, read with ``getattr``: a codec without it reports no stage) and
   our type (``socket_type``, asked when the stage is ``"ready"``).
-* :class:`KernelSeam` (``rx``, ``streaming``; ZMTP: ``sealed``; SP: ``message_prefix``): the
-  compiled kernel's seam. ``codec.streaming`` is True between messages of a plain stream in the
-  open state; ``codec.rx`` is the receive buffer (``gateway.wire._buffer.ReceiveBuffer``).
+* :class:`KernelSeam` (``kernel_framing``, ``rx``, ``streaming``, ``max_message_size``): the
+  compiled kernel's seam, open to any codec whatever its class. ``kernel_framing`` says which
+  of the kernel's framings (:data:`KERNEL_FRAMINGS`) the codec's stream uses, read once its
+  pipe is ready (``""``: none, the pipe stays the reference's); ``codec.streaming`` is True
+  between messages of a plain stream in the open state; ``codec.rx`` is the receive buffer
+  (made by ``gateway.wire._buffer.new_buffer``: the kernel reads only its own twin's).
   While ``streaming``, a reader outside the codec may consume whole data messages from ``rx``
   (advancing ``rx.pos``) exactly as ``next_messages`` would, stopping before anything else;
   the codec's state is then as if it had read them.
@@ -104,11 +107,19 @@ class ZmtpFace(Protocol):
     def subscription_frame(self, subscribe: bool, topic: bytes) -> bytes: ...
 
 
-class KernelSeam(Protocol):
-    """Optional: the compiled kernel's seam (see the module doc). ZMTP codecs also have
-    ``sealed`` (True when messages travel in CURVE boxes: the kernel writes plain frames only),
-    SP codecs ``message_prefix`` (the bytes before each message's length)."""
+#: what a codec's ``kernel_framing`` may say: ZMTP frames, ZMTP frames in CURVE MESSAGE boxes
+#: (the mechanism then has ``session()`` and ``advance()``, gateway.wire.zmtp_curve), SP
+#: messages over TCP, SP messages with nng's ipc prefix byte
+KERNEL_FRAMINGS = ("zmtp", "zmtp-curve", "sp", "sp-ipc")
 
+
+class KernelSeam(Protocol):
+    """Optional: the compiled kernel's seam (see the module doc)."""
+
+    max_message_size: int
+
+    @property
+    def kernel_framing(self) -> str: ...
     @property
     def rx(self) -> ReceiveBuffer: ...
     @property
@@ -133,5 +144,5 @@ class SpCodecFactory(Protocol):
                  message_prefix: bytes = b"") -> WireCodec: ...
 
 
-__all__ = ["BatchReading", "Heartbeats", "KernelSeam", "SpCodecFactory", "WireCodec",
+__all__ = ["BatchReading", "Heartbeats", "KERNEL_FRAMINGS", "KernelSeam", "SpCodecFactory", "WireCodec",
            "ZmtpCodecFactory", "ZmtpFace"]

@@ -11,12 +11,18 @@ unparsed tail plus the newest chunk. Codecs read ``data``/``pos`` directly in th
 
 from __future__ import annotations
 
+from typing import cast
+
+from gateway import kernel  # (the wire layer's one look at it: which buffer a codec gets)
+
 #: Frames at least this big are copied out through a memoryview (:meth:`ReceiveBuffer.copy`);
 #: below it, ``bytes(data[start:stop])`` (two small copies) is faster.
 COPY_VIA_VIEW = 4096
 
 
 class ReceiveBuffer:
+    """The reference twin of the compiled kernel's ``ReceiveBuffer`` (:func:`new_buffer`)."""
+
     __slots__ = ("data", "pos")
 
     def __init__(self) -> None:
@@ -49,6 +55,11 @@ class ReceiveBuffer:
     def __len__(self) -> int:
         """Bytes not consumed yet."""
         return len(self.data) - self.pos
+
+
+def new_buffer() -> ReceiveBuffer:
+    """A codec's receive buffer, of the twin that runs (:data:`gateway.kernel.TWINS`)."""
+    return cast(ReceiveBuffer, kernel.twin("ReceiveBuffer")())
 
 
 class Receiving:

@@ -21,7 +21,7 @@ from gateway.errors import (
     SpHeaderError,
     WrongWireError,
 )
-from gateway.wire._buffer import COPY_VIA_VIEW, ReceiveBuffer, Receiving
+from gateway.wire._buffer import COPY_VIA_VIEW, Receiving, new_buffer
 from gateway.wire.events import Event, HandshakeComplete
 
 __all__ = ["HEADER_SIZE", "SpCodec", "SpRole", "sp_header"]
@@ -79,7 +79,7 @@ class SpCodec(Receiving):
         self.peer_protocol: int | None = None
         self._accepted = role.accepts
         self._state = _HEADER_WAIT
-        self._rx = ReceiveBuffer()
+        self._rx = new_buffer()
         self._error: RemoteProtocolError | None = None
 
     def initiate(self) -> bytes:
@@ -108,6 +108,13 @@ class SpCodec(Receiving):
     def message_prefix(self) -> bytes:
         """The bytes before each message's length (IPC: ``b"\x01"``; TCP: none)."""
         return self._prefix
+
+    @property
+    def kernel_framing(self) -> str:
+        """The kernel seam (:class:`gateway.wire.KernelSeam`): ``sp``, ``sp-ipc`` (nng's ipc
+        prefix), or ``""`` for another prefix, which the kernel leaves to this codec."""
+        prefix = self._prefix
+        return "sp" if not prefix else "sp-ipc" if prefix == b"\x01" else ""
 
     @property
     def streaming(self) -> bool:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from gateway.errors import LocalProtocolError, RemoteProtocolError
-from gateway.wire._buffer import ReceiveBuffer, Receiving
+from gateway.wire._buffer import Receiving, new_buffer
 from gateway.wire.events import Event, HandshakeComplete, Ping
 from gateway.wire.zmtp import readers
 from gateway.wire.zmtp.commands import (
@@ -117,7 +117,7 @@ class ZmtpCodec(Receiving):
         self.peer_version: tuple[int, int] | None = None
         self._accepted = role.accepts
         self._state = GREETING
-        self._rx = ReceiveBuffer()
+        self._rx = new_buffer()
         self._out = bytearray()
         self._parts: list[bytes] = []
         self._msg_size = 0
@@ -248,6 +248,16 @@ class ZmtpCodec(Receiving):
         """True when every frame is a CURVE MESSAGE box (the kernel seam: a reader opens and
         seals them through the mechanism's ``session()``/``advance()``)."""
         return self._sealed
+
+    @property
+    def kernel_framing(self) -> str:
+        """The kernel seam (:class:`gateway.wire.KernelSeam`): ``zmtp``, ``zmtp-curve`` when
+        messages travel in CURVE boxes of an open session, else ``""`` (the kernel leaves the
+        pipe to this codec)."""
+        if not self._sealed:
+            return "zmtp"
+        session = getattr(self.security, "session", None)  # CURVE's (gateway.wire.zmtp_curve)
+        return "zmtp-curve" if session is not None and session() is not None else ""
 
     @property
     def streaming(self) -> bool:

@@ -1,0 +1,202 @@
+# Included by gateway/_kernel.pyx (one compiled module): the compiled twins of the engine's hot
+# state. Each is a whole class with typed fields of its own and the reference's interface; its
+# reference is the pure-Python class gateway.kernel.TWINS names, and gateway.kernel picks one of
+# the two when an object is made. The kernel reads and writes these fields directly (C struct
+# members, no attribute look-up) after one type check; an object of the reference's class is the
+# reference's to handle. tests/test_kernel_seam.py holds each pair to the same fields and methods.
+
+
+cdef class PipeState:
+    """A pipe's hot state (the reference: :class:`gateway.engine.pipe_state.PipeState`), the
+    compiled pipe's base (:func:`gateway.engine.pipe.pipe_class` puts the pipe's methods on
+    top): what the kernel reads or writes of a pipe on every read, and ``data_received``."""
+
+    cdef public object _batch, _loop, codec, fast_read, kernel_state, transport
+    cdef public bint _watch, reading, writable
+    cdef public Py_ssize_t _high, _wbuf_size, rx_chunks
+    cdef public str close_reason
+    cdef public bytes routing_id
+    cdef public list wbuf
+
+    def data_received(self, data) -> None:
+        """``Pipe.data_received``, compiled: the read to the kernel when one forwards for the
+        pipe, else the reference's steps, kept to the same lines."""
+        fast_read = self.fast_read
+        if fast_read is not None and fast_read(self, data):
+            return  # the kernel took the read (and Pipe.process what it left)
+        self.rx_chunks += 1
+        me = <object>self  # (the pipe's other attributes live in its dict)
+        if not me.ready:
+            me.received_before_handshake += len(data)
+        self.codec.receive_data(data)
+        me.process()
+
+
+@cython.final
+cdef class Batch:
+    """Write coalescing, per thread (the reference: :class:`gateway.engine.writes.Batch`);
+    its flush is :func:`flush_batch`."""
+
+    cdef public Py_ssize_t depth
+    cdef public list dirty
+    #: the loop a flush is scheduled on (None: none)
+    cdef public object scheduled
+
+    def __init__(self) -> None:
+        self.depth = 0
+        self.dirty = []
+        self.scheduled = None
+
+    def close(self, loop) -> None:
+        """Leave one dispatch level; the outermost schedules the flush of what it buffered."""
+        self.depth -= 1
+        self.schedule(loop)
+
+    cpdef void schedule(self, object loop) except *:
+        """The flush, once this iteration's reads ran: the batch holds writes, no dispatch is
+        open and none is scheduled on ``loop`` yet."""
+        if not self.depth and self.dirty and self.scheduled is not loop:
+            self.scheduled = loop
+            loop.call_soon(flush_batch, self)
+
+
+def flush_batch(Batch batch) -> None:
+    """``gateway.engine.writes.flush`` with ``Writes.flush`` inlined, compiled: what every pipe
+    of ``batch`` buffered, one write each. The reference's twin, kept to the same lines."""
+    batch.scheduled = None
+    cdef list dirty = batch.dirty
+    batch.dirty = []
+    cdef list chunks
+    cdef PipeState state
+    for pipe in dirty:
+        if not isinstance(pipe, PipeState):
+            pipe.flush()  # (a reference pipe: its own flush)
+            continue
+        state = <PipeState>pipe
+        chunks = state.wbuf
+        state.wbuf = []
+        state._wbuf_size = 0
+        transport = state.transport
+        if chunks and transport is not None and not transport.is_closing():
+            transport.write(chunks[0] if len(chunks) == 1 else b"".join(chunks))
+
+
+cdef class ReceiveBuffer:
+    """A codec's receive buffer (the reference: :class:`gateway.wire._buffer.ReceiveBuffer`,
+    whose doc says how ``data`` and ``pos`` move)."""
+
+    cdef public object data
+    cdef public Py_ssize_t pos
+
+    def __init__(self) -> None:
+        self.data = b""
+        self.pos = 0
+
+    def feed(self, chunk) -> None:
+        """Append received bytes, first dropping what was consumed. Never raises."""
+        data = self.data
+        if self.pos >= len(data):  # nothing left over: the chunk itself, no copy
+            self.data = chunk if type(chunk) is bytes else bytes(chunk)
+            self.pos = 0
+            return
+        if type(data) is bytearray:
+            if self.pos:
+                del data[:self.pos]
+        else:  # a tail left over: from now on, a buffer to append to
+            with memoryview(data) as view:
+                data = bytearray(view[self.pos:])
+            self.data = data
+        self.pos = 0
+        data += chunk
+
+    def copy(self, Py_ssize_t start, Py_ssize_t stop) -> bytes:
+        """``bytes(data[start:stop])`` through a memoryview (one copy: for big frames)."""
+        with memoryview(self.data) as view:
+            return bytes(view[start:stop])
+
+    def __len__(self) -> int:
+        """Bytes not consumed yet."""
+        return len(self.data) - self.pos
+
+
+cdef class Routing:
+    """A socket's ready pipes (the reference: :class:`gateway.engine.send.Routing`)."""
+
+    cdef public bint closed
+    cdef public str name
+    cdef public list out
+    cdef public list room
+    cdef public dict routes
+    cdef public Py_ssize_t rr
+
+    def __init__(self, str name) -> None:
+        self.name = name
+        self.routes = {}
+        self.out = []
+        self.rr = 0
+        self.closed = False
+        self.room = [False]
+
+    def pick(self):
+        """The next writable pipe, round robin (None: none is)."""
+        cdef list out = self.out
+        cdef Py_ssize_t n = len(out), i, idx
+        for i in range(n):
+            idx = (self.rr + i) % n
+            pipe = out[idx]
+            if _writable(pipe):
+                self.rr = idx + 1
+                return pipe
+        return None
+
+    def has_room(self) -> bool:
+        """True when a balanced send would go out now (a pipe is writable)."""
+        for pipe in self.out:
+            if _writable(pipe):
+                return True
+        return False
+
+    def recount(self) -> None:
+        """Bring ``room`` up to date: ``out`` or a pipe's writability changed."""
+        self.room[0] = self.has_room()
+
+    def add(self, pipe) -> None:
+        """A pipe is ready: sends may go out on it."""
+        self.out.append(pipe)
+        self.recount()
+
+    def discard(self, pipe) -> None:
+        """Nothing more goes out on ``pipe`` (if it was one of ``out``)."""
+        try:
+            self.out.remove(pipe)
+        except ValueError:
+            pass
+        self.recount()
+
+    def check_open(self) -> None:
+        if self.closed:
+            raise Closed(f"{self.name} socket is closed")
+
+
+cdef inline bint _writable(object pipe) except -1:
+    if isinstance(pipe, PipeState):
+        return (<PipeState>pipe).writable
+    return pipe.writable
+
+
+cdef class Tally:
+    """A bridge's hot counters (the reference: :class:`gateway.device.ledger.Tally`): requests
+    in flight, whether replies pair with requests, and the cells of the forwarded counters and
+    of the hop-latency histograms (``*_counts``: per bucket; ``*_total``: the sum, one cell)."""
+
+    cdef public Py_ssize_t in_flight
+    cdef public bint pairs_replies
+    cdef public list n_req, n_rep, req_counts, req_total, rep_counts, rep_total
+
+    def __init__(self, list n_req, list n_rep, list req_counts, list req_total,
+                 list rep_counts, list rep_total) -> None:
+        self.in_flight = 0
+        self.pairs_replies = True
+        self.n_req, self.n_rep = n_req, n_rep
+        self.req_counts, self.req_total = req_counts, req_total
+        self.rep_counts, self.rep_total = rep_counts, rep_total

@@ -1,0 +1,49 @@
+"""A pipe's hot state: the reference twin of the compiled kernel's ``PipeState``.
+
+What the kernel reads or writes of a pipe on every read lives in a state class that is the
+pipe's base: this slotted class for the reference pipe, the kernel's typed one
+(``gateway._kernel.PipeState``, C struct members) for the compiled pipe;
+:func:`gateway.engine.pipe.pipe_class` puts the pipe's methods on top of either, and
+:mod:`gateway.kernel` says which runs. Adding a field: here, in the kernel's twin (typed), and
+in :meth:`gateway.engine.pipe.PipeBody.__init__`; ``tests/test_kernel_seam.py`` fails until the
+two twins agree. The compiled twin also carries ``data_received`` (the reference's is
+:meth:`gateway.engine.pipe.PipeBody.data_received`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+from gateway.engine.writes import Batch
+
+#: the fields, in the kernel twin's words (gateway/_kernel_state.pxi)
+FIELDS = ("_batch", "_high", "_loop", "_watch", "_wbuf_size", "close_reason", "codec",
+          "fast_read", "kernel_state", "reading", "routing_id", "rx_chunks", "transport", "wbuf",
+          "writable")
+
+
+class PipeState:
+    """The reference pipe's hot fields (set by the pipe's ``__init__``)."""
+
+    __slots__ = FIELDS
+
+    _batch: Batch  # the thread's write batch
+    _high: int  # the write buffer's mark, bytes
+    _loop: asyncio.AbstractEventLoop | None
+    _watch: bool  # the message deadline is watched (ready, a deadline, a partial codec)
+    _wbuf_size: int  # bytes in wbuf
+    close_reason: str
+    codec: Any
+    fast_read: Callable[[Any, bytes], bool] | None  # the kernel's whole-read entry
+    kernel_state: Any  # the kernel's own record of this pipe
+    reading: bool
+    routing_id: bytes
+    rx_chunks: int  # reads (any traffic is proof of life)
+    transport: asyncio.Transport | None
+    wbuf: list[bytes]  # coalesced writes while a batch is open
+    writable: bool
+
+
+__all__ = ["FIELDS", "PipeState"]

@@ -1,0 +1,73 @@
+"""A pipe's reading side: flow control toward its owner and fairness among pipes.
+
+Reading pauses when the owner's inbox holds ``hwm`` messages of the pipe (TCP back-pressure
+reaches the peer) and resumes at half; a pipe that took its fair share of one read
+(``gateway.engine.pipe.FAIR_SHARE``) pauses until the loop served the other pipes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+
+class Reading:
+    """The reading half of :class:`~gateway.engine.pipe.PipeBody` (a mixin, as
+    :class:`~gateway.engine.writes.Writes` is the writing half). The pipe sets the attributes
+    declared here."""
+
+    transport: asyncio.Transport | None
+    reading: bool
+    queued: int  # messages of this pipe in the owner's inbox
+    hwm: int
+    pauses: int  # times reading was paused
+    _turn: bool  # paused to let other pipes go first
+
+    def process(self, done: int = 0) -> Any:
+        raise NotImplementedError
+
+    # -- fairness: one pipe's burst waits for the others' turn ----------------------------------
+    def yield_turn(self) -> None:
+        """Pause reading until the loop served the other pipes (one FAIR_SHARE taken)."""
+        if self.transport is None or self._turn:
+            return
+        self._turn = True
+        self.pause()
+        asyncio.get_running_loop().call_soon(self._next_turn)
+
+    def _next_turn(self) -> None:
+        self._turn = False
+        if self.queued < self.hwm:  # not held back by the owner's inbox meanwhile
+            self.resume()
+
+    # -- flow control (called by the owner) --------------------------------------------
+    def enqueued(self) -> None:
+        """One more message of this pipe waits in the owner's inbox; pause reading at hwm."""
+        self.queued += 1
+        if self.queued >= self.hwm:
+            self.pause()
+
+    def dequeued(self) -> None:
+        """The owner took one message of this pipe; resume reading at half the hwm."""
+        self.queued -= 1
+        if not self.reading and not self._turn and self.queued <= self.hwm // 2:
+            self.resume()
+
+    def pause(self) -> None:
+        """Stop reading: nothing more reaches the owner until :meth:`resume`."""
+        if self.reading and self.transport is not None:
+            self.reading = False
+            self.pauses += 1
+            self.transport.pause_reading()
+
+    def resume(self) -> None:
+        """Read again: first the messages already decoded, then the stream."""
+        if self.reading or self.transport is None:
+            return
+        self.reading = True
+        self.process()  # messages read while paused
+        if self.reading:
+            self.transport.resume_reading()
+
+
+__all__ = ["Reading"]
