@@ -265,10 +265,10 @@ def from_dict(data: dict[str, Any], source: str = "config") -> Config:
                         err(f"{where} {key}", line)
                     ok = False
         capture_format = entry.get("capture_format", "frames")
-        if capture_format not in CAPTURE_FORMATS:
+        if capture_format not in CAPTURE_FORMATS:  # (the bridge's other rules still run)
             err(f"{where} capture_format", f"must be {' or '.join(CAPTURE_FORMATS)}, not "
                                            f"{schema.quoted(capture_format)}")
-            ok = False
+            capture_format = "frames"
         if ok:  # (its tables may have held mistakes: their good settings are kept)
             parsed.append(BridgeSpec(name, entry["front"], entry["back"], limits, forwarder,
                                      tables.get("front", ()), tables.get("back", ()),
