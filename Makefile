@@ -16,7 +16,7 @@ KERNEL := $(VENV)/.kernel
 $(STAMP): pyproject.toml setup.py gateway/tools/harness/peers/remote.py
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[test,bench,matrix,docs,fuzz]'
+	$(PY) -m pip install -q -e '.[test,bench,matrix,docs,fuzz,capture]'
 	# (not the plugin skeleton: its tests install it for themselves, interop_tests/test_gateway_plugins.py)
 	# the matrix's peers of other generations and runtimes, each in its own environment under
 	# .venv/peers (one missing here makes its cells "skipped", with the reason)

@@ -37,6 +37,9 @@ command -v chromedriver >/dev/null 2>&1 || need+=(chromium-driver)
 command -v valgrind >/dev/null 2>&1 || need+=(valgrind)
 # network namespaces, veth pairs and a bridge for the multi-host fault tests (ip, bridge)
 { command -v ip && command -v bridge; } >/dev/null 2>&1 || need+=(iproute2)
+# tshark (with Lua) runs the shipped Wireshark dissectors on the gateway's captures
+# (gateway/tools/wireshark/*.lua, interop_tests/test_capture.py)
+command -v tshark >/dev/null 2>&1 || need+=(tshark)
 [ ${#need[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" != 0 ]; then
   echo "system-deps: missing ${need[*]}; run as root or: sudo apt-get install ${need[*]}" >&2
@@ -44,5 +47,7 @@ if [ "$(id -u)" != 0 ]; then
 fi
 echo "system-deps: installing ${need[*]}" >&2
 export DEBIAN_FRONTEND=noninteractive
+# wireshark-common asks whether non-root users may capture: no (the tests read files only)
+echo "wireshark-common wireshark-common/install-setuid boolean false" | debconf-set-selections
 apt-get update -qq
 apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null

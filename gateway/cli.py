@@ -174,6 +174,17 @@ def build_parser(active: str | None = None) -> argparse.ArgumentParser:
     p.add_argument("--forwarder", choices=("auto", "proxy"), default="auto",
                    help="proxy: libzmq's own zmq_proxy for a zmq->zmq bridge on pyzmq "
                         "(fastest; counts frames, not messages, and no hop latency)")
+    p.add_argument("--control", default="", metavar="URL",
+                   help="bind zmq_proxy_steerable's control endpoint, e.g. "
+                        "@zmq+tcp://127.0.0.1:7001 (a REP; sp+: an SP rep0): PAUSE, RESUME, "
+                        "TERMINATE, STATISTICS, as libzmq answers them")
+    p.add_argument("--capture", default="", metavar="URL",
+                   help="bind a PUB that publishes every forwarded message, both ways, e.g. "
+                        "@zmq+tcp://127.0.0.1:7002 (never slows forwarding: a slow reader "
+                        "loses copies, counted); see `gateway capture`")
+    p.add_argument("--capture-format", choices=("frames", "records"), default="frames",
+                   help="frames: each message as forwarded (libzmq's capture socket); "
+                        "records: with a header and both sides' forms (for gateway capture)")
     _add_workers(p)
     _add_logging(p)
     _add_limits(p)
@@ -328,13 +339,14 @@ def _cmd_bridge(args: argparse.Namespace) -> int:
         flags += str(exc).splitlines()
         limits = _limits(argparse.Namespace())
     name = args.name or "bridge"
-    spec = BridgeSpec(name, args.front, args.back, limits, args.forwarder)
+    extras = (args.control, args.capture, args.capture_format)
+    spec = BridgeSpec(name, args.front, args.back, limits, args.forwarder, (), (), *extras)
     rc = _workers(args, _checked([spec], more=flags, metrics=args.metrics), args.metrics, limits.grace,
                   fixed_ports=False)
     if rc is not None:
         return rc
     front = front_overrides().get(name, args.front)  # worker 0's real port, for the others
-    spec = BridgeSpec(name, front, args.back, limits, args.forwarder)
+    spec = BridgeSpec(name, front, args.back, limits, args.forwarder, (), (), *extras)
     return _serve(Supervisor([spec], args.metrics, unknown_peers=args.unknown_peers or
                              "waiting", show_names=args.name is not None))
 

@@ -20,6 +20,8 @@
     front = "@zmq+tcp://0.0.0.0:5555"
     back = ">sp+tcp://127.0.0.1:6000"
     back_options = { reconnect_ivl = 100, reconnect_ivl_max = "5s" }   # or ?key=value on a URL
+    control = "@zmq+tcp://127.0.0.1:7001"   # optional: zmq_proxy_steerable's commands
+    capture = "@zmq+tcp://127.0.0.1:7002"   # optional: a PUB of every forwarded message
 
     [plugins]                       # free-form: plugins read it in their gateway_configure hook
 
@@ -74,6 +76,11 @@ class BridgeSpec:
     #: ``front_options``/``back_options`` read by :func:`gateway.settings.schema.read`)
     front_options: tuple[tuple[str, Any], ...] = ()
     back_options: tuple[tuple[str, Any], ...] = ()
+    #: zmq_proxy_steerable's control endpoint (PAUSE, RESUME, TERMINATE, STATISTICS) and
+    #: capture endpoint (a PUB of every forwarded message); "": none (gateway.device.steer)
+    control: str = ""
+    capture: str = ""
+    capture_format: str = "frames"  # "frames" (libzmq's) or "records" (gateway capture's)
 
 
 @dataclass
@@ -152,9 +159,13 @@ UNKNOWN_PEERS: dict[str, str] = {
     "ready": "ready (trust the back end; for an adapter that cannot count its peers)",
 }
 _GATEWAY_KEYS = ("log_format", "log_level", "metrics", "unknown_peers")
-_BRIDGE_KEYS = ("name", "front", "back", "forwarder")
+_BRIDGE_KEYS = ("name", "front", "back", "forwarder", "control", "capture", "capture_format")
 _BRIDGE_TABLES = ("front_options", "back_options")
 _LOG_LEVELS = ("debug", "info", "warning", "error")
+#: what a bridge's capture endpoint publishes per forwarded message (docs/capture.md):
+#: ``frames``, the frames as forwarded (libzmq's capture socket); ``records``, a header frame
+#: and the message as each side's socket had it (what ``gateway capture`` needs for both sides)
+CAPTURE_FORMATS = ("frames", "records")
 
 
 def from_dict(data: dict[str, Any], source: str = "config") -> Config:
@@ -245,9 +256,24 @@ def from_dict(data: dict[str, Any], source: str = "config") -> Config:
                 err(where, f"duplicate name (bridge #{seen[name] + 1} has it too)")
                 ok = False
             seen.setdefault(name, i)
+        for key in ("control", "capture"):
+            if isinstance(entry.get(key), str) and entry[key]:
+                try:
+                    parse(entry[key])
+                except ConfigError as exc:
+                    for line in str(exc).splitlines():
+                        err(f"{where} {key}", line)
+                    ok = False
+        capture_format = entry.get("capture_format", "frames")
+        if capture_format not in CAPTURE_FORMATS:  # (the bridge's other rules still run)
+            err(f"{where} capture_format", f"must be {' or '.join(CAPTURE_FORMATS)}, not "
+                                           f"{schema.quoted(capture_format)}")
+            capture_format = "frames"
         if ok:  # (its tables may have held mistakes: their good settings are kept)
             parsed.append(BridgeSpec(name, entry["front"], entry["back"], limits, forwarder,
-                                     tables.get("front", ()), tables.get("back", ())))
+                                     tables.get("front", ()), tables.get("back", ()),
+                                     entry.get("control", ""), entry.get("capture", ""),
+                                     capture_format))
 
     fmt = general.get("log_format", "console")
     if fmt not in ("console", "json"):

@@ -113,6 +113,26 @@ SPECS: dict[str, MetricSpec] = {
     "gateway_worker_processes": MetricSpec(
         "gauge", "Worker processes of --workers N (served by the parent only): configured, and "
         "answering this scrape; the other series are summed over those.", ("state",)),
+    "gateway_side_parts_total": MetricSpec(
+        "counter", "Bridges with a control or capture endpoint: message parts each side received "
+        "(direction in) and sent (out), counted as zmq_proxy_steerable's STATISTICS counts them "
+        "(a ZeroMQ side: each frame, the routing id too; an SP side: each message).",
+        ("bridge", "side", "direction")),
+    "gateway_side_bytes_total": MetricSpec(
+        "counter", "Bridges with a control or capture endpoint: bytes of those parts (an SP "
+        "side: its backtrace and body), as STATISTICS counts them.",
+        ("bridge", "side", "direction")),
+    "gateway_control_commands_total": MetricSpec(
+        "counter", "Commands a bridge's control endpoint answered (PAUSE, RESUME, TERMINATE, "
+        "STATISTICS; unknown: anything else, answered with an empty reply as libzmq does).",
+        ("bridge", "command")),
+    "gateway_capture_published_total": MetricSpec(
+        "counter", "Forwarded messages a bridge's capture endpoint published.", ("bridge",)),
+    "gateway_capture_dropped_total": MetricSpec(
+        "counter", "Forwarded messages a bridge's capture endpoint did not publish, by reason "
+        "(no-reader: nobody subscribed; hwm: every reader at its high-water mark; queue-full: "
+        "the tap's own queue was full). Forwarding never waits for a capture reader.",
+        ("bridge", "reason")),
     "gateway_build_info": MetricSpec(
         "gauge", "Versions of the gateway and the libraries it runs on, and which forwarding "
         "path runs (kernel: compiled or pure; value 1).",

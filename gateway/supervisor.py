@@ -34,8 +34,9 @@ log = get_logger("gateway.supervisor")
 STATUS_EVERY = 5.0  # seconds between two STATUS updates to systemd
 
 #: the READY line's fields, in the order they are written: ``READY front=URL back=URL``, then
-#: ``name=`` (more than one bridge, or ``--name`` given), ``metrics=HOST:PORT`` and ``workers=N`` when they apply
-READY_FIELDS = ("front", "back", "name", "metrics", "workers")
+#: ``name=`` (more than one bridge, or ``--name`` given), ``metrics=HOST:PORT`` and ``workers=N`` when they apply,
+#: ``control=URL`` and ``capture=URL`` for a bridge with those endpoints
+READY_FIELDS = ("front", "back", "name", "metrics", "workers", "control", "capture")
 
 
 def ready_line(**fields: object) -> str:
@@ -174,8 +175,11 @@ class Supervisor:
             task = asyncio.get_running_loop().create_task(bridge.run(stop, self._force),
                                                           name=spec.name)
             self.running[spec.name] = _Running(spec, bridge, stop, task)
+            bridge.on_terminate = self.terminate
             print(ready_line(front=bridge.front_url, back=bridge.back_url,
-                             name=bridge.name if many else None, metrics=metrics), flush=True)
+                             name=bridge.name if many else None, metrics=metrics,
+                             control=bridge.control_url or None,
+                             capture=bridge.capture_url or None), flush=True)
 
     async def _stop_bridges(self, names: list[str]) -> None:
         gone = [self.running.pop(name) for name in names]
@@ -191,12 +195,16 @@ class Supervisor:
     def in_flight(self) -> int:
         return sum(r.bridge.in_flight for r in [*self.running.values(), *self._draining])
 
-    def _signalled(self, sig: signal.Signals) -> None:
+    def terminate(self) -> None:
+        """A control endpoint's TERMINATE: the whole gateway drains, as on a first SIGTERM."""
+        self._signalled(signal.SIGTERM, by="TERMINATE")
+
+    def _signalled(self, sig: signal.Signals, by: str = "") -> None:
         """SIGINT/SIGTERM: the first drains (one line: what is in flight, for how long), a
         second ends the drain now, counting what it drops."""
         if not self._stop.is_set():
             grace = max((r.spec.limits.grace for r in self.running.values()), default=0.0)
-            log.info("shutdown.draining", signal=sig.name, in_flight=self.in_flight(),
+            log.info("shutdown.draining", signal=by or sig.name, in_flight=self.in_flight(),
                      grace=grace, hint=f"send {sig.name} again to exit now")
             self._stop.set()
         elif not self._force.is_set():

@@ -101,6 +101,10 @@ def check_shareable(bridges: Sequence[BridgeSpec], *, fixed_ports: bool) -> list
         except ConfigError as exc:
             errors.append(f"{where}: {exc}")
             continue
+        if b.control or b.capture:
+            errors.append(f"{where}: --workers cannot share a control or capture endpoint "
+                          "(each worker forwards its own connections): run one process")
+            continue
         if b.forwarder == "proxy":
             errors.append(f"{where}: --workers needs the native engine; forwarder=proxy is "
                           "libzmq's proxy, which cannot share a port")

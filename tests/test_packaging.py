@@ -100,7 +100,7 @@ def test_the_tools_commands_are_entry_points_that_load() -> None:
     from gateway.cli import COMMANDS_GROUP
 
     eps = META["project"]["entry-points"][COMMANDS_GROUP]
-    assert set(eps) == {"bench", "matrix"}
+    assert set(eps) == {"bench", "matrix", "ctl", "capture", "replay"}
     for target in eps.values():
         module, _, attr = target.partition(":")
         assert module.startswith("gateway.tools.")

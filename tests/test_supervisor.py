@@ -18,7 +18,8 @@ def test_ready_line_writes_the_fields_in_order_and_leaves_out_none() -> None:
 
 def test_parse_ready_reads_what_ready_line_writes() -> None:
     fields = {"front": "zmq+tcp://127.0.0.1:5555", "back": "sp+ipc:///tmp/x.sock?a=1",
-              "name": "zmq-to-nng", "metrics": "127.0.0.1:9100", "workers": "2"}
+              "name": "zmq-to-nng", "metrics": "127.0.0.1:9100", "workers": "2",
+              "control": "zmq+tcp://127.0.0.1:7001", "capture": "zmq+tcp://127.0.0.1:7002"}
     assert list(fields) == list(READY_FIELDS)
     assert parse_ready(ready_line(**fields)) == fields
     assert parse_ready(ready_line(**fields) + "\n") == fields

@@ -32,12 +32,13 @@ from typing import Any, Protocol
 
 from gateway import kernel
 from gateway.config import BridgeSpec, Limits
-from gateway.device import sides
+from gateway.device import sides, steer
 from gateway.device.forward_async import AsyncForwarder
 from gateway.device.forward_poll import PollForwarder
 from gateway.device.forward_proxy import ProxyForwarder
 from gateway.device.ledger import REPLY, REQUEST, Ledger
 from gateway.device.plan import KINDS, BridgePlan, plan
+from gateway.device.tap import Tap
 from gateway.device.watch import waiting, watch_back
 from gateway.envelope import MixedTranslator, PatternTranslator, Translation, Translator
 from gateway.errors import ConfigError
@@ -81,20 +82,33 @@ class Bridge:
     back_options: Mapping[str, Any] | tuple[tuple[str, Any], ...] = ()
     front_url: str = ""
     back_url: str = ""
+    #: zmq_proxy_steerable's control and capture endpoints (gateway.device.steer; "": none)
+    control: str = ""
+    capture: str = ""
+    capture_format: str = "frames"
 
     @classmethod
     def from_spec(cls, spec: BridgeSpec, on_ready: Callable[[Bridge], None] | None = None
                   ) -> Bridge:
         return cls(spec.front, spec.back, spec.name, spec.limits, on_ready, spec.forwarder,
-                   spec.front_options, spec.back_options)
+                   spec.front_options, spec.back_options, control=spec.control,
+                   capture=spec.capture, capture_format=spec.capture_format)
 
     @property
     def spec(self) -> BridgeSpec:
         return BridgeSpec(self.name, self.front, self.back, self.limits, self.forwarder,
-                          _items(self.front_options), _items(self.back_options))
+                          _items(self.front_options), _items(self.back_options), self.control,
+                          self.capture, self.capture_format)
 
     def __post_init__(self) -> None:
         self.plan: BridgePlan = plan(self.spec)
+        self.extras = steer.plan_extras(self.spec, self.plan)
+        #: what a control endpoint's TERMINATE does (the supervisor's drain; None: stop this
+        #: bridge's run, as its ``stop`` event would)
+        self.on_terminate: Callable[[], None] | None = None
+        self.tap: Tap | None = None
+        self.control_url = self.capture_url = ""
+        self._control: steer.Control | None = None
         p = self.plan
         self.pattern, self.sp_pair1, self.mode = p.pattern, p.sp_pair1, p.mode
         front, back = p.front.ep, p.back.ep
@@ -119,6 +133,7 @@ class Bridge:
         self._front: Any = None
         self._back: Any = None
         self._forwarder: Forwarder | None = None
+        self._stop: asyncio.Event | None = None
 
     @property
     def _front_ep(self) -> Endpoint:
@@ -187,8 +202,17 @@ class Bridge:
                                                 hwm=back_o.hwm)
                 self.implementation = "poller"
             else:
-                self._forwarder = fwd = AsyncForwarder(self._front, self._back,
-                                                       self.translator, ledger)
+                try:
+                    self.tap = self._open_tap()
+                    self._forwarder = fwd = AsyncForwarder(self._front, self._back,
+                                                           self.translator, ledger, self.tap)
+                    if self.extras.control is not None and self.tap is not None:
+                        self._control = steer.Control(self.name, self.extras.control, self.tap,
+                                                      fwd, self._terminate)
+                        self.control_url = self._control.url
+                except BaseException:
+                    self.close()  # both sides and the capture endpoint: nothing left bound
+                    raise
                 self.implementation = "asyncio"
                 self.kernel = fwd.kernel is not None
         if isinstance(self.translator, MixedTranslator):  # any+: each client's wire, per message
@@ -203,9 +227,32 @@ class Bridge:
             METRICS.gauge("gateway_subscribed_prefixes", lambda: float(len(subs)), bridge=self.name)
         log.info("bridge.up", bridge=self.name, front=self.front_url, back=self.back_url,
                  mode=self.mode, pattern=self.pattern, forwarder=self.implementation,
-                 kernel=self.kernel,
+                 kernel=self.kernel, **({"control": self.control_url} if self.control_url else {}),
+                 **({"capture": self.capture_url} if self.capture_url else {}),
                  front_backend=sides.backend_of(self._front_ep),
                  back_backend=sides.backend_of(self._back_ep))
+
+    def _open_tap(self) -> Tap | None:
+        """The tap of a bridge with a control or capture endpoint (its capture bound)."""
+        if not self.extras:
+            return None
+        capture = None
+        if self.extras.capture is not None:
+            capture, self.capture_url = steer.open_capture(self.name, self.extras.capture,
+                                                           self.capture_format)
+        front, back = self.plan.front.ep.family, self.plan.back.ep.family
+        sock = self._front
+
+        def front_family(routing_id: bytes) -> str:
+            return front if front != ANY else (sock.family_of(routing_id) or "zmtp")
+
+        return Tap(self.name, front_family, back, capture)
+
+    def _terminate(self) -> None:
+        if self.on_terminate is not None:
+            self.on_terminate()
+        elif self._stop is not None:
+            self._stop.set()
 
     async def run(self, stop: asyncio.Event, force: asyncio.Event | None = None) -> None:
         """Forward until ``stop`` is set, then drain in-flight replies for ``limits.grace``,
@@ -215,9 +262,12 @@ class Bridge:
             self.open()
         assert self._forwarder is not None
         fwd, ledger = self._forwarder, self.ledger
+        self._stop = stop
         if self.on_ready is not None:
             self.on_ready(self)
         fwd.start()
+        if self._control is not None:
+            self._control.start()
         failed = asyncio.ensure_future(fwd.failed())
         stopper = asyncio.ensure_future(stop.wait())
         watcher = asyncio.ensure_future(watch_back(self.name, lambda: _peers(self._back),
@@ -238,6 +288,8 @@ class Bridge:
                 task.cancel()
             await asyncio.gather(failed, stopper, watcher, return_exceptions=True)
             await fwd.close()
+            if self._control is not None:
+                await self._control.close()
             self.close()
 
     async def _drain(self, fwd: Forwarder, force: asyncio.Event | None) -> None:
@@ -259,6 +311,12 @@ class Bridge:
             if sock is not None:
                 with contextlib.suppress(Exception):
                     sock.close()
+        if self._control is not None:
+            with contextlib.suppress(Exception):
+                self._control.socket.close(0)
+        if self.tap is not None:
+            self.tap.close()
+            self.tap = None
         self.ledger.close()
         log.info("bridge.down", bridge=self.name)
 
@@ -276,7 +334,7 @@ def check(specs: list[BridgeSpec], where: str = "") -> list[str]:
     at = f"{where}: " if where else ""
     for spec in specs:
         try:
-            plan(spec)
+            steer.plan_extras(spec, plan(spec))
         except ConfigError as exc:
             errors.extend(f"{at}{line}" for line in str(exc).splitlines())
     return errors

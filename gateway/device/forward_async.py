@@ -22,6 +22,7 @@ from gateway import kernel
 from gateway.device.inflight import LossTracker
 from gateway.device.ledger import Ledger, clock
 from gateway.device.step import ReplyStep, RequestStep
+from gateway.device.tap import Tap
 from gateway.engine.hooks import SocketHooks
 from gateway.envelope import Translation
 from gateway.errors import Drop, GatewayError
@@ -72,8 +73,13 @@ class _Back(SocketHooks):
 class AsyncForwarder:
     """Both directions on the running loop; the callback path when both sides have it."""
 
-    def __init__(self, front: Any, back: Any, translator: Translation, ledger: Ledger) -> None:
+    def __init__(self, front: Any, back: Any, translator: Translation, ledger: Ledger,
+                 tap: Tap | None = None) -> None:
         self.front, self.back = front, back
+        self.tap = tap
+        #: set while messages flow; cleared by a control endpoint's PAUSE (see :meth:`pause`)
+        self.flowing = asyncio.Event()
+        self.flowing.set()
         self.translator, self.ledger = translator, ledger
         ledger.pairs_replies = translator.pairs_replies  # in flight: request-reply only
         self.draining = False
@@ -89,12 +95,15 @@ class AsyncForwarder:
         native_back = back.callbacks
         self.request = RequestStep(translator, ledger, self.loss,
                                    back.send_now if native_back else None,
-                                   back.room if native_back else None)
+                                   back.room if native_back else None, tap)
         self.reply = ReplyStep(translator, ledger, self.loss,
-                               front.send_now if front.callbacks else None)
+                               front.send_now if front.callbacks else None, tap)
         self.callbacks = front.callbacks and native_back
         #: the compiled kernel (one call per read) where it applies, else None
-        self.kernel = kernel.for_bridge(self, BUCKETS) if self.callbacks else None
+        #: (never for a bridge with a control or capture endpoint: its tap sees each message in
+        #: the Python step)
+        self.kernel = (kernel.for_bridge(self, BUCKETS) if self.callbacks and tap is None
+                       else None)
 
     def pattern_drop(self, drop: Drop, endpoint: str, direction: str) -> bool:
         self.ledger.dropped(drop.reason, direction, drop.detail, peer=endpoint)
@@ -103,6 +112,7 @@ class AsyncForwarder:
     # -- the loops ---------------------------------------------------------------------------
     async def _requests(self) -> None:
         recv, step, back, hold = self.front.recv_msg, self.request, self.back, self.hold
+        tap = self.tap
         forward = step.forward
         for first in self.translator.initial():  # pub/sub: the standing subscriptions
             await back.send_msg(first)
@@ -112,6 +122,8 @@ class AsyncForwarder:
             if hold[0] and not self.draining and not self.backlog():
                 hold[0] = False  # caught up: the callback path may forward again
             msg = await recv()
+            if not self.flowing.is_set():  # paused: this one waits here, the rest inbound
+                await self.flowing.wait()
             if step.send_now is not None:  # native back end: wait for room, then the step
                 while not forward(msg):
                     hold[0] = True  # (a request taken before start: none overtakes it)
@@ -122,36 +134,65 @@ class AsyncForwarder:
                 t0 = clock()
                 out = step.prepare(msg, t0)
                 if out is None:
+                    if tap is not None:
+                        tap.request(msg, None, None)
                     continue
                 self.held = 1  # until the library takes it
                 try:
                     pipe = await back.send_msg(out)
                 except GatewayError as exc:
                     step.refused(exc, msg, out)
+                    if tap is not None:
+                        tap.request(msg, None, None)
                     continue
                 finally:
                     self.held = 0
                 step.done(out, pipe, t0)
+                if tap is not None:
+                    tap.request(msg, out, pipe)
 
     async def _replies(self) -> None:
         recv, step, send, hold = self.back.recv_msg, self.reply, self.front.send_msg, self.back_hold
+        tap = self.tap
         if not self.translator.down:  # pipeline: the back end (PUSH) never receives
             await _forever()
         while True:
             if hold[0] and not self.back.backlog:
                 hold[0] = False  # caught up: the callback path may forward again
             msg = await recv()
+            if not self.flowing.is_set():  # paused (see _requests)
+                await self.flowing.wait()
             t0 = clock()
             out = step.prepare(msg, t0)
             if out is None:
+                if tap is not None:
+                    tap.reply(msg, None)
                 continue
             hold[0] = True  # the callback path waits while this one may (pair: no room)
             try:
                 await send(out)
             except GatewayError as exc:
                 step.refused(exc, out)
+                if tap is not None:
+                    tap.reply(msg, None)
                 continue
             step.done(t0)
+            if tap is not None:
+                tap.reply(msg, out)
+
+    # -- steering (a control endpoint) --------------------------------------------------------
+    def pause(self) -> None:
+        """Hold traffic both ways (zmq_proxy_steerable's PAUSE): the callback path leaves each
+        message to its side's inbox, the loops hold the one they took; an inbox holds ``hwm``
+        messages per pipe, then that pipe stops reading (the peer's own queue and TCP hold the
+        rest, as libzmq's sockets do at their mark). Nothing is dropped for the pause."""
+        self.flowing.clear()
+        self.hold[0] = self.back_hold[0] = True
+
+    def resume(self) -> None:
+        """Let traffic flow again (RESUME): the loops forward what waited, in order, and give
+        the callback path back once caught up."""
+        self.flowing.set()
 
     # -- the Forwarder interface -------------------------------------------------------------
     def backlog(self) -> int:
@@ -193,6 +234,7 @@ class AsyncForwarder:
     def stop_requests(self) -> None:
         self.draining = True
         self.hold[0] = True  # what comes now stays in the inbox, for the drain count
+        self.flowing.set()  # (a paused bridge drains too: replies to what is in flight cross)
         self._tasks[0].cancel()
 
     async def drain(self, grace: float) -> None:

@@ -36,7 +36,7 @@ class Bound:
     """One bound address of a bridge side (or of the metrics endpoint: side ``metrics``)."""
 
     bridge: str
-    side: str  # "front", "back" or "metrics"
+    side: str  # "front", "back", "control", "capture" or "metrics"
     transport: str
     address: str
     backend: str = "native"
@@ -60,6 +60,16 @@ def bound(specs: list[BridgeSpec], metrics: str | None = None) -> list[Bound]:
             if (ep.mode or default) == "bind":
                 out.append(Bound(spec.name, side, ep.transport, ep.address,
                                  ep.backend or "native"))
+        for side in ("control", "capture"):  # (gateway.device.steer: bound by default)
+            url = getattr(spec, side)
+            if not url:
+                continue
+            try:
+                extra = parse(url)
+            except ConfigError:
+                continue
+            if extra.mode != "connect":
+                out.append(Bound(spec.name, side, extra.transport, extra.address))
     if metrics:
         out.append(Bound("", "metrics", "tcp", metrics))
     return out

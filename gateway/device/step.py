@@ -19,7 +19,8 @@ made with a ``hold`` cell straight, without a frame of its own around it (see
 :meth:`RequestStep.forwarder`). A step's parts are fixed when it is made.
 A request step asks the back end for room *before* it translates, so a busy back end leaves
 the request untranslated (no token minted and forgotten): the caller keeps it and calls again
-once there is room.
+once there is room. A bridge with a control or capture endpoint gives each step a
+:class:`~gateway.device.tap.Tap`, told of every message the step is done with.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from collections.abc import Callable
 
 from gateway.device.inflight import LossTracker
 from gateway.device.ledger import REPLY, REQUEST, Ledger, client_of, clock
+from gateway.device.tap import Tap
 from gateway.envelope import Translation, same_family
 from gateway.errors import GatewayError
 from gateway.message import Message
@@ -42,16 +44,18 @@ class RequestStep:
     ``room``: the back end's room as a cell (``room[0]`` True when a send would go out now,
     :attr:`gateway.engine.send.Routing.room`; None: the send itself says, ``send_now``)."""
 
-    __slots__ = ("_same", "_translate", "forward", "ledger", "loss", "room", "send_now",
+    __slots__ = ("_same", "_translate", "forward", "ledger", "loss", "room", "send_now", "tap",
                  "translator")
 
     def __init__(self, translator: Translation, ledger: Ledger, loss: LossTracker,
                  send_now: SendNow | None = None,
-                 room: list[bool] | None = None) -> None:
+                 room: list[bool] | None = None, tap: Tap | None = None) -> None:
         self.translator, self.ledger, self.loss = translator, ledger, loss
         self._translate = translator.request
         self._same = self._translate is same_family  # untouched: no call for that
-        self.send_now = send_now
+        #: what crossed, for a control or capture endpoint (gateway.device.tap; None: none)
+        self.tap = tap
+        self.send_now = send_now if tap is None or send_now is None else tap.sender(send_now)
         self.room = room
         #: ``forward(msg, t0=0.0)``: the whole step now, see :meth:`forwarder`
         self.forward = self.forwarder()
@@ -84,6 +88,10 @@ class RequestStep:
         ``hold``: a cell for a caller that keeps order with a loop of its own (the callback
         path, whose loop takes what it leaves): while ``hold[0]`` is set, ``forward`` returns
         False at once, and it sets ``hold[0]`` when the back end has no room."""
+        forward = self._forwarder(hold)
+        return forward if self.tap is None else self.tap.request_step(forward)
+
+    def _forwarder(self, hold: list[bool] | None) -> Callable[..., bool]:
         gate = hold if hold is not None else [False]
         room, send_now, forget = self.room, self.send_now, self.translator.forget
         translate = None if self._same else self._translate
@@ -134,14 +142,15 @@ class RequestStep:
 class ReplyStep:
     """Back -> front: a reply (or, beyond request-reply, whatever flows that way)."""
 
-    __slots__ = ("_translate", "answered", "forward", "ledger", "loss", "send_now")
+    __slots__ = ("_translate", "answered", "forward", "ledger", "loss", "send_now", "tap")
 
     def __init__(self, translator: Translation, ledger: Ledger, loss: LossTracker,
-                 send_now: SendNow | None = None) -> None:
+                 send_now: SendNow | None = None, tap: Tap | None = None) -> None:
         self.ledger, self.loss = ledger, loss
         self._translate = translator.reply
         self.answered = loss.answered
-        self.send_now = send_now
+        self.tap = tap
+        self.send_now = send_now if tap is None or send_now is None else tap.sender(send_now)
         #: ``forward(msg)``: the whole step now, see :meth:`forwarder`
         self.forward = self.forwarder()
 
@@ -163,6 +172,10 @@ class ReplyStep:
         """``forward(msg)``: forward ``msg`` now (a routed send never waits: gone or full is
         counted). False only when the front has no room (a pair peer at its mark). ``hold``:
         as :meth:`RequestStep.forwarder`'s."""
+        forward = self._forwarder(hold)
+        return forward if self.tap is None else self.tap.reply_step(forward)
+
+    def _forwarder(self, hold: list[bool] | None) -> Callable[[Message], bool]:
         gate = hold if hold is not None else [False]
         translate, send_now, refused = self._translate, self.send_now, self.ledger.refused
         loss = self.loss

@@ -1,0 +1,142 @@
+"""A live zmq -> nng bridge's capture endpoint: libzmq's frames to a pyzmq SUB; `gateway
+capture` writing both sides as pcapng; real tshark with the shipped Lua dissectors counting
+the messages of each side (equal to the forwarded counters) and showing the ZMTP envelope and
+the SP backtrace of one request; `gateway replay` sending the capture's requests to nng again."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pynng
+import pytest
+import zmq
+
+from gateway.tools.harness.gateway import Gateway, bridge_args
+from gateway.tools.harness.procs import lib_url, python_argv, run_cli
+from interop_tests.helpers import wait_until
+
+LUA = Path(__file__).resolve().parents[1] / "gateway" / "tools" / "wireshark"
+TSHARK = shutil.which("tshark")
+
+
+@pytest.fixture
+def nng_echo() -> Iterator[tuple[str, list[bytes]]]:
+    srv = pynng.Rep0()
+    addr = str(srv.listen("tcp://127.0.0.1:0").local_address)
+    seen: list[bytes] = []
+
+    def serve() -> None:
+        try:
+            while True:
+                req = srv.recv()
+                seen.append(req)
+                srv.send(b"re:" + req)
+        except pynng.exceptions.Closed:
+            pass
+
+    t = threading.Thread(target=serve, daemon=True)
+    t.start()
+    yield addr, seen
+    srv.close()
+    t.join(5)
+
+
+def tshark(path: Path, *args: str) -> list[str]:
+    assert TSHARK, "tshark is installed by .ci/system-deps.sh"
+    out = subprocess.run([TSHARK, "-r", str(path), "-X", f"lua_script:{LUA / 'zmtp.lua'}",
+                          "-X", f"lua_script:{LUA / 'sp.lua'}", *args],
+                         capture_output=True, text=True, timeout=60, check=True)
+    assert "Lua Error" not in out.stdout + out.stderr, out.stdout + out.stderr
+    return out.stdout.splitlines()
+
+
+def test_frames_capture_is_what_libzmq_capture_gives(nng_echo: tuple[str, list[bytes]]) -> None:
+    addr, _ = nng_echo
+    with Gateway(*bridge_args("@zmq+tcp://127.0.0.1:0", f">sp+tcp://{addr}",
+                              "--capture", "@zmq+tcp://127.0.0.1:0"), metrics=True) as gw, \
+            zmq.Context() as ctx:
+        sub = ctx.socket(zmq.SUB)
+        sub.subscribe(b"")
+        sub.connect(lib_url(gw.ready["capture"]))
+        client = ctx.socket(zmq.DEALER)
+        client.connect(lib_url(gw.front))
+        # nobody reads yet: copies are dropped and counted, the forwarding goes on
+        deadline = time.monotonic() + 10
+        while not gw.metric("gateway_capture_published_total") and time.monotonic() < deadline:
+            client.send_multipart([b"", b"ping"])
+            assert client.poll(5000) and client.recv_multipart() == [b"", b"re:ping"]
+            if sub.poll(0):
+                break
+        assert sub.poll(5000)
+        frames = sub.recv_multipart()
+        # as forwarded: a request to the SP back end is [request id][body]; a reply to the
+        # ZeroMQ front is [routing id][delimiter][body], what libzmq's capture shows a ROUTER's
+        assert frames[-1] in (b"ping", b"re:ping")
+        if frames[-1] == b"ping":
+            assert len(frames) == 2 and len(frames[0]) == 4 and frames[0][0] & 0x80
+        else:
+            assert len(frames) == 3 and frames[1] == b""
+        assert gw.metric("gateway_capture_dropped_total", reason="no-reader") >= 0
+        for s in (sub, client):
+            s.close(0)
+
+
+@pytest.mark.skipif(TSHARK is None, reason="tshark not installed (.ci/system-deps.sh)")
+def test_tshark_shows_both_sides_of_a_live_bridge(nng_echo: tuple[str, list[bytes]],
+                                                   tmp_path: Path) -> None:
+    addr, seen = nng_echo
+    pcap = tmp_path / "bridge.pcapng"
+    n = 6
+    with Gateway(*bridge_args("@zmq+tcp://127.0.0.1:0", f">sp+tcp://{addr}",
+                              "--capture", "@zmq+tcp://127.0.0.1:0",
+                              "--capture-format", "records"), metrics=True) as gw, \
+            zmq.Context() as ctx:
+        cap = subprocess.Popen([*python_argv("-m", "gateway"), "capture", gw.ready["capture"],
+                                str(pcap), "--count", str(2 * n), "--duration", "30"],
+                               stderr=subprocess.PIPE, text=True)
+        wait_until(lambda: _subscribed(gw), 10, "the capture reader connected")
+        time.sleep(0.3)  # its SUBSCRIBE follows its READY at once (libzmq writes both together)
+        client = ctx.socket(zmq.DEALER)  # a DEALER with an envelope of its own: [hop][""][body]
+        client.connect(lib_url(gw.front))
+        for i in range(n):
+            client.send_multipart([b"app-hop", b"", b"order-%d" % i])
+            assert client.poll(5000)
+            assert client.recv_multipart() == [b"app-hop", b"", b"re:order-%d" % i]
+        assert cap.wait(30) == 0, cap.stderr.read() if cap.stderr else ""
+        forwarded = {d: int(gw.metric("gateway_forwarded_messages_total", direction=d))
+                     for d in ("request", "reply")}
+        client.close(0)
+    assert forwarded == {"request": n, "reply": n}
+    zmtp = tshark(pcap, "-Y", "zmtp.message", "-T", "fields", "-e", "tcp.dstport",
+                  "-e", "_ws.col.Info")
+    sp = tshark(pcap, "-Y", "sp.message", "-T", "fields", "-e", "tcp.dstport",
+                "-e", "_ws.col.Info")
+    # one message per line on each side; requests go to the gateway's front port (15555)
+    # and to the server's (16000), replies the other way
+    assert sum(line.startswith("15555\t") for line in zmtp) == forwarded["request"]
+    assert sum(not line.startswith("15555\t") for line in zmtp) == forwarded["reply"]
+    assert sum(line.startswith("16000\t") for line in sp) == forwarded["request"]
+    assert sum(not line.startswith("16000\t") for line in sp) == forwarded["reply"]
+    first_zmtp = next(line for line in zmtp if line.startswith("15555\t"))
+    first_sp = next(line for line in sp if line.startswith("16000\t"))
+    assert first_zmtp.endswith('envelope ["app-hop", \'\'] body ["order-0"]'), first_zmtp
+    assert 'backtrace [id 0x' in first_sp and first_sp.endswith('body "order-0"'), first_sp
+    print("\n" + first_zmtp + "\n" + first_sp)
+
+    # replay: the front's requests, to the nng server again
+    before = len(seen)
+    r = run_cli("replay", str(pcap), f"sp+tcp://{addr}", "--rate", "1000", "--count", "4")
+    assert r.returncode == 0, r.stderr
+    assert "replayed 4 request(s), 4 replied" in r.stdout
+    assert seen[before:] == [b"order-%d" % i for i in range(4)]
+
+
+def _subscribed(gw: Gateway) -> bool:
+    """The capture endpoint has its reader (its pipe.up line)."""
+    return any(e.get("event") == "pipe.up" and e.get("socket") == "bridge/capture"
+               for e in gw.events())
