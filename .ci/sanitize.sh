@@ -30,4 +30,5 @@ cd "$OUT"
 # GATEWAY_SANITIZE: the tests that ask this build whether it checks its indexes
 # (tests/test_kernel_findings.py) know it is the one
 GATEWAY_SANITIZE=1 "$PY" -m pytest -q -p no:cacheprovider --capture=sys --rootdir "$ROOT" \
-    "$ROOT/tests/test_kernel.py" "$ROOT/tests/test_kernel_findings.py" -o addopts="" "$@"
+    "$ROOT/tests/test_kernel.py" "$ROOT/tests/test_kernel_findings.py" \
+    "$ROOT/tests/test_kernel_seam.py" -o addopts="" "$@"
