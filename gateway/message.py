@@ -18,6 +18,8 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from gateway.errors import LocalProtocolError
+
 DELIMITER = b""
 
 
@@ -42,3 +44,11 @@ class Message(NamedTuple):
 
     def __repr__(self) -> str:
         return f"Message(hops={self.hops!r}, body={self.body!r})"
+
+
+def one_body(family: str, body: tuple[bytes, ...]) -> None:
+    """The one rule of what a wire carries: an SP message exactly one body frame, a ZeroMQ one
+    any number; :class:`~gateway.errors.LocalProtocolError` for a send that breaks it (every
+    engine path that sends asks here)."""
+    if family == "sp" and len(body) != 1:
+        raise LocalProtocolError(f"SP carries exactly one body frame, not {len(body)}")

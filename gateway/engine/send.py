@@ -28,7 +28,7 @@ from collections.abc import Callable
 from gateway.engine.pipe import Pipe
 from gateway.engine.writes import check_body
 from gateway.errors import Closed, Drop, LocalProtocolError, PeerBusy, PeerGone
-from gateway.message import Message
+from gateway.message import Message, one_body
 from gateway.metrics import METRICS
 from gateway.patterns.pubsub import Publisher, Subscriber
 from gateway.patterns.reqrep import SP, Pattern
@@ -130,9 +130,7 @@ class Balanced:
                 pipe = out[idx]
                 if pipe.writable:
                     body = msg[1]
-                    if pipe.family == SP and len(body) != 1:
-                        raise LocalProtocolError(
-                            f"SP carries exactly one body frame, not {len(body)}")
+                    one_body(pipe.family, body)
                     routing.rr = idx + 1
                     hops = msg[0]
                     pipe.write_frames(hops + body if hops else body)
@@ -190,8 +188,7 @@ class Routed:
                     raise PeerGone(f"no peer with routing id {target!r}")
                 METRICS.inc("gateway_socket_dropped_messages_total", reason="unroutable")
                 return target
-            if pipe.family == SP and len(body) != 1:
-                raise LocalProtocolError(f"SP carries exactly one body frame, not {len(body)}")
+            one_body(pipe.family, body)
             if not pipe.writable:
                 if mandatory:
                     raise PeerBusy(f"peer {target!r} is at its high-water mark")

@@ -16,11 +16,9 @@ import time
 from typing import Any, cast
 
 from gateway import kernel
-from gateway.errors import LocalProtocolError
 from gateway.logging import get_logger
-from gateway.message import Message
+from gateway.message import Message, one_body
 from gateway.metrics import METRICS
-from gateway.patterns.reqrep import SP
 from gateway.wire.events import Subscription
 
 log = get_logger("gateway.engine")
@@ -82,9 +80,8 @@ def flush(batch: Batch) -> None:
 
 
 def check_body(pipe: Any, msg: Message) -> None:
-    """Refuse a message the pipe's wire cannot carry (SP: exactly one body frame)."""
-    if pipe.family == SP and len(msg.body) != 1:
-        raise LocalProtocolError(f"SP carries exactly one body frame, not {len(msg.body)}")
+    """Refuse a message the pipe's wire cannot carry (:func:`gateway.message.one_body`)."""
+    one_body(pipe.family, msg.body)
 
 
 class Writes:
@@ -107,8 +104,7 @@ class Writes:
 
     def write(self, msg: Message) -> None:
         hops, body = msg
-        if self.family == SP and len(body) != 1:
-            raise LocalProtocolError(f"SP carries exactly one body frame, not {len(body)}")
+        one_body(self.family, body)
         self.write_bytes(self.codec.send_message(hops + body if hops else body))
 
     def write_frames(self, frames: tuple[bytes, ...]) -> None:

@@ -16,7 +16,7 @@ incremented as the message leaves, exactly as nng does, so a cooked sender's mes
 from __future__ import annotations
 
 from gateway.errors import Drop, LocalProtocolError, RemoteProtocolError, StateError
-from gateway.message import Message
+from gateway.message import Message, one_body
 from gateway.patterns.reqrep import SP, Pattern
 
 _ZERO_HOPS = b"\x00\x00\x00\x00"
@@ -73,8 +73,7 @@ class Pair1(Pair):
         return Message((), (payload[4:],))
 
     def prepare_send(self, msg: Message) -> tuple[bytes | None, Message]:
-        if len(msg.body) != 1:
-            raise LocalProtocolError(f"SP carries exactly one body frame, not {len(msg.body)}")
+        one_body(SP, msg.body)
         if not self.raw:
             return None, Message((_ZERO_HOPS,), msg.body)
         hops = msg.hops
