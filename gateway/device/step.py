@@ -11,12 +11,11 @@ sends at once, a library's asyncio face is awaited, the poller's is non-blocking
   ``t0``, the one clock reading the message got when it came in: it also dated its token).
 
 ``step.forward(msg)`` is all three with a non-blocking ``send_now`` (which
-returns None when the side has no room), in one call. The pure-Python path runs it once per
-message, so it is a closure made once per step (:meth:`RequestStep.forwarder`) over the
-callables it needs, which repeats the few lines of ``prepare`` and ``done`` instead of calling
-them; the tests hold both forms to the same result. A socket's observer calls a forwarder
-made with a ``hold`` cell straight, without a frame of its own around it (see
-:meth:`RequestStep.forwarder`). A step's parts are fixed when it is made.
+returns None when the side has no room), in one call: a closure made once per step
+(:meth:`RequestStep.forwarder`) over ``prepare``, the send and ``done``, which a socket's
+observer calls straight, without a frame of its own around it. The step is written once in
+Python; its one other form is the compiled kernel's (``gateway.kernel``), for the usual
+messages of a read. A step's parts are fixed when it is made.
 A request step asks the back end for room *before* it translates, so a busy back end leaves
 the request untranslated (no token minted and forgotten): the caller keeps it and calls again
 once there is room. A bridge with a control or capture endpoint gives each step a
@@ -94,10 +93,7 @@ class RequestStep:
     def _forwarder(self, hold: list[bool] | None) -> Callable[..., bool]:
         gate = hold if hold is not None else [False]
         room, send_now, forget = self.room, self.send_now, self.translator.forget
-        translate = None if self._same else self._translate
-        loss, refused = self.loss, self.ledger.refused
-        sent = loss.inflight.sent if loss.enabled else None  # the table's own, bound once
-        forwarded = self.ledger.request_forwarded
+        prepare, done, refused = self.prepare, self.done, self.refused
 
         def forward(msg: Message, t0: float = 0.0) -> bool:
             if gate[0]:  # a loop holds earlier messages: they go first
@@ -108,32 +104,20 @@ class RequestStep:
                 return False
             if not t0:
                 t0 = clock()
-            if translate is None:  # prepare, inline
-                out = msg
-            else:
-                try:
-                    made = translate(msg, t0)
-                except GatewayError as exc:
-                    refused(exc, REQUEST, client_of(msg))
-                    return True
-                if made is None:  # nothing to send
-                    return True
-                out = made
+            out = prepare(msg, t0)
+            if out is None:  # refused and counted, or nothing to send
+                return True
             try:
                 pipe = send_now(out)  # type: ignore[misc]
             except GatewayError as exc:
-                self.refused(exc, msg, out)
+                refused(exc, msg, out)
                 return True
             if pipe is None:  # no room after all (no room check): undo, keep the request
                 forget([out[0]])
                 if hold is not None:
                     hold[0] = True
                 return False
-            if sent is not None:  # done, inline
-                evicted = sent(out[0], pipe, t0)
-                if evicted:
-                    loss.evicted(evicted)
-            forwarded(t0)
+            done(out, pipe, t0)
             return True
 
         return forward
@@ -177,23 +161,14 @@ class ReplyStep:
 
     def _forwarder(self, hold: list[bool] | None) -> Callable[[Message], bool]:
         gate = hold if hold is not None else [False]
-        translate, send_now, refused = self._translate, self.send_now, self.ledger.refused
-        loss = self.loss
-        answered = loss.inflight.answered if loss.enabled else None  # the table's own
-        forwarded = self.ledger.reply_forwarded
+        send_now, prepare, done, refused = self.send_now, self.prepare, self.done, self.refused
 
         def forward(msg: Message) -> bool:
             if gate[0]:  # the loop holds earlier messages: they go first
                 return False
             t0 = clock()
-            if answered is not None:  # prepare, inline
-                answered(msg[0])
-            try:
-                out = translate(msg, t0)
-            except GatewayError as exc:
-                refused(exc, REPLY, client_of(msg))
-                return True
-            if out is None:  # nothing to send
+            out = prepare(msg, t0)
+            if out is None:  # refused and counted, or nothing to send
                 return True
             try:
                 if send_now(out) is None:  # type: ignore[misc]
@@ -201,9 +176,9 @@ class ReplyStep:
                         hold[0] = True  # the front has no room: the loop waits for it
                     return False
             except GatewayError as exc:
-                self.refused(exc, out)
+                refused(exc, out)
                 return True
-            forwarded(t0)  # done, inline
+            done(t0)
             return True
 
         return forward
