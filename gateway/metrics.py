@@ -128,6 +128,9 @@ SPECS: dict[str, MetricSpec] = {
         ("bridge", "command")),
     "gateway_capture_published_total": MetricSpec(
         "counter", "Forwarded messages a bridge's capture endpoint published.", ("bridge",)),
+    "gateway_capture_peers": MetricSpec(
+        "gauge", "Readers a bridge's capture endpoint publishes to now: connected and holding "
+        "a subscription.", ("bridge",)),
     "gateway_capture_dropped_total": MetricSpec(
         "counter", "Forwarded messages a bridge's capture endpoint did not publish, by reason "
         "(no-reader: nobody subscribed; hwm: every reader at its high-water mark; queue-full: "

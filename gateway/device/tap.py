@@ -208,7 +208,18 @@ class CapturePublisher:
                                               reason=reason)
                          for reason in ("no-reader", "hwm", "queue-full")}
         self._metrics = metrics
+        self._readers = metrics.gauge("gateway_capture_peers", lambda: float(len(self.readers())),
+                                      bridge=bridge)
         self._logged = 0.0
+
+    def readers(self) -> list[Any]:
+        """The pipes that take copies now: connected and holding a subscription (a SUB that
+        connected but whose SUBSCRIBE has not arrived gets nothing from a PUB)."""
+        sock = self.socket
+        if sock.closed:
+            return []
+        filters = sock.pattern.filters
+        return [p for p in sock.routing.out if filters.get(p.routing_id)]
 
     def put(self, direction: int, fin: str, fout: str, msg: Message, out: Message,
             in_pipe: bytes, out_pipe: bytes) -> None:
@@ -235,8 +246,8 @@ class CapturePublisher:
         queue, sock = self._queue, self.socket
         if not queue:
             return
-        readers = sock.routing.out
-        if not readers or sock.closed:
+        readers = self.readers()
+        if not readers:
             self._drop("no-reader", len(queue))
             queue.clear()
             return
@@ -255,6 +266,7 @@ class CapturePublisher:
     def close(self) -> None:
         self._queue.clear()
         self._metrics.release(self._published, *self._dropped.values())
+        self._metrics.gauges.pop(self._readers, None)
         self.socket.close(0)
 
 

@@ -1,6 +1,6 @@
 """The bench peer's servers and proxies (:mod:`gateway.tools.bench.peer` roles ``zmq-rep``,
 ``nng-rep``, ``zmq-echo``, ``sp-echo``, ``native-rep``, ``nng-blackhole``, ``zmq-proxy``,
-``nng-device``): bind (or connect), say READY, serve until killed.
+``nng-device``, ``stalled-sub``): bind (or connect), say READY, serve until killed.
 """
 
 from __future__ import annotations
@@ -210,3 +210,18 @@ def run_nng_device(front: Any, back: Any) -> None:
     t.join()
     sys.stderr.write(f"nng_device returned {result}\n")
     sys.exit(1)
+
+
+def serve_stalled_sub(cfg: dict[str, Any]) -> None:
+    """A capture reader that never reads (``gateway.tools.bench.capture``): a libzmq SUB that
+    connects to ``cfg["url"]``, subscribes to everything, says READY and never calls recv, so
+    only libzmq's own queue (its RCVHWM) and the kernel's buffers take copies."""
+    import zmq
+
+    ctx: Any = zmq.Context.instance()
+    s = ctx.socket(zmq.SUB)
+    s.linger = 0
+    s.subscribe(b"")
+    s.connect(cfg["url"])
+    emit("READY", {"url": cfg["url"]})
+    threading.Event().wait()  # the watchdog ends the process (stdin closed, or its lifetime)
