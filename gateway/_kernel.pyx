@@ -255,7 +255,7 @@ cdef class _Reader:
             return True
         if ps._watch:  # (Pipe.process's rule for the message deadline)
             liveness = pipe.liveness
-            if left or liveness.watching:
+            if left or liveness.msg_timer is not None:  # (its ``watching``, inline)
                 liveness.watch_partial(n)
         batch = ps._batch
         if type(batch) is Batch:

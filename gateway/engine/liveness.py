@@ -44,8 +44,8 @@ class Liveness:
     """The heartbeat and message-deadline timers of one pipe (see the module doc)."""
 
     __slots__ = ("_hb_seen", "_hb_tick", "_hb_wait", "_hb_wait_mark", "_loop", "_msg_start",
-                 "_msg_timer", "_ttl_wait", "heartbeat_ivl", "heartbeat_timeout",
-                 "heartbeat_ttl", "message_timeout", "pipe")
+                 "_ttl_wait", "heartbeat_ivl", "heartbeat_timeout", "heartbeat_ttl",
+                 "message_timeout", "msg_timer", "pipe")
 
     def __init__(self, pipe: Watched, *, heartbeat_ivl: float = 0.0, heartbeat_ttl: float = 0.0,
                  heartbeat_timeout: float | None = None, message_timeout: float = 0.0) -> None:
@@ -60,7 +60,9 @@ class Liveness:
         self._hb_wait: asyncio.TimerHandle | None = None  # after our PING: heartbeat_timeout
         self._hb_wait_mark = 0
         self._ttl_wait: asyncio.TimerHandle | None = None  # after the peer's PING: its TTL
-        self._msg_timer: asyncio.TimerHandle | None = None
+        #: the message deadline, while an incomplete message is buffered (None: not running;
+        #: the compiled kernel reads it after each read of a watched pipe)
+        self.msg_timer: asyncio.TimerHandle | None = None
         self._msg_start = 0.0  # loop time the incomplete message started (about)
 
     # -- heartbeats ----------------------------------------------------------------------------
@@ -124,37 +126,37 @@ class Liveness:
         pipe = self.pipe
         if pipe.reading and pipe.codec.partial:
             loop = asyncio.get_running_loop()
-            if self._msg_timer is None:
+            if self.msg_timer is None:
                 self._msg_start = loop.time()
-                self._msg_timer = loop.call_later(self.message_timeout, self._message_timeout)
+                self.msg_timer = loop.call_later(self.message_timeout, self._message_timeout)
             elif done:
                 self._msg_start = loop.time()
-        elif self._msg_timer is not None:  # complete, or reading paused (not the peer's fault)
-            self._msg_timer.cancel()
-            self._msg_timer = None
+        elif self.msg_timer is not None:  # complete, or reading paused (not the peer's fault)
+            self.msg_timer.cancel()
+            self.msg_timer = None
 
     @property
     def watching(self) -> bool:
         """True while the message deadline runs."""
-        return self._msg_timer is not None
+        return self.msg_timer is not None
 
     def _message_timeout(self) -> None:
-        self._msg_timer = None
+        self.msg_timer = None
         pipe = self.pipe
         if pipe.close_reason or pipe.closing:
             return
         loop = asyncio.get_running_loop()
         left = self._msg_start + self.message_timeout - loop.time()
         if left > 0:  # messages completed meanwhile: the current one's deadline is later
-            self._msg_timer = loop.call_later(left, self._message_timeout)
+            self.msg_timer = loop.call_later(left, self._message_timeout)
             return
         pipe.abort("message-timeout", f"a message still incomplete after {self.message_timeout}s")
 
     def stop(self) -> None:
-        for timer in (self._hb_tick, self._hb_wait, self._ttl_wait, self._msg_timer):
+        for timer in (self._hb_tick, self._hb_wait, self._ttl_wait, self.msg_timer):
             if timer is not None:
                 timer.cancel()
-        self._hb_tick = self._hb_wait = self._ttl_wait = self._msg_timer = None
+        self._hb_tick = self._hb_wait = self._ttl_wait = self.msg_timer = None
 
 
 __all__ = ["Liveness", "Watched"]
