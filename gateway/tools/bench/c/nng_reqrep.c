@@ -10,8 +10,7 @@
  * Both take lifetime=SECONDS (peer.h). Queues are nng's largest (8192 messages); messages up
  * to MAX_BODY bytes.
  */
-#include <arpa/inet.h>
-#include <nng/nng.h>
+#include "nng_peer.h" /* (nng.h, before the protocols' headers) */
 #include <nng/protocol/reqrep0/rep.h>
 #include <nng/protocol/reqrep0/req.h>
 
@@ -70,16 +69,11 @@ static void queues(nng_socket s)
 static _Noreturn void echo(void)
 {
     nng_socket s;
-    nng_listener l;
-    nng_sockaddr sa;
     int rv;
     if ((rv = nng_rep0_open_raw(&s)) != 0)
         die("nng_reqrep echo: %s", nng_strerror(rv));
     queues(s);
-    if ((rv = nng_listen(s, "tcp://127.0.0.1:0", &l, 0)) != 0
-        || (rv = nng_listener_get_addr(l, NNG_OPT_LOCADDR, &sa)) != 0)
-        die("nng_reqrep echo: cannot listen: %s", nng_strerror(rv));
-    ready_url(ntohs(sa.s_in.sa_port));
+    listen_ready(s, "nng_reqrep echo");
     for (;;) {
         nng_msg *m;
         if (nng_recvmsg(s, &m, 0) != 0)

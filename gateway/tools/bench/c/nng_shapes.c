@@ -17,8 +17,7 @@
  * Both take lifetime=SECONDS (peer.h). Messages up to MAX_BODY bytes (nng's default limit is
  * 1 MiB: a 1 MiB body and its request id would be refused).
  */
-#include <arpa/inet.h>
-#include <nng/nng.h>
+#include "nng_peer.h" /* (nng.h, before the protocols' headers) */
 #include <nng/protocol/reqrep0/rep.h>
 #include <nng/protocol/reqrep0/req.h>
 
@@ -62,8 +61,6 @@ static void server_cb(void *arg)
 static _Noreturn void server(long parallel)
 {
     nng_socket s;
-    nng_listener l;
-    nng_sockaddr sa;
     int rv;
     if ((rv = nng_rep0_open(&s)) != 0)
         die("nng_shapes server: nng_rep0_open: %s", nng_strerror(rv));
@@ -74,13 +71,9 @@ static _Noreturn void server(long parallel)
             || (rv = nng_ctx_open(&works[i].ctx, s)) != 0)
             die("nng_shapes server: a context: %s", nng_strerror(rv));
         works[i].state = RECV;
+        nng_ctx_recv(works[i].ctx, works[i].aio); /* (waits for the first pipe's requests) */
     }
-    if ((rv = nng_listen(s, "tcp://127.0.0.1:0", &l, 0)) != 0
-        || (rv = nng_listener_get_addr(l, NNG_OPT_LOCADDR, &sa)) != 0)
-        die("nng_shapes server: cannot listen: %s", nng_strerror(rv));
-    for (long i = 0; i < parallel; i++)
-        nng_ctx_recv(works[i].ctx, works[i].aio);
-    ready_url(ntohs(sa.s_in.sa_port));
+    listen_ready(s, "nng_shapes server");
     for (;;)
         pause(); /* (the callbacks run on nng's threads; peer.h ends the process) */
 }
