@@ -202,3 +202,29 @@ def test_a_tiny_real_run_reports_every_column(tmp_path: Path, capsys: pytest.Cap
     table = capsys.readouterr().out
     assert "real peers (issue 36), x8 in flight" in table and "load average" in table
     assert report.table(result) in table
+
+
+def test_a_failed_route_says_what_its_live_middle_logged_of_drops() -> None:
+    """A route that lost replies names the middle's last drop line (1 MiB replies through the
+    gateway's front: its high-water mark is in bytes), not only "requests lost?"."""
+    from gateway.tools.bench import runner
+
+    class Middle:
+        name = "gw-zmq-sp-ideal/bridge"
+
+        def alive(self) -> bool:
+            return True
+
+        def stderr_text(self) -> str:
+            return ("[info] bridge.up\n[warning] drop bridge=bridge direction=reply reason=hwm\n"
+                    "[warning] drop.summary count=2 reason=hwm\n")
+
+    run = runner.RouteRun(next(r for r in ROUTES if r.name == "gw-zmq-sp-ideal"))
+    run.middle = Middle()  # type: ignore[assignment]
+    settings = runner.Settings(requests=1, tput_requests=1, windows=(8,), rounds=1, size=100,
+                               warmup=0, slice_timeout=1, ready_timeout=1, max_time=1,
+                               verbose=False)
+    runner._fail(run, "throughput x8: 94/100 replies within 60s (requests lost?)", settings)
+    assert run.status == "error"
+    assert run.reason.endswith("gw-zmq-sp-ideal/bridge logged 2 drop lines, the last: "
+                               "[warning] drop.summary count=2 reason=hwm"), run.reason

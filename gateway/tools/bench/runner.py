@@ -251,6 +251,10 @@ def _fail(run: RouteRun, why: str, settings: Settings) -> None:
     extra = ""
     if middle is not None and not middle.alive():
         extra = f"; {middle.name} exited {middle.p.poll()}: {middle.stderr_tail(3)}"
+    elif middle is not None:  # a middle that dropped messages says why in its log: its last
+        drops = [ln for ln in middle.stderr_text().splitlines() if "drop" in ln]
+        extra = f"; {middle.name} logged {len(drops)} drop lines, the last: {drops[-1]}" \
+            if drops else ""
     run.reason = why + extra
     log(settings, f"{run.route.name}: ERROR {run.reason}")
 
