@@ -9,7 +9,7 @@ export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 KERNEL := $(VENV)/.kernel
 
 .PHONY: env system-deps kernel demo test test-pure test-sanitize test-fast lint docs bench \
-	bench-instructions matrix \
+	bench-real bench-instructions matrix \
 	soak fuzz fuzz-ci clean
 
 # the editable install also compiles the kernel (gateway/_kernel.pyx: setup.py)
@@ -81,6 +81,15 @@ demo: env kernel
 ## make bench: latency/throughput side by side with libzmq, nng and zmq.proxy
 bench: env kernel
 	$(PY) -m gateway bench --memory --json out/bench.json --png out/bench.png
+
+## make bench-real: issue 36's table, C peers shaped as applications write them (a libzmq DEALER
+## and ROUTER echo, 64 nng req0 sockets, an nng rep0 server with 64 contexts) through zmq.proxy,
+## nng_device and the gateway, beside each server's direct ceiling; BENCH_SIZE=65536 (or 1048576)
+## for large bodies
+BENCH_SIZE ?= 100
+bench-real: env kernel
+	$(PY) -m gateway bench --routes real --windows 64 --tput-requests 64000 --rounds 3 \
+		--requests 3000 --sweep '' --size $(BENCH_SIZE) --json out/bench-real-$(BENCH_SIZE).json
 
 ## make bench-instructions: instructions per request on the pure path (callgrind; docs/design.md)
 bench-instructions: env

@@ -35,6 +35,9 @@ command -v chromedriver >/dev/null 2>&1 || need+=(chromium-driver)
 # instructions per request under callgrind (gateway/tools/bench/instructions.py): a measure
 # of the pure path that this machine's timing noise does not move
 command -v valgrind >/dev/null 2>&1 || need+=(valgrind)
+# a middle's system calls counted by the kernel (perf stat on the syscalls tracepoints:
+# gateway/tools/bench/syscount.py; where tracepoints are not permitted it says why)
+command -v perf >/dev/null 2>&1 || need+=(linux-perf)
 # network namespaces, veth pairs and a bridge for the multi-host fault tests (ip, bridge)
 { command -v ip && command -v bridge; } >/dev/null 2>&1 || need+=(iproute2)
 # tshark (with Lua) runs the shipped Wireshark dissectors on the gateway's captures

@@ -21,9 +21,10 @@ from gateway.tools.bench.procs import Proc
 from gateway.tools.bench.routes import select
 from gateway.tools.harness.procs import Unavailable, free_port
 
-#: peers -> (client role, echo role)
+#: peers -> (client role, echo role); "shapes": nng's peers as applications write them (cooked
+#: req0 sockets, one request in flight each; a rep0 server with contexts)
 WIRES = {"zmq": ("c-zmq", "c-zmq-echo"), "sp": ("c-sp", "c-sp-echo"),
-         "nng": ("c-nng", "c-nng-echo")}
+         "nng": ("c-nng", "c-nng-echo"), "shapes": ("c-nng-req", "c-nng-rep")}
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -103,9 +104,67 @@ def test_client_without_a_server_says_so(wire: str) -> None:
     if wire == "sp":  # plain sockets: the connection is refused at once
         assert r.returncode == 2 and "cannot connect" in r.stderr, r
         return
+    if wire == "shapes":  # an application's dial: blocking, refused at once
+        assert r.returncode == 2 and "cannot dial" in r.stderr, r
+        return
     assert r.returncode == 1, r.stderr  # libzmq and nng dial again and again: a timeout
     res = json.loads(r.stdout)
     assert res["n"] == 0 and res["timed_out"], res
+
+
+@pytest.mark.timeout(60)
+def test_one_shot_client_carries_a_1_mib_body(echo: tuple[str, str]) -> None:
+    """``--size 1048576``: every peer takes a body of 1 MiB (nng's default limit, 1 MiB, is for
+    the whole message, so a body of 1 MiB and its request id would be refused)."""
+    wire, url = echo
+    argv = cpeers.argv(WIRES[wire][0], url=url, requests=8, window=4, size=1 << 20, timeout=20,
+                       lifetime=40)
+    r = subprocess.run(argv, capture_output=True, text=True, timeout=40)
+    assert r.returncode == 0, (r.stdout, r.stderr)
+    assert json.loads(r.stdout)["n"] == 8
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(("client", "server"), [("c-zmq-dealers", "c-zmq-echo"),
+                                                ("c-nng-req", "c-nng-rep")])
+def test_a_client_of_several_sockets_takes_a_window_up_to_its_sockets(client: str,
+                                                                      server: str) -> None:
+    """One request in flight per socket: ``sockets=4`` carries a window of 4 (every reply
+    checked, each on its own socket's connection), and says why not 5."""
+    echo = cpeers.peer("echo", server)
+    try:
+        url = str(echo.wait_ready(10)["url"])
+        peer = cpeers.peer("client", client, url=url, sockets=4)
+        try:
+            peer.wait_ready(10)
+            ok = peer.request(30, op="tput", window=4, n=400, size=100, timeout=20)
+            assert ok["n"] == 400 and ok["errors"] == 0 and not ok["timed_out"], ok
+            lat = peer.request(30, op="lat", n=20, size=100, timeout=20, warmup=2)
+            assert len(lat["samples_ns"]) == 20, lat
+            over = peer.request(10, op="tput", window=5, n=10, size=100, timeout=5)
+            assert "window 5 above the client's 4 sockets" in over["error"], over
+        finally:
+            peer.stop()
+    finally:
+        echo.stop()
+    with pytest.raises(Unavailable, match="no option sockets"):  # (one socket: no such option)
+        cpeers.peer("client", "c-zmq", url=url, sockets=4)
+
+
+@pytest.mark.timeout(30)
+def test_nng_req0_clients_stop_at_their_deadline_when_no_reply_comes() -> None:
+    """A cooked rep0 that takes requests and never answers: the aio client stops its sockets at
+    the deadline and says it timed out (nng would wait for ever)."""
+    import pynng
+
+    url = f"tcp://127.0.0.1:{free_port()}"
+    with pynng.Rep0(listen=url):
+        argv = cpeers.argv("c-nng-req", url=url, sockets=8, requests=100, window=8, size=16,
+                           timeout=1, lifetime=20)
+        r = subprocess.run(argv, capture_output=True, text=True, timeout=20)
+    assert r.returncode == 1, r.stderr
+    res = json.loads(r.stdout)
+    assert res["n"] == 0 and res["timed_out"] and res["errors"] == 0, res
 
 
 @pytest.mark.timeout(30)

@@ -73,7 +73,8 @@ def configure_parser(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("what to measure")
     g.add_argument("--routes", metavar="LIST",
                    help="comma list of route names, globs (gw-*-lib) or groups (library, "
-                        "native, gateway, stream, security, cpeers, all); '-name' excludes. "
+                        "native, gateway, stream, security, cpeers, real, dealers, all); '-name' "
+                        "excludes. "
                         "Default: "
                         "library, native, gateway and stream; 'stream' drives zmq.proxy, "
                         "nng_device and the native gateway with byte-stream clients that are "
@@ -81,7 +82,12 @@ def configure_parser(p: argparse.ArgumentParser) -> None:
                         "TLS fronts beside their plain routes and libzmq's own CURVE through "
                         "zmq.proxy; 'cpeers' drives them with C load peers built with gcc "
                         "against libzmq (SP peers on plain sockets), beside the direct C "
-                        "ceilings (issue 22). See --list")
+                        "ceilings (issue 22); 'real' drives them with C peers shaped as "
+                        "applications write them (a libzmq DEALER and ROUTER echo, 64 nng req0 "
+                        "sockets, an nng rep0 server with one context per worker), beside each "
+                        "server's direct ceiling and the idealised SP echo, and reports "
+                        "messages per read and CPU per wake-up (issue 36); 'dealers' adds "
+                        "libzmq clients of one DEALER per request in flight. See --list")
     g.add_argument("--list", action="store_true", help="list the routes and exit")
     g.add_argument("--quick", action="store_true",
                    help="small counts (seconds, for make demo and tests)")
@@ -199,6 +205,9 @@ def run(args: argparse.Namespace) -> int:
         bridge_args=tuple(_get(args, "bridge_arg") or ()), verbose=not _get(args, "quiet"),
         sweep=tuple(opt("sweep")), sweep_requests=opt("sweep_requests"))
     t0 = time.monotonic()
+    from gateway.tools.bench.real import loadavg
+
+    load0 = loadavg()
     if _get(args, "patterns_only"):
         return run_patterns(args, settings.verbose)
     memory_only = bool(_get(args, "memory_only"))
@@ -223,6 +232,7 @@ def run(args: argparse.Namespace) -> int:
     args_record = {k: v for k, v in vars(args).items()
                    if not callable(v) and k not in ("command", "func")}
     result = report.build(runs, settings, args_record, memory, time.monotonic() - t0)
+    result["meta"]["loadavg"] = {"start": load0, "end": loadavg()}
     if scale is not None:
         result["workers_check"] = scale
     unwritten = False

@@ -32,19 +32,29 @@ PROGRAMS: dict[str, tuple[str, tuple[str, ...]]] = {
     "zmq_patterns": ("zmq_patterns.c", ("-lzmq",)),
     "nng_patterns": ("nng_patterns.c", ("-lnng", "-lpthread")),
     "sp_patterns": ("sp_patterns.c", ()),
+    "nng_shapes": ("nng_shapes.c", ("-lnng", "-lpthread")),
 }
-#: bench role -> (program, mode): the request-reply clients and echo servers. The SP routes
-#: use ``sp_stream`` (SP over plain sockets): nng's own peers cost ~30 us of CPU per request
-#: (its threads), so on a small machine they, not the middle, were the bottleneck; the nng
-#: peers stay as the library's own direct figure.
+#: bench role -> (program, mode): the request-reply clients and echo servers. The ``cpeers``
+#: SP routes use ``sp_stream`` (SP over plain sockets): nng's own peers cost ~30 us of CPU per
+#: request (its threads), so on a small machine they, not the middle, were the bottleneck; the
+#: nng peers stay as the library's own direct figure. The ``real`` routes use the shapes
+#: applications have (``nng_shapes``: a cooked rep0 server with one context per request in
+#: flight, cooked req0 client sockets with one request each; ``c-zmq-dealers``: a DEALER per
+#: request in flight), whatever they cost.
 ROLES: dict[str, tuple[str, str]] = {
     "c-zmq": ("zmq_reqrep", "client"),
     "c-zmq-echo": ("zmq_reqrep", "echo"),
+    "c-zmq-dealers": ("zmq_reqrep", "client"),
     "c-sp": ("sp_stream", "client"),
     "c-sp-echo": ("sp_stream", "echo"),
     "c-nng": ("nng_reqrep", "client"),
     "c-nng-echo": ("nng_reqrep", "echo"),
+    "c-nng-req": ("nng_shapes", "client"),
+    "c-nng-rep": ("nng_shapes", "server"),
 }
+#: the client roles of one socket per request in flight: started with ``sockets=`` the largest
+#: window (``peer(..., sockets=N)``)
+SOCKETS_ROLES = frozenset({"c-zmq-dealers", "c-nng-req"})
 BUILD_TIMEOUT = 120.0
 _lock = threading.Lock()
 _failed: dict[str, str] = {}  # program -> why it cannot be built (asked once per run)
@@ -122,11 +132,11 @@ def argv(role: str, **args: Any) -> list[str]:
 
 
 def peer(name: str, role: str, **cfg: Any) -> Proc:
-    """A bench peer of ``role``: a C peer (``c-...``, cfg: ``url`` for a client) or a Python one
-    (:meth:`Proc.peer`)."""
+    """A bench peer of ``role``: a C peer (``c-...``, cfg: ``url`` for a client, ``sockets``
+    for one of :data:`SOCKETS_ROLES`) or a Python one (:meth:`Proc.peer`)."""
     if role not in ROLES:
         return Proc.peer(name, role, **cfg)
-    unknown = set(cfg) - {"url"}
+    unknown = set(cfg) - {"url", *(("sockets",) if role in SOCKETS_ROLES else ())}
     if unknown:
         raise Unavailable(f"C peer {role}: no option {', '.join(sorted(unknown))} "
                           "(plain TCP only)")

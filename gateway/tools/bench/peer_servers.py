@@ -85,6 +85,8 @@ def serve_native_rep(cfg: dict[str, Any]) -> None:
 
 #: every echo server's queue bound (messages per peer): above any window the bench uses
 ECHO_HWM = 100_000
+#: nng's largest message the bench's nng middle takes (its default, 1 MiB, refuses a 1 MiB body)
+NNG_MAX_MESSAGE = 64 << 20
 
 
 def serve_zmq_echo(cfg: dict[str, Any]) -> None:
@@ -185,6 +187,7 @@ def serve_nng_device(cfg: dict[str, Any]) -> None:
     # bench reports as an error of that window
     for s in (front, back):
         s.send_buffer_size = s.recv_buffer_size = 8192
+        s.recv_max_size = NNG_MAX_MESSAGE
     if cfg.get("security") == "tls":
         front.tls_config = _tls_config(cfg, "server")
         front.listen("tls+tcp://127.0.0.1:0")

@@ -61,10 +61,8 @@ def proc_cpu_seconds(pid: int) -> float | None:
     return total
 
 
-def proc_syscalls(pid: int) -> tuple[int, int] | None:
-    """(read, write) system calls so far of a process and its children (Linux /proc/PID/io:
-    ``syscr``/``syscw`` count read- and write-type calls, which is what libuv does on a TCP
-    stream); None where /proc has no io file."""
+def _family(pid: int) -> list[int]:
+    """A process and its children (psutil; the process alone without it or once it is gone)."""
     pids = [pid]
     try:
         import psutil
@@ -72,8 +70,15 @@ def proc_syscalls(pid: int) -> tuple[int, int] | None:
         pids += [c.pid for c in psutil.Process(pid).children(recursive=True)]
     except Exception:  # noqa: BLE001 - psutil missing or process gone: the process alone
         pass
+    return pids
+
+
+def proc_syscalls(pid: int) -> tuple[int, int] | None:
+    """(read, write) system calls so far of a process and its children (Linux /proc/PID/io:
+    ``syscr``/``syscw`` count read- and write-type calls, which is what libuv does on a TCP
+    stream); None where /proc has no io file."""
     r = w = 0
-    for p in pids:
+    for p in _family(pid):
         try:
             fields = dict(line.split(":", 1) for line in
                           Path(f"/proc/{p}/io").read_text().splitlines() if ":" in line)
@@ -83,6 +88,28 @@ def proc_syscalls(pid: int) -> tuple[int, int] | None:
             if p == pid:
                 return None
     return r, w
+
+
+def proc_wakeups(pid: int) -> int | None:
+    """Wake-ups so far of a process and its children: the voluntary context switches of each
+    of their threads (Linux /proc/PID/task/TID/status ``voluntary_ctxt_switches``), one each
+    time a thread went to sleep (epoll_wait, poll, a futex) and was woken again. Threads that
+    ended are not counted (the bench's middles keep theirs); None where /proc has none."""
+    total, seen = 0, False
+    for p in _family(pid):
+        try:
+            tasks = list(Path(f"/proc/{p}/task").iterdir())
+        except OSError:
+            continue
+        for task in tasks:
+            try:
+                for line in (task / "status").read_text().splitlines():
+                    if line.startswith("voluntary_ctxt_switches:"):
+                        total += int(line.split()[1])
+                        seen = True
+            except (OSError, ValueError):  # a thread that ended meanwhile
+                continue
+    return total if seen else None
 
 
 def proc_memory_mib(pid: int) -> dict[str, float]:

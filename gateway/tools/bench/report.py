@@ -20,6 +20,8 @@ import platform
 from pathlib import Path
 from typing import Any
 
+from gateway.tools.bench import real
+from gateway.tools.bench.routes import REAL_GROUPS
 from gateway.tools.bench.runner import RouteRun
 from gateway.tools.bench.versus import cpeers as _cpeers
 from gateway.tools.bench.versus import fmt as _fmt
@@ -129,6 +131,8 @@ def route_figures(run: RouteRun) -> dict[str, Any]:
         out["client_process"] = cli
     if run.sweep:
         out["sweep"] = {str(k): v for k, v in sorted(run.sweep.items())}
+    if route.group in REAL_GROUPS:
+        out.update(real.route_record(run))
     return out
 
 
@@ -178,8 +182,8 @@ def derive(figs: dict[str, dict[str, Any]], windows: tuple[int, ...]) -> dict[st
     proxy_rps = _rps(proxy, big) if big else None
     hops: dict[str, Any] = {}
     for name, fig in figs.items():
-        if fig.get("middle") is None or _p50(fig) is None or fig.get("group") in ("stream",
-                                                                                   "cpeers"):
+        if fig.get("middle") is None or _p50(fig) is None or fig.get("group") in (
+                "stream", "cpeers", *REAL_GROUPS):
             continue  # (these groups have baselines and references of their own)
         if fig["front"] == fig["back"]:
             b = base[fig["front"]]
@@ -210,7 +214,7 @@ def derive(figs: dict[str, dict[str, Any]], windows: tuple[int, ...]) -> dict[st
                             "library": "zmq-direct" if fam == "zmq" else "nng-direct"}
     return {"zmq_direct_p50_us": _r(lib["zmq"]), "nng_direct_p50_us": _r(lib["sp"]),
             "security": _security(figs, big), "stream": _stream(figs, big),
-            "cpeers": _cpeers(figs, big),
+            "cpeers": _cpeers(figs, big), "real": real.derive(figs, big),
             "hop_baselines": [zname, nname], "hop_baseline_p50_us": [_r(z), _r(n)],
             "zmq_proxy_hop_us": _r(proxy_hop), f"zmq_proxy_tput{big}_rps": _r(proxy_rps, 0),
             "hops": hops, "native": native}
@@ -387,6 +391,8 @@ def table(result: dict[str, Any]) -> str:
                      for k in ("plain", "libzmq_curve") if e.get(k)]
             lines.append(f"  {name:<18} {e['security']:<5} " + "; ".join(parts))
     lines.extend(group_lines(d))
+    lines.extend(real.lines(d.get("real") or {}))
+    lines.extend(real.load_line(result["meta"].get("loadavg")))
     sweeps = [(n, f["sweep"]) for n, f in result["routes"].items() if f.get("sweep")]
     if sweeps:
         lines.append("clients sweep (each client: its own connection, one request in flight):")

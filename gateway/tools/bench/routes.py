@@ -46,12 +46,21 @@ class Route:
     #: stays plain, so the figure is the cost of the secured front.
     security: str = ""
     plain: str = ""  # the same route without security: the ratios' reference
+    #: the ``real`` groups: the route of the clients' own C tool (zmq.proxy for libzmq
+    #: clients, nng_device for nng ones: the throughput ratio's reference), zmq.proxy's route
+    #: (the CPU ratio's) and the server's direct route (its ceiling: the clients straight to it)
+    tool: str = ""
+    cpu_ref: str = ""
+    ceiling: str = ""
 
     @property
     def baseline(self) -> str:
         """What 'direct' means for this route's hop (see ``report.hop_us``)."""
         if self.middle is None:
             return self.name
+        if self.ceiling:  # the real groups: the server's direct, and the front's for a cross
+            front = next(r.ceiling for r in ROUTES if r.name == self.tool)
+            return self.ceiling if front == self.ceiling else f"mean({front}, {self.ceiling})"
         direct = {"stream": STREAM_DIRECT, "cpeers": C_DIRECT}.get(self.group, ECHO_DIRECT)
         if self.front == self.back:
             return direct[self.front]
@@ -120,10 +129,71 @@ def _c_routes() -> list[Route]:
     library's figure: too costly to drive the middles, see ``cpeers.ROLES``)."""
     return [*_middle_group("cpeers", "c", C_CLIENT, C_SERVER,
                            {"zmq": "C libzmq DEALER", "sp": "C SP req0 (plain sockets)"},
-                           {"zmq": "C zmq ROUTER echo", "sp": "C SP rep0 echo"}),
+                           {"zmq": "C zmq ROUTER echo",
+                            "sp": "C SP rep0 echo (idealised: a read's messages in one write)"}),
             Route(name="nng-echo-c", group="cpeers",
                   description="C nng raw req0 <-> C nng raw rep0 echo: nng's own C peers",
                   client="c-nng", server="c-nng-echo", front="sp", back="sp")]
+
+
+#: the ``real`` groups' peers: a role and how the report shows it
+REAL_PEERS = {
+    "c-zmq": "C libzmq DEALER (W in flight)",
+    "c-zmq-dealers": "C libzmq DEALERs (one per request in flight)",
+    "c-nng-req": "C nng req0 sockets (one request in flight each, aio)",
+    "c-zmq-echo": "C libzmq ROUTER echo",
+    "c-nng-rep": "C nng rep0 server (one context per worker, aio)",
+    "c-sp-echo": "SP stream echo (idealised: a read's messages in one write)",
+}
+#: the server behind a route -> its direct route in the ``real`` group (its ceiling)
+REAL_CEILING = {"c-zmq-echo": "zmq-echo-real", "c-nng-rep": "nng-rep-real",
+                "c-sp-echo": "sp-echo-ideal"}
+REAL_GROUPS = ("real", "dealers")
+
+
+def _real(name: str, client: str, server: str, middle: str | None = None, *, group: str = "real",
+          tool: str = "", cpu_ref: str = "zmq-proxy-real", ceiling: str = "") -> Route:
+    """A route of the ``real`` groups between two :data:`REAL_PEERS`, through ``middle``."""
+    front = "zmq" if client.startswith("c-zmq") else "sp"
+    back = "zmq" if server == "c-zmq-echo" else "sp"
+    via = {None: "", "zmq-proxy": " -> zmq.proxy(ROUTER/DEALER)",
+           "nng-device": " -> nng_device(raw Rep0/raw Req0)",
+           "bridge": f" -> gateway bridge {front}->{back} (native engine)"}[middle]
+    return Route(name=name, group=group,
+                 description=f"{REAL_PEERS[client]}{via} -> {REAL_PEERS[server]}",
+                 client=client, server=server, middle=middle, front=front, back=back,
+                 backend="native" if middle == "bridge" else "",
+                 tool=tool or ("" if middle is None else "zmq-proxy-real" if front == "zmq"
+                               else "nng-device-real"),
+                 cpu_ref=cpu_ref if middle else "",
+                 ceiling=ceiling or REAL_CEILING[server])
+
+
+def _real_routes() -> list[Route]:
+    """Issue 36's measurement (``--routes real``): the C peers shaped as the libraries' users
+    write them, direct (each server's ceiling) and through zmq.proxy, nng_device and the
+    native gateway; the SP stream echo beside them is the idealised server (one write per read,
+    which no nng application does). ``--routes dealers`` adds libzmq clients of one DEALER per
+    request in flight (each its own connection: one message per read for the middle too)."""
+    zc, nc, zs, ns, ideal = "c-zmq", "c-nng-req", "c-zmq-echo", "c-nng-rep", "c-sp-echo"
+    dz, dealers = "c-zmq-dealers", {"group": "dealers", "cpu_ref": "zmq-proxy-dealers"}
+    return [
+        _real("zmq-echo-real", zc, zs),
+        _real("nng-rep-real", nc, ns),
+        _real("sp-echo-ideal", nc, ideal),
+        _real("zmq-proxy-real", zc, zs, "zmq-proxy"),
+        _real("nng-device-real", nc, ns, "nng-device"),
+        *(_real(f"gw-{f}-{b}-real", c, s, "bridge")
+          for f, c in (("zmq", zc), ("sp", nc)) for b, s in (("zmq", zs), ("sp", ns))),
+        _real("gw-zmq-sp-ideal", zc, ideal, "bridge"),
+        _real("gw-sp-sp-ideal", nc, ideal, "bridge"),
+        _real("zmq-echo-dealers", dz, zs, **dealers, ceiling="zmq-echo-dealers"),
+        _real("zmq-proxy-dealers", dz, zs, "zmq-proxy", **dealers, tool="zmq-proxy-dealers",
+              ceiling="zmq-echo-dealers"),
+        _real("gw-zmq-zmq-dealers", dz, zs, "bridge", **dealers, tool="zmq-proxy-dealers",
+              ceiling="zmq-echo-dealers"),
+        _real("gw-zmq-sp-dealers", dz, ns, "bridge", **dealers, tool="zmq-proxy-dealers"),
+    ]
 
 
 def _secure_bridge(front: str, back: str) -> Route:
@@ -188,9 +258,12 @@ ROUTES: list[Route] = [
 
     # issue 22 (``--routes cpeers``): the same middles driven by C load peers
     *_c_routes(),
+
+    # issue 36 (``--routes real``, ``dealers``): C peers shaped as applications write them
+    *_real_routes(),
 ]
 
-GROUPS = {"library", "native", "gateway", "security", "stream", "cpeers", "all"}
+GROUPS = {"library", "native", "gateway", "security", "stream", "cpeers", *REAL_GROUPS, "all"}
 #: run when ``--routes`` is not given (``security`` is asked for by name: it needs keys made)
 DEFAULT_GROUPS = ("library", "native", "gateway", "stream")
 
@@ -229,4 +302,6 @@ def select(spec: str | None) -> list[Route]:
         wanted |= {"zmq-proxy-stream", *STREAM_DIRECT.values()}
     if any(r.group == "cpeers" and r.middle for r in chosen):  # the references and ceilings
         wanted |= {"zmq-proxy-c", "nng-device-c", *C_DIRECT.values()}
+    for r in chosen:  # the real groups: the tools, zmq.proxy and the servers' ceilings
+        wanted |= {x for x in (r.tool, r.cpu_ref, r.ceiling) if x}
     return [r for r in ROUTES if r in chosen or (r.name in wanted and not hit(r, exclude))]

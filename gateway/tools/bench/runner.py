@@ -12,7 +12,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from gateway.tools.bench.cpeers import peer
+from gateway.tools.bench import syscount
+from gateway.tools.bench.cpeers import SOCKETS_ROLES, peer
 from gateway.tools.bench.procs import (
     Child,
     Proc,
@@ -21,10 +22,11 @@ from gateway.tools.bench.procs import (
     proc_cpu_seconds,
     proc_memory_mib,
     proc_syscalls,
+    proc_wakeups,
     start_bridge,
     tcp_address,
 )
-from gateway.tools.bench.routes import LIB_BACKEND, Route
+from gateway.tools.bench.routes import LIB_BACKEND, REAL_GROUPS, Route
 
 #: the routes of the clients sweep (when selected): the proxy and the native gateway routes
 SWEEP_ROUTES = ("zmq-proxy", "gw-zmq-zmq-native", "gw-zmq-sp-native", "gw-sp-zmq-native",
@@ -72,6 +74,13 @@ class RouteRun:
     rounds_done: int = 0
     memory: dict[str, float] = field(default_factory=dict)
     front_url: str = ""
+    #: each throughput slice: round, window, n, elapsed, and the CPU seconds and wake-ups of
+    #: the middle, the server and the client in it (the real groups' per-round medians)
+    slices: list[dict[str, Any]] = field(default_factory=list)
+    #: the real groups' counted slices (perf, :mod:`syscount`): round, window, n, and the
+    #: middle's reads, writes and waits; or why none were counted
+    counted: list[dict[str, Any]] = field(default_factory=list)
+    count_problem: str = ""
 
 
 def log(settings: Settings, msg: str) -> None:
@@ -129,8 +138,8 @@ def start_server_and_middle(route: Route, settings: Settings, run: RouteRun,
     if route.middle == "bridge":
         front, back = bridge_endpoints(route, url)
         bridge = start_bridge(f"{route.name}/bridge", front, back,
-                              [*settings.bridge_args, *route.bridge_args, *bridge_extra],
-                              settings.ready_timeout)
+                              [*settings.bridge_args, *size_args(settings.size),
+                               *route.bridge_args, *bridge_extra], settings.ready_timeout)
         run.procs.append(bridge)
         run.middle = bridge
         return bridge.front
@@ -141,13 +150,24 @@ def start_server_and_middle(route: Route, settings: Settings, run: RouteRun,
     return str(middle.wait_ready(settings.ready_timeout)["url"])
 
 
+def size_args(size: int) -> tuple[str, ...]:
+    """The bridge's ``--max-message-size`` for bodies of ``size`` bytes where its default is too
+    small (a body, its envelope and its frames' headers), else nothing."""
+    from gateway.config import Limits
+
+    need = size + 1024
+    return ("--max-message-size", str(need)) if need > Limits().max_message_size else ()
+
+
 def setup(route: Route, settings: Settings) -> RouteRun:
     run = RouteRun(route)
     try:
         url = start_server_and_middle(route, settings, run)
         run.front_url = url
         url = client_url_of(route, url)
-        client = (peer(f"{route.name}/client", route.client, url=url)
+        sockets = ({"sockets": max(settings.windows)} if route.client in SOCKETS_ROLES
+                   else {})
+        client = (peer(f"{route.name}/client", route.client, url=url, **sockets)
                   if route.client.startswith("c-") else
                   Proc.peer(f"{route.name}/client", "client", client=route.client, url=url,
                             **security_cfg(route)))
@@ -169,16 +189,48 @@ def teardown(run: RouteRun) -> None:
     run.procs.clear()
 
 
-Usage = tuple[float | None, float | None, tuple[int, int] | None]
+Usage = tuple[float | None, float | None, tuple[int, int] | None, int | None]
 
 
 def _middle_cpu(run: RouteRun) -> Usage:
-    """CPU seconds so far of the middle process and of the server (None: none or gone), and
-    the middle's (read, write) system calls."""
+    """CPU seconds so far of the middle process and of the server (None: none or gone), the
+    middle's (read, write) system calls (/proc/PID/io) and its wake-ups."""
     mid = proc_cpu_seconds(run.middle.pid) if run.middle is not None else None
     srv = proc_cpu_seconds(run.server.pid) if run.server is not None else None
     calls = proc_syscalls(run.middle.pid) if run.middle is not None else None
-    return mid, srv, calls
+    wakeups = proc_wakeups(run.middle.pid) if run.middle is not None else None
+    return mid, srv, calls, wakeups
+
+
+def _record_slice(run: RouteRun, window: int, res: dict[str, Any], cpu0: Usage) -> None:
+    """A real group's throughput slice, for its per-round figures."""
+    cpu1 = _middle_cpu(run)
+
+    def diff(a: float | int | None, b: float | int | None) -> float | int | None:
+        return b - a if a is not None and b is not None else None
+
+    run.slices.append({"round": run.rounds_done, "window": window, "n": res["n"],
+                       "elapsed": res["elapsed"], "mid_cpu": diff(cpu0[0], cpu1[0]),
+                       "srv_cpu": diff(cpu0[1], cpu1[1]), "cli_cpu": res.get("cpu_s"),
+                       "mid_wakeups": diff(cpu0[3], cpu1[3])})
+
+
+def _counted_slice(run: RouteRun, settings: Settings, window: int, n: int) -> None:
+    """A real group's slice with the middle's system calls counted (perf): not one whose CPU
+    or throughput is reported. A failure to count is noted once; the route goes on."""
+    if run.middle is None or run.count_problem:
+        return
+    try:
+        with syscount.Count(run.middle.pid) as count:
+            res = _ask(run, settings, f"counted x{window}", op="tput", window=window, n=n,
+                       size=settings.size, timeout=settings.slice_timeout)
+    except syscount.CountError as exc:
+        run.count_problem = str(exc)
+        log(settings, f"{run.route.name}: system calls not counted: {exc}")
+        return
+    if res is not None and not res.get("timed_out"):
+        run.counted.append({"round": run.rounds_done, "window": window, "n": res["n"],
+                            **count.counts})
 
 
 def _account(run: RouteRun, phase: str, cpu0: Usage, n: int) -> None:
@@ -199,6 +251,10 @@ def _fail(run: RouteRun, why: str, settings: Settings) -> None:
     extra = ""
     if middle is not None and not middle.alive():
         extra = f"; {middle.name} exited {middle.p.poll()}: {middle.stderr_tail(3)}"
+    elif middle is not None:  # a middle that dropped messages says why in its log: its last
+        drops = [ln for ln in middle.stderr_text().splitlines() if "drop" in ln]
+        extra = f"; {middle.name} logged {len(drops)} drop lines, the last: {drops[-1]}" \
+            if drops else ""
     run.reason = why + extra
     log(settings, f"{run.route.name}: ERROR {run.reason}")
 
@@ -241,6 +297,8 @@ def measure_round(run: RouteRun, settings: Settings, n_lat: int, n_tput: int) ->
         if res is None:
             return
         _account(run, f"tput{window}", cpu0, res["n"])
+        if run.route.group in REAL_GROUPS:
+            _record_slice(run, window, res, cpu0)
         acc = run.tput.setdefault(window, [0, 0.0])
         acc[0] += res["n"]
         acc[1] += res["elapsed"]
@@ -252,6 +310,10 @@ def measure_round(run: RouteRun, settings: Settings, n_lat: int, n_tput: int) ->
             _fail(run, f"throughput x{window}: {res['n']}/{n_tput} replies within {timeout:.0f}s "
                        "(requests lost?)", settings)
             return
+        if run.route.group in REAL_GROUPS:
+            _counted_slice(run, settings, window, max(16 * window, n_tput // 4))
+            if run.status != "ok":
+                return
     run.rounds_done += 1
 
 

@@ -7,8 +7,7 @@
  *
  * Queues: hwm messages, at most nng's 8192.
  */
-#include <arpa/inet.h>
-#include <nng/nng.h>
+#include "nng_peer.h" /* (nng.h, before the protocols' headers) */
 #include <nng/protocol/pipeline0/pull.h>
 #include <nng/protocol/pipeline0/push.h>
 #include <nng/protocol/pubsub0/pub.h>
@@ -74,17 +73,6 @@ static void queues(nng_socket s, int hwm)
     nng_socket_set_ms(s, NNG_OPT_SENDTIMEO, 60000);
 }
 
-static void listen_ready(nng_socket s)
-{
-    nng_listener l;
-    nng_sockaddr sa;
-    int rv;
-    if ((rv = nng_listen(s, "tcp://127.0.0.1:0", &l, 0)) != 0
-        || (rv = nng_listener_get_addr(l, NNG_OPT_LOCADDR, &sa)) != 0)
-        die("nng_patterns: cannot listen: %s", nng_strerror(rv));
-    ready_url(ntohs(sa.s_in.sa_port));
-}
-
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "", *url = arg_str(argc, argv, "url", NULL);
@@ -97,7 +85,7 @@ int main(int argc, char **argv)
         if ((rv = pub ? nng_pub0_open(&s) : nng_pull0_open(&s)) != 0)
             die("nng_patterns %s: %s", mode, nng_strerror(rv));
         queues(s, hwm);
-        listen_ready(s);
+        listen_ready(s, "nng_patterns");
         rc = pub ? run_sender(&w, &s, 1) : run_pull(&w, &s);
     } else if (strcmp(mode, "push") == 0 && url) {
         if ((rv = nng_push0_open(&s)) != 0)

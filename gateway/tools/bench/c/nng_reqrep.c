@@ -7,19 +7,21 @@
  *                                       flight (reqrep.h)
  *   nng_reqrep client url=URL requests=N window=W size=S    one run, one JSON line
  *
- * Both take lifetime=SECONDS (peer.h). Queues are nng's largest (8192 messages).
+ * Both take lifetime=SECONDS (peer.h). Queues are nng's largest (8192 messages); messages up
+ * to MAX_BODY bytes.
  */
-#include <arpa/inet.h>
-#include <nng/nng.h>
+#include "nng_peer.h" /* (nng.h, before the protocols' headers) */
 #include <nng/protocol/reqrep0/rep.h>
 #include <nng/protocol/reqrep0/req.h>
 
 #include "reqrep.h"
 
 #define NNG_QUEUE 8192
+#define MAX_BODY (64u << 20)
 
-static int nng_send_request(void *arg, const char *body, size_t size, uint32_t id)
+static int nng_send_request(void *arg, uint32_t slot, const char *body, size_t size, uint32_t id)
 {
+    (void)slot; /* one socket */
     nng_socket *s = arg;
     nng_msg *m;
     if (nng_msg_alloc(&m, 0) != 0)
@@ -61,21 +63,17 @@ static void queues(nng_socket s)
 {
     nng_socket_set_int(s, NNG_OPT_SENDBUF, NNG_QUEUE);
     nng_socket_set_int(s, NNG_OPT_RECVBUF, NNG_QUEUE);
+    nng_socket_set_size(s, NNG_OPT_RECVMAXSZ, MAX_BODY); /* (nng's 1 MiB: no 1 MiB body) */
 }
 
 static _Noreturn void echo(void)
 {
     nng_socket s;
-    nng_listener l;
-    nng_sockaddr sa;
     int rv;
     if ((rv = nng_rep0_open_raw(&s)) != 0)
         die("nng_reqrep echo: %s", nng_strerror(rv));
     queues(s);
-    if ((rv = nng_listen(s, "tcp://127.0.0.1:0", &l, 0)) != 0
-        || (rv = nng_listener_get_addr(l, NNG_OPT_LOCADDR, &sa)) != 0)
-        die("nng_reqrep echo: cannot listen: %s", nng_strerror(rv));
-    ready_url(ntohs(sa.s_in.sa_port));
+    listen_ready(s, "nng_reqrep echo");
     for (;;) {
         nng_msg *m;
         if (nng_recvmsg(s, &m, 0) != 0)
@@ -107,6 +105,6 @@ int main(int argc, char **argv)
     nng_socket_set_ms(s, NNG_OPT_SENDTIMEO, 60000);
     if ((rv = nng_dial(s, url, NULL, NNG_FLAG_NONBLOCK)) != 0)
         die("nng_reqrep client: cannot dial %s: %s", url, nng_strerror(rv));
-    wire w = {&s, nng_send_request, nng_recv_reply, 1};
+    wire w = {.sock = &s, .send = nng_send_request, .recv = nng_recv_reply, .header_id = 1};
     _exit(client_main(argc, argv, &w, url));
 }

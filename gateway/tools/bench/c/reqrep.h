@@ -1,5 +1,6 @@
-/* The request-reply load client of `gateway bench`, for any wire (zmq_reqrep.c, nng_reqrep.c
- * give it a socket's send and receive).
+/* The request-reply load client of `gateway bench`, for any wire (zmq_reqrep.c, nng_reqrep.c,
+ * sp_stream.c, nng_shapes.c give it their sockets' send and receive, or a throughput run of
+ * their own).
  *
  * W requests in flight, each in a slot: its body starts with the slot number and the request
  * id (4 bytes each, then 'x' up to the size), and a reply must be that very body, for a slot
@@ -9,6 +10,7 @@
  * Commands (peer.h's line protocol):
  *   {"op": "tput", "window": W, "n": N, "size": S, "timeout": T}
  *       -> {"n", "elapsed", "timed_out", "cpu_s", "errors"[, "error"]}
+ *       (a client of several sockets, one request in flight each, takes W up to its sockets)
  *   {"op": "lat", "n": N, "size": S, "timeout": T, "warmup": K}   (one request in flight)
  *       -> {"samples_ns": [...], "elapsed", "cpu_s"}
  *   {"op": "quit"}
@@ -23,30 +25,37 @@
 #define TAG_BYTES 8 /* slot, request id */
 #define MAX_WINDOW 4096
 
-typedef struct {
+typedef struct tput_result tput_result;
+
+typedef struct wire {
     void *sock;
-    /* one request: `size` bytes of `body`, request id `id` (top bit set); 0 or -1 */
-    int (*send)(void *sock, const char *body, size_t size, uint32_t id);
+    /* one request of slot `slot`: `size` bytes of `body`, request id `id` (top bit set); 0 or
+     * -1 (a client of several sockets sends slot k's requests on socket k) */
+    int (*send)(void *sock, uint32_t slot, const char *body, size_t size, uint32_t id);
     /* the next reply into buf (at most cap bytes; *len its whole size) and its header's id
      * (0 where the wire has none): 1, or 0 when none came within the receive timeout, or -1
      * (with a reason in `why`) */
     int (*recv)(void *sock, char *buf, size_t cap, size_t *len, uint32_t *id, char *why);
     int header_id; /* 1: replies carry the request id in a header (SP) */
+    long sockets;  /* the client's sockets, one request in flight each (0: one socket, any
+                    * number in flight): the largest window */
+    /* a throughput run of its own (NULL: run_tput with send and recv) */
+    tput_result (*tput)(struct wire *w, long window, long n, long size, double timeout);
 } wire;
 
-typedef struct {
+struct tput_result {
     long n;
     double elapsed, cpu;
     int timed_out;
     long errors;
     char error[200];
-} tput_result;
+};
 
+/* (atomic: a client's callbacks may run on several threads) */
 static uint32_t next_id(void)
 {
     static uint32_t seq;
-    seq = (seq + 1) & 0x7fffffff;
-    return 0x80000000u | seq;
+    return 0x80000000u | (__atomic_add_fetch(&seq, 1, __ATOMIC_RELAXED) & 0x7fffffff);
 }
 
 static void tag(char *body, uint32_t slot, uint32_t id)
@@ -75,7 +84,7 @@ static const char *check_reply(const char *reply, size_t len, uint32_t header_id
     return "";
 }
 
-static tput_result run_tput(const wire *w, long window, long n, long size, double timeout)
+static tput_result run_tput(wire *w, long window, long n, long size, double timeout)
 {
     tput_result r = {0};
     uint32_t ids[MAX_WINDOW] = {0};
@@ -89,7 +98,7 @@ static tput_result run_tput(const wire *w, long window, long n, long size, doubl
     for (uint32_t slot = 0; slot < (uint32_t)window; slot++, sent++) {
         ids[slot] = next_id();
         tag(body, slot, ids[slot]);
-        if (w->send(w->sock, body, (size_t)size, ids[slot]) != 0) {
+        if (w->send(w->sock, slot, body, (size_t)size, ids[slot]) != 0) {
             snprintf(r.error, sizeof r.error, "send failed after %ld requests", sent);
             r.errors++;
             goto out;
@@ -123,7 +132,7 @@ static tput_result run_tput(const wire *w, long window, long n, long size, doubl
         if (sent < n) {
             ids[slot] = next_id();
             tag(body, slot, ids[slot]);
-            if (w->send(w->sock, body, (size_t)size, ids[slot]) != 0) {
+            if (w->send(w->sock, slot, body, (size_t)size, ids[slot]) != 0) {
                 snprintf(r.error, sizeof r.error, "send failed after %ld requests", sent);
                 r.errors++;
                 break;
@@ -162,7 +171,7 @@ static const char *round_trip(const wire *w, char *body, char *reply, long size,
     size_t len;
     double deadline = now_s() + timeout;
     tag(body, 0, ids[0]);
-    if (w->send(w->sock, body, (size_t)size, ids[0]) != 0)
+    if (w->send(w->sock, 0, body, (size_t)size, ids[0]) != 0)
         return "send failed";
     for (;;) {
         int got = w->recv(w->sock, reply, (size_t)size + 1, &len, &hid, why);
@@ -208,8 +217,22 @@ static void run_lat(const wire *w, long n, long size, double timeout, long warmu
     free(reply);
 }
 
+/* a throughput run on the client's wire: its own (w->tput) or run_tput; an error when the
+ * window is above the client's sockets (one request in flight each) */
+static tput_result tput_of(wire *w, long window, long n, long size, double timeout)
+{
+    if (w->sockets && window > w->sockets) {
+        tput_result r = {0};
+        r.errors = 1;
+        snprintf(r.error, sizeof r.error, "window %ld above the client's %ld sockets (one "
+                 "request in flight each)", window, w->sockets);
+        return r;
+    }
+    return w->tput ? w->tput(w, window, n, size, timeout) : run_tput(w, window, n, size, timeout);
+}
+
 /* the client's life: one run (`requests=` given) or commands until stdin closes */
-static int client_main(int argc, char **argv, const wire *w, const char *url)
+static int client_main(int argc, char **argv, wire *w, const char *url)
 {
     long size = arg_int(argc, argv, "size", 100);
     if (arg_str(argc, argv, "requests", NULL)) {
@@ -217,7 +240,7 @@ static int client_main(int argc, char **argv, const wire *w, const char *url)
         long n = arg_int(argc, argv, "requests", 0);
         if (size < TAG_BYTES || window < 1 || window > MAX_WINDOW || n < 1)
             die("need size >= %d, 1 <= window <= %d, requests >= 1", TAG_BYTES, MAX_WINDOW);
-        tput_result r = run_tput(w, window, n, size, (double)arg_int(argc, argv, "timeout", 60));
+        tput_result r = tput_of(w, window, n, size, (double)arg_int(argc, argv, "timeout", 60));
         print_tput("", &r);
         return r.n == n && !r.errors ? 0 : 1;
     }
@@ -236,7 +259,7 @@ static int client_main(int argc, char **argv, const wire *w, const char *url)
             long window = (long)json_num(line, "window", 64);
             if (window < 1 || window > MAX_WINDOW)
                 window = MAX_WINDOW;
-            tput_result r = run_tput(w, window, (long)json_num(line, "n", 0), size, timeout);
+            tput_result r = tput_of(w, window, (long)json_num(line, "n", 0), size, timeout);
             print_tput("RESULT ", &r);
         } else if (is_op(line, "lat")) {
             run_lat(w, (long)json_num(line, "n", 0), size, timeout,

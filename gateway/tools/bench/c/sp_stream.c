@@ -28,7 +28,7 @@
 
 #define SP_REQ0 0x30
 #define SP_REP0 0x31
-#define MAX_MESSAGE (1 << 18)
+#define MAX_MESSAGE (1 << 21) /* 2 MiB: a 1 MiB body and its header fit */
 #define MAX_CONNS 1024
 
 static void sp_header(unsigned char *h, int proto)
@@ -92,8 +92,9 @@ static int flush_requests(sp_conn *c)
 /* Requests are queued and written together when the client next waits for a reply (fill),
  * as libzmq's DEALER does through its I/O thread: the requests sent for the replies of one
  * read go out in one write, so the client is as cheap per request as the zmq one. */
-static int sp_send_request(void *arg, const char *body, size_t size, uint32_t id)
+static int sp_send_request(void *arg, uint32_t slot, const char *body, size_t size, uint32_t id)
 {
+    (void)slot; /* one socket */
     sp_conn *c = arg;
     if (size + 12 > c->cap)
         return -1;
@@ -345,6 +346,6 @@ int main(int argc, char **argv)
     if (fd < 0)
         die("sp_stream client: %s", why);
     sp_conn c = {fd, malloc(MAX_MESSAGE + 16), MAX_MESSAGE + 16, 0, 0, malloc(MAX_MESSAGE + 16), 0};
-    wire w = {&c, sp_send_request, sp_recv_reply, 1};
+    wire w = {.sock = &c, .send = sp_send_request, .recv = sp_recv_reply, .header_id = 1};
     _exit(client_main(argc, argv, &w, url));
 }
