@@ -997,11 +997,11 @@ async def test_fast_send_does_what_the_general_send_does() -> None:
     async with (gateway.Socket("ROUTER") as lax,
                 gateway.Socket("ROUTER", router_mandatory=True) as strict,
                 gateway.Socket("DEALER") as dealer, gateway.Socket("REQ") as req):
-        assert req.send_now == req.send_general  # cooked: its state lives in the pattern
+        assert req.send_now == req._send_general  # cooked: its state lives in the pattern
         send = dealer.send_now
-        assert send.__name__ == "send_raw" and send != dealer.send_general
+        assert send.__name__ == "send_raw" and send != dealer._send_general
         assert send(Message((), (b"x",))) is None  # no pipe yet
-        assert dealer.send_general(Message((), (b"x",))) is None
+        assert dealer._send_general(Message((), (b"x",))) is None
         url = lax.bind("zmq+tcp://127.0.0.1:0")
         dealer.connect(url)
         await lax.wait_peers(1)
@@ -1009,13 +1009,13 @@ async def test_fast_send_does_what_the_general_send_does() -> None:
         assert send(Message((b"",), (b"hello",))) is not None
         msg = await lax.recv_msg()
         assert msg.body == (b"hello",)
-        for to_client in (lax.send_now, lax.send_general):
+        for to_client in (lax.send_now, lax._send_general):
             assert to_client(Message(msg.hops, (b"back",))) == msg.hops[0]
             assert await dealer.recv_multipart() == [b"", b"back"]
             before = dropped("unroutable")
             assert to_client(Message((b"nobody",), (b"x",))) == b"nobody"
             assert dropped("unroutable") == before + 1
-        for strict_send in (strict.send_now, strict.send_general):
+        for strict_send in (strict.send_now, strict._send_general):
             with pytest.raises(PeerGone):
                 strict_send(Message((b"nobody",), (b"x",)))
             with pytest.raises(LocalProtocolError):

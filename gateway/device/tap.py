@@ -259,7 +259,7 @@ class CapturePublisher:
                 self._drop("hwm")
                 continue
             frames = record.sent if frames_only else tuple(pack_record(record))
-            sock.send_general(Message((), frames))
+            sock.send_now(Message((), frames))
             published += 1
         self._published[0] += published
 

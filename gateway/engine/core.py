@@ -29,6 +29,7 @@ from gateway import kernel
 from gateway.engine.endpoints import Endpoints
 from gateway.engine.failures import PipeFailure
 from gateway.engine.hooks import SocketHooks
+from gateway.engine.inbox import Inbox
 from gateway.engine.listener import Admission, HandshakeReports
 from gateway.engine.options import SocketOptions, socket_options
 from gateway.engine.pipe import Pipe
@@ -41,7 +42,7 @@ from gateway.metrics import METRICS
 from gateway.patterns.kinds import make_pattern
 from gateway.patterns.pairing import canonical_kind
 from gateway.patterns.reqrep import SP, Pattern, Router
-from gateway.wire.events import HandshakeComplete, Subscription
+from gateway.wire.events import HandshakeComplete
 
 log = get_logger("gateway.engine")
 
@@ -68,7 +69,7 @@ _GONE: Any = _Gone()
 _NO_HOOKS = SocketHooks()
 
 
-class SocketCore:
+class SocketCore(Inbox):
     """The engine's socket without its pyzmq-style face (:class:`gateway.Socket` is both):
     endpoints, the pipes' events, the inbox, ``send_msg``/``recv_msg`` and close."""
 
@@ -109,9 +110,11 @@ class SocketCore:
         self.sender = strategy_for(self.pattern, self.routing,
                                    router_mandatory=opts.router_mandatory,
                                    dropped=self._dropped, after_send=self.timer.after_send)
-        #: the send a device calls: the strategy's fast twin where the pattern keeps no state
+        #: ``send_now(msg)``: send without waiting (``send_msg`` awaits): the routing id of the
+        #: pipe it went to, None when a load-balanced socket has no writable pipe (see
+        #: ``_send_general``); the strategy's fast twin where the pattern keeps no state
         self.send_now = (self.sender.raw_sender() if type(self.pattern) in _STATELESS
-                         else self.send_general)
+                         else self._send_general)
 
     # -- the observer ------------------------------------------------------------------------
     def observe(self, hooks: SocketHooks | None) -> None:
@@ -220,85 +223,13 @@ class SocketCore:
             if not fut.done():
                 fut.set_result(None)
 
-    def pipe_messages(self, pipe: Pipe, batch: list[tuple[bytes, ...]]) -> None:
-        receive = self.pattern.receive
-        rid, family = pipe.routing_id, pipe.family
-        inbox, take = self.inbox, self._take
-        for parts in batch:
-            if pipe.close_reason:  # closed by what came before: the rest goes with it
-                return
-            try:
-                msg = receive(rid, family, parts)
-            except Drop as drop:
-                self._dropped(drop, pipe.endpoint)
-                continue
-            if msg is None:
-                continue
-            if not inbox and take(msg):  # (_deliver, inline: once per message)
-                continue
-            waiter = self._recv_waiter
-            if waiter is not None and not waiter.done():
-                self._recv_waiter = None
-                waiter.set_result((pipe, msg))
-                continue
-            inbox.append((pipe, msg))
-            pipe.enqueued()
-
-    def pipe_subscription(self, pipe: Pipe, event: Subscription) -> None:
-        try:
-            msg = self.pattern.subscription(pipe.routing_id, event)
-        except Drop as drop:
-            self._dropped(drop, pipe.endpoint)
-            return
-        if msg is not None:
-            self._deliver(pipe, msg)
-
     def _dropped(self, drop: Drop, endpoint: str) -> None:
         if self.hooks.dropped(drop, endpoint):  # a device accounts for its own sockets
             return
         METRICS.inc("gateway_socket_dropped_messages_total", reason=drop.reason)
         log.info("drop", reason=drop.reason, endpoint=endpoint, socket=self.name)
 
-    def _deliver(self, pipe: Any, msg: Message) -> None:
-        if not self.inbox and self._take(msg):
-            return
-        waiter = self._recv_waiter
-        if waiter is not None and not waiter.done():
-            self._recv_waiter = None
-            waiter.set_result((pipe, msg))
-            return
-        self.inbox.append((pipe, msg))
-        pipe.enqueued()
-
-    # -- message API -----------------------------------------------------------------------
-    async def recv_msg(self) -> Message:
-        """Receive one message: cooked sockets give ``Message((), body)``, raw ones the hops too."""
-        pattern = self.pattern
-        while True:
-            self._check_open()
-            pattern.check_recv()
-            if self.inbox:
-                pipe, msg = self.inbox.popleft()
-                pipe.dequeued()
-            else:
-                waiter = self._recv_waiter = asyncio.get_running_loop().create_future()
-                try:
-                    pipe, msg = await waiter
-                except asyncio.CancelledError:
-                    if waiter.done() and not waiter.cancelled():
-                        self.inbox.appendleft(waiter.result())  # nothing is lost on a timeout
-                        waiter.result()[0].enqueued()
-                    raise
-                finally:
-                    if self._recv_waiter is waiter:
-                        self._recv_waiter = None
-            delivered = pattern.deliver(msg)
-            if delivered is not None:
-                if self.timer.handle is not None:
-                    self.timer.schedule()
-                return delivered
-
-    def send_general(self, msg: Message) -> bytes | None:
+    def _send_general(self, msg: Message) -> bytes | None:
         """Send without waiting; return the routing id of the pipe it went to, or None when a
         load-balanced socket has no writable pipe. Routed sockets (ROUTER, xrep, REP) always
         return the target's id, like libzmq's ROUTER: the message went out, or it was dropped
@@ -306,8 +237,6 @@ class SocketCore:
         ``router_mandatory`` those raise ``PeerGone`` / ``PeerBusy`` instead."""
         self._check_open()
         return self.sender.send_now(msg)
-
-    try_send = send_general  # (the older name)
 
     async def send_msg(self, msg: Message) -> bytes:
         """Send one message; return the routing id of the pipe it went to. Raw/ROUTER sockets
@@ -340,11 +269,6 @@ class SocketCore:
     def peers(self) -> int:
         """How many pipes finished their handshake."""
         return len(self.routing.routes)
-
-    @property
-    def inbox_size(self) -> int:
-        """How many received messages wait in the inbox (bounded: ``hwm`` per pipe)."""
-        return len(self.inbox)
 
     def _check_open(self) -> None:
         self.routing.check_open()
