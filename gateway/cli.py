@@ -315,14 +315,14 @@ def _checked(specs: list[BridgeSpec], where: str = "", more: list[str] | None = 
     backends; the settings' files are read; no two bind one address, ``metrics`` among them):
     the same check for bridge, run and check; ``more``: the flags' mistakes, reported with
     them."""
-    from gateway.device import check
+    from gateway.device import planned
     from gateway.device.ports import clashes, ipc_paths
 
-    errors = ((more or []) + check(specs, where) + clashes(specs, where, metrics)
-              + ipc_paths(specs, where))
+    made, errors = planned(specs, where)
+    errors = (more or []) + errors + clashes(specs, where, metrics) + ipc_paths(specs, where)
     if errors:
         raise ConfigError("\n".join(errors))
-    return specs
+    return made
 
 
 def _cmd_bridge(args: argparse.Namespace) -> int:

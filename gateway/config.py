@@ -81,6 +81,9 @@ class BridgeSpec:
     control: str = ""
     capture: str = ""
     capture_format: str = "frames"  # "frames" (libzmq's) or "records" (gateway capture's)
+    #: the bridge as planned when its spec was checked (:func:`gateway.device.planned`), so a
+    #: start or a reload plans it, and reads its files, once; not part of what the bridge is
+    planned: Any = field(default=None, compare=False, repr=False)
 
 
 @dataclass

@@ -83,6 +83,8 @@ def spec_changes(old: BridgeSpec, new: BridgeSpec) -> dict[str, str]:
 
     out: dict[str, str] = {}
     for f in fields(BridgeSpec):
+        if not f.compare:  # (the plan it carries: not what the bridge is)
+            continue
         a, b = getattr(old, f.name), getattr(new, f.name)
         if a == b:
             continue

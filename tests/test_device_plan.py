@@ -3,6 +3,9 @@ each naming the bridge and its side; the bridge's own settings stay the plan's."
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 import pytest
 
 from gateway.config import BridgeSpec
@@ -41,3 +44,38 @@ def test_a_side_opens_with_the_bridges_limits_and_its_role() -> None:
     assert (p.pattern, p.front.kind, p.back.kind) == ("reqrep", "REP", "REQ")
     assert p.front.options.router_mandatory and not p.back.options.router_mandatory
     assert p.back.options.hwm == 50 and p.front.options.hwm == 1000
+
+
+def test_a_start_and_a_reload_read_each_file_once(tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """A bridge is planned once per start (and per reload): the check's plan is the one the
+    bridge opens with, so its files are read once, not once for the check and again to open."""
+    import asyncio
+
+    from gateway.cli import _checked
+    from gateway.device import Bridge
+
+    secret = tmp_path / "password"
+    secret.write_text("s3cret\n")
+    secret.chmod(0o600)
+    reads: list[str] = []
+    read_text = Path.read_text
+
+    def counted(self: Path, *args: Any, **kwargs: Any) -> str:
+        if self == secret:
+            reads.append(str(self))
+        return read_text(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "read_text", counted)
+    spec = BridgeSpec("once", f"@zmq+tcp://{L}:0",
+                      f">zmq+tcp://{L}:9?plain_username=u&plain_password_file={secret}")
+
+    async def start() -> None:
+        bridges = [Bridge.from_spec(s) for s in _checked([spec])]  # what the supervisor does
+        for bridge in bridges:
+            bridge.open()
+            bridge.close()
+
+    for time in (1, 2):  # the start, then a reload (the file again, once)
+        asyncio.run(start())
+        assert len(reads) == time, reads

@@ -7,8 +7,8 @@ translation is :class:`gateway.envelope.Translation`'s and accounting the :class
 (``ledger.py``), the same on every route.
 """
 
-from gateway.device.bridge import Bridge, check
+from gateway.device.bridge import Bridge, check, planned
 from gateway.device.ledger import Ledger
 from gateway.device.sides import NativeSide, default_backends
 
-__all__ = ["Bridge", "Ledger", "NativeSide", "check", "default_backends"]
+__all__ = ["Bridge", "Ledger", "NativeSide", "check", "default_backends", "planned"]

@@ -26,7 +26,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any, Protocol
 
@@ -86,13 +86,16 @@ class Bridge:
     control: str = ""
     capture: str = ""
     capture_format: str = "frames"
+    #: the plan made when the spec was checked (:func:`planned`; None: plan now)
+    planned: tuple[BridgePlan, Any] | None = None
 
     @classmethod
     def from_spec(cls, spec: BridgeSpec, on_ready: Callable[[Bridge], None] | None = None
                   ) -> Bridge:
         return cls(spec.front, spec.back, spec.name, spec.limits, on_ready, spec.forwarder,
                    spec.front_options, spec.back_options, control=spec.control,
-                   capture=spec.capture, capture_format=spec.capture_format)
+                   capture=spec.capture, capture_format=spec.capture_format,
+                   planned=spec.planned)
 
     @property
     def spec(self) -> BridgeSpec:
@@ -101,8 +104,10 @@ class Bridge:
                           self.capture, self.capture_format)
 
     def __post_init__(self) -> None:
-        self.plan: BridgePlan = plan(self.spec)
-        self.extras = steer.plan_extras(self.spec, self.plan)
+        if self.planned is None:
+            self.planned = _plan(self.spec)
+        self.plan: BridgePlan = self.planned[0]
+        self.extras = self.planned[1]
         #: what a control endpoint's TERMINATE does (the supervisor's drain; None: stop this
         #: bridge's run, as its ``stop`` event would)
         self.on_terminate: Callable[[], None] | None = None
@@ -326,18 +331,32 @@ def _peers(sock: Any) -> int:
     return -1 if sock is None else int(sock.peers)
 
 
-def check(specs: list[BridgeSpec], where: str = "") -> list[str]:
-    """Every mistake of every bridge (what :func:`plan` finds, each line naming the bridge and
-    its side), prefixed with ``where`` (the file): what ``gateway check``, ``run`` and
-    ``bridge`` report before anything starts."""
+def _plan(spec: BridgeSpec) -> tuple[BridgePlan, Any]:
+    made = plan(spec)
+    return made, steer.plan_extras(spec, made)
+
+
+def planned(specs: list[BridgeSpec], where: str = "") -> tuple[list[BridgeSpec], list[str]]:
+    """Every bridge planned once (its URLs parsed, its files read): the specs carrying their
+    plans (:attr:`BridgeSpec.planned`, which :class:`Bridge` takes instead of planning again)
+    and every mistake of every bridge (each line naming the bridge and its side), prefixed with
+    ``where`` (the file)."""
     errors: list[str] = []
+    made: list[BridgeSpec] = []
     at = f"{where}: " if where else ""
     for spec in specs:
         try:
-            steer.plan_extras(spec, plan(spec))
+            made.append(replace(spec, planned=_plan(spec)))
         except ConfigError as exc:
             errors.extend(f"{at}{line}" for line in str(exc).splitlines())
-    return errors
+            made.append(spec)
+    return made, errors
 
 
-__all__ = ["KINDS", "Bridge", "Endpoint", "check"]
+def check(specs: list[BridgeSpec], where: str = "") -> list[str]:
+    """Every mistake of every bridge (see :func:`planned`): what ``gateway check``, ``run``
+    and ``bridge`` report before anything starts."""
+    return planned(specs, where)[1]
+
+
+__all__ = ["KINDS", "Bridge", "Endpoint", "check", "planned"]
