@@ -221,3 +221,16 @@ def test_no_module_over_500_lines_and_no_class_over_300() -> None:
         too_long += [f"{f.relative_to(ROOT)}: class {n}, {size} lines" for n, size in spans
                      if size > MAX_CLASS_LINES]
     assert too_long == []
+
+
+def test_the_pipe_and_the_socket_core_stay_at_most_250_lines() -> None:
+    """The two classes every connection runs through stay readable in one sitting (issue 35):
+    their reading, writing and receiving halves are mixins of their own."""
+    sizes = {}
+    for rel, name in (("gateway/engine/pipe.py", "PipeBody"),
+                      ("gateway/engine/core.py", "SocketCore")):
+        tree = ast.parse((ROOT / rel).read_text())
+        sizes[name] = next(n.end_lineno - n.lineno + 1 for n in ast.walk(tree)
+                           if isinstance(n, ast.ClassDef) and n.name == name
+                           and n.end_lineno is not None)
+    assert all(size <= 250 for size in sizes.values()), sizes

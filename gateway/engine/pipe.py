@@ -303,26 +303,6 @@ class PipeBody(Reading, Writes, PipeProtocol, _Hot):
         NULL security or on the client side."""
         return str(getattr(getattr(self.codec, "security", None), "user_id", "") or "")
 
-    @property
-    def closing(self) -> bool:
-        """True once the owner closed this pipe (its end is no failure of the peer's)."""
-        return self._closed
-
-    def close(self, linger: float) -> None:
-        """The owner is closing: pending writes get ``linger`` seconds (0: drop them)."""
-        self._closed = True
-        self.flush()
-        transport = self.transport
-        if transport is None:
-            return  # connection_made will abort
-        if linger > 0 and transport.get_write_buffer_size():
-            transport.close()  # flushes, then closes
-            asyncio.get_running_loop().call_later(linger, transport.abort)
-        elif linger <= 0:
-            transport.abort()
-        else:
-            transport.close()
-
     # -- internals -----------------------------------------------------------------------------
     def _on_event(self, event: Any) -> None:
         if isinstance(event, HandshakeComplete):

@@ -95,6 +95,7 @@ class Writes:
     transport: asyncio.Transport | None
     _batch: Batch
     _high: int
+    _closed: bool  # the owner closed the pipe
 
     def _init_writes(self) -> None:
         self.wbuf: list[bytes] = []  # coalesced writes while a batch is open
@@ -160,6 +161,26 @@ class Writes:
             asyncio.get_running_loop().call_later(grace, transport.abort)
         else:
             transport.abort()
+
+    @property
+    def closing(self) -> bool:
+        """True once the owner closed this pipe (its end is no failure of the peer's)."""
+        return self._closed
+
+    def close(self, linger: float) -> None:
+        """The owner is closing: pending writes get ``linger`` seconds (0: drop them)."""
+        self._closed = True
+        self.flush()
+        transport = self.transport
+        if transport is None:
+            return  # connection_made will abort
+        if linger > 0 and transport.get_write_buffer_size():
+            transport.close()  # flushes, then closes
+            asyncio.get_running_loop().call_later(linger, transport.abort)
+        elif linger <= 0:
+            transport.abort()
+        else:
+            transport.close()
 
     @property
     def buffered(self) -> int:
