@@ -46,9 +46,17 @@ class Message(NamedTuple):
         return f"Message(hops={self.hops!r}, body={self.body!r})"
 
 
+def sp_body_fault(body: tuple[bytes, ...]) -> str:
+    """The one rule of what SP carries: exactly one body frame (a ZeroMQ message any number).
+    ``""`` when ``body`` is one, else the reason word a translation refuses it with: ``no-body``
+    or ``multi-frame-body`` (gateway.envelope's words)."""
+    n = len(body)
+    return "" if n == 1 else "no-body" if not n else "multi-frame-body"
+
+
 def one_body(family: str, body: tuple[bytes, ...]) -> None:
-    """The one rule of what a wire carries: an SP message exactly one body frame, a ZeroMQ one
-    any number; :class:`~gateway.errors.LocalProtocolError` for a send that breaks it (every
-    engine path that sends asks here)."""
-    if family == "sp" and len(body) != 1:
+    """:func:`sp_body_fault` for a send on a pipe of ``family``: a
+    :class:`~gateway.errors.LocalProtocolError` when an SP pipe is given anything but one body
+    frame (every engine path that sends asks here)."""
+    if family == "sp" and len(body) != 1:  # (sp_body_fault's rule, inline: once per send)
         raise LocalProtocolError(f"SP carries exactly one body frame, not {len(body)}")

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from gateway.envelope.errors import EnvelopeError
-from gateway.message import Message
+from gateway.message import Message, sp_body_fault
 
 __all__ = ["CANCEL", "PAIR1_HEADER", "SUBSCRIBE", "BodyCodec", "Subscriptions", "cancel",
            "flatten", "pair1_add", "pair1_strip", "relay", "relay_to_sp", "subscription"]
@@ -103,12 +103,11 @@ def relay_to_sp(msg: Message, body_codec: BodyCodec | None = None) -> Message:
     """Pipeline and pair toward SP: the one body frame, no hops; several frames go through the
     body codec or are refused (``multi-frame-body``): a straight relay never merges frames."""
     body = msg[1]
-    if len(body) != 1:
+    fault = sp_body_fault(body)
+    if fault:
         packed = body_codec(body, "to_sp") if body_codec is not None and body else None
         if packed is None:
-            if not body:
-                raise EnvelopeError("no-body")
-            raise EnvelopeError("multi-frame-body", f"{len(body)} frames")
+            raise EnvelopeError(fault, f"{len(body)} frames")
         body = packed
     return _new(Message, ((), body))
 

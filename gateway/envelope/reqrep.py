@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from gateway.envelope.errors import EnvelopeError
 from gateway.envelope.tokens import TokenTable
-from gateway.message import DELIMITER, Message
+from gateway.message import DELIMITER, Message, sp_body_fault
 
 __all__ = ["same_family", "same_family_reply", "sp_to_zmtp", "sp_to_zmtp_reply",
            "zmtp_to_sp_reply", "zmtp_to_sp_request"]
@@ -76,10 +76,9 @@ def zmtp_to_sp_reply(msg: Message, now: float = 0.0) -> Message:
                 raise EnvelopeError("no-request-id", f"last envelope frame {w!r}")
         elif w[0] & _TOP:
             raise EnvelopeError("bad-backtrace", f"frame {i} {w!r} has the top bit set")
-    if len(body) != 1:
-        if not body:
-            raise EnvelopeError("no-body")
-        raise EnvelopeError("multi-frame-body", f"{len(body)} frames")
+    fault = sp_body_fault(body)
+    if fault:
+        raise EnvelopeError(fault, f"{len(body)} frames")
     return _new(Message, (words, body))
 
 
@@ -90,12 +89,11 @@ def zmtp_to_sp_request(msg: Message, table: TokenTable, now: float) -> Message:
     one frame (the device asks the ``gateway_body_codec`` hook first).
     """
     hops, body = msg
-    if len(body) != 1:
-        if not body:
-            if hops[-1:] == (b"",) and len(hops) == 2:  # [identity][empty]: ZMQ_PROBE_ROUTER
-                raise EnvelopeError("probe", "an empty probe message (ZMQ_PROBE_ROUTER)")
-            raise EnvelopeError("no-body")
-        raise EnvelopeError("multi-frame-body", f"{len(body)} frames")
+    fault = sp_body_fault(body)
+    if fault:
+        if not body and hops[-1:] == (b"",) and len(hops) == 2:  # [identity][empty]: a probe
+            raise EnvelopeError("probe", "an empty probe message (ZMQ_PROBE_ROUTER)")
+        raise EnvelopeError(fault, f"{len(body)} frames")
     return _new(Message, ((table.mint(hops, now),), body))
 
 
