@@ -153,6 +153,7 @@ cdef class _Reader:
     cdef Tally tally  # the ledger's hot counters (its reference's books, shared)
     cdef object f_inbox, b_inbox  # the two sockets' inboxes (each a deque for life)
     cdef list hold, back_hold  # the forwarder's gates (AsyncForwarder.hold)
+    cdef list watched  # the forwarder's: a capture reader takes copies (the step forwards)
     cdef Routing f_routing, b_routing
     cdef int front_zmtp, back_zmtp
     cdef double buckets[32]  # the hop-latency buckets (its own: each kernel its ledger's)
@@ -181,6 +182,7 @@ cdef class _Reader:
         self.front, self.back, self.tally = front, back, tally
         self.f_inbox, self.b_inbox = front.inbox, back.inbox
         self.hold, self.back_hold = fwd.hold, fwd.back_hold
+        self.watched = fwd.watched
         self.f_routing, self.b_routing = front.routing, back.routing
         self.front_zmtp = translator.mode.startswith("zmtp")
         self.back_zmtp = translator.mode.endswith("zmtp")
@@ -203,6 +205,8 @@ cdef class _Reader:
     cdef bint _open(self, bint request) except -1:
         """This direction is the kernel's now: not draining, no loop holding messages (the
         detours, a socket's inbox), the destination socket open."""
+        if self.watched[0]:
+            return False  # every message through the Python step, which the tap sees
         if request:
             return (self.requests and not self.hold[0]
                     and not self.f_inbox and not self.b_routing.closed)
@@ -356,6 +360,7 @@ cdef class _Reader:
         """``Ledger.request_forwarded`` / ``reply_forwarded`` for ``n`` messages at once."""
         cdef Tally tally = self.tally
         cdef int b = _bucket(self.buckets, self.nbuckets, dt)
+        tally.by_kernel += n
         if request:
             if tally.pairs_replies:
                 tally.in_flight += n

@@ -192,11 +192,14 @@ cdef class Tally:
     cdef public Py_ssize_t in_flight
     cdef public bint pairs_replies
     cdef public list n_req, n_rep, req_counts, req_total, rep_counts, rep_total
+    #: messages the kernel forwarded (what a capture endpoint did not see: gateway.device.tap)
+    cdef public Py_ssize_t by_kernel
 
     def __init__(self, list n_req, list n_rep, list req_counts, list req_total,
                  list rep_counts, list rep_total) -> None:
         self.in_flight = 0
         self.pairs_replies = True
+        self.by_kernel = 0
         self.n_req, self.n_rep = n_req, n_rep
         self.req_counts, self.req_total = req_counts, req_total
         self.rep_counts, self.rep_total = rep_counts, rep_total

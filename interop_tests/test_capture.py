@@ -15,8 +15,10 @@ import pynng
 import pytest
 import zmq
 
+from gateway import kernel
 from gateway.tools.harness.gateway import Gateway, bridge_args
 from gateway.tools.harness.procs import lib_url, python_argv, run_cli
+from interop_tests.helpers import wait_until
 
 LUA = Path(__file__).resolve().parents[1] / "gateway" / "tools" / "wireshark"
 TSHARK = shutil.which("tshark")
@@ -85,6 +87,57 @@ def test_frames_capture_is_what_libzmq_capture_gives(nng_echo: tuple[str, list[b
         assert sub.recv_multipart()[-1] in (b"ping", b"re:ping")  # the other copy
         assert gw.metric("gateway_capture_published_total") == 2
         assert gw.metric("gateway_capture_dropped_total") == 2
+        for s in (sub, client):
+            s.close(0)
+
+
+@pytest.mark.skipif(kernel.compiled is None, reason="the compiled kernel is not built")
+def test_the_kernel_forwards_while_no_reader_can_take_a_copy(
+        nng_echo: tuple[str, list[bytes]]) -> None:
+    """A capture endpoint costs nothing while nobody can take a copy: the bridge runs on the
+    compiled kernel (``bridge.up kernel=true``), and what the kernel forwarded is counted as
+    dropped copies (``no-reader``); once a reader's subscription arrives, the next message
+    goes through the Python step and its copies are published; a reader that stops reading
+    hands the bridge back to the kernel (its copies ``hwm``), and forwarding never waits."""
+    addr, _ = nng_echo
+    with Gateway(*bridge_args("@zmq+tcp://127.0.0.1:0", f">sp+tcp://{addr}",
+                              "--capture", "@zmq+tcp://127.0.0.1:0"), metrics=True) as gw, \
+            zmq.Context() as ctx:
+        assert gw.wait_event("bridge.up")["kernel"] is True
+        client = ctx.socket(zmq.DEALER)
+        client.connect(lib_url(gw.front))
+        for i in range(50):  # nobody reads: the kernel's, each copy counted
+            client.send_multipart([b"", b"k%d" % i])
+            assert client.poll(5000) and client.recv_multipart() == [b"", b"re:k%d" % i]
+        gw.wait_metric("gateway_capture_dropped_total", 100, timeout=5, reason="no-reader")
+        assert gw.metric("gateway_capture_published_total") == 0
+        assert gw.metric("gateway_forwarded_messages_total", direction="request") == 50
+        sub = ctx.socket(zmq.SUB)
+        sub.setsockopt(zmq.RCVHWM, 10)
+        sub.subscribe(b"")
+        sub.connect(lib_url(gw.ready["capture"]))
+        gw.wait_metric("gateway_capture_peers", 1, timeout=10)
+        client.send_multipart([b"", b"seen"])
+        assert client.poll(5000) and client.recv_multipart() == [b"", b"re:seen"]
+        copies = []
+        for _ in range(2):
+            assert sub.poll(5000)
+            copies.append(sub.recv_multipart()[-1])
+        assert sorted(copies) == [b"re:seen", b"seen"]
+        # the reader stops reading: once its queue and the socket buffers fill, its copies are
+        # dropped at the mark and forwarding goes on at the kernel's pace
+        body = b"x" * 4096
+        for i in range(2000):
+            client.send_multipart([b"", body])
+            assert client.poll(5000) and client.recv_multipart() == [b"", b"re:" + body]
+        gw.wait_metric("gateway_capture_dropped_total", 1, timeout=5, reason="hwm")
+
+        def accounted() -> float:  # every copy of the 2,051 round trips: published or dropped
+            return (gw.metric("gateway_capture_published_total")
+                    + gw.metric("gateway_capture_dropped_total"))
+
+        wait_until(lambda: accounted() >= 2 * 2051, timeout=5, what="every copy counted")
+        assert accounted() == 2 * 2051
         for s in (sub, client):
             s.close(0)
 

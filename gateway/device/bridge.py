@@ -251,7 +251,8 @@ class Bridge:
         def front_family(routing_id: bytes) -> str:
             return front if front != ANY else (sock.family_of(routing_id) or "zmtp")
 
-        return Tap(self.name, front_family, back, capture)
+        return Tap(self.name, front_family, back, capture,
+                   counting=self.extras.control is not None)
 
     def _terminate(self) -> None:
         if self.on_terminate is not None:

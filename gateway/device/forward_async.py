@@ -88,6 +88,9 @@ class AsyncForwarder:
         #: front with no room)
         self.hold = [False]
         self.back_hold = [False]
+        #: True while a capture reader can take copies: the compiled kernel then leaves every
+        #: message to the Python step, which the tap sees (gateway.device.tap.CapturePublisher)
+        self.watched = [tap is not None]
         self._tasks: list[asyncio.Task[None]] = []
         #: 1 while the request loop holds a request the back end has no room for
         self.held = 0
@@ -100,10 +103,12 @@ class AsyncForwarder:
                                front.send_now if front.callbacks else None, tap)
         self.callbacks = front.callbacks and native_back
         #: the compiled kernel (one call per read) where it applies, else None
-        #: (never for a bridge with a control or capture endpoint: its tap sees each message in
-        #: the Python step)
-        self.kernel = (kernel.for_bridge(self, BUCKETS) if self.callbacks and tap is None
-                       else None)
+        #: (never with a control endpoint: STATISTICS counts every message in the Python step;
+        #: with a capture endpoint, only while no reader can take a copy: see ``watched``)
+        self.kernel = (kernel.for_bridge(self, BUCKETS)
+                       if self.callbacks and (tap is None or not tap.counting) else None)
+        if self.kernel is not None and tap is not None and tap.capture is not None:
+            tap.capture.watch(self.watched, ledger.tally)
 
     def pattern_drop(self, drop: Drop, endpoint: str, direction: str) -> bool:
         self.ledger.dropped(drop.reason, direction, drop.detail, peer=endpoint)

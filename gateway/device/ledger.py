@@ -78,13 +78,15 @@ class Tally:
     twin of the compiled kernel's ``Tally`` (:data:`gateway.kernel.TWINS`), which a bridge's
     kernel counts in."""
 
-    __slots__ = ("in_flight", "n_rep", "n_req", "pairs_replies", "rep_counts", "rep_total",
-                 "req_counts", "req_total")
+    __slots__ = ("by_kernel", "in_flight", "n_rep", "n_req", "pairs_replies", "rep_counts",
+                 "rep_total", "req_counts", "req_total")
 
     def __init__(self, n_req: list[int], n_rep: list[int], req_counts: list[int],
                  req_total: list[float], rep_counts: list[int], rep_total: list[float]) -> None:
         self.in_flight = 0
         self.pairs_replies = True
+        #: messages the compiled kernel forwarded (this reference never does: 0)
+        self.by_kernel = 0
         self.n_req, self.n_rep = n_req, n_rep
         self.req_counts, self.req_total = req_counts, req_total
         self.rep_counts, self.rep_total = rep_counts, rep_total

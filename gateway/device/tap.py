@@ -31,6 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from gateway.engine.hooks import SocketHooks
 from gateway.logging import get_logger
 from gateway.message import Message
 from gateway.metrics import METRICS, Registry
@@ -39,6 +40,9 @@ log = get_logger("gateway.device")
 
 #: records waiting for the capture endpoint (one loop pass's worth, and then some)
 CAPTURE_QUEUE = 10_000
+#: seconds between two looks at whether a capture reader can take a copy (while none can, the
+#: bridge's compiled kernel forwards and its messages count as dropped copies)
+WATCH_INTERVAL = 0.02
 #: (side, direction) in STATISTICS' order: front in, front out, back in, back out
 STAT_ORDER = (("front", "in"), ("front", "out"), ("back", "in"), ("back", "out"))
 REQUEST, REPLY = 0, 1
@@ -98,8 +102,12 @@ class Tap:
     the routing id)."""
 
     def __init__(self, bridge: str, front_family: Callable[[bytes], str], back_family: str,
-                 capture: CapturePublisher | None = None, metrics: Registry = METRICS) -> None:
+                 capture: CapturePublisher | None = None, metrics: Registry = METRICS,
+                 counting: bool = True) -> None:
         self.bridge = bridge
+        #: STATISTICS is asked of this tap (a control endpoint): it must see every message,
+        #: so the bridge's compiled kernel never runs (False: a capture endpoint only)
+        self.counting = counting
         self.front_family, self.back_family = front_family, back_family
         self.capture = capture
         self._metrics = metrics
@@ -195,6 +203,13 @@ class Tap:
             self.capture.close()
 
 
+class _CaptureHooks(SocketHooks):
+    """The capture socket's observer: its readers' changes, told to the publisher at once."""
+
+    def __init__(self, publisher: CapturePublisher) -> None:
+        self.peers_changed = publisher.peers_changed  # type: ignore[method-assign]
+
+
 class CapturePublisher:
     """The capture endpoint: a native PUB fed from a bounded queue once per loop pass."""
 
@@ -211,6 +226,60 @@ class CapturePublisher:
         self._readers = metrics.gauge("gateway_capture_peers", lambda: float(len(self.readers())),
                                       bridge=bridge)
         self._logged = 0.0
+        # the kernel's turns (watch): the forwarder's cell, the bridge's tally, what the kernel
+        # had forwarded at the last look, why no copy can be taken ("": one can), the timer
+        self._watched: list[bool] | None = None
+        self._tally: Any = None
+        self._by_kernel = 0
+        self._idle = ""
+        self._timer: asyncio.TimerHandle | None = None
+        socket.observe(_CaptureHooks(self))
+
+    # -- the compiled kernel's turns: while no reader can take a copy -------------------------
+    def watch(self, watched: list[bool], tally: Any) -> None:
+        """Let the bridge's compiled kernel forward while no reader can take a copy (none
+        subscribed, or every one at its high-water mark): ``watched[0]`` (the forwarder's cell,
+        read by the kernel on every read) is set while one can, and the messages the kernel
+        forwarded meanwhile (``tally.by_kernel``) are counted as the copies they would have
+        been, dropped for the reason in effect. Looked at every ``WATCH_INTERVAL`` seconds and
+        whenever a publish finds no reader able to take one."""
+        self._watched, self._tally = watched, tally
+        self._by_kernel = tally.by_kernel
+        self._look()
+
+    def idle_reason(self) -> str:
+        """Why no copy can be taken now (``no-reader``, ``hwm``), or "" when one can."""
+        readers = self.readers()
+        if not readers:
+            return "no-reader"
+        return "" if any(p.writable for p in readers) else "hwm"
+
+    def peers_changed(self) -> None:
+        """The capture socket's readers changed (its observer's call): look now."""
+        if self._watched is not None:
+            self._settle(self.idle_reason())
+
+    def _look(self) -> None:
+        self._timer = None
+        self._settle(self.idle_reason())
+        if not self.socket.closed:
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:  # (made outside a loop: the first publish looks again)
+                return
+            self._timer = loop.call_later(WATCH_INTERVAL, self._look)
+
+    def _settle(self, reason: str) -> None:
+        """Count the kernel's messages since the last look as dropped copies, then hand the
+        bridge to the kernel (``reason``: none can be taken) or to the Python step ("")."""
+        if self._watched is None:
+            return
+        forwarded = self._tally.by_kernel - self._by_kernel
+        if forwarded:
+            self._by_kernel += forwarded
+            self._drop(self._idle or "no-reader", forwarded)
+        self._idle = reason
+        self._watched[0] = not reason
 
     def readers(self) -> list[Any]:
         """The pipes that take copies now: connected and holding a subscription (a SUB that
@@ -250,6 +319,7 @@ class CapturePublisher:
         if not readers:
             self._drop("no-reader", len(queue))
             queue.clear()
+            self._settle("no-reader")  # the kernel's turn, until a reader comes
             return
         frames_only = self.format == "frames"
         published = 0
@@ -257,6 +327,7 @@ class CapturePublisher:
             record = queue.popleft()
             if not any(p.writable for p in readers):  # every reader at its mark: no encoding
                 self._drop("hwm")
+                self._settle("hwm")  # the kernel's turn, until a reader can take one again
                 continue
             frames = record.sent if frames_only else tuple(pack_record(record))
             sock.send_now(Message((), frames))
@@ -264,6 +335,10 @@ class CapturePublisher:
         self._published[0] += published
 
     def close(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self._settle(self._idle)  # the kernel's last messages, counted
         self._queue.clear()
         self._metrics.release(self._published, *self._dropped.values())
         self._metrics.gauges.pop(self._readers, None)

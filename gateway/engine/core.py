@@ -207,6 +207,7 @@ class SocketCore(Inbox):
         log.info("pipe.down", endpoint=pipe.endpoint, peer=pipe.peer,
                  reason=pipe.close_reason or "peer-closed", socket=self.name)
         self.hooks.pipe_lost(pipe.routing_id)
+        self.hooks.peers_changed()
         for note in self.pattern.detach(pipe.routing_id, pipe.family):
             self._deliver(_GONE, note)  # an XPUB's cancels of what the peer held
         if self.pattern.on_pipe_lost(pipe.routing_id, pipe.family):
@@ -216,6 +217,7 @@ class SocketCore(Inbox):
         self.routing.recount()
         if pipe.writable:
             self._wake_senders()
+        self.hooks.peers_changed()
 
     def _wake_senders(self) -> None:
         waiters, self._pipe_waiters = self._pipe_waiters, []

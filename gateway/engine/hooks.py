@@ -43,5 +43,10 @@ class SocketHooks:
     def pipe_lost(self, routing_id: bytes) -> None:
         """A ready pipe went away (a device counts what it had in flight there, at once)."""
 
+    def peers_changed(self) -> None:
+        """Who can take a send changed: a subscription came or went, a pipe's writability
+        changed, a pipe went away (a capture endpoint hands its bridge to the compiled kernel
+        while none of its readers can take a copy)."""
+
 
 __all__ = ["SocketHooks"]

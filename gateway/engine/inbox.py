@@ -12,6 +12,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+from gateway.engine.hooks import SocketHooks
 from gateway.engine.pipe import Pipe
 from gateway.engine.timer import PatternTimer
 from gateway.errors import Drop
@@ -26,6 +27,7 @@ class Inbox:
 
     pattern: Pattern
     timer: PatternTimer
+    hooks: SocketHooks
     #: messages received and not yet taken, in order (the compiled kernel forwards only while
     #: it is empty: what waits goes first)
     inbox: deque[tuple[Pipe, Message]]
@@ -70,6 +72,7 @@ class Inbox:
             return
         if msg is not None:
             self._deliver(pipe, msg)
+        self.hooks.peers_changed()
 
     def _deliver(self, pipe: Any, msg: Message) -> None:
         if not self.inbox and self._take(msg):
