@@ -121,6 +121,10 @@ def start(v: Variant, ready_timeout: float) -> Live:
         raise
 
 
+#: warm-up slices at most until the stalled reader is full (its first copy dropped at the mark)
+STALL_SLICES = 20
+
+
 def counters(gw: Gateway) -> dict[str, int]:
     m = gw.metrics()
 
@@ -159,6 +163,12 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
             lives.append(start(v, settings.ready_timeout))
         for live in lives:  # warm-up, uncounted: connections, caches, the reader's SUBSCRIBE
             measure_round(live.run, settings, 0, args.requests // 4 or 1)
+            # a reader that never reads: the steady state starts once its queue and the socket
+            # buffers are full (its copies dropped at the mark); until then it takes copies
+            for _ in range(STALL_SLICES if live.variant.name == "stalled" else 0):
+                if counters(live.gateway)["dropped_hwm"] or live.run.status != "ok":
+                    break
+                measure_round(live.run, settings, 0, args.requests)
             live.run.round_rps.clear()
         for rnd in range(args.rounds):
             k = rnd % len(lives)
