@@ -123,6 +123,8 @@ def _index_probe(list items, Py_ssize_t i):
     return items[i]
 
 
+cdef class _WholeRead  # (below: a kernel's whole-read entry, which PipeState calls in C)
+
 include "_kernel_state.pxi"
 include "_kernel_tables.pxi"
 include "_kernel_read.pxi"
@@ -192,6 +194,7 @@ cdef class _Reader:
         self.replies = self.pattern != PIPELINE
         self.dests = _Dests(self.b_routing, self.f_routing.routes)
         self.plain = bytearray(256)
+        self.read_request, self.read_reply = _WholeRead(self, True), _WholeRead(self, False)
 
     # -- the per-read entry points (Pipe.fast) ---------------------------------------------------
     def request(self, pipe) -> int:
@@ -220,13 +223,9 @@ cdef class _Reader:
         """After a read of a back pipe (PatternKernel: what the back's filter dropped)."""
 
     # -- whole reads (Pipe.fast_read): the read's bytes, before the pipe's Python sees them ------
-    def read_request(self, pipe, data) -> bool:
-        """A whole read of a front pipe: see ``_read``."""
-        return self._open(True) and self._read(pipe, data, True)
-
-    def read_reply(self, pipe, data) -> bool:
-        """A whole read of a back pipe: see ``_read``."""
-        return self._open(False) and self._read(pipe, data, False)
+    # ``read_request(pipe, data)`` / ``read_reply(pipe, data)``: a whole read of a front / back
+    # pipe (see ``_read``); callables a pipe's ``data_received`` calls without Python's call
+    cdef readonly _WholeRead read_request, read_reply
 
     cdef bint _read(self, object pipe, object data, bint request) except -1:
         """The read as ``Pipe.data_received`` and ``Pipe.process`` take it, without their
@@ -372,6 +371,25 @@ cdef class _Reader:
             tally.n_rep[0] += n
             tally.rep_counts[b] += n
             tally.rep_total[0] += dt * n
+
+
+@cython.final
+cdef class _WholeRead:
+    """A kernel's whole-read entry for one direction (``read_request``, ``read_reply``): a
+    pipe's ``fast_read``, called as ``entry(pipe, data) -> bool`` from Python and through
+    :meth:`take` from the compiled ``data_received`` (a C call, no argument tuple)."""
+
+    cdef _Reader reader
+    cdef bint request
+
+    def __cinit__(self, _Reader reader, bint request) -> None:
+        self.reader, self.request = reader, request
+
+    cdef inline bint take(self, object pipe, object data) except -1:
+        return self.reader._open(self.request) and self.reader._read(pipe, data, self.request)
+
+    def __call__(self, pipe, data) -> bool:
+        return self.take(pipe, data)
 
 
 include "_kernel_reqrep.pxi"

@@ -22,8 +22,12 @@ cdef class PipeState:
         """``Pipe.data_received``, compiled: the read to the kernel when one forwards for the
         pipe, else the reference's steps, kept to the same lines."""
         fast_read = self.fast_read
-        if fast_read is not None and fast_read(self, data):
-            return  # the kernel took the read (and Pipe.process what it left)
+        if fast_read is not None:
+            if type(fast_read) is _WholeRead:  # the kernel's own: a C call
+                if (<_WholeRead>fast_read).take(self, data):
+                    return  # the kernel took the read (and Pipe.process what it left)
+            elif fast_read(self, data):
+                return
         self.rx_chunks += 1
         me = <object>self  # (the pipe's other attributes live in its dict)
         if not me.ready:
