@@ -127,7 +127,7 @@ def test_the_kernel_forwards_while_no_reader_can_take_a_copy(
         # the reader stops reading: once its queue and the socket buffers fill, its copies are
         # dropped at the mark and forwarding goes on at the kernel's pace
         body = b"x" * 4096
-        for i in range(2000):
+        for _ in range(2000):
             client.send_multipart([b"", body])
             assert client.poll(5000) and client.recv_multipart() == [b"", b"re:" + body]
         gw.wait_metric("gateway_capture_dropped_total", 1, timeout=5, reason="hwm")
