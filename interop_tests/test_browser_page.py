@@ -1,0 +1,103 @@
+"""The browser example (``examples/browser``) in a real browser: Debian's headless Chromium,
+driven by selenium, loads the page from ``serve.py`` (a libzmq REP and PUB, an nng rep0 and
+pub0, one ``gateway run`` with four WebSocket fronts); the page's requests are answered by
+both servers (jszmq over ZWS 2.0 to nng, the browser's WebSocket over SP to libzmq), its feeds
+receive from both publishers. A screenshot is taken (``tmp_path``, not kept)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from interop_tests.helpers import wait_until
+
+REPO = Path(__file__).resolve().parents[1]
+PAGE = REPO / "examples" / "browser"
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+CHROMEDRIVER = shutil.which("chromedriver")
+
+pytestmark = pytest.mark.timeout(90)
+
+
+@pytest.fixture
+def served() -> Iterator[tuple[str, str]]:
+    """``serve.py`` on ephemeral ports: (the page's URL, the gateway's metrics address)."""
+    if not (PAGE / "vendor" / "jszmq.js").is_file():
+        pytest.skip("examples/browser/vendor/jszmq.js missing (bash .ci/npm-deps.sh makes it)")
+    proc = subprocess.Popen([sys.executable, str(PAGE / "serve.py"), "--http", "0", "--ws", "0"],
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        page = proc.stdout.readline().split()
+        metrics = proc.stdout.readline().split()
+        assert page[:1] == ["PAGE"] and metrics[:1] == ["METRICS"], (page, metrics)
+        yield page[1], metrics[1]
+    finally:
+        proc.terminate()  # serve.py stops its gateway on SIGTERM
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
+
+
+@pytest.fixture
+def chromium(tmp_path: Path) -> Iterator[Any]:
+    if not (CHROMIUM and CHROMEDRIVER):
+        pytest.skip("chromium or chromedriver is not installed (Debian's chromium and "
+                    "chromium-driver; .ci/system-deps.sh installs them)")
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+                 "--no-first-run", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--window-size=1000,900",
+                 f"--user-data-dir={tmp_path / 'chromium-profile'}"):
+        options.add_argument(flag)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    driver = webdriver.Chrome(options=options, service=Service(executable_path=CHROMEDRIVER))
+    driver.set_page_load_timeout(30)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def _text(driver: Any, element: str) -> str:
+    return str(driver.execute_script(f"return document.getElementById('{element}').innerText"))
+
+
+def test_the_page_reaches_both_servers_and_both_publishers(served: tuple[str, str],
+                                                          chromium: Any,
+                                                          tmp_path: Path) -> None:
+    page, _ = served
+    chromium.get(page)
+    want = {"zmq-reply": "nng rep0 answers: hello from the page",
+            "sp-reply": "libzmq REP answers: hello from the page",
+            "zmq-feed": "nng pub0 #", "sp-feed": "libzmq PUB #"}
+    try:
+        wait_until(lambda: all(w in _text(chromium, e) for e, w in want.items()), 30,
+                   "the page's replies and feeds")
+    finally:
+        shot = tmp_path / "browser-page.png"
+        chromium.save_screenshot(str(shot))
+        print(f"screenshot: {shot}")
+        shutil.copy(shot, "/tmp/browser-page-last.png") if os.environ.get("KEEP_SHOT") else None
+        print({e: _text(chromium, e)[:120] for e in want})
+    assert shot.stat().st_size > 10_000
+    # a second request from the page, by its button: both answer again
+    chromium.execute_script("document.getElementById('text').value = 'again';"
+                            "document.getElementById('send').click();")
+    wait_until(lambda: _text(chromium, "zmq-reply").endswith("again")
+               and _text(chromium, "sp-reply").endswith("again"), 15, "the second replies")
+    errors = [e for e in chromium.get_log("browser") if e.get("level") == "SEVERE"]
+    assert not errors, errors
