@@ -2,7 +2,8 @@
 driven by selenium, loads the page from ``serve.py`` (a libzmq REP and PUB, an nng rep0 and
 pub0, one ``gateway run`` with four WebSocket fronts); the page's requests are answered by
 both servers (jszmq over ZWS 2.0 to nng, the browser's WebSocket over SP to libzmq), its feeds
-receive from both publishers. A screenshot is taken (``tmp_path``, not kept)."""
+receive from both publishers. A screenshot is taken (``tmp_path``, not kept). And a flooding
+WebSocket client is bounded like any other peer."""
 
 from __future__ import annotations
 
@@ -16,6 +17,11 @@ from typing import Any
 
 import pytest
 
+from gateway.tools.harness.gateway import Gateway
+from gateway.tools.harness.peers.jszmq import JszmqProc, node_env
+from gateway.tools.harness.peers.jszmq import missing as jszmq_missing
+from gateway.tools.harness.peers.servers import ZmqServer
+from gateway.tools.harness.procs import LOCAL
 from interop_tests.helpers import wait_until
 
 REPO = Path(__file__).resolve().parents[1]
@@ -101,3 +107,61 @@ def test_the_page_reaches_both_servers_and_both_publishers(served: tuple[str, st
                and _text(chromium, "sp-reply").endswith("again"), 15, "the second replies")
     errors = [e for e in chromium.get_log("browser") if e.get("level") == "SEVERE"]
     assert not errors, errors
+
+
+FLOOD = """
+const WebSocket = require("ws");
+const ws = new WebSocket(process.argv[1], ["ZWS2.0"]);
+ws.on("open", () => {
+  ws.send(Buffer.from([0]));  // our routing id (none)
+  const body = Buffer.concat([Buffer.from([0]), Buffer.alloc(1000, 120)]);
+  const flood = () => {  // requests as fast as the socket takes them, replies never read
+    for (let i = 0; i < 200; i++) { ws.send(Buffer.from([1])); ws.send(body); }
+    if (ws.readyState === WebSocket.OPEN) setImmediate(flood);
+  };
+  ws._socket.pause();  // never read what the gateway sends back
+  flood();
+});
+ws.on("error", () => {});
+setTimeout(() => process.exit(0), 60000);
+"""
+
+
+@pytest.mark.skipif(jszmq_missing() is not None, reason=str(jszmq_missing()))
+def test_a_flooding_websocket_client_is_bounded_and_others_are_served() -> None:
+    """A ZWS client that sends requests without end and reads nothing: the gateway's memory for
+    it stays bounded (its pipe's high-water mark, the fair share of the back end) and a polite
+    client on the same front is answered meanwhile."""
+    with ZmqServer("REP") as srv, Gateway(
+            "bridge", f"@zmq+ws://{LOCAL}:0/zmq?hwm=100", f">zmq+tcp://{LOCAL}:{srv.port}",
+            metrics=True) as gw:
+        url = gw.front.partition("+")[2]
+        flood = subprocess.Popen(["node", "-e", FLOOD, url], env=node_env(),
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            wait_until(lambda: gw.metric("gateway_forwarded_messages_total",
+                                         direction="request") > 2000, 30, "the flood")
+            rss = [_rss(gw.pid)]
+            with JszmqProc("REQ", "connect", url) as polite:
+                for i in range(3):
+                    polite.send([b"me too %d" % i])
+                    assert polite.recv(30) == [b"re:me too %d" % i]
+                    rss.append(_rss(gw.pid))
+            sent = gw.metric("gateway_forwarded_messages_total", direction="request")
+            wait_until(lambda: gw.metric("gateway_forwarded_messages_total",
+                                         direction="request") > sent + 2000, 30, "more flood")
+            rss.append(_rss(gw.pid))
+            # KiB: what the flood makes the gateway hold does not grow with it (the replies it
+            # does not read are dropped at its pipe's high-water mark, counted)
+            assert max(rss) - min(rss) < 50_000, rss
+            assert gw.metric("gateway_dropped_messages_total", reason="hwm") > 0
+        finally:
+            flood.kill()
+            flood.wait(5)
+
+
+def _rss(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    return 0
