@@ -64,7 +64,7 @@ def _text(site: Path, page: str) -> str:
 
 def test_every_page_of_the_nav_is_built(site: Path) -> None:
     for page in ("", "getting-started", "tasks/zmq-to-nng", "tasks/curve", "tasks/systemd",
-                 "tasks/metrics", "reference/cli", "reference/settings", "reference/metrics",
+                 "tasks/metrics", "tasks/browser", "reference/cli", "reference/settings", "reference/metrics",
                  "reference/api", "reference/plugins", "design", "patterns", "observability"):
         assert (site / page / "index.html").is_file(), page
     assert not (site / "_hooks").exists()  # the build's own code is no page
