@@ -7,8 +7,6 @@ WebSocket client is bounded like any other peer."""
 
 from __future__ import annotations
 
-import os
-import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -17,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from gateway.tools.harness.browser import MISSING, chromium
 from gateway.tools.harness.gateway import Gateway
 from gateway.tools.harness.peers.jszmq import JszmqProc, node_env
 from gateway.tools.harness.peers.jszmq import missing as jszmq_missing
@@ -26,8 +25,6 @@ from interop_tests.helpers import wait_until
 
 REPO = Path(__file__).resolve().parents[1]
 PAGE = REPO / "examples" / "browser"
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-CHROMEDRIVER = shutil.which("chromedriver")
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -55,27 +52,11 @@ def served() -> Iterator[tuple[str, str]]:
 
 
 @pytest.fixture
-def chromium(tmp_path: Path) -> Iterator[Any]:
-    if not (CHROMIUM and CHROMEDRIVER):
-        pytest.skip("chromium or chromedriver is not installed (Debian's chromium and "
-                    "chromium-driver; .ci/system-deps.sh installs them)")
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-                 "--no-first-run", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--window-size=1000,900",
-                 f"--user-data-dir={tmp_path / 'chromium-profile'}"):
-        options.add_argument(flag)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(options=options, service=Service(executable_path=CHROMEDRIVER))
-    driver.set_page_load_timeout(30)
-    try:
+def browser(tmp_path: Path) -> Iterator[Any]:
+    if MISSING:
+        pytest.skip(MISSING)
+    with chromium(tmp_path / "chromium-profile", window="1000,900") as driver:
         yield driver
-    finally:
-        driver.quit()
 
 
 def _text(driver: Any, element: str) -> str:
@@ -83,29 +64,28 @@ def _text(driver: Any, element: str) -> str:
 
 
 def test_the_page_reaches_both_servers_and_both_publishers(served: tuple[str, str],
-                                                          chromium: Any,
+                                                          browser: Any,
                                                           tmp_path: Path) -> None:
     page, _ = served
-    chromium.get(page)
+    browser.get(page)
     want = {"zmq-reply": "nng rep0 answers: hello from the page",
             "sp-reply": "libzmq REP answers: hello from the page",
             "zmq-feed": "nng pub0 #", "sp-feed": "libzmq PUB #"}
     try:
-        wait_until(lambda: all(w in _text(chromium, e) for e, w in want.items()), 30,
+        wait_until(lambda: all(w in _text(browser, e) for e, w in want.items()), 30,
                    "the page's replies and feeds")
     finally:
         shot = tmp_path / "browser-page.png"
-        chromium.save_screenshot(str(shot))
+        browser.save_screenshot(str(shot))
         print(f"screenshot: {shot}")
-        shutil.copy(shot, "/tmp/browser-page-last.png") if os.environ.get("KEEP_SHOT") else None
-        print({e: _text(chromium, e)[:120] for e in want})
+        print({e: _text(browser, e)[:120] for e in want})
     assert shot.stat().st_size > 10_000
     # a second request from the page, by its button: both answer again
-    chromium.execute_script("document.getElementById('text').value = 'again';"
+    browser.execute_script("document.getElementById('text').value = 'again';"
                             "document.getElementById('send').click();")
-    wait_until(lambda: _text(chromium, "zmq-reply").endswith("again")
-               and _text(chromium, "sp-reply").endswith("again"), 15, "the second replies")
-    errors = [e for e in chromium.get_log("browser") if e.get("level") == "SEVERE"]
+    wait_until(lambda: _text(browser, "zmq-reply").endswith("again")
+               and _text(browser, "sp-reply").endswith("again"), 15, "the second replies")
+    errors = [e for e in browser.get_log("browser") if e.get("level") == "SEVERE"]
     assert not errors, errors
 
 

@@ -13,7 +13,6 @@ body prefixed ``re:``. jszmq and its dependencies come from ``.node/node_modules
 
 from __future__ import annotations
 
-import contextlib
 import os
 import queue
 import shutil
@@ -21,7 +20,7 @@ import subprocess
 import threading
 from pathlib import Path
 
-from gateway.tools.harness.procs import Started
+from gateway.tools.harness.procs import Started, end_child
 
 HERE = Path(__file__).resolve().parent
 SCRIPT = HERE / "jszmq_peer.js"
@@ -102,18 +101,7 @@ class JszmqProc(Started):
             return None
 
     def close(self) -> None:
-        p = self.proc
-        if p is not None:
-            if p.poll() is None:
-                p.kill()
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                p.wait(5)
-            for stream in (p.stdout, p.stdin):
-                if stream is not None:
-                    with contextlib.suppress(Exception):
-                        stream.close()
-        if self._reader is not None:
-            self._reader.join(2)
+        end_child(self.proc, self._reader)
 
     end = close  # what leaving ``with`` does
 
