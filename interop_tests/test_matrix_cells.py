@@ -19,7 +19,7 @@ from gateway.tools.matrix.cells import CLI_IMPLS, JEROMQ, OUTCOMES, SECURITY, SH
 from gateway.tools.matrix.host import run_cell
 from gateway.tools.matrix.outcomes import expected
 from gateway.tools.matrix.pattern_rules import PATTERN_SHAPES
-from gateway.tools.matrix.suites import jeromq_cells, oneport_cells, security_cells
+from gateway.tools.matrix.suites import jeromq_cells, oneport_cells, security_cells, zws_cells
 
 CI_TIMEOUT = 1.5  # refused cells cost one timeout each; a legal exchange takes milliseconds
 CLI_EXE = {"nanomsg": "nanocat", "nng-1.5": "nngcat"}
@@ -38,6 +38,11 @@ def _check(cell: Cell, timeout: float) -> None:
 
         if jeromq.missing():
             pytest.skip(str(jeromq.missing()))
+    if "jszmq" in (cell.client_impl, cell.server_impl):
+        from gateway.tools.harness.peers import jszmq
+
+        if jszmq.missing():
+            pytest.skip(str(jszmq.missing()))
     row = run_cell(cell, timeout=timeout)
     if row["observed"] == "skipped":  # a runtime missing on this machine: said, not hidden
         pytest.skip(row["detail"])
@@ -60,6 +65,14 @@ def _params(cells: list[Cell]) -> list[object]:
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("cell", _params(ci_cells()))
 def test_ci_cell(cell: Cell) -> None:
+    _check(cell, CI_TIMEOUT)
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("cell", _params([c for c in zws_cells() if c not in set(ci_cells())]))
+def test_zws_cell(cell: Cell) -> None:
+    """ZWS 2.0: the native engine and jszmq both ways, and jszmq through the gateway (the
+    CI selection holds the first of them already)."""
     _check(cell, CI_TIMEOUT)
 
 
@@ -102,6 +115,17 @@ def test_ci_selection_covers_every_impl_pair_and_illegal_pairing() -> None:
     assert sum(expected(c) == "refused-handshake" for c in pat if c.direct) >= 2
     assert sum(expected(c) == "refused-handshake" for c in pat if not c.direct) >= 2
     assert {i for c in pat for i in (c.client_impl, c.server_impl)} >= {"nanomsg", "nng-1.5"}
+
+
+def test_zws_cells_meet_jszmq_both_ways_and_through_the_gateway() -> None:
+    cells = zws_cells()
+    assert len(cells) == 21
+    direct = [c for c in cells if c.direct]
+    assert {(c.client_impl, c.server_impl) for c in direct} == {
+        ("jszmq", "native"), ("native", "jszmq"), ("native", "native")}
+    assert {c.server_impl for c in cells if not c.direct} == {"libzmq", "nng"}
+    assert sum(expected(c) == "refused-handshake" for c in cells) == 1
+    assert all(c.shape == "zws" for c in cells)
 
 
 def test_jeromq_cells_cover_legal_and_illegal_pairings() -> None:

@@ -18,9 +18,13 @@ import queue
 import shutil
 import subprocess
 import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
-from gateway.tools.harness.procs import Started, end_child
+from gateway.tools.harness.peers import SERVER_ID, Peer, Reply, Seen, request_frames
+from gateway.tools.harness.procs import Started, end_child, free_port, tcp_listening
 
 HERE = Path(__file__).resolve().parent
 SCRIPT = HERE / "jszmq_peer.js"
@@ -106,4 +110,63 @@ class JszmqProc(Started):
     end = close  # what leaving ``with`` does
 
 
-__all__ = ["DEFAULT_MODULES", "SCRIPT", "JszmqProc", "missing", "node_env", "node_modules"]
+
+
+class JszmqPeer(Peer):
+    """jszmq as a matrix peer (ZWS 2.0 over ``ws://`` only): one :class:`JszmqProc`. It speaks
+    the mechanism-less ``ZWS2.0``, which exchanges no socket type, so it cannot tell a
+    completed handshake from a refused one (``evidence()`` is None)."""
+
+    def __init__(self, impl: str, kind: str, wire: str, side: str, workdir: str = "",
+                 **options: Any) -> None:
+        super().__init__(impl, kind, wire, side, workdir, **options)
+        self.proc: JszmqProc | None = None
+        self._closed = threading.Event()
+
+    def bind(self, url: str) -> str:
+        """``ws://host:0/path``: jszmq cannot say which port it got, so one is chosen here."""
+        host, _, rest = url.partition("://")[2].partition(":")
+        port = int(rest.partition("/")[0]) or free_port(host)
+        real = f"ws://{host}:{port}/{rest.partition('/')[2]}"
+        self.proc = JszmqProc(self.kind, "bind", real).start()
+        deadline = time.monotonic() + 10
+        while not tcp_listening(port) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        return real
+
+    def connect(self, url: str) -> None:
+        self.proc = JszmqProc(self.kind, "connect", url).start()
+
+    def request(self, payload: bytes, deadline: float, abort: Callable[[], bool],
+                peer_id: bytes = SERVER_ID) -> Reply | None:
+        assert self.proc is not None
+        self.proc.send(request_frames(self.kind, payload, peer_id))
+        while not abort() and (left := deadline - time.monotonic()) > 0:
+            got = self.proc.recv(min(left, 0.2))
+            if got is not None:
+                return Reply(body=got[-1], frames=tuple(got))
+        return None
+
+    def serve(self, reply_fn: Callable[[bytes], bytes]) -> None:
+        """Each request answered from here: its envelope (a ROUTER's) kept, the body
+        ``reply_fn``'s; ``seen`` records what came."""
+        proc = self.proc
+        assert proc is not None
+
+        def answer() -> None:
+            while not self._closed.is_set():
+                got = proc.recv(0.2)
+                if got is not None:
+                    self.seen.append(Seen(body=got[-1], frames=tuple(got[:-1])))
+                    proc.send([*got[:-1], reply_fn(got[-1])])
+
+        threading.Thread(target=answer, name="jszmq-serve", daemon=True).start()
+
+    def close(self) -> None:
+        self._closed.set()
+        if self.proc is not None:
+            self.proc.close()
+
+
+__all__ = ["DEFAULT_MODULES", "SCRIPT", "JszmqPeer", "JszmqProc", "missing", "node_env",
+           "node_modules"]
