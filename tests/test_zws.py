@@ -12,6 +12,8 @@ import pytest
 from _aio import bounded, until
 from gateway_plugins.ws.link import Forbidden, Refused, origin_allowed
 from gateway_plugins.ws.zws import BARE, NULL, PLAIN, ZwsCodec, command, frames
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from wsproto import ConnectionType, WSConnection
 from wsproto.events import AcceptConnection, BytesMessage, RejectConnection, Request
 
@@ -306,3 +308,29 @@ async def test_a_page_from_another_origin_is_refused_403_counted_and_others_serv
         assert same.startswith(b"HTTP/1.1 101") and b"Sec-WebSocket-Protocol: ZWS2.0" in same
         await until(lambda: METRICS.get("gateway_refused_connections_total", socket="web",
                                           reason="origin") == before + 1)
+
+
+# -- what a peer may send: the codec contract holds -----------------------------------------------
+
+@settings(max_examples=150, deadline=None)
+@given(protocol=st.sampled_from([BARE, NULL]),
+       payloads=st.lists(st.binary(max_size=40), max_size=8), raw=st.binary(max_size=64))
+def test_any_frames_or_bytes_after_the_upgrade_raise_only_protocol_errors(
+        protocol: str, payloads: list[bytes], raw: bytes) -> None:
+    """Whatever binary messages (then raw bytes) a client sends after the upgrade:
+    ``receive_data`` never raises, ``next_event`` raises a ``RemoteProtocolError`` at most,
+    and every message it gives is a tuple of frames within the size limit."""
+    server = _server("ROUTER", max_message_size=64)
+    ws, _ = _raw(server, [protocol])
+    data = b"".join(ws.send(BytesMessage(data=p)) for p in payloads) + raw
+    for cut in range(0, len(data), 7):  # any split of the stream
+        server.receive_data(data[cut:cut + 7])
+    for _ in range(len(payloads) + 2):  # bounded: one event per message at most, then None
+        try:
+            event = server.next_event()
+        except RemoteProtocolError:
+            break
+        if event is None:
+            break
+        if isinstance(event, tuple):
+            assert sum(len(f) for f in event) <= 64
