@@ -122,11 +122,9 @@ def test_a_flooding_websocket_client_is_bounded_and_others_are_served() -> None:
             wait_until(lambda: gw.metric("gateway_forwarded_messages_total",
                                          direction="request") > 2000, 30, "the flood")
             rss = [_rss(gw.pid)]
-            with JszmqProc("REQ", "connect", url) as polite:
-                for i in range(3):
-                    polite.send([b"me too %d" % i])
-                    assert polite.recv(30) == [b"re:me too %d" % i]
-                    rss.append(_rss(gw.pid))
+            for i in range(3):
+                assert _polite(url, b"me too %d" % i) == [b"re:me too %d" % i]
+                rss.append(_rss(gw.pid))
             sent = gw.metric("gateway_forwarded_messages_total", direction="request")
             wait_until(lambda: gw.metric("gateway_forwarded_messages_total",
                                          direction="request") > sent + 2000, 30, "more flood")
@@ -138,6 +136,19 @@ def test_a_flooding_websocket_client_is_bounded_and_others_are_served() -> None:
         finally:
             flood.kill()
             flood.wait(5)
+
+
+def _polite(url: str, body: bytes) -> list[bytes] | None:
+    """A request as the ZeroMQ guide's "lazy pirate" client makes it: a REQ that waits 15 s,
+    then gives up and tries once more on a new connection (on 2 busy cores a request can wait
+    behind the flood's in the back end past one deadline)."""
+    for _ in range(3):
+        with JszmqProc("REQ", "connect", url) as polite:
+            polite.send([body])
+            got = polite.recv(15)
+            if got is not None:
+                return got
+    return None
 
 
 def _rss(pid: int) -> int:

@@ -162,8 +162,10 @@ def test_security_cells_cover_every_mechanism_and_transport_right_and_wrong() ->
     """CURVE, PLAIN, TLS, ws and wss, directly against libzmq and nng and through the gateway
     both ways; the right credentials exchange, the wrong ones are refused-auth."""
     cells = security_cells()
-    assert {c.shape for c in cells} == set(SECURITY)
+    assert {c.shape for c in cells} == set(SECURITY) - {"zws"}  # (ZWS: zws_cells)
     for shape, sec in SECURITY.items():
+        if sec.zws:
+            continue
         outcomes = {expected(c) for c in cells if c.shape == shape}
         assert outcomes == {"refused-auth" if sec.bad else "exchanged"}, shape
     direct = {(c.client_impl, c.server_impl, c.shape) for c in cells if c.direct}
@@ -177,7 +179,7 @@ def test_security_cells_cover_every_mechanism_and_transport_right_and_wrong() ->
     assert {c.backends[0] for c in cells if not c.direct and c.client_wire == "zmq"} == {
         "pyzmq", "native"}
     assert set(cells) <= set(all_cells())
-    ci = [c for c in ci_cells() if c.shape in SECURITY]
+    ci = [c for c in ci_cells() if c.shape in SECURITY and c.shape != "zws"]
     assert {expected(c) for c in ci} == {"exchanged", "refused-auth"} and len(ci) <= 24
 
 
