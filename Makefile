@@ -8,7 +8,7 @@ export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 
 KERNEL := $(VENV)/.kernel
 
-.PHONY: env system-deps kernel demo test test-pure test-sanitize test-fast lint docs bench \
+.PHONY: env system-deps node-deps kernel demo test test-pure test-sanitize test-fast lint docs bench \
 	bench-real bench-instructions matrix \
 	soak fuzz fuzz-ci clean
 
@@ -34,7 +34,12 @@ kernel: $(KERNEL)
 system-deps:
 	bash .ci/system-deps.sh
 
-env: system-deps $(STAMP)
+## the npm packages of the tests (jszmq under Node, its browser bundle): .ci/npm-deps.sh, from
+## the committed lock into .node/ (git-ignored); a no-op when they are there
+node-deps:
+	bash .ci/npm-deps.sh
+
+env: system-deps $(STAMP) node-deps
 
 ## make test: lint and types, then every unit and interop test once, with the compiled kernel,
 ## and the hot path's (engine, wires, device, tables) once more on the pure-Python reference in

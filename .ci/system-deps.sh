@@ -31,6 +31,10 @@ command -v prometheus >/dev/null 2>&1 || need+=(prometheus)
 # the documentation site's pages checked in a real browser (headless, driven by selenium)
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
 command -v chromedriver >/dev/null 2>&1 || need+=(chromium-driver)
+# jszmq (ZeroMQ over WebSocket in JavaScript) under Node, and npm to install it from the lock
+# (.ci/npm-deps.sh): the ZWS interop tests and the browser example's bundle
+command -v node >/dev/null 2>&1 || need+=(nodejs)
+command -v npm >/dev/null 2>&1 || need+=(npm)
 [ -d /usr/lib/python3/dist-packages/zmq ] || need+=(python3-zmq)  # libzmq 4.3.4, /usr/bin/python3
 # instructions per request under callgrind (gateway/tools/bench/instructions.py): a measure
 # of the pure path that this machine's timing noise does not move

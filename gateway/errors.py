@@ -216,6 +216,11 @@ HANDSHAKE_REASONS: dict[str, str] = {
                "closed without its READY (what libzmq does when it refuses our socket type)",
     "sp-protocol": "an SP header this end refuses (reserved bytes set), or the wrong wire: an "
                    "SP peer on a ZeroMQ endpoint or a ZeroMQ peer on an SP endpoint",
+    "ws-upgrade": "a WebSocket upgrade to a ZeroMQ (ZWS) endpoint refused or failed: another "
+                  "path (404), no ZWS 2.0 subprotocol this end takes (400), not a WebSocket "
+                  "request, or a server that refused ours",
+    "origin": "a browser page whose Origin the ws or wss endpoint does not allow (answered "
+              "403): counted in `gateway_refused_connections_total`, not here",
     "handshake-timeout": "no complete handshake within the handshake timeout (10 s)",
     "garbage": "bytes that are neither a ZMTP greeting nor an SP header, or a malformed "
                "handshake (a bad READY, data before READY)",
@@ -240,6 +245,19 @@ HANDSHAKE_REASONS: dict[str, str] = {
     "error": "a dial failed for another reason (the log line has the error)",
     "retried": "pyzmq: libzmq retried a failed connect (EVENT_CONNECT_RETRIED, which does not "
                "say why)",
+}
+
+
+#: Why a native listener refused a connection (``gateway_refused_connections_total{reason}``
+#: and the ``connection.refused`` line, one per socket and reason every 10 s).
+REFUSAL_REASONS: dict[str, str] = {
+    "not-allowed": "the client's address is outside the endpoint's `allow` networks (before "
+                   "any byte is read)",
+    "max-connections": "the endpoint's `max_connections` were connected (before any byte is "
+                       "read)",
+    "origin": "a browser page from an origin the ws or wss endpoint does not allow: its "
+              "`origin` list, or without one any origin but the endpoint's own; answered "
+              "HTTP 403 (a client that sends no Origin, not a browser, is never refused so)",
 }
 
 

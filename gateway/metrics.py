@@ -98,9 +98,10 @@ SPECS: dict[str, MetricSpec] = {
         "counter", "Failed connection attempts of native sockets, by reason (refused, "
         "unreachable, timeout, error); the socket keeps redialling with backoff.", ("reason",)),
     "gateway_refused_connections_total": MetricSpec(
-        "counter", "Connections a native listener refused before any handshake, by socket and "
-        "reason (not-allowed: outside the endpoint's allow list; max-connections: the "
-        "endpoint's limit was reached).", ("socket", "reason")),
+        "counter", "Connections a native listener refused, by socket and reason (not-allowed: "
+        "outside the endpoint's allow list; max-connections: the endpoint's limit was reached; "
+        "origin: a web page's Origin a ws or wss endpoint does not allow, answered 403).",
+        ("socket", "reason")),
     "gateway_open_files_ratio": MetricSpec(
         "gauge", "Open file descriptors of the process over its limit (RLIMIT_NOFILE); a "
         "listener logs a warning (fd.limit) once above 0.9."),

@@ -85,8 +85,11 @@ def test_a_client_for_another_path_is_refused_and_counted_others_served() -> Non
                 lost.send(b"never")
 
 
-def test_a_zeromq_endpoint_on_websocket_is_refused() -> None:
+def test_curve_on_a_zeromq_websocket_endpoint_is_refused() -> None:
+    """ZWS 2.0 (RFC 45) has NULL and PLAIN: CURVE on zmq+ws is a config error (exit 2)."""
     from gateway.tools.harness.procs import run_cli
 
-    done = run_cli("bridge", f"@zmq+ws://{LOCAL}:0/x", f">sp+tcp://{LOCAL}:1")
-    assert done.returncode == 2 and "ws is an SP transport" in done.stderr
+    done = run_cli("bridge", f"@zmq+ws://{LOCAL}:0/x?curve_server=1&curve_cert=/nonexistent",
+                   f">sp+tcp://{LOCAL}:1")
+    assert done.returncode == 2 and "ZWS 2.0 (RFC 45) has NULL and PLAIN" in done.stderr
+    assert "Traceback" not in done.stderr

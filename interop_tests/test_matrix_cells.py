@@ -19,7 +19,7 @@ from gateway.tools.matrix.cells import CLI_IMPLS, JEROMQ, OUTCOMES, SECURITY, SH
 from gateway.tools.matrix.host import run_cell
 from gateway.tools.matrix.outcomes import expected
 from gateway.tools.matrix.pattern_rules import PATTERN_SHAPES
-from gateway.tools.matrix.suites import jeromq_cells, oneport_cells, security_cells
+from gateway.tools.matrix.suites import jeromq_cells, oneport_cells, security_cells, zws_cells
 
 CI_TIMEOUT = 1.5  # refused cells cost one timeout each; a legal exchange takes milliseconds
 CLI_EXE = {"nanomsg": "nanocat", "nng-1.5": "nngcat"}
@@ -38,6 +38,11 @@ def _check(cell: Cell, timeout: float) -> None:
 
         if jeromq.missing():
             pytest.skip(str(jeromq.missing()))
+    if "jszmq" in (cell.client_impl, cell.server_impl):
+        from gateway.tools.harness.peers import jszmq
+
+        if jszmq.missing():
+            pytest.skip(str(jszmq.missing()))
     row = run_cell(cell, timeout=timeout)
     if row["observed"] == "skipped":  # a runtime missing on this machine: said, not hidden
         pytest.skip(row["detail"])
@@ -60,6 +65,14 @@ def _params(cells: list[Cell]) -> list[object]:
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("cell", _params(ci_cells()))
 def test_ci_cell(cell: Cell) -> None:
+    _check(cell, CI_TIMEOUT)
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("cell", _params([c for c in zws_cells() if c not in set(ci_cells())]))
+def test_zws_cell(cell: Cell) -> None:
+    """ZWS 2.0: the native engine and jszmq both ways, and jszmq through the gateway (the
+    CI selection holds the first of them already)."""
     _check(cell, CI_TIMEOUT)
 
 
@@ -104,6 +117,17 @@ def test_ci_selection_covers_every_impl_pair_and_illegal_pairing() -> None:
     assert {i for c in pat for i in (c.client_impl, c.server_impl)} >= {"nanomsg", "nng-1.5"}
 
 
+def test_zws_cells_meet_jszmq_both_ways_and_through_the_gateway() -> None:
+    cells = zws_cells()
+    assert len(cells) == 21
+    direct = [c for c in cells if c.direct]
+    assert {(c.client_impl, c.server_impl) for c in direct} == {
+        ("jszmq", "native"), ("native", "jszmq"), ("native", "native")}
+    assert {c.server_impl for c in cells if not c.direct} == {"libzmq", "nng"}
+    assert sum(expected(c) == "refused-handshake" for c in cells) == 1
+    assert all(c.shape == "zws" for c in cells)
+
+
 def test_jeromq_cells_cover_legal_and_illegal_pairings() -> None:
     """JeroMQ 0.3 (ZMTP 2.0) meets the native engine in every pairing it can play, libzmq, and
     the gateway both ways; legal and illegal ones (the 2.0 socket-type byte is checked)."""
@@ -138,8 +162,10 @@ def test_security_cells_cover_every_mechanism_and_transport_right_and_wrong() ->
     """CURVE, PLAIN, TLS, ws and wss, directly against libzmq and nng and through the gateway
     both ways; the right credentials exchange, the wrong ones are refused-auth."""
     cells = security_cells()
-    assert {c.shape for c in cells} == set(SECURITY)
+    assert {c.shape for c in cells} == set(SECURITY) - {"zws"}  # (ZWS: zws_cells)
     for shape, sec in SECURITY.items():
+        if sec.zws:
+            continue
         outcomes = {expected(c) for c in cells if c.shape == shape}
         assert outcomes == {"refused-auth" if sec.bad else "exchanged"}, shape
     direct = {(c.client_impl, c.server_impl, c.shape) for c in cells if c.direct}
@@ -153,7 +179,7 @@ def test_security_cells_cover_every_mechanism_and_transport_right_and_wrong() ->
     assert {c.backends[0] for c in cells if not c.direct and c.client_wire == "zmq"} == {
         "pyzmq", "native"}
     assert set(cells) <= set(all_cells())
-    ci = [c for c in ci_cells() if c.shape in SECURITY]
+    ci = [c for c in ci_cells() if c.shape in SECURITY and c.shape != "zws"]
     assert {expected(c) for c in ci} == {"exchanged", "refused-auth"} and len(ci) <= 24
 
 

@@ -13,6 +13,7 @@ from gateway.errors import (
     DROP_REASONS,
     HANDSHAKE_REASONS,
     PIPE_CLOSE_REASONS,
+    REFUSAL_REASONS,
     ProtocolError,
 )
 from gateway.metrics import SPECS
@@ -43,6 +44,7 @@ def test_every_metric_is_documented() -> None:
     ("## Handshake and dial failure reasons", HANDSHAKE_REASONS),
     ("## Pipe close reasons", PIPE_CLOSE_REASONS),
     ("## Authentication refusal reasons", AUTH_REASONS),
+    ("## Connection refusal reasons", REFUSAL_REASONS),
 ])
 def test_the_reason_tables_are_the_codes(heading: str, table: dict[str, str]) -> None:
     assert _table(heading) == table

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import struct
 import subprocess
 import sys
@@ -32,9 +31,9 @@ from urllib.parse import urldefrag, urlsplit
 
 import pytest
 
+from gateway.tools.harness.browser import MISSING, chromium
+
 ROOT = Path(__file__).resolve().parents[1]
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-CHROMEDRIVER = shutil.which("chromedriver")
 MAX_PAGES = 200
 CRAWL_SECONDS = 240.0
 
@@ -64,7 +63,7 @@ def _text(site: Path, page: str) -> str:
 
 def test_every_page_of_the_nav_is_built(site: Path) -> None:
     for page in ("", "getting-started", "tasks/zmq-to-nng", "tasks/curve", "tasks/systemd",
-                 "tasks/metrics", "reference/cli", "reference/settings", "reference/metrics",
+                 "tasks/metrics", "tasks/browser", "reference/cli", "reference/settings", "reference/metrics",
                  "reference/api", "reference/plugins", "design", "patterns", "observability"):
         assert (site / page / "index.html").is_file(), page
     assert not (site / "_hooks").exists()  # the build's own code is no page
@@ -157,27 +156,10 @@ def served(site: Path) -> Iterator[str]:
 
 @pytest.fixture
 def browser(tmp_path: Path) -> Iterator[Any]:
-    if not (CHROMIUM and CHROMEDRIVER):
-        pytest.skip("chromium or chromedriver is not installed (Debian's chromium and "
-                    "chromium-driver; .ci/system-deps.sh installs them)")
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-                 "--no-first-run", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--window-size=1280,1000",
-                 f"--user-data-dir={tmp_path / 'chromium-profile'}"):
-        options.add_argument(flag)
-    options.set_capability("goog:loggingOptions", {"browser": "ALL"})
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(options=options, service=Service(executable_path=CHROMEDRIVER))
-    driver.set_page_load_timeout(30)
-    try:
+    if MISSING:
+        pytest.skip(MISSING)
+    with chromium(tmp_path / "chromium-profile") as driver:
         yield driver
-    finally:
-        driver.quit()
 
 
 _PAGE = """return {

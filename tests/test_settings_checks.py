@@ -46,7 +46,9 @@ def test_plain_server_needs_a_user_list_or_allow_any() -> None:
 @pytest.mark.parametrize(("settings", "family", "scheme", "bound", "message"), [
     ({"tls_ca": "ca.pem"}, "sp", "tcp", False, "tls_ca: TLS settings need an sp+tls+tcp://"),
     ({}, "zmtp", "tls+tcp", False, "libzmq has no TLS transport"),
-    ({}, "zmtp", "ws", False, "ZeroMQ's own WebSocket mapping (ZWS) is not supported"),
+    ({"curve_server": True, "curve_cert": "c"}, "zmtp", "ws", True, "ZWS 2.0 (RFC 45) has NULL "
+     "and PLAIN"),
+    ({"origin": ("*",)}, "sp", "tcp", True, "origin: applies to WebSocket endpoints"),
     ({}, "sp", "tls+tcp", True, "a bound sp+tls+tcp:// endpoint needs tls_cert"),
     ({"tls_key": "k"}, "sp", "tls+tcp", False, "tls_key without tls_cert"),
     ({"tls_verify": "required", "tls_cert": "c"}, "sp", "tls+tcp", True,

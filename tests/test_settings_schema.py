@@ -94,7 +94,8 @@ def test_the_schema_declares_each_default_once_and_every_reader_takes_the_same_s
     samples = {"count": "3", "whole": "3", "size": "3", "flag": "1", "duration": "5",
                "seconds": "5", "ttl": "5", "path": "/tmp/x", "cidrs": "127.0.0.1/32",
                "z85_key": "rq:rM>}U?@Lns47E1%kR.o@n%FcmmsL/@{H8]yf7", "topics": "a.",
-               "text": "u", "host_name": "h", "convert": "reqrep"}
+               "text": "u", "host_name": "h", "convert": "reqrep",
+               "origins": "http://127.0.0.1:8080"}
     help_names = {line.split()[0] for line in options.help_text().splitlines()
                   if line.startswith("  ") and not line.startswith("   ")}
     assert help_names == {s.name for s in options.SETTINGS}

@@ -79,8 +79,8 @@ def test_config_reports_tls_mistakes_with_bridge_and_side(certs: Path) -> None:
     assert "g.toml: bridge 'secure' front_options: bad value 'sometimes' for tls_verify" in text
     data["bridge"][0]["front_options"].pop("tls_verify")
     lines = check(from_dict(data, source="g.toml").bridges, "g.toml")
-    assert "g.toml: bridge 'secure' back: tls_ca: TLS settings need an sp+tls+tcp:// or " \
-           "sp+wss:// endpoint" in lines
+    assert "g.toml: bridge 'secure' back: tls_ca: TLS settings need an sp+tls+tcp://, " \
+           "sp+wss:// or zmq+wss:// endpoint" in lines
     assert "g.toml: bridge 'secure' front: tls_key without tls_cert" in lines
 
 

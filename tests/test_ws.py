@@ -12,7 +12,6 @@ from wsproto import ConnectionType, WSConnection
 from wsproto.events import AcceptConnection, Ping, Request
 
 import gateway
-from gateway.errors import ConfigError
 
 
 @pytest.mark.parametrize(("kind", "ours", "asks"), [
@@ -114,14 +113,20 @@ def test_a_raw_http_client_without_the_subprotocol_is_answered_400() -> None:
     asyncio.run(main())
 
 
-def test_zeromq_and_tls_settings_are_refused_where_they_do_not_apply() -> None:
-    async def main() -> None:
-        async with gateway.Socket("REP") as rep:
-            with pytest.raises(ConfigError, match="ws is an SP transport \\(nng's\\); ZeroMQ's "
-                                                  "own WebSocket mapping"):
-                rep.bind("zmq+ws://127.0.0.1:0/x")
+def test_curve_over_ws_and_origin_off_a_websocket_are_refused() -> None:
+    from gateway.plugins import registry
+    from gateway.settings.checks import endpoint_rules
 
-    asyncio.run(main())
+    ws, tcp = registry().transport("ws"), registry().transport("tcp")
+    curve = {"curve_server": True, "curve_cert": "/x.key_secret"}
+    assert any("CURVE over ws" in e for e in endpoint_rules(curve, "zmtp", ws, True))
+    assert not endpoint_rules({"plain_server": True, "plain_allow_any": True}, "zmtp", ws, True)
+    origin = {"origin": ("https://a.example",)}
+    assert any(e.startswith("origin: applies to WebSocket") for e in
+               endpoint_rules(origin, "zmtp", tcp, True))
+    assert not endpoint_rules(origin, "sp", ws, True)
+    assert any(e.startswith("origin: applies to a bound endpoint") for e in
+               endpoint_rules(origin, "sp", ws, False))
 
 
 def test_a_ping_flood_from_a_client_that_does_not_read_queues_nothing() -> None:

@@ -36,23 +36,27 @@ def sp_role(kind: str) -> SpRole:
 
 def make_codec(factory: Any, family: str, kind: str, raw: bool, *, identity: bytes,
                max_message_size: int, transport: Any, mechanism: Any = None,
-               address: str = "", client: bool = False) -> Any:
+               address: str = "", client: bool = False,
+               origins: tuple[str, ...] | None = None) -> Any:
     """A codec from a wire registration, given its identity as data (see ``hookspecs``).
 
     SP framing comes from the transport's declaration: ``sp_message_prefix`` (nng's ipc:
     ``b"\\x01"``), or a wire of the transport's own ``framing`` (``ws``), which also gets the
     endpoint's ``address`` and whether this end dialled (``client``).
     ``mechanism``: a ZMTP security mechanism (``gateway.wire.zmtp_mechanism``; None: NULL).
+    A wire of a message framing (``ws``, both families) also gets ``address``, ``client`` and
+    a listener's ``origins`` (the ``origin`` allow-list; None: same-origin only).
     """
+    framed = ({} if transport is None or transport.framing == "stream"
+              else {"address": address, "client": client, "origins": origins})
     if family == ZMTP:
         if mechanism is not None:
-            return factory(zmtp_role(kind, raw), identity=identity,
-                           max_message_size=max_message_size, security=mechanism)
-        return factory(zmtp_role(kind, raw), identity=identity, max_message_size=max_message_size)
+            framed["security"] = mechanism
+        return factory(zmtp_role(kind, raw), identity=identity,
+                       max_message_size=max_message_size, **framed)
     if family == SP:
-        if transport.framing != "stream":
-            return factory(sp_role(kind), max_message_size=max_message_size, address=address,
-                           client=client)
+        if framed:
+            return factory(sp_role(kind), max_message_size=max_message_size, **framed)
         return factory(sp_role(kind), max_message_size=max_message_size,
                        message_prefix=transport.sp_message_prefix)
     raise LocalProtocolError(f"unknown wire family {family!r}")

@@ -56,7 +56,9 @@ class Endpoints:
         errors = transport_rules(ep.family, ep.transport, transport,
                                  secured=self.options.security is not None,
                                  tls=self.options.tls is not None,
-                                 sp_only_kind=self.kind in SP_ONLY_KINDS)
+                                 sp_only_kind=self.kind in SP_ONLY_KINDS,
+                                 curve=getattr(self.options.security, "mechanism", "") == "CURVE",
+                                 origin=self.options.origin is not None)
         if errors:
             raise ConfigError("\n".join(f"{ep.url}: {e}" for e in errors))
         if ep.family == ANY:
@@ -108,7 +110,7 @@ class Endpoints:
             codec = make_codec(wire.codec_factory, wire.family, self.kind, self.raw,
                                identity=opts.identity, max_message_size=opts.max_message_size,
                                transport=transport, mechanism=mechanism, address=address,
-                               client=not accepted)
+                               client=not accepted, origins=opts.origin)
             pipe = pipe_class()(self.owner, codec, wire.family, endpoint, opts, lost)
             made.append(pipe)
         if accepted:

@@ -20,6 +20,7 @@ from typing import Any
 
 from gateway.engine.failures import PipeFailure
 from gateway.engine.pipe import Pipe
+from gateway.errors import REFUSAL_REASONS
 from gateway.logging import Throttle, get_logger, shown
 from gateway.metrics import METRICS
 
@@ -125,6 +126,16 @@ class HandshakeReports:
         self.throttle = Throttle(WARN_INTERVAL)
 
     def report(self, pipe: Pipe, failure: PipeFailure) -> None:
+        if failure.reason in REFUSAL_REASONS:  # this end's rule refused it (a ws Origin)
+            METRICS.inc("gateway_refused_connections_total", socket=self.name,
+                        reason=failure.reason)
+            held = self.throttle((pipe.endpoint, failure.reason, ""))
+            if held is not None:
+                log.warning("connection.refused", socket=self.name, endpoint=pipe.endpoint,
+                            peer=pipe.peer, reason=failure.reason,
+                            detail=shown(failure.detail, 300),
+                            **({"suppressed": held} if held else {}))
+            return
         METRICS.inc("gateway_handshake_failures_total", socket=self.name, reason=failure.reason)
         fields = dict(failure.fields)
         variant = "/".join(fields.get(k, "") for k in ("peer_version", "peer_mechanism",

@@ -11,8 +11,9 @@ Rules, by what they look at:
   SP-only ones (TLS) on a ZeroMQ one, and ``any+`` (both wires on one port), which takes
   neither security (it would not cover the other wire's peers) nor TLS;
 * the transport, by what it declares (:class:`gateway.transport.TransportSpec`): an SP-only
-  transport (nng's ``tls+tcp``, ``ws``, ``wss``) on a ZeroMQ endpoint, TLS settings on a
-  transport that runs no TLS, ``any+`` on anything but a byte stream without TLS;
+  transport (nng's ``tls+tcp``) on a ZeroMQ endpoint, TLS settings on a transport that runs no
+  TLS, ``any+`` on anything but a byte stream without TLS; on a WebSocket (``ws`` framing):
+  CURVE for ZeroMQ (ZWS 2.0, RFC 45, has NULL and PLAIN), and ``origin`` anywhere else;
 * the end: settings of a listening endpoint (``allow``, ``max_connections``, ``backlog``) on a
   dialling one, and the reverse (``tls_server_name``); ``router_handover`` on a bridge's back;
 * the mechanisms: CURVE and PLAIN settings that need each other or exclude each other.
@@ -99,11 +100,13 @@ def mechanism_rules(settings: Mapping[str, Any]) -> list[str]:
 
 
 def transport_rules(family: str, scheme: str, transport: Any, *, secured: bool = False,
-                    tls: bool | list[str] = False, sp_only_kind: bool = False) -> list[str]:
+                    tls: bool | list[str] = False, sp_only_kind: bool = False,
+                    curve: bool = False, origin: bool = False) -> list[str]:
     """What the transport (its declared ``tls``, ``sp_only`` and ``framing``) allows: the
     rules the native engine applies to every endpoint it binds or dials. ``secured``: the
     endpoint has ZeroMQ security; ``tls``: it has TLS settings (their names, when known, lead
-    the line); ``sp_only_kind``: the socket kind exists on SP only (pair1)."""
+    the line); ``sp_only_kind``: the socket kind exists on SP only (pair1); ``curve``: the
+    security is CURVE; ``origin``: a WebSocket ``origin`` allow-list is set."""
     errors: list[str] = []
     named = f"{', '.join(tls)}: " if isinstance(tls, list) and tls else ""
     runs_tls = bool(getattr(transport, "tls", False))
@@ -116,8 +119,8 @@ def transport_rules(family: str, scheme: str, transport: Any, *, secured: bool =
             errors.append("ZeroMQ security would not cover the SP peers of an any+ endpoint; "
                           "bind zmq+ and sp+ endpoints apart")
         if tls:
-            errors.append(f"{named}TLS settings need an sp+tls+tcp:// or sp+wss:// endpoint, "
-                          "not any+")
+            errors.append(f"{named}TLS settings need an sp+tls+tcp://, sp+wss:// or zmq+wss:// "
+                          "endpoint, not any+")
         if runs_tls or sp_only or not stream:
             errors.append("any+ takes tcp or ipc (the first byte must be the wire's own)")
         return errors
@@ -130,10 +133,15 @@ def transport_rules(family: str, scheme: str, transport: Any, *, secured: bool =
             errors.append(f"{scheme} is an SP transport (nng's); libzmq has no TLS transport: "
                           "use CURVE (curve_server, curve_cert) for ZeroMQ")
         else:
-            errors.append(f"{scheme} is an SP transport (nng's); ZeroMQ's own WebSocket "
-                          "mapping (ZWS) is not supported: use zmq+tcp")
+            errors.append(f"{scheme} is an SP transport (nng's): use zmq+tcp")
     if tls and not runs_tls:
-        errors.append(f"{named}TLS settings need an sp+tls+tcp:// or sp+wss:// endpoint")
+        errors.append(f"{named}TLS settings need an sp+tls+tcp://, sp+wss:// or zmq+wss:// "
+                      "endpoint")
+    if curve and family == "zmtp" and not stream:
+        errors.append(f"CURVE over {scheme}: ZWS 2.0 (RFC 45) has NULL and PLAIN; use PLAIN "
+                      "over wss (TLS) instead")
+    if origin and stream:
+        errors.append("origin: applies to WebSocket endpoints (ws, wss), where browsers connect")
     return errors
 
 
@@ -179,7 +187,9 @@ def endpoint_rules(settings: Mapping[str, Any], family: str, transport: Any, bou
     errors = family_rules(settings, family)
     if family == "zmtp":
         errors += mechanism_rules(settings)
-    errors += [e for e in transport_rules(family, scheme, transport, tls=tls)
+    curve = any(str(f).startswith("curve_") for f in _given(settings, SECURITY_FIELDS))
+    errors += [e for e in transport_rules(family, scheme, transport, tls=tls, curve=curve,
+                                          origin=settings.get("origin") is not None)
                if e not in errors]
     if family != "any":
         errors += tls_rules(settings, transport, bound)

@@ -13,6 +13,7 @@ import math
 import re
 from collections.abc import Callable
 from typing import Any
+from urllib.parse import urlsplit
 
 _TRUE = frozenset({"1", "true", "yes", "on"})
 _FALSE = frozenset({"0", "false", "no", "off"})
@@ -181,6 +182,50 @@ def cidrs(value: object) -> tuple[str, ...]:
     if not out:
         raise ValueError("at least one network in CIDR notation, like 127.0.0.1/32")
     return tuple(out)
+
+
+#: a port a browser leaves out of an origin
+_DEFAULT_PORTS = {"http": 80, "https": 443, "ws": 80, "wss": 443}
+
+
+def normal_origin(text: str) -> str:
+    """An origin as browsers serialise it (RFC 6454): ``scheme://host[:port]``, lower-cased,
+    without a default port or a trailing slash; anything else (``null``) lower-cased."""
+    text = text.strip().lower().rstrip("/")
+    if "://" not in text:
+        return text
+    parts = urlsplit(text)
+    try:
+        port = parts.port
+    except ValueError:
+        return text
+    host = parts.hostname or ""
+    host = f"[{host}]" if ":" in host else host
+    default = _DEFAULT_PORTS.get(parts.scheme)
+    return f"{parts.scheme}://{host}" + (f":{port}" if port and port != default else "")
+
+
+def origins(value: object) -> tuple[str, ...]:
+    """Web origins a ws listener takes pages from, comma-separated (or a TOML list):
+    ``https://app.example.com``, ``http://127.0.0.1:8080``, ``null`` (a page opened from a
+    file), or ``*`` (any page)."""
+    items = value if isinstance(value, list | tuple) else str(value).split(",")
+    out = []
+    for item in items:
+        text = normal_origin(str(item))
+        if not text:
+            continue
+        if text not in ("*", "null"):
+            parts = urlsplit(text)
+            if parts.scheme not in ("http", "https") or not parts.hostname \
+                    or normal_origin(text) != text or parts.path:
+                raise ValueError(f"origins like https://app.example.com or "
+                                 f"http://127.0.0.1:8080, null or * ({str(item).strip()!r} "
+                                 "is not one)")
+        out.append(text)
+    if not out:
+        raise ValueError("at least one origin, like https://app.example.com")
+    return tuple(dict.fromkeys(out))
 
 
 def z85_key(value: object) -> str:

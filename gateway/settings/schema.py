@@ -163,6 +163,12 @@ class SideOptions:
                                             "networks: CIDR list, e.g. 127.0.0.1/32,"
                                             "10.0.0.0/8,::1/128 (unset: anyone)",
                                             placement="bind")
+    origin: tuple[str, ...] | None = setting(
+        None, c.origins, "WebSocket (ws, wss) listeners: the web pages that may connect, by "
+        "their Origin: https://app.example.com,http://127.0.0.1:8080 (* any page, null a "
+        "file); others are answered 403 (unset: only pages of the listener's own origin; "
+        "clients that send no Origin, not browsers, are never refused by it)",
+        placement="bind")
     max_connections: int | None = setting(10_000, c.count, "refuse connections beyond this "
                                           "many at once", unit="connections",
                                           placement="bind")

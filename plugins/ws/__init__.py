@@ -1,9 +1,12 @@
-"""SP over WebSocket: ``sp+ws://host:port/path`` and ``sp+wss://`` (TLS), on wsproto.
+"""WebSocket: SP over WebSocket (``sp+ws://host:port/path``, ``sp+wss://`` with TLS) as nng
+speaks it, and ZeroMQ's ZWS 2.0 (``zmq+ws://``, ``zmq+wss://``, RFC 45), on wsproto.
 
-The transport is TCP (with the TLS layer for ``wss``); the WebSocket mapping itself is a wire
-codec (:mod:`gateway_plugins.ws.codec`) the plugin registers for its own framing (``ws``): the
-engine's pipe runs it like any codec, the HTTP upgrade as its handshake, one WebSocket message
-per SP message. One listener per port; a request for another path is answered 404.
+The transport is TCP (with the TLS layer for ``wss``); each WebSocket mapping is a wire codec
+the plugin registers for its own framing (``ws``) on the shared WebSocket layer
+(:mod:`gateway_plugins.ws.link`): :mod:`gateway_plugins.ws.codec` for SP,
+:mod:`gateway_plugins.ws.zws` for ZeroMQ. The engine's pipe runs it like any codec, the HTTP
+upgrade as its handshake (the path, the subprotocol, the browser's ``Origin``). One listener
+per port; a request for another path is answered 404, an ``Origin`` not allowed 403.
 """
 
 from __future__ import annotations
@@ -17,9 +20,11 @@ from gateway.hookspecs import hookimpl
 from gateway.tls import TlsSettings
 from gateway.transport import KeepAlive, ProtocolFactory, ServerListener
 
-from .codec import SUFFIX, WsSpCodec, split_address
+from .codec import SUFFIX, WsSpCodec
+from .link import split_address
+from .zws import ZwsCodec
 
-__all__ = ["SUFFIX", "WsSpCodec", "WsTransport", "split_address"]
+__all__ = ["SUFFIX", "WsSpCodec", "WsTransport", "ZwsCodec", "split_address"]
 
 
 class WsTransport:
@@ -59,12 +64,12 @@ class WsTransport:
 
 @hookimpl
 def gateway_register_transports(register) -> None:  # type: ignore[no-untyped-def]
-    # SP-only (ZeroMQ's own WebSocket mapping, ZWS, is another wire); messages, not a stream
-    register("ws", WsTransport("ws"), sp_only=True, framing="ws", backlog=True, keepalive=True)
-    register("wss", WsTransport("wss"), tls=True, sp_only=True, framing="ws", backlog=True,
-             keepalive=True)
+    # both wires (SP's mapping and ZWS 2.0); messages, not a stream
+    register("ws", WsTransport("ws"), framing="ws", backlog=True, keepalive=True)
+    register("wss", WsTransport("wss"), tls=True, framing="ws", backlog=True, keepalive=True)
 
 
 @hookimpl
 def gateway_register_wires(register) -> None:  # type: ignore[no-untyped-def]
     register("sp-ws", "sp", WsSpCodec, framing="ws")
+    register("zws", "zmtp", ZwsCodec, framing="ws")

@@ -161,6 +161,23 @@ def parse_ready(rest: str) -> dict[str, Any]:
     return dict(gateway_ready(f"READY {rest}") or {})
 
 
+def end_child(p: subprocess.Popen[Any] | None, reader: threading.Thread | None) -> None:
+    """Kill a line-driven peer's child ``p`` (if it still runs), wait for it, let its output
+    ``reader`` thread finish, close its pipes; never raises, never hangs."""
+    if p is not None:
+        if p.poll() is None:
+            p.kill()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            p.wait(5)
+    if reader is not None:
+        reader.join(2)
+    if p is not None:
+        for stream in (p.stdout, p.stdin):
+            if stream is not None:
+                with contextlib.suppress(Exception):
+                    stream.close()
+
+
 class Started:
     """``with x:`` is ``x.start()``, and ``x.end()`` on the way out, or at once when the start
     fails (a half-started child is never left behind)."""

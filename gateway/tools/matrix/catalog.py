@@ -57,6 +57,7 @@ from gateway.tools.matrix.suites import (
     pattern_cells,
     pattern_ci_cells,
     security_cells,
+    zws_cells,
 )
 
 
@@ -250,6 +251,7 @@ def all_cells() -> list[Cell]:
 
     cells += heartbeat_cells()
     cells = list(dict.fromkeys(cells + jeromq_cells() + oneport_cells() + security_cells()
+                               + zws_cells()
                                + first_ci_cells() + generation_ci_cells() + small_selection()
                                + pattern_cells()
                                + generation_cells() + pattern_generation_cells()))

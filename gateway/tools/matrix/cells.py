@@ -129,6 +129,7 @@ SECURITY: dict[str, Sec] = {
     "tls": Sec(sp="tls+tcp"), "tls-untrusted": Sec(sp="tls+tcp", bad=True),
     "ws": Sec(sp="ws"), "wss": Sec(sp="wss"), "wss-untrusted": Sec(sp="wss", bad=True),
     "curve+tls": Sec("CURVE", "tls+tcp"), "plain+tls": Sec("PLAIN", "tls+tcp"),
+    "zws": Sec(zws="ws"),
 }
 SHAPES.update({name: 100 for name in SECURITY})
 #: the implementations the first security cells use (each can be told its keys and
@@ -306,6 +307,8 @@ class Cell:
                 raise ValueError(f"{impl} plays no {kind}")
             if self.net not in IMPLEMENTATIONS[impl].nets:
                 raise ValueError(f"{impl} runs on {', '.join(sorted(IMPLEMENTATIONS[impl].nets))}")
+            if "ws-only" in IMPLEMENTATIONS[impl].tags and self.shape != "zws":
+                raise ValueError(f"{impl} speaks ZeroMQ over WebSocket only (shape zws)")
             if self.shape == "heartbeat" and wire == "zmq" and not IMPLEMENTATIONS[impl].heartbeat:
                 raise ValueError(f"{impl} sends no heartbeats")
         if self.net not in NETS:
@@ -324,7 +327,7 @@ class Cell:
 
     def _validate_security(self, sec: Sec) -> None:
         wires = {self.client_wire, self.server_wire}
-        if sec.zmtp and "zmq" not in wires or sec.sp and "sp" not in wires:
+        if (sec.zmtp or sec.zws) and "zmq" not in wires or sec.sp and "sp" not in wires:
             raise ValueError(f"shape {self.shape} needs a hop of each wire it names")
         if sec.bad and self.client_wire != ("zmq" if sec.zmtp else "sp"):
             raise ValueError(f"shape {self.shape}: the client's own hop carries the wrong "
@@ -337,6 +340,9 @@ class Cell:
                 raise ValueError(f"{impl.name} has no {sec.zmtp} in the matrix")
             if wire == "sp" and sec.sp and sec.sp not in impl.sp_transports:
                 raise ValueError(f"{impl.name} has no {sec.sp} in the matrix")
+            if wire == "zmq" and sec.zws and sec.zws not in impl.zmq_transports and (
+                    self.direct or side == "client"):  # (a gateway's server hop stays tcp)
+                raise ValueError(f"{impl.name} has no zmq+{sec.zws} in the matrix")
         if not self.direct and ONE_PORT in self.backends:
             raise ValueError("a one-port front has no security")
 

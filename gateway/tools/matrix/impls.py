@@ -1,7 +1,7 @@
 """The implementations the matrix plays, as data: one row each, read by the cell library (which
 cells exist), the runner (which peer plays them) and the report (what each one is).
 
-Nine outside implementations or generations on the wire, plus this project's engine:
+Ten outside implementations or generations on the wire, plus this project's engine:
 
 ========================  ======  ===============================================================
 name                      wire    the wire implementation inside
@@ -12,6 +12,7 @@ name                      wire    the wire implementation inside
 ``libzmq-4.1``            zmq     libzmq 4.1.6, bundled in pyzmq 16.0.4 (Python 3.6): ZMTP 3.0
 ``omq``                   zmq     omq.rs 0.21, a ZeroMQ implementation in Rust (pyomq)
 ``jeromq-0.3``            zmq     JeroMQ 0.3.6, Debian's pure-Java ZeroMQ: ZMTP 2.0
+``jszmq``                 zmq     jszmq 0.1.2, the JavaScript ZeroMQ under Node: ZWS 2.0 only
 ``nng`` / ``nng-raw``     sp      nng 1.11, bundled in pynng 0.9 (cooked / raw sockets)
 ``nng-2.0``               sp      nng 2.0.0-dev, bundled in python-nng 0.2.0
 ``nng-1.5``               sp      nng 1.5.2, Debian's ``nngcat``
@@ -46,6 +47,7 @@ class Impl:
     nets: frozenset[str] = frozenset({"tcp", "ipc"})
     mechanisms: frozenset[str] = frozenset()  # PLAIN, CURVE on its ZeroMQ hops
     sp_transports: frozenset[str] = frozenset()  # tls+tcp, ws, wss on its SP hops
+    zmq_transports: frozenset[str] = frozenset()  # ws (ZWS 2.0) on its ZeroMQ hops
     #: default maximum *received* message size (None: no limit), measured, not assumed
     recv_limit: int | None = None
     evidence: bool = False  # it tells a completed handshake from a refused one
@@ -63,8 +65,8 @@ IMPLEMENTATIONS: dict[str, Impl] = {i.name: i for i in (
     Impl("native", ("zmq", "sp"), "this project's engine (its own ZMTP and SP code)",
          "in-process", _ZMTP_REQREP | _SP_REQREP, _ZMTP_PATTERNS | _SP_PATTERNS,
          mechanisms=frozenset({"PLAIN", "CURVE"}),
-         sp_transports=frozenset({"tls+tcp", "ws", "wss"}), recv_limit=MIB, evidence=True,
-         heartbeat=True),
+         sp_transports=frozenset({"tls+tcp", "ws", "wss"}), zmq_transports=frozenset({"ws"}),
+         recv_limit=MIB, evidence=True, heartbeat=True),
     Impl("libzmq", ("zmq",), "libzmq 4.3.5, bundled in pyzmq", "in-process", _ZMTP_REQREP,
          _ZMTP_PATTERNS, mechanisms=frozenset({"PLAIN", "CURVE"}), evidence=True,
          heartbeat=True, router_client=True),
@@ -79,6 +81,9 @@ IMPLEMENTATIONS: dict[str, Impl] = {i.name: i for i in (
          mechanisms=frozenset({"PLAIN", "CURVE"}), zmtp=(3,)),  # measured: no ZMTP 2.0
     Impl("jeromq-0.3", ("zmq",), "JeroMQ 0.3.6, Debian's pure-Java ZeroMQ (ZMTP 2.0)", "java",
          _ZMTP_REQREP, nets=frozenset({"tcp"}), zmtp=(2,)),
+    Impl("jszmq", ("zmq",), "jszmq 0.1.2, the JavaScript ZeroMQ under Node (ZWS 2.0 without "
+         "a mechanism: no socket type is exchanged)", "node", _ZMTP_REQREP, nets=frozenset({"tcp"}),
+         zmq_transports=frozenset({"ws"}), tags=("ws-only",)),
     Impl("nng", ("sp",), "nng 1.11, bundled in pynng 0.9", "in-process", _SP_REQREP,
          _SP_PATTERNS, sp_transports=frozenset({"tls+tcp", "ws", "wss"}), evidence=True),
     Impl("nng-raw", ("sp",), "nng 1.11 raw sockets (pynng, headers by hand)", "in-process",

@@ -88,6 +88,8 @@ def counts(cells: list[Cell]) -> list[str]:
         sec = SECURITY.get(c.shape)
         nets = {f"{w}+{sec.sp if sec is not None and sec.sp and w == 'sp' else c.net}"
                 for w in (c.client_wire, c.server_wire)}
+        if sec is not None and sec.zws:
+            nets.add(f"zmq+{sec.zws}")
         return ",".join(sorted(nets))
 
     tables = {

@@ -75,6 +75,8 @@ def _hop_url(cell: Cell, wire: str, workdir: str, name: str) -> str:
     sec = cell.security
     if sec is not None and sec.sp and wire == "sp":
         return sec_material.sp_url(sec.sp)
+    if sec is not None and sec.zws and wire == "zmq" and (cell.direct or name == "front"):
+        return sec_material.sp_url(sec.zws)  # ZWS: the client's hop (the server's stays tcp)
     return _bind_url(cell.net, workdir, name)
 
 

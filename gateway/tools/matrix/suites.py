@@ -129,7 +129,8 @@ def security_cells() -> list[Cell]:
     for cw, sw in product(WIRES, repeat=2):
         shapes = [s for s, sec in SECURITY.items()
                   if (not sec.zmtp or "zmq" in (cw, sw)) and (not sec.sp or "sp" in (cw, sw))
-                  and (not sec.bad or cw == ("zmq" if sec.zmtp else "sp"))]
+                  and (not sec.bad or cw == ("zmq" if sec.zmtp else "sp"))
+                  and not sec.zws]  # (ZWS: zws_cells)
         for fb, bb in product(BACKENDS[cw], BACKENDS[sw]):
             sp_backends = {b for w, b in ((cw, fb), (sw, bb)) if w == "sp"}
             for shape in shapes:
@@ -213,6 +214,25 @@ def jeromq_cells() -> list[Cell]:
             cells.append(_gw("sp", "zmq", "tcp", fb, bb, "nng", "REQ", JEROMQ, st, "small"))
     cells.append(_gw("zmq", "zmq", "tcp", "native", "native", JEROMQ, "DEALER", JEROMQ, "ROUTER",
                      "small"))
+    return validated(cells)
+
+
+def zws_cells() -> list[Cell]:
+    """ZeroMQ over WebSocket (ZWS 2.0, ``zws``): the native engine against jszmq both ways and
+    against itself (a pairing it refuses included: NULL exchanges the socket type), and jszmq
+    through the gateway's ``zmq+ws`` front to libzmq and nng servers. jszmq speaks the
+    mechanism-less ``ZWS2.0``, where no socket type is exchanged: its illegal pairings are not
+    observable, so only legal ones are played."""
+    legal = (("REQ", "REP"), ("DEALER", "ROUTER"), ("REQ", "ROUTER"), ("DEALER", "REP"))
+    cells = [_direct("zmq", "tcp", ci, si, ct, st, "zws")
+             for ci, si in (("jszmq", "native"), ("native", "jszmq"), ("native", "native"))
+             for ct, st in legal]
+    cells += [_direct("zmq", "tcp", "native", "native", "REQ", "REQ", "zws")]
+    for ct in ("REQ", "DEALER"):
+        cells += [_gw("zmq", "zmq", "tcp", "native", bb, "jszmq", ct, "libzmq", "REP", "zws")
+                  for bb in BACKENDS["zmq"]]
+        cells += [_gw("zmq", "sp", "tcp", "native", bb, "jszmq", ct, "nng", "REP", "zws")
+                  for bb in BACKENDS["sp"]]
     return validated(cells)
 
 

@@ -56,13 +56,15 @@ class Seen:
 @dataclass(frozen=True, slots=True)
 class Security:
     """What a peer's hop uses: ``zmtp`` the mechanism of a ZeroMQ hop (CURVE, PLAIN), ``sp``
-    the transport of an SP hop (tls+tcp, ws, wss); ``bad``: a client's credentials are wrong
+    the transport of an SP hop (tls+tcp, ws, wss), ``zws`` that of a ZeroMQ hop (ws: ZWS 2.0); ``bad``: a client's credentials are wrong
     (an unknown CURVE key, a wrong PLAIN password, a CA that did not sign the server's
     certificate). Keys and certificates: :mod:`gateway.tools.harness.security`."""
 
     zmtp: str = ""
     sp: str = ""
     bad: bool = False
+    #: the transport of a ZeroMQ hop when not tcp: ``ws`` (ZWS 2.0, RFC 45)
+    zws: str = ""
 
 
 class Peer:
@@ -153,6 +155,7 @@ IMPLEMENTATIONS: dict[str, tuple[str, str]] = {
         ("native", "NativePeer"): ("native",),
         ("cli", "CliPeer"): ("nanomsg", "nng-1.5"),
         ("jeromq", "JeromqPeer"): ("jeromq-0.3",),
+        ("jszmq", "JszmqPeer"): ("jszmq",),
         ("remote", "RemotePeer"): ("libzmq-4.3.4", "libzmq-4.1", "omq", "nng-2.0", "nng-1.1"),
     }.items() for impl in impls}
 

@@ -15,7 +15,6 @@ answering ``count`` requests (0: until stopped) with the body prefixed ``re:``. 
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import os
 import queue
@@ -29,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from gateway.tools.harness.peers import SERVER_ID, Peer, Reply, Seen, request_frames
-from gateway.tools.harness.procs import Started
+from gateway.tools.harness.procs import Started, end_child
 
 HERE = Path(__file__).resolve().parent
 SOURCE = HERE / "JeromqPeer.java"
@@ -163,19 +162,7 @@ class JeromqProc(Started):
         return self.status == "DONE"
 
     def close(self) -> None:
-        p = self.proc
-        if p is not None:
-            if p.poll() is None:
-                p.kill()
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                p.wait(5)
-        if self._reader is not None:
-            self._reader.join(2)
-        if p is not None:
-            for stream in (p.stdout, p.stdin):
-                if stream is not None:
-                    with contextlib.suppress(Exception):
-                        stream.close()
+        end_child(self.proc, self._reader)
 
     end = close  # what leaving ``with`` does
 
