@@ -17,4 +17,11 @@ HARNESSES: dict[str, tuple[str, int]] = {
     "plain": ("fuzz.plain", 2048),
     "ws": ("fuzz.ws", 8192),
     "config": ("fuzz.config", 2048),
+    "kernel_zmtp": ("fuzz.kernel_zmtp", 4096),
+    "kernel_sp": ("fuzz.kernel_sp", 4096),
+    "kernel_curve": ("fuzz.kernel_curve", 4096),
 }
+#: the harnesses of the compiled kernel: under atheris they run on its sanitizer build
+#: (fuzz/_asan.py), in processes with the sanitizer's runtime preloaded, guided by the kernel's
+#: own coverage (their Python is not instrumented: fuzz/_atheris.py)
+SANITIZED = frozenset({"kernel_zmtp", "kernel_sp", "kernel_curve"})

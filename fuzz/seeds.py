@@ -8,6 +8,8 @@ fuzzers start deep (a whole greeting, READY, a CURVE HELLO that opens, an nng up
   IPC): nng's header and messages are kept; an nng REQ over ``ws://`` gives its HTTP upgrade
   request and a masked frame, an nng REP over ``ws://`` its reply frame;
 * the repository's example ``gateway.toml`` and the endpoint URLs the README shows;
+* the kernel harnesses' (``fuzz/kernel_seeds.py``): the captures above, past their handshakes,
+  as a bridge's peers send them, and the kernel tests' crafted cases (``--kernel``: these alone);
 * one input per harness written with its own layout for an honest session (handshake, messages
   in several frames, a ping), one ``known-<id>`` input per known finding
   (``fuzz._data.KNOWN``), which ``tests/test_fuzz_corpus.py`` replays strictly, and one
@@ -423,3 +425,13 @@ def main() -> None:
         save(harness, f"known-{finding}", data)
     for finding, (harness, data) in fixed_inputs().items():
         save(harness, f"regression-{finding}", data)
+    kernel()
+
+
+def kernel() -> None:
+    """The kernel harnesses' seeds (fuzz/kernel_seeds.py), from the captures just kept."""
+    from . import kernel_seeds
+
+    print("the kernel harnesses: captures past their handshakes, crafted cases:")
+    for harness, name, data in kernel_seeds.inputs():
+        save(harness, name, data)
