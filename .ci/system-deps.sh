@@ -24,6 +24,13 @@ command -v curl >/dev/null 2>&1 || need+=(curl)  # the README's metrics example
 # libubsan come with gcc (the sanitizer build, .ci/sanitize.sh)
 command -v gcc >/dev/null 2>&1 || need+=(gcc libc6-dev)
 [ -f /usr/include/sodium.h ] || need+=(libsodium-dev)  # the kernel's CURVE boxes
+# the kernel harnesses' sanitizer build (fuzz/_asan.py, `make fuzz-ci`): clang, and compiler-rt
+# for the small ASan part a shared library links (the runtime is atheris's; x86-64, as atheris)
+if [ "$(uname -m)" = x86_64 ]; then
+  command -v clang >/dev/null 2>&1 || need+=(clang)
+  [ -f "$(clang --print-runtime-dir 2>/dev/null)/libclang_rt.asan_static-x86_64.a" ] \
+    || need+=(libclang-rt-dev)
+fi
 python3 -c 'import sysconfig, os, sys; sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))' \
   || need+=(python3-dev)
 # a real Prometheus scraping the gateway, and promtool testing the shipped alert rules

@@ -3,8 +3,8 @@
     python -m fuzz run [NAME ...] [--seconds 60] [--engine auto|atheris|hypothesis] [--merge]
     python -m fuzz replay [NAME ...] [--strict]
     python -m fuzz merge [NAME ...]
-    python -m fuzz one NAME FILE [--strict]
-    python -m fuzz seeds
+    python -m fuzz one NAME FILE [--strict] [--sanitized]
+    python -m fuzz seeds [--kernel]
 
 ``run`` gives each harness ``--seconds`` (atheris when it imports, else hypothesis), one after
 the other, in processes of their own under atheris; the working corpus is ``out/fuzz/corpus/
@@ -32,7 +32,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from fuzz import HARNESSES
+from fuzz import HARNESSES, SANITIZED, _asan
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT / "fuzz" / "corpus"
@@ -51,6 +51,7 @@ class Result:
     known: dict[str, int] = field(default_factory=dict)
     crashes: list[str] = field(default_factory=list)
     kept: int = 0  # inputs --merge added to fuzz/corpus
+    sanitizer: str = ""  # the kernel harnesses: the build they ran (fuzz/_asan.py verify)
 
 
 def corpus_files(name: str) -> list[Path]:
@@ -81,7 +82,7 @@ def _launcher(name: str) -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": str(ROOT), "FUZZ_ARGV0": str(script)}
 
 
-def merge(name: str) -> int:
+def merge(name: str, env: dict[str, str] | None = None) -> int:
     """Add to ``fuzz/corpus/NAME`` the inputs of the working corpus that cover something the
     kept ones do not (libFuzzer ``-merge=1``); how many were added."""
     keep, work = CORPUS / name, WORK / "corpus" / name
@@ -92,12 +93,15 @@ def merge(name: str) -> int:
         subprocess.run([sys.executable, "-m", "fuzz._atheris", name, "-merge=1",
                         f"-max_len={HARNESSES[name][1]}", f"-artifact_prefix={WORK}/merge-",
                         str(keep), str(work)],
-                       cwd=ROOT, env=_launcher(name), stdout=out, stderr=subprocess.STDOUT,
+                       cwd=ROOT if env is None else _asan.OUT,
+                       env={**_launcher(name), **(env or {})}, stdout=out,
+                       stderr=subprocess.STDOUT,
                        check=False)
     return len(list(keep.iterdir())) - before
 
 
-def run_atheris(name: str, seconds: int, merge_after: bool) -> Result:
+def run_atheris(name: str, seconds: int, merge_after: bool,
+                sanitized: dict[str, str] | None = None) -> Result:
     work = WORK / "corpus" / name
     work.mkdir(parents=True, exist_ok=True)
     keep = CORPUS / name
@@ -112,11 +116,15 @@ def run_atheris(name: str, seconds: int, merge_after: bool) -> Result:
     if (DICTS / f"{name}.dict").exists():
         flags.append(f"-dict={DICTS / f'{name}.dict'}")
     env = {**_launcher(name), "FUZZ_SEEN_FILE": str(seen_file)}
+    if sanitized is not None:  # a kernel harness: the sanitizer build, its runtime preloaded
+        env = {**env, **sanitized}
     cmd = [sys.executable, "-m", "fuzz._atheris", name, *flags, str(work), str(keep)]
     start = time.monotonic()
     with open(log, "w") as out:
-        subprocess.run(cmd, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
-                       check=False)
+        # (the sanitizer build's directory first: ``-m`` puts the working directory first on the
+        # path, before PYTHONPATH)
+        subprocess.run(cmd, cwd=ROOT if sanitized is None else _asan.OUT, env=env, stdout=out,
+                       stderr=subprocess.STDOUT, check=False)
     result = Result(name, "atheris", round(time.monotonic() - start, 1))
     text = log.read_text(errors="replace")
     stats = dict(re.findall(r"stat::(\w+):\s*(\d+)", text))
@@ -125,6 +133,12 @@ def run_atheris(name: str, seconds: int, merge_after: bool) -> Result:
     if not result.execs:  # a crash: no final stats, the last status line has the count
         counts = re.findall(r"^#(\d+)\s", text, re.M)
         result.execs = int(counts[-1]) if counts else 0
+    if sanitized is not None:  # the process's own check (fuzz/_asan.py verify), and the
+        # kernel's coverage counters libFuzzer found (its only ones: no Python is instrumented)
+        checked = re.findall(r"^sanitizer: .*$", text, re.M)
+        edges = re.findall(r"Loaded \d+ modules\s+\((\d+) inline 8-bit counters\)", text)
+        if checked and edges and int(edges[0]):
+            result.sanitizer = f"{checked[0]}; libFuzzer follows {edges[0]} edges of the kernel"
     covs = re.findall(r"\bcov: (\d+)", text)
     result.coverage = int(covs[-1]) if covs else 0
     if seen_file.exists():
@@ -132,7 +146,7 @@ def run_atheris(name: str, seconds: int, merge_after: bool) -> Result:
     result.crashes = sorted(p for p in {p.name for p in keep.iterdir()} - before
                             if p.startswith(("crash-", "timeout-", "oom-", "leak-")))
     if merge_after:
-        result.kept = merge(name)
+        result.kept = merge(name, sanitized)
     return result
 
 
@@ -171,6 +185,11 @@ def run_hypothesis(name: str, seconds: int) -> Result:
     if seeds:
         strategy = st.one_of(strategy, st.sampled_from(seeds).flatmap(_mutations))
     result = Result(name, "hypothesis")
+    if name in SANITIZED:
+        from gateway import kernel
+
+        result.sanitizer = (f"none: the hypothesis engine (no atheris) runs the kernel as built "
+                            f"({kernel.why()})")
     failing: list[bytes] = []
     _data.SEEN.clear()
 
@@ -200,6 +219,15 @@ def run_hypothesis(name: str, seconds: int) -> Result:
     result.seconds = round(time.monotonic() - start, 1)
     result.known = dict(_data.SEEN)
     return result
+
+
+def one_sanitized(name: str, file: Path, strict: bool) -> int:
+    """``one`` again in a process of its own, on the sanitizer build (its report, if any)."""
+    _asan.build()
+    cmd = [sys.executable, "-m", "fuzz", "one", name, str(file.resolve())]
+    done = subprocess.run(cmd + ["--strict"] * strict, cwd=_asan.OUT,
+                          env={**os.environ, **_asan.environ()}, check=False)
+    return done.returncode
 
 
 # -- replay ------------------------------------------------------------------------------------
@@ -235,17 +263,28 @@ def main(argv: list[str] | None = None) -> int:
     one.add_argument("name", choices=list(HARNESSES))
     one.add_argument("file")
     one.add_argument("--strict", action="store_true")
+    one.add_argument("--sanitized", action="store_true",
+                     help="a kernel harness on the sanitizer build, as a run fuzzes it")
     mer = sub.add_parser("merge", help="keep the inputs of out/fuzz/corpus with new coverage")
     mer.add_argument("names", nargs="*", metavar="NAME")
-    sub.add_parser("seeds", help="capture real peers' bytes into fuzz/corpus/*/seed-*")
+    see = sub.add_parser("seeds", help="capture real peers' bytes into fuzz/corpus/*/seed-*")
+    see.add_argument("--kernel", action="store_true",
+                     help="only the kernel harnesses' (from the kept captures: no peers)")
     args = parser.parse_args(argv)
 
     if args.command == "seeds":
         from fuzz import seeds
 
-        seeds.main()
+        if args.kernel:
+            seeds.kernel()
+        else:
+            seeds.main()
         return 0
     if args.command == "one":
+        if args.sanitized and args.name in SANITIZED:
+            return one_sanitized(args.name, Path(args.file), args.strict)
+        if args.name in SANITIZED and os.environ.get("FUZZ_SANITIZED"):
+            print(_asan.verify())
         harness(args.name).one_input(Path(args.file).read_bytes(), strict=args.strict)
         print("no finding")
         return 0
@@ -271,10 +310,23 @@ def main(argv: list[str] | None = None) -> int:
         engine = "atheris" if has_atheris() else "hypothesis"
     WORK.mkdir(parents=True, exist_ok=True)
     results = []
+    from gateway.logging import configure
+
+    configure(level="critical")  # (the hypothesis engine's: a line for every pipe closed)
+    prepared = (_asan.Prepared() if engine == "atheris" and SANITIZED & set(names) else None)
+    unsanitized = []
     for name in names:
         print(f"fuzzing {name} with {engine} for {args.seconds} s ...", flush=True)
         if engine == "atheris":
-            results.append(run_atheris(name, args.seconds, args.merge))
+            env = None
+            if name in SANITIZED and prepared is not None:
+                try:
+                    env = prepared.environment()
+                except RuntimeError as exc:
+                    print(f"{name}: not run: {exc}", file=sys.stderr)
+                    unsanitized.append(name)
+                    continue
+            results.append(run_atheris(name, args.seconds, args.merge, env))
         else:
             results.append(run_hypothesis(name, args.seconds))
     print(f"\n{'harness':<12} {'engine':<10} {'seconds':>7} {'execs':>10} {'execs/s':>8} "
@@ -285,10 +337,22 @@ def main(argv: list[str] | None = None) -> int:
         notes += (" " if notes else "") + " ".join(f"CRASH {c}" for c in r.crashes)
         print(f"{r.name:<12} {r.engine:<10} {r.seconds:>7} {r.execs:>10} {rate:>8.0f} "
               f"{r.new_inputs:>5} {r.coverage:>6}  {notes or '-'}")
+    for note in prepared.notes if prepared is not None else []:
+        print(note)
+    for r in results:
+        if r.name in SANITIZED:
+            print(f"{r.name}: {r.sanitizer or 'NOT SANITIZED'}")
+            if r.engine == "atheris" and not r.sanitizer:
+                unsanitized.append(r.name)
     (WORK / "summary.json").write_text(json.dumps([asdict(r) for r in results], indent=1))
+    if unsanitized:  # a kernel harness that did not run on the sanitizer build
+        print(f"\nnot run on the sanitizer build: {', '.join(unsanitized)} (see {WORK}/"
+              "<harness>.log)", file=sys.stderr)
+        return 1
     if any(r.crashes for r in results):
         print(f"\ncrashes are kept in {CORPUS}/<harness>/ (replay: python -m fuzz one NAME "
-              "FILE)", file=sys.stderr)
+              "FILE; a kernel harness's under its sanitizers: one --sanitized NAME FILE)",
+              file=sys.stderr)
         return 1
     idle = [r.name for r in results if not r.execs]
     if idle:  # a harness that did not run at all (an import error, a broken engine)
