@@ -102,15 +102,16 @@ bench-instructions: env
 
 ## make fuzz: every fuzzing harness (fuzz/README.md) for FUZZ_SECONDS each, one after the other:
 ## atheris where it installs, hypothesis elsewhere; a crash is kept in fuzz/corpus/<harness>/
-## and fails the run. 60 s each, 6 minutes in all on 2 cores: a harness starts from the kept
+## and fails the run. 60 s each, 9 minutes in all on 2 cores: a harness starts from the kept
 ## corpus, where 8-minute runs ended (from the seeds alone the ZMTP codec found its last new
 ## edge after 5 minutes, the SP codec within seconds); FUZZ_SECONDS=600 for a deeper look.
 FUZZ_SECONDS ?= 60
 fuzz: env
 	$(PY) -m fuzz run --seconds $(FUZZ_SECONDS) $(FUZZ_ARGS)
 
-## the short pass CI runs (.ci/run): 10 s a harness, about 1.5 minutes in all (12 s each took
-## 109 s on the shared 2 cores); each harness starts from the kept corpus, at the long runs' coverage
+## the short pass CI runs (.ci/run): 10 s a harness, about 2 minutes in all (12 s each took
+## 109 s on the shared 2 cores); each harness starts from the kept corpus, at the long runs' coverage;
+## the kernel's three on its sanitizer build (out/fuzz/asan, made meanwhile: fuzz/README.md)
 fuzz-ci: env
 	$(PY) -m fuzz run --seconds 10
 

@@ -3,8 +3,9 @@
 # bounds checks (GATEWAY_SANITIZE=1: setup.py switches boundscheck, wraparound and
 # initializedcheck on), in a copy of the package under build/asan, then the differential tests
 # (tests/test_kernel.py: the kernel against the reference on random streams) and the security
-# review's cases (tests/test_kernel_findings.py) run against that build. Any out-of-bounds
-# access or undefined behaviour aborts the run.
+# review's cases (tests/test_kernel_findings.py) and the kernel fuzzing harnesses' kept inputs
+# (tests/test_fuzz_corpus.py) run against that build. Any out-of-bounds access or undefined
+# behaviour aborts the run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -29,6 +30,11 @@ cd "$OUT"
 # --capture=sys: a sanitizer report (written to fd 2 from C) reaches the log before the abort;
 # GATEWAY_SANITIZE: the tests that ask this build whether it checks its indexes
 # (tests/test_kernel_findings.py) know it is the one
+# ...and every kept input of the kernel fuzzing harnesses (fuzz/corpus/kernel_*: the seeds, what
+# runs kept), the compiled kernel against the reference (make fuzz-ci fuzzes them on clang's
+# build, fuzz/_asan.py)
 GATEWAY_SANITIZE=1 "$PY" -m pytest -q -p no:cacheprovider --capture=sys --rootdir "$ROOT" \
     "$ROOT/tests/test_kernel.py" "$ROOT/tests/test_kernel_findings.py" \
-    "$ROOT/tests/test_kernel_seam.py" -o addopts="" "$@"
+    "$ROOT/tests/test_kernel_seam.py" \
+    "$ROOT"/tests/test_fuzz_corpus.py::test_every_kept_input_replays\[kernel_{zmtp,sp,curve}\] \
+    -o addopts="" "$@"
