@@ -46,7 +46,7 @@ from gateway.testing.codec_checks import chunked
 
 from . import _bridge
 from ._bridge import Bridge, Peer, Setup
-from ._data import Data, Finding, Writer
+from ._data import Data, Writer, check
 
 PATTERNS = ("reqrep", "pipeline", "pubsub")
 SIZES = (700, 64, 255, 65536)
@@ -214,24 +214,45 @@ def differences(compiled: dict[str, Any], reference: dict[str, Any]) -> dict[str
             if compiled.get(k) != reference.get(k)}
 
 
-def one_input(buf: bytes, routes: Sequence[tuple[str, str]], curve: bool = False) -> None:
-    """The differential oracle for one input (see the module's doc)."""
+def shown(compiled: Any, reference: Any) -> str:
+    """Where two values first differ (bytes: the offset and what follows in each; lists: the
+    index and the items), else both, shortened."""
+    if isinstance(compiled, list | tuple) and isinstance(reference, list | tuple):
+        for i, (c, r) in enumerate(zip(compiled, reference, strict=False)):
+            if c != r:
+                return f"[{i}] {shown(c, r)}"
+        return f"{len(compiled)} items / {len(reference)} items"
+    if isinstance(compiled, bytes) and isinstance(reference, bytes):
+        pairs = zip(compiled, reference, strict=False)
+        i = next((i for i, (a, b) in enumerate(pairs) if a != b),
+                 min(len(compiled), len(reference)))
+        return (f"{len(compiled)} / {len(reference)} bytes, first difference at {i}: compiled "
+                f"{compiled[max(i - 16, 0):i + 48]!r} / reference "
+                f"{reference[max(i - 16, 0):i + 48]!r}")
+    return f"compiled {compiled!r:.300} / reference {reference!r:.300}"
+
+
+def one_input(buf: bytes, routes: Sequence[tuple[str, str]], curve: bool = False,
+              strict: bool = False) -> None:
+    """The differential oracle for one input (see the module's doc). Findings (ids for
+    ``fuzz._data.KNOWN``): ``engine-raised``, ``kernel-not-used``, ``differs-<what>``."""
     data = Data(buf)
     setup = setup_of(data, routes, curve)
     steps = steps_of(data)
     reference, _ = _bridge.run(setup, False, play(steps))
-    if reference["errors"]:
-        raise Finding(f"the reference engine raised: {reference['errors'][:3]}")
+    check(not reference["errors"], "engine-raised",
+          f"the reference engine raised ({setup}): {reference['errors'][:3]}", strict)
     if kernel.compiled is None:  # a pure build (GATEWAY_NO_EXTENSIONS): nothing to compare
         return
     compiled, engaged = _bridge.run(setup, True, play(steps))
-    if not engaged:
-        raise Finding(f"{setup}: the compiled run did not forward with the kernel")
+    check(engaged, "kernel-not-used", f"the compiled run did not forward with the kernel "
+          f"({setup})", strict)
     diff = differences(compiled, reference)
     if diff:
-        shown = "; ".join(f"{k}: compiled {c!r:.300} / reference {r!r:.300}"
-                          for k, (c, r) in diff.items())
-        raise Finding(f"the compiled kernel and the reference differ ({setup}): {shown}")
+        first = next(iter(diff))
+        check(False, f"differs-{first}",
+              f"the compiled kernel and the reference differ ({setup}; {len(steps)} steps): "
+              + "; ".join(f"{k}: {shown(c, r)}" for k, (c, r) in diff.items()), strict)
 
 
 def encode_input(*, pattern: int = 0, route: int = 0, ipc: bool = False, clients: int = 1,

@@ -13,4 +13,4 @@ ROUTES = (("zmtp", "sp"), ("zmtp", "zmtp"), ("sp", "zmtp"))
 
 
 def one_input(buf: bytes, strict: bool = False) -> None:
-    _twins.one_input(buf, ROUTES, curve=True)
+    _twins.one_input(buf, ROUTES, curve=True, strict=strict)

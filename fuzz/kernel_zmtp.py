@@ -11,4 +11,4 @@ ROUTES = (("zmtp", "sp"), ("zmtp", "zmtp"))
 
 
 def one_input(buf: bytes, strict: bool = False) -> None:
-    _twins.one_input(buf, ROUTES)
+    _twins.one_input(buf, ROUTES, strict=strict)

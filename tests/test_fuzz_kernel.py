@@ -58,7 +58,8 @@ def test_a_difference_in_what_the_runs_did_is_a_finding(name: str,
         return state
 
     monkeypatch.setattr(_bridge, "observe", planted)
-    with pytest.raises(Finding, match="the compiled kernel and the reference differ.*received"):
+    with pytest.raises(Finding, match=r"\[differs-received\] the compiled kernel and the "
+                       r"reference differ .*received: .*first difference at"):
         HARNESSES[name].one_input(hello(name))
 
 
