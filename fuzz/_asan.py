@@ -27,6 +27,7 @@ import sysconfig
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "out" / "fuzz" / "asan"
@@ -133,6 +134,9 @@ def verify() -> str:
         symbols = path.read_bytes()
         problems += [f"{path.name} does not import {name.decode()}" for name in INSTRUMENTED
                      if name not in symbols]
+        probe = getattr(compiled, "_index_probe", None)  # (tests/test_kernel_findings.py's)
+        if probe is not None and not _raises_index_error(probe):
+            problems.append(f"{path.name} does not check its indexes (Cython's boundscheck)")
     maps = Path("/proc/self/maps").read_text()
     if RUNTIME not in maps:
         problems.append(f"{RUNTIME} is not loaded (LD_PRELOAD={os.environ.get('LD_PRELOAD')})")
@@ -141,6 +145,16 @@ def verify() -> str:
     return (f"sanitizer: {kernel.why()} {path} (clang, ASan + UBSan + bounds checks + "
             f"libFuzzer counters), runtime {RUNTIME} loaded, PYTHONMALLOC="
             f"{os.environ.get('PYTHONMALLOC')}")
+
+
+def _raises_index_error(probe: Any) -> bool:
+    """``probe([0], 1)`` raises IndexError (an unchecked build reads past the list instead:
+    ASan's report then ends the process, as loud a failure)."""
+    try:
+        probe([0], 1)
+    except IndexError:
+        return True
+    return False
 
 
 CANARY = ("import ctypes; src = bytes(32); dst = ctypes.create_string_buffer(256); "
