@@ -12,7 +12,10 @@ NAME`` (new inputs go there) on top of ``fuzz/corpus/NAME`` (read), a crash is w
 ``fuzz/corpus/NAME/crash-<sha1>`` (so the replay test sees it); ``--merge`` then adds to
 ``fuzz/corpus/NAME`` the inputs of the working corpus that cover something the kept ones do not
 (libFuzzer ``-merge=1``). It prints, per harness: executions, executions per second, inputs
-with new coverage, known findings seen, crashes; exit status 1 when any harness crashed.
+with new coverage, known findings seen, crashes; exit status 1 when any harness crashed. The
+kernel harnesses (``fuzz.SANITIZED``) run under atheris on the kernel's sanitizer build
+(``fuzz/_asan.py``, built in the background from the start of the run), and the run also fails
+when the sanitizer's canary is not reported or one of them did not prove that build.
 """
 
 from __future__ import annotations
@@ -355,11 +358,12 @@ def main(argv: list[str] | None = None) -> int:
     if unsanitized:  # a kernel harness that did not run on the sanitizer build
         print(f"\nnot run on the sanitizer build: {', '.join(unsanitized)} (see {WORK}/"
               "<harness>.log)", file=sys.stderr)
-        return 1
     if any(r.crashes for r in results):
         print(f"\ncrashes are kept in {CORPUS}/<harness>/ (replay: python -m fuzz one NAME "
               "FILE; a kernel harness's under its sanitizers: one --sanitized NAME FILE)",
               file=sys.stderr)
+        return 1
+    if unsanitized:
         return 1
     idle = [r.name for r in results if not r.execs]
     if idle:  # a harness that did not run at all (an import error, a broken engine)
