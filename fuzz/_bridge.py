@@ -47,6 +47,7 @@ from gateway.errors import DROP_REASONS, ProtocolError
 from gateway.metrics import METRICS, Registry
 from gateway.plugins import registry
 from gateway.security import Security
+from gateway.testing.bridge_peers import RecordingTransport, handshake
 from gateway.wire.sp import SpCodec
 from gateway.wire.zmtp import ZmtpCodec
 from gateway.wire.zmtp_curve import CurveClient, CurveServer
@@ -82,63 +83,18 @@ class Setup:
     hwm: int = 1000
 
 
-class Wire:
-    """A transport that records what the pipe writes, with asyncio's flow control (past its
-    high mark the protocol is paused until :meth:`drain`) and its close (the protocol hears
-    ``connection_lost`` on the next turn of the loop)."""
+class Wire(RecordingTransport):
+    """The recording transport of the kernel's tests, closed as asyncio closes: the protocol
+    hears ``connection_lost`` on the next turn of the loop."""
 
     def __init__(self) -> None:
-        self.data = bytearray()
+        super().__init__()
         self.read = 0  # bytes of ``data`` the peer has decoded
-        self.closed = False
-        self.paused = False
-        self.protocol: Any = None
-        self.high = 1 << 30
-        self.buffered = 0
-        self.full = False
-
-    def write(self, data: bytes) -> None:
-        self.data += data
-        self.buffered += len(data)
-        if self.buffered > self.high and not self.full:
-            self.full = True
-            self.protocol.pause_writing()
-
-    def writelines(self, chunks: Any) -> None:
-        for chunk in chunks:
-            self.write(chunk)
-
-    def drain(self) -> None:
-        """The peer read everything: the protocol may write again."""
-        self.buffered = 0
-        if self.full and not self.closed:
-            self.full = False
-            self.protocol.resume_writing()
-
-    def is_closing(self) -> bool:
-        return self.closed
 
     def close(self) -> None:
         if not self.closed:
             self.closed = True
             asyncio.get_running_loop().call_soon(self.protocol.connection_lost, None)
-
-    abort = close
-
-    def get_write_buffer_size(self) -> int:
-        return self.buffered
-
-    def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
-        self.high = high if high is not None else self.high
-
-    def get_extra_info(self, name: str, default: Any = None) -> Any:
-        return ("127.0.0.1", 5000) if name == "peername" else default
-
-    def pause_reading(self) -> None:
-        self.paused = True
-
-    def resume_reading(self) -> None:
-        self.paused = False
 
 
 @dataclass
@@ -219,22 +175,8 @@ async def _connect(bridge: Bridge, socket: Any, family: str, kind: str, client: 
         codec = ZmtpCodec(zmtp_role(kind, False), security=mech)
     else:
         codec = SpCodec(sp_role(kind), message_prefix=transport.sp_message_prefix)
-    pipe.connection_made(wire)
-    pipe.data_received(codec.initiate())
-    for _ in range(12):  # both ways until both ends are done (CURVE takes four commands)
-        await asyncio.sleep(0)  # the pipe's writes go out at the end of the loop's turn
-        codec.receive_data(bytes(wire.data))
-        wire.data.clear()
-        while codec.next_event() is not None:
-            pass
-        out = codec.data_to_send()
-        if out:
-            pipe.data_received(out)
-        if pipe.ready and codec.handshake_done:
-            break
-    if not (pipe.ready and codec.handshake_done):
+    if not await handshake(pipe, codec, wire):
         raise RuntimeError(f"the harness's {kind} peer could not connect ({family})")
-    wire.data.clear()
     return Peer(codec, pipe, wire, family)
 
 

@@ -42,6 +42,7 @@ from typing import Any
 
 from gateway import kernel
 from gateway.errors import GatewayError
+from gateway.testing.bridge_peers import server_answer
 from gateway.testing.codec_checks import chunked
 
 from . import _bridge
@@ -113,44 +114,16 @@ def encode(peer: Peer, frames: tuple[bytes, ...]) -> bytes:
 
 
 def _echo(peer: Peer, mode: int) -> bytes:
-    """The answers of a request-reply server to what it was sent since the last read."""
+    """The answers of a request-reply server to what it was sent since the last read (``mode``
+    0: honest; else a roll from it for each: now and then a mangled answer)."""
     roll = random.Random(mode)
     out = bytearray()
     for event in _bridge.read_events(peer):
-        if type(event) is not tuple:
-            continue
-        r = roll.random() if mode else 0.0
-        if peer.family == "zmtp":
-            frames = list(event)
-            i = frames.index(b"") + 1 if b"" in frames else 0
-            env, body = frames[:i], frames[i:]
-            if r < 0.8:
-                reply = env + [b"re:" + b"".join(body)]
-            elif r < 0.85:
-                reply = env + [b"a", b"b"]  # two body frames
-            elif r < 0.9:
-                reply = [b"\x00\x00\x00\x05"] + env[1:] + [b"x"]  # a token nobody minted
-            elif r < 0.95:
+        if type(event) is tuple:
+            ping, reply = server_answer(peer.family, event, roll.random() if mode else 0.0)
+            if ping:
                 out += peer.codec.ping(0, b"ctx")
-                reply = env + [b"late"]
-            else:
-                reply = [b"no-envelope"]
-            out += encode(peer, tuple(reply))
-        else:
-            payload = event[0]
-            words = 0
-            while words + 4 <= len(payload) and not payload[words] & 0x80:
-                words += 4
-            head, body = payload[: words + 4], payload[words + 4:]
-            if r < 0.8:
-                reply = [head, b"re:", body]
-            elif r < 0.85:
-                reply = [b"\x80\x00\x00\x01", body]  # a token nobody minted
-            elif r < 0.9:
-                reply = [b"\x00\x00\x00\x03", head, body]  # a word before the request id
-            else:
-                reply = [head, bytes(300)]  # a long one
-            out += encode(peer, tuple(reply))
+            out += peer.codec.send_message(reply)
     return bytes(out)
 
 

@@ -37,6 +37,7 @@ from gateway.errors import DROP_REASONS
 from gateway.metrics import METRICS
 from gateway.plugins import registry
 from gateway.security import Security
+from gateway.testing.bridge_peers import RecordingTransport, handshake, server_answer
 from gateway.testing.pytest_plugin import PATHS
 from gateway.wire.sp import SpCodec
 from gateway.wire.zmtp import ZmtpCodec
@@ -53,61 +54,8 @@ HWM = METRICS.declare("gateway_socket_dropped_messages_total", reason="hwm")
 TTL = 60.0
 
 
-class Recorder:
-    """A transport that records what the pipe writes (asyncio's, reduced), with asyncio's flow
-    control: past its high mark the protocol is paused until :meth:`drain`."""
-
-    def __init__(self, peer: str) -> None:
-        self.data = bytearray()
-        self.peer = peer
-        self.closed = False
-        self.paused = False
-        self.protocol: Any = None
-        self.high = 1 << 30
-        self.buffered = 0
-        self.full = False
-
-    def write(self, data: bytes) -> None:
-        self.data += data
-        self.buffered += len(data)
-        if self.buffered > self.high and not self.full:
-            self.full = True
-            self.protocol.pause_writing()
-
-    def drain(self) -> None:
-        """The peer read everything: the protocol may write again."""
-        self.buffered = 0
-        if self.full and not self.closed:
-            self.full = False
-            self.protocol.resume_writing()
-
-    def writelines(self, chunks: Any) -> None:
-        for chunk in chunks:
-            self.write(chunk)
-
-    def is_closing(self) -> bool:
-        return self.closed
-
-    def close(self) -> None:
-        self.closed = True
-
-    def abort(self) -> None:
-        self.closed = True
-
-    def get_write_buffer_size(self) -> int:
-        return self.buffered
-
-    def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
-        self.high = high if high is not None else self.high
-
-    def get_extra_info(self, name: str, default: Any = None) -> Any:
-        return ("127.0.0.1", 5000) if name == "peername" else default
-
-    def pause_reading(self) -> None:
-        self.paused = True
-
-    def resume_reading(self) -> None:
-        self.paused = False
+#: what the peers' pipes write to (gateway.testing.bridge_peers, shared with fuzz/_bridge.py)
+Recorder = RecordingTransport
 
 
 @dataclass
@@ -248,21 +196,7 @@ async def _connect(socket: Any, family: str, kind: str, mech: Any = None,
                 else ZmtpCodec(zmtp_role(kind, False)))
     else:
         peer = SpCodec(sp_role(kind), message_prefix=transport.sp_message_prefix)
-    pipe.connection_made(recorder)
-    pipe.data_received(peer.initiate())
-    for _ in range(12):  # the handshake both ways (CURVE takes four commands)
-        await asyncio.sleep(0)  # the pipe's writes go out at the end of the loop's iteration
-        peer.receive_data(bytes(recorder.data))
-        recorder.data.clear()
-        while peer.next_event() is not None:
-            pass
-        out = peer.data_to_send()
-        if out:
-            pipe.data_received(out)
-        if pipe.ready and peer.handshake_done:
-            break
-    assert pipe.ready and peer.handshake_done
-    recorder.data.clear()
+    assert await handshake(pipe, peer, recorder)
     return Peer(peer, pipe, recorder)
 
 
@@ -385,36 +319,11 @@ def _server_replies(r: random.Random, peer: Peer, family: str, mangle: bool = Tr
     while (event := codec.next_event()) is not None:
         if not isinstance(event, tuple):
             continue
-        roll = r.random() if mangle else 0.0
+        ping, reply = server_answer(family, event, r.random() if mangle else 0.0)
         if family == "zmtp":
-            frames = list(event)
-            i = frames.index(b"") + 1 if b"" in frames else 0
-            env, body = frames[:i], frames[i:]
-            if roll < 0.8:
-                out += _zmtp_frames(env + [b"re:" + b"".join(body)])
-            elif roll < 0.85:
-                out += _zmtp_frames(env + [b"a", b"b"])  # two body frames
-            elif roll < 0.9:
-                out += _zmtp_frames([b"\x00\x00\x00\x05"] + env[1:] + [b"x"])  # another client
-            elif roll < 0.95:
-                out += _ping() + _zmtp_frames(env + [b"late"])
-            else:
-                out += _zmtp_frames([b"no-envelope"])
+            out += (_ping() if ping else b"") + _zmtp_frames(list(reply))
         else:
-            payload = event[0]
-            words = 0
-            while words + 4 <= len(payload) and not payload[words] & 0x80:
-                words += 4
-            head, body = payload[: words + 4], payload[words + 4:]
-            if roll < 0.8:
-                reply = head + b"re:" + body
-            elif roll < 0.85:
-                reply = b"\x80\x00\x00\x01" + body  # a token nobody minted
-            elif roll < 0.9:
-                reply = b"\x00\x00\x00\x03" + head + body  # a word before the request id
-            else:
-                reply = head[:-4] + head[-4:] + bytes(300)  # a long one
-            out += len(reply).to_bytes(8, "big") + reply
+            out += len(reply[0]).to_bytes(8, "big") + reply[0]
     return bytes(out)
 
 

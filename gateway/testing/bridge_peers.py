@@ -1,0 +1,126 @@
+"""What the kernel's differential tests (``tests/test_kernel.py``) and its fuzzing harnesses
+(``fuzz/_bridge.py``, ``fuzz/_twins.py``) give a bridge's peers: a transport that records what
+an engine pipe writes, the handshake of a peer's codec with that pipe, and a request-reply
+server's answer to a request, honest or mangled.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+
+class RecordingTransport:
+    """A transport that records what the pipe writes (asyncio's, reduced), with asyncio's flow
+    control: past its high mark the protocol is paused until :meth:`drain`. Closing only marks
+    it closed (a subclass may tell the protocol, as asyncio does on the next turn)."""
+
+    def __init__(self, peer: str = "") -> None:
+        self.data = bytearray()
+        self.peer = peer
+        self.closed = False
+        self.paused = False
+        self.protocol: Any = None
+        self.high = 1 << 30
+        self.buffered = 0
+        self.full = False
+
+    def write(self, data: bytes) -> None:
+        self.data += data
+        self.buffered += len(data)
+        if self.buffered > self.high and not self.full:
+            self.full = True
+            self.protocol.pause_writing()
+
+    def drain(self) -> None:
+        """The peer read everything: the protocol may write again."""
+        self.buffered = 0
+        if self.full and not self.closed:
+            self.full = False
+            self.protocol.resume_writing()
+
+    def writelines(self, chunks: Any) -> None:
+        for chunk in chunks:
+            self.write(chunk)
+
+    def is_closing(self) -> bool:
+        return self.closed
+
+    def close(self) -> None:
+        self.closed = True
+
+    def abort(self) -> None:
+        self.close()
+
+    def get_write_buffer_size(self) -> int:
+        return self.buffered
+
+    def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
+        self.high = high if high is not None else self.high
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return ("127.0.0.1", 5000) if name == "peername" else default
+
+    def pause_reading(self) -> None:
+        self.paused = True
+
+    def resume_reading(self) -> None:
+        self.paused = False
+
+
+async def handshake(pipe: Any, codec: Any, wire: RecordingTransport, turns: int = 12) -> bool:
+    """Connect ``pipe`` (an engine pipe) to ``wire`` and play the peer's side with ``codec``
+    until both ends are done (CURVE takes four commands each way), at most ``turns`` turns of
+    the loop; ``wire`` is left empty. True when both are done."""
+    pipe.connection_made(wire)
+    pipe.data_received(codec.initiate())
+    for _ in range(turns):
+        await asyncio.sleep(0)  # the pipe's writes go out at the end of the loop's turn
+        codec.receive_data(bytes(wire.data))
+        wire.data.clear()
+        while codec.next_event() is not None:
+            pass
+        out = codec.data_to_send()
+        if out:
+            pipe.data_received(out)
+        if pipe.ready and codec.handshake_done:
+            break
+    wire.data.clear()
+    return bool(pipe.ready and codec.handshake_done)
+
+
+def server_answer(family: str, request: tuple[bytes, ...],
+                  roll: float = 0.0) -> tuple[bool, tuple[bytes, ...]]:
+    """A request-reply server's answer to ``request`` (as its codec read it): whether a PING
+    goes first (ZeroMQ), and the reply's frames (SP: one payload). ``roll`` (0 to 1) below 0.8:
+    the envelope echoed with ``re:`` and the body; above, now and then a mangled one: two body
+    frames, another client's envelope, a late reply behind a PING, no envelope (ZeroMQ); a
+    token nobody minted, a word before the request id, a long body (SP)."""
+    if family == "zmtp":
+        frames = list(request)
+        i = frames.index(b"") + 1 if b"" in frames else 0
+        env, body = frames[:i], frames[i:]
+        if roll < 0.8:
+            return False, (*env, b"re:" + b"".join(body))
+        if roll < 0.85:
+            return False, (*env, b"a", b"b")  # two body frames
+        if roll < 0.9:
+            return False, (b"\x00\x00\x00\x05", *env[1:], b"x")  # another client
+        if roll < 0.95:
+            return True, (*env, b"late")
+        return False, (b"no-envelope",)
+    payload = request[0]
+    words = 0
+    while words + 4 <= len(payload) and not payload[words] & 0x80:
+        words += 4
+    head, rest = payload[: words + 4], payload[words + 4:]
+    if roll < 0.8:
+        return False, (head + b"re:" + rest,)
+    if roll < 0.85:
+        return False, (b"\x80\x00\x00\x01" + rest,)  # a token nobody minted
+    if roll < 0.9:
+        return False, (b"\x00\x00\x00\x03" + head + rest,)  # a word before the request id
+    return False, (head + bytes(300),)  # a long one
+
+
+__all__ = ["RecordingTransport", "handshake", "server_answer"]
