@@ -3,10 +3,18 @@
 from __future__ import annotations
 
 import struct
+from typing import Any
 
+import pynng
+import pytest
+import zmq
+from _aio import run, until
+
+from gateway.device import tap as tap_module
 from gateway.device.tap import (
     REPLY,
     REQUEST,
+    CapturePublisher,
     Record,
     Tap,
     pack_record,
@@ -53,3 +61,65 @@ def test_statistics_are_in_libzmq_order_and_refusals_count_in_only() -> None:
     assert reg.get("gateway_side_parts_total", bridge="b", side="front", direction="in") == 6
     assert reg.get("gateway_side_bytes_total", bridge="b", side="back", direction="out") == 6
     assert REPLY != REQUEST
+
+
+# -- the capture endpoint's readers and the compiled kernel's turns (real peers on 127.0.0.1) ---
+
+def _capture(wire: str, reg: Registry) -> tuple[Any, str, list[bool]]:
+    from gateway.device.ledger import Tally
+    from gateway.engine.socket import Socket
+
+    sock = Socket("PUB")
+    url = sock.bind(f"{wire}+tcp://127.0.0.1:0")
+    pub = CapturePublisher("b", sock, metrics=reg)
+    watched = [True]
+    pub.watch(watched, Tally([0], [0], [0], [0.0], [0], [0.0]))
+    return pub, url.split("+", 1)[1], watched
+
+
+@pytest.mark.parametrize("wire", ["zmq", "sp"])
+def test_a_readers_arrival_takes_the_bridge_from_the_kernel_at_once(
+        wire: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A libzmq SUB is a reader once its SUBSCRIBE arrived, an nng sub0 once its pipe is up
+    (it sends none): either is told to the publisher at once, not at the next periodic look
+    (here an hour away), so no copy it could take is counted as a no-reader drop."""
+    monkeypatch.setattr(tap_module, "WATCH_INTERVAL", 3600.0)
+
+    async def trial() -> None:
+        pub, url, watched = _capture(wire, Registry())
+        ctx = zmq.Context()
+        if wire == "sp":
+            reader: Any = pynng.Sub0()
+            reader.subscribe(b"")
+            reader.dial(url, block=False)
+        else:
+            reader = ctx.socket(zmq.SUB)
+            reader.subscribe(b"")
+            reader.connect(url)
+        try:
+            assert watched[0] is False  # nobody reads: the kernel's turn
+            await until(lambda: bool(pub.readers()))
+            assert watched[0] is True  # the Python step's, whose copies the reader takes
+        finally:
+            pub.close()
+            reader.close()
+            ctx.term()
+
+    run(trial(), 20.0)
+
+
+def test_copies_queued_when_the_capture_endpoint_closes_are_counted() -> None:
+    """Every forwarded message ends as one published or dropped copy, also the ones queued
+    in the pass the endpoint closes in."""
+    reg = Registry()
+
+    async def trial() -> None:
+        pub, _, _ = _capture("zmq", reg)
+        msg = Message((b"\x00abcd", b""), (b"hi",))
+        for _ in range(3):
+            pub.put(REQUEST, "zmtp", "sp", msg, msg, b"", b"")
+        pub.close()
+
+    run(trial(), 20.0)
+    assert reg.get("gateway_capture_published_total", bridge="b") == 0
+    assert reg.get("gateway_capture_dropped_total", bridge="b", reason="no-reader") == 3

@@ -265,8 +265,8 @@ class CapturePublisher:
         if not self.socket.closed:
             try:
                 loop = asyncio.get_running_loop()
-            except RuntimeError:  # (made outside a loop: the first publish looks again)
-                return
+            except RuntimeError:  # (made outside a loop: no timer; the readers' changes and
+                return  # each publish still settle the kernel's turn)
             self._timer = loop.call_later(WATCH_INTERVAL, self._look)
 
     def _settle(self, reason: str) -> None:
@@ -287,8 +287,10 @@ class CapturePublisher:
         sock = self.socket
         if sock.closed:
             return []
-        filters = sock.pattern.filters
-        return [p for p in sock.routing.out if filters.get(p.routing_id)]
+        filters, out = sock.pattern.filters, sock.routing.out
+        # by the routes' keys: a pipe's own routing_id is set only once pipe_ready returned,
+        # and pipe_ready tells the observer (an nng sub0 is a reader from then on)
+        return [p for rid, p in sock.routing.routes.items() if filters.get(rid) and p in out]
 
     def put(self, direction: int, fin: str, fout: str, msg: Message, out: Message,
             in_pipe: bytes, out_pipe: bytes) -> None:
@@ -339,7 +341,9 @@ class CapturePublisher:
             self._timer.cancel()
             self._timer = None
         self._settle(self._idle)  # the kernel's last messages, counted
-        self._queue.clear()
+        if self._queue:  # copies not yet published: the endpoint goes, nobody takes them
+            self._drop("no-reader", len(self._queue))
+            self._queue.clear()
         self._metrics.release(self._published, *self._dropped.values())
         self._metrics.gauges.pop(self._readers, None)
         self.socket.close(0)

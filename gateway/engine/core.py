@@ -173,6 +173,7 @@ class SocketCore(Inbox):
         for sub in pattern.attach(rid, pipe.family):  # a SUB's subscriptions to a new publisher
             pipe.write_subscription(sub)
         self._wake_senders()
+        self.hooks.peers_changed()  # (an nng sub0 takes a PUB's sends from now: no SUBSCRIBE)
         return rid
 
     def _zmtp_id(self) -> bytes:
