@@ -1112,6 +1112,9 @@ async def test_bad_options() -> None:
         gateway.Socket("REP", hop_limit=0)
     with pytest.raises(gateway.ConfigError):
         gateway.Socket("REP", hwm=0)
+    for hwm in (100.0, True, "100"):  # (the compiled pipe's byte mark is a C integer)
+        with pytest.raises(gateway.ConfigError, match="whole number"):
+            gateway.Socket("REP", hwm=hwm)
     with pytest.raises(gateway.ConfigError):
         gateway.Socket("REP", message_timeout=-1)
     with pytest.raises(gateway.ConfigError):

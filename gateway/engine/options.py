@@ -35,7 +35,10 @@ class SocketOptions(SideOptions):
 
     def __post_init__(self) -> None:
         errors = []
-        if self.hwm < 1:
+        if isinstance(self.hwm, bool) or not isinstance(self.hwm, int):
+            # (a pipe's byte mark is hwm * 1 KiB: the compiled kernel's is a C integer)
+            errors.append(f"hwm must be a whole number of messages, not {self.hwm!r}")
+        elif self.hwm < 1:
             errors.append("hwm must be at least 1")
         if self.message_timeout is not None and self.message_timeout < 0:
             errors.append("message_timeout must be positive (None or 0: no deadline)")
