@@ -147,7 +147,10 @@ def test_perf_counts_the_reads_and_writes_of_another_process() -> None:
                 p.stdin.flush()
                 assert p.stdout.read(2) == b"y\n"
         p.stdin.close()
-    assert 20 <= count.counts["reads"] <= 22 and 20 <= count.counts["writes"] <= 22, count.counts
+    # the echo sat in a read() entered before the count began (its tracepoint fired then): that
+    # read returns the first line uncounted, and the read after the last line may or may not
+    # have been entered when the count ends, so 19 or 20 reads (a spurious wake-up: one more)
+    assert 19 <= count.counts["reads"] <= 22 and 20 <= count.counts["writes"] <= 22, count.counts
 
 
 @pytest.mark.timeout(30)
