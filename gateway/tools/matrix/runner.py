@@ -350,9 +350,16 @@ def _deliver(cell: Cell, src: Any, dst: Any, timeout: float, out: Outcome,
         src.send(m)
     verdict = "exchanged"
     for peer, topics_held in receivers:
-        got = [m for m in peer.drain(quiet=quiet, deadline=time.monotonic() + 3 * timeout + 2)
-               if not m.endswith(b"probe")]
         want = delivery_expected(cell, topics_held)
+        # until every wanted message came or the deadline passed (a quiet gap alone is no end:
+        # on a loaded machine the first message may take longer than ``quiet`` to cross), then
+        # one more quiet spell for what should not have come
+        end = time.monotonic() + 3 * timeout + 2
+        got = []
+        while len(got) < len(want) and time.monotonic() < end:
+            got += [m for m in peer.drain(quiet=quiet, deadline=end) if not m.endswith(b"probe")]
+        got += [m for m in peer.drain(quiet=quiet, deadline=time.monotonic() + quiet + 0.5)
+                if not m.endswith(b"probe")]
         out.saw(f"{peer.label}{' ' + what if what else ''}", got)
         if got != want:
             out.note(f"{peer.label}{' ' + what if what else ''}: expected {want!r}, got {got!r}")
