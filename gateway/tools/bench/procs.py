@@ -90,6 +90,23 @@ def proc_syscalls(pid: int) -> tuple[int, int] | None:
     return r, w
 
 
+def proc_cpu_ticks(pid: int) -> tuple[int, int] | None:
+    """(user, system) CPU time so far of a process and its children, in clock ticks (Linux
+    /proc/PID/stat ``utime`` and ``stime``: all the threads of each); too coarse for a slice's
+    CPU (see :func:`_cpu_clock`) but the only split of it: its system share. None where /proc
+    has no stat file."""
+    user = system = 0
+    for p in _family(pid):
+        try:  # (the fields after the command's closing parenthesis: utime is the 12th)
+            fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+            user += int(fields[11])
+            system += int(fields[12])
+        except (OSError, IndexError, ValueError):
+            if p == pid:
+                return None
+    return user, system
+
+
 def proc_wakeups(pid: int) -> int | None:
     """Wake-ups so far of a process and its children: the voluntary context switches of each
     of their threads (Linux /proc/PID/task/TID/status ``voluntary_ctxt_switches``), one each

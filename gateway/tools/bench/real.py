@@ -8,7 +8,12 @@ of each round's own ratio (the routes of one round run within seconds of each ot
 ratio pairs up the machine's drift), with the range of the rounds beside it. Per request:
 
 - the middle's CPU: user + system time of its process (all threads and children) during the
-  throughput slice, from its CPU clock, over the slice's requests;
+  throughput slice, from its CPU clock, over the slice's requests; split into user and system
+  by the system share of its /proc/PID/stat ticks (``utime``, ``stime``: 10 ms each, too coarse
+  for one slice) summed over all the route's slices at the window;
+- vs floor (the gateway's routes): its CPU per request over the C floor relay's on the same
+  route, same peers (``c/relay_floor.c``: one epoll loop, plain sockets, the same envelopes:
+  the least any middle does there), each round's own ratio;
 - messages per read: the middle receives two messages per request (the request from the
   client, the reply from the server; a ZeroMQ message of several frames is one), over its
   read-type system calls (read, readv, recvfrom, recvmsg, recvmmsg);
@@ -31,7 +36,8 @@ from typing import Any
 from gateway.tools.bench.versus import fmt, median
 
 #: the figures of one throughput slice that become per-request (or per-wake-up) figures
-_PER_SLICE = ("n", "elapsed", "mid_cpu", "srv_cpu", "cli_cpu", "mid_wakeups")
+_PER_SLICE = ("n", "elapsed", "mid_cpu", "srv_cpu", "cli_cpu", "mid_wakeups", "mid_user_ticks",
+              "mid_sys_ticks")
 LOAD_LIMIT = 1.5  # a load average above this on the machine is said next to the figures
 
 
@@ -39,7 +45,8 @@ def route_record(run: Any) -> dict[str, Any]:
     """What a real group's route adds to its figures (``run``: a ``runner.RouteRun``)."""
     route = run.route
     return {"tool": route.tool or None, "cpu_ref": route.cpu_ref or None,
-            "ceiling": route.ceiling or None, "client": route.client, "server": route.server,
+            "ceiling": route.ceiling or None, "floor": route.floor or None,
+            "client": route.client, "server": route.server,
             "slices": run.slices, "counted": run.counted,
             "count_problem": run.count_problem or None}
 
@@ -74,6 +81,25 @@ def _rounds(fig: dict[str, Any] | None, window: int) -> dict[int, dict[str, floa
                 f["cpu_us_per_wakeup"] = f["cpu_us"] / f["wakeups_per_req"]
             if c["reads"] and "cpu_us" in f:
                 f["cpu_us_per_read"] = f["cpu_us"] / f["reads_per_req"]
+    return out
+
+
+def _split(fig: dict[str, Any], window: int, cpu_us: float | None) -> dict[str, Any]:
+    """The middle's CPU per request split into user and system by the system share of its
+    ticks over the route's slices at ``window`` (nothing when no tick was counted)."""
+    user = system = 0
+    for s in fig.get("slices") or []:
+        if s["window"] == window and s.get("mid_user_ticks") is not None \
+                and s.get("mid_sys_ticks") is not None:
+            user += s["mid_user_ticks"]
+            system += s["mid_sys_ticks"]
+    if not user + system:
+        return {}
+    share = system / (user + system)
+    out: dict[str, Any] = {"sys_share": round(share, 2), "cpu_ticks": user + system}
+    if cpu_us is not None:
+        out["user_us_per_req"] = round(cpu_us * (1 - share), 2)
+        out["sys_us_per_req"] = round(cpu_us * share, 2)
     return out
 
 
@@ -120,8 +146,10 @@ def derive(figs: dict[str, dict[str, Any]], window: int | None) -> dict[str, Any
             "count_problem": fig.get("count_problem"),
             "description": fig.get("description"), "status": fig.get("status"),
         }
+        e.update(_split(fig, window, _med(mine, "cpu_us", 3)))
         for label, ref, key in (("tool", fig.get("tool"), "rps"),
                                 ("cpu_ref", fig.get("cpu_ref"), "cpu_us"),
+                                ("floor", fig.get("floor"), "cpu_us"),
                                 ("ceiling", fig.get("ceiling"), "rps")):
             if not ref or (ref == name and label == "ceiling"):
                 continue
@@ -146,8 +174,8 @@ def lines(real: dict[str, Any]) -> list[str]:
     """The table's section of the real groups (``real``: :func:`derive`'s)."""
     if not real:
         return []
-    head = ["route", "req/s", "vs tool", "tool", "mid CPU us/req", "vs zmq.proxy",
-            "msgs/read", "CPU us/read", "reads+writes/req", "wakeups/req", "CPU us/wakeup", "sleeps/req",
+    head = ["route", "req/s", "vs tool", "tool", "mid CPU us/req", "user+sys", "sys %",
+            "vs zmq.proxy", "vs floor", "msgs/read", "CPU us/read", "reads+writes/req", "wakeups/req", "CPU us/wakeup", "sleeps/req",
             "server ceiling", "of ceiling", "srv CPU us/req", "client cores"]
     rows = []
     for name, e in real.items():
@@ -157,9 +185,12 @@ def lines(real: dict[str, Any]) -> list[str]:
         rw = (f"{fmt(e['reads_per_req'], 2)}+{fmt(e['writes_per_req'], 2)}"
               if e.get("reads_per_req") is not None else "-")
         mid = e.get("middle") is not None
+        us = (f"{fmt(e['user_us_per_req'], 2)}+{fmt(e['sys_us_per_req'], 2)}"
+              if mid and e.get("sys_us_per_req") is not None else "-")
+        share = f"{e['sys_share']:.0%}" if mid and e.get("sys_share") is not None else "-"
         rows.append([name, fmt(e["rps"], 0), _ratio(e, "tool"), e.get("tool") or "-",
-                     fmt(e.get("cpu_us_per_req")) if mid else "-", _ratio(e, "cpu_ref"),
-                     fmt(e.get("msgs_per_read"), 2), fmt(e.get("cpu_us_per_read")), rw,
+                     fmt(e.get("cpu_us_per_req")) if mid else "-", us, share,
+                     _ratio(e, "cpu_ref"), _ratio(e, "floor"), fmt(e.get("msgs_per_read"), 2), fmt(e.get("cpu_us_per_read")), rw,
                      fmt(e.get("wakeups_per_req"), 2), fmt(e.get("cpu_us_per_wakeup")),
                      fmt(e.get("sleeps_per_req"), 2), fmt(e.get("ceiling_rps"), 0),
                      _ratio(e, "ceiling"), fmt(e.get("server_cpu_us_per_req")),
@@ -172,7 +203,10 @@ def lines(real: dict[str, Any]) -> list[str]:
         out.append("  " + "  ".join(c.ljust(w) if i == 0 else c.rjust(w)
                                     for i, (c, w) in enumerate(zip(r, widths, strict=True))))
     out.append("  (tool = the clients' own C tool, zmq.proxy or nng_device; mid CPU = user+sys "
-               "of the middle per request; msgs/read = 2 messages per request over the middle's "
+               "of the middle per request (its CPU clock), split into user+sys and sys % by the "
+               "system share of its /proc ticks over the rounds; vs floor = mid CPU over the C "
+               "floor relay's on the same route (relay_floor.c: one epoll loop, plain sockets, "
+               "the gateway's envelopes); msgs/read = 2 messages per request over the middle's "
                "read calls; wakeups = its event-loop waits (epoll_wait, poll...; one loop turn "
                "can serve many reads); reads, writes and wakeups counted by perf in a slice of "
                "their own; CPU/read and CPU/wakeup = CPU per request over reads or wakeups per "

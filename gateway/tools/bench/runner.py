@@ -13,13 +13,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gateway.tools.bench import syscount
-from gateway.tools.bench.cpeers import SOCKETS_ROLES, peer
+from gateway.tools.bench.cpeers import SOCKETS_ROLES, floor_relay, peer
 from gateway.tools.bench.procs import (
     Child,
     Proc,
     Unavailable,
     gateway_cli_problem,
     proc_cpu_seconds,
+    proc_cpu_ticks,
     proc_memory_mib,
     proc_syscalls,
     proc_wakeups,
@@ -143,8 +144,10 @@ def start_server_and_middle(route: Route, settings: Settings, run: RouteRun,
         run.procs.append(bridge)
         run.middle = bridge
         return bridge.front
-    middle = Proc.peer(f"{route.name}/{route.middle}", route.middle, server=tcp_address(url),
-                       **security_cfg(route))
+    middle = (floor_relay(f"{route.name}/floor", route.front, route.back, tcp_address(url))
+              if route.middle == "floor" else
+              Proc.peer(f"{route.name}/{route.middle}", route.middle, server=tcp_address(url),
+                        **security_cfg(route)))
     run.procs.append(middle)
     run.middle = middle
     return str(middle.wait_ready(settings.ready_timeout)["url"])
@@ -189,17 +192,20 @@ def teardown(run: RouteRun) -> None:
     run.procs.clear()
 
 
-Usage = tuple[float | None, float | None, tuple[int, int] | None, int | None]
+Usage = tuple[float | None, float | None, tuple[int, int] | None, int | None,
+              tuple[int, int] | None]
 
 
 def _middle_cpu(run: RouteRun) -> Usage:
     """CPU seconds so far of the middle process and of the server (None: none or gone), the
-    middle's (read, write) system calls (/proc/PID/io) and its wake-ups."""
+    middle's (read, write) system calls (/proc/PID/io), its wake-ups and its (user, system)
+    CPU ticks."""
     mid = proc_cpu_seconds(run.middle.pid) if run.middle is not None else None
     srv = proc_cpu_seconds(run.server.pid) if run.server is not None else None
     calls = proc_syscalls(run.middle.pid) if run.middle is not None else None
     wakeups = proc_wakeups(run.middle.pid) if run.middle is not None else None
-    return mid, srv, calls, wakeups
+    ticks = proc_cpu_ticks(run.middle.pid) if run.middle is not None else None
+    return mid, srv, calls, wakeups, ticks
 
 
 def _record_slice(run: RouteRun, window: int, res: dict[str, Any], cpu0: Usage) -> None:
@@ -209,10 +215,12 @@ def _record_slice(run: RouteRun, window: int, res: dict[str, Any], cpu0: Usage) 
     def diff(a: float | int | None, b: float | int | None) -> float | int | None:
         return b - a if a is not None and b is not None else None
 
+    t0, t1 = cpu0[4] or (None, None), cpu1[4] or (None, None)
     run.slices.append({"round": run.rounds_done, "window": window, "n": res["n"],
                        "elapsed": res["elapsed"], "mid_cpu": diff(cpu0[0], cpu1[0]),
                        "srv_cpu": diff(cpu0[1], cpu1[1]), "cli_cpu": res.get("cpu_s"),
-                       "mid_wakeups": diff(cpu0[3], cpu1[3])})
+                       "mid_wakeups": diff(cpu0[3], cpu1[3]),
+                       "mid_user_ticks": diff(t0[0], t1[0]), "mid_sys_ticks": diff(t0[1], t1[1])})
 
 
 def _counted_slice(run: RouteRun, settings: Settings, window: int, n: int) -> None:
