@@ -238,7 +238,8 @@ def test_a_tiny_real_run_reports_every_column(tmp_path: Path, capsys: pytest.Cap
 def test_the_floor_relay_carries_every_request_and_reply(name: str,
                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     """Each route's C floor relay between its real peers: every reply back, checked by the C
-    client (its body and request id), short and long ZeroMQ frames, nothing dropped."""
+    client (its body and request id), short and long ZeroMQ frames, bodies over the relay's
+    first buffers (256 KiB), nothing dropped."""
     monkeypatch.setattr(cpeers, "_failed", {})
     route = next(r for r in ROUTES if r.name == name)
     procs = []
@@ -258,13 +259,14 @@ def test_the_floor_relay_carries_every_request_and_reply(name: str,
         client.wait_ready(30)
         lat = client.request(30, op="lat", n=20, size=100, timeout=10, warmup=2)
         small = client.request(30, op="tput", window=8, n=400, size=100, timeout=10)
-        big = client.request(30, op="tput", window=8, n=100, size=3000, timeout=10)
+        long = client.request(30, op="tput", window=8, n=100, size=3000, timeout=10)
+        big = client.request(30, op="tput", window=8, n=16, size=300_000, timeout=10)
         drops = relay.stderr_text()
     finally:
         for p in reversed(procs):
             p.stop()
     assert len(lat["samples_ns"]) == 20, lat
-    for res, n in ((small, 400), (big, 100)):
+    for res, n in ((small, 400), (long, 100), (big, 16)):
         assert (res["n"], res["errors"], res["timed_out"]) == (n, 0, False), res
     assert "drop" not in drops, drops
 

@@ -15,8 +15,9 @@
  *
  * Front: a listener on tcp://127.0.0.1:0 speaking ZMTP 3.x NULL as a ROUTER to libzmq DEALERs,
  * or SP/TCP as a raw rep0 to req0 peers. Back: one connection to server= as a ZMTP DEALER or a
- * raw SP req0. Each ready socket gets one recv into a 256 KiB buffer per loop turn, and every
- * destination one send per turn with all it got in that turn. TCP_NODELAY everywhere, as the
+ * raw SP req0. Each ready socket gets one recv into a buffer of 128 KiB free at least per
+ * loop turn (grown for a large message), and every destination one send per turn with all it
+ * got in that turn. TCP_NODELAY everywhere, as the
  * gateway sets it. The handshakes block (bounded by 5 s): connections come before the traffic.
  *
  * What a floor leaves out (the gateway does it): hop limits and backtraces of more than one
@@ -39,8 +40,9 @@
 #include "peer.h"
 
 #define MAX_FRONT 256       /* front connections (the bench's clients: 1 DEALER, 64 req0) */
-#define IN_CAP (256u << 10) /* one recv's room; a message must fit */
-#define OUT_CAP (1u << 20)  /* what one destination may get in one turn */
+#define BUF_START (256u << 10) /* each buffer's first size: one recv's room at least */
+#define MAX_MESSAGE ((64u << 20) + 1024) /* a message (the nng peers take 64 MiB bodies) */
+#define MAX_OUT (256u << 20) /* what one destination may hold */
 #define MAX_FRAMES 16       /* frames of one ZeroMQ message */
 #define TOKENS 4096         /* zmq->sp requests in flight (a power of two) */
 #define SP_REQ0 0x30
@@ -49,7 +51,7 @@
 typedef struct {
     int fd, zmtp;                /* fd -1: free slot; zmtp: ZMTP framing, else SP */
     unsigned char *in, *out;
-    size_t in_len, out_len;
+    size_t in_len, out_len, in_cap, out_cap;
     int dirty, blocked;          /* dirty: out has bytes of this turn; blocked: waits EPOLLOUT */
 } conn;
 
@@ -103,9 +105,23 @@ static void put64(unsigned char *p, uint64_t v)
 
 /* ---- output: bytes for one destination, sent once at the end of the loop turn ---- */
 
+/* `buf` of `*cap` bytes made at least `need` (doubling), or 0 */
+static int grow(unsigned char **buf, size_t *cap, size_t need)
+{
+    size_t to = *cap;
+    while (to < need)
+        to *= 2;
+    unsigned char *b = to == *cap ? *buf : realloc(*buf, to);
+    if (!b)
+        return 0;
+    *buf = b;
+    *cap = to;
+    return 1;
+}
+
 static unsigned char *reserve(conn *c, size_t n)
 {
-    if (c->fd < 0 || c->out_len + n > OUT_CAP)
+    if (c->fd < 0 || c->out_len + n > MAX_OUT || !grow(&c->out, &c->out_cap, c->out_len + n))
         return NULL;
     if (!c->dirty && !c->blocked) {
         c->dirty = 1;
@@ -308,7 +324,7 @@ static size_t parse_sp(conn *c)
     size_t pos = 0;
     while (c->in_len - pos >= 8) {
         uint64_t n = be64(c->in + pos);
-        if (n > IN_CAP - 8) {
+        if (n > MAX_MESSAGE) {
             close_conn(c, "an SP message over the buffer");
             return 0;
         }
@@ -333,7 +349,7 @@ static size_t parse_zmtp(conn *c)
         if (c->in_len - at < head)
             return pos;
         uint64_t n = flags & 2 ? be64(c->in + at + 1) : c->in[at + 1];
-        if (n > IN_CAP - 9) {
+        if (n > MAX_MESSAGE) {
             close_conn(c, "a ZeroMQ frame over the buffer");
             return 0;
         }
@@ -362,7 +378,10 @@ static size_t parse_zmtp(conn *c)
 
 static void readable(conn *c)
 {
-    ssize_t k = recv(c->fd, c->in + c->in_len, IN_CAP - c->in_len, 0);
+    /* (room for a recv of BUF_START / 2 at least: a large message grows the buffer) */
+    if (!grow(&c->in, &c->in_cap, c->in_len + BUF_START / 2))
+        die("relay_floor: out of memory");
+    ssize_t k = recv(c->fd, c->in + c->in_len, c->in_cap - c->in_len, 0);
     if (k < 0 && (errno == EAGAIN || errno == EINTR))
         return;
     if (k <= 0) {
@@ -440,9 +459,13 @@ static void setup(int fd, int zmtp, const char *type, int mine, int theirs, conn
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &none, sizeof none);
     setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &none, sizeof none);
     fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
-    if (!c->in && (!(c->in = malloc(IN_CAP)) || !(c->out = malloc(OUT_CAP))))
-        die("relay_floor: out of memory");
-    *c = (conn){.fd = fd, .zmtp = zmtp, .in = c->in, .out = c->out};
+    if (!c->in) {
+        c->in_cap = c->out_cap = BUF_START;
+        if (!(c->in = malloc(BUF_START)) || !(c->out = malloc(BUF_START)))
+            die("relay_floor: out of memory");
+    }
+    *c = (conn){.fd = fd, .zmtp = zmtp, .in = c->in, .out = c->out, .in_cap = c->in_cap,
+                .out_cap = c->out_cap};
     struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
     epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev);
 }
