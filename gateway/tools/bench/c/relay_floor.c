@@ -89,20 +89,6 @@ static void put32(unsigned char *p, uint32_t v)
         p[i] = (unsigned char)v;
 }
 
-static uint64_t be64(const unsigned char *p)
-{
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++)
-        v = v << 8 | p[i];
-    return v;
-}
-
-static void put64(unsigned char *p, uint64_t v)
-{
-    for (int i = 7; i >= 0; i--, v >>= 8)
-        p[i] = (unsigned char)v;
-}
-
 /* ---- output: bytes for one destination, sent once at the end of the loop turn ---- */
 
 /* `buf` of `*cap` bytes made at least `need` (doubling), or 0 */
@@ -142,7 +128,7 @@ static unsigned char *zframe(unsigned char *at, const void *data, size_t n, int 
         at += 2;
     } else {
         at[0] = more ? 3 : 2;
-        put64(at + 1, n);
+        put_be64(at + 1, n);
         at += 9;
     }
     if (n)
@@ -154,7 +140,7 @@ static unsigned char *sp_head(conn *c, size_t payload)
 {
     unsigned char *at = reserve(c, 8 + payload);
     if (at)
-        put64(at, payload);
+        put_be64(at, payload);
     return at ? at + 8 : NULL;
 }
 
@@ -323,7 +309,7 @@ static size_t parse_sp(conn *c)
 {
     size_t pos = 0;
     while (c->in_len - pos >= 8) {
-        uint64_t n = be64(c->in + pos);
+        uint64_t n = get_be64(c->in + pos);
         if (n > MAX_MESSAGE) {
             close_conn(c, "an SP message over the buffer");
             return 0;
@@ -348,7 +334,7 @@ static size_t parse_zmtp(conn *c)
         size_t head = flags & 2 ? 9 : 2;
         if (c->in_len - at < head)
             return pos;
-        uint64_t n = flags & 2 ? be64(c->in + at + 1) : c->in[at + 1];
+        uint64_t n = flags & 2 ? get_be64(c->in + at + 1) : c->in[at + 1];
         if (n > MAX_MESSAGE) {
             close_conn(c, "a ZeroMQ frame over the buffer");
             return 0;
