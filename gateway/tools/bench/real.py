@@ -31,7 +31,7 @@ from typing import Any
 from gateway.tools.bench.versus import fmt, median
 
 #: the figures of one throughput slice that become per-request (or per-wake-up) figures
-_PER_SLICE = ("n", "elapsed", "mid_cpu", "srv_cpu", "cli_cpu", "mid_wakeups")
+_PER_SLICE = ("n", "elapsed", "mid_cpu", "srv_cpu", "cli_cpu", "mid_wakeups", "mid_ticks")
 LOAD_LIMIT = 1.5  # a load average above this on the machine is said next to the figures
 
 
@@ -77,6 +77,17 @@ def _rounds(fig: dict[str, Any] | None, window: int) -> dict[int, dict[str, floa
     return out
 
 
+def _sys_share(fig: dict[str, Any] | None, window: int) -> float | None:
+    """The system share of the middle's CPU over every slice at ``window`` (its /proc ticks
+    summed: 10 ms each, enough over the rounds, not within one)."""
+    user = system = 0
+    for s in (fig or {}).get("slices") or []:
+        if s["window"] == window and s.get("mid_ticks"):
+            user += s["mid_ticks"][0]
+            system += s["mid_ticks"][1]
+    return system / (user + system) if user + system >= 10 else None
+
+
 def _med(rounds: dict[int, dict[str, float]], key: str, nd: int = 2) -> float | None:
     m = median([f[key] for f in rounds.values() if key in f])
     return round(m, nd) if m is not None else None
@@ -107,6 +118,7 @@ def derive(figs: dict[str, dict[str, Any]], window: int | None) -> dict[str, Any
         e: dict[str, Any] = {
             "window": window, "middle": fig.get("middle"), "rounds": len(mine),
             "rps": _med(mine, "rps", 0), "cpu_us_per_req": _med(mine, "cpu_us", 1),
+            "sys_share": _sys_share(fig, window),
             "msgs_per_read": _med(mine, "msgs_per_read"),
             "reads_per_req": _med(mine, "reads_per_req"),
             "writes_per_req": _med(mine, "writes_per_req"),
@@ -146,7 +158,7 @@ def lines(real: dict[str, Any]) -> list[str]:
     """The table's section of the real groups (``real``: :func:`derive`'s)."""
     if not real:
         return []
-    head = ["route", "req/s", "vs tool", "tool", "mid CPU us/req", "vs zmq.proxy",
+    head = ["route", "req/s", "vs tool", "tool", "mid CPU us/req", "user+sys", "vs zmq.proxy",
             "msgs/read", "CPU us/read", "reads+writes/req", "wakeups/req", "CPU us/wakeup", "sleeps/req",
             "server ceiling", "of ceiling", "srv CPU us/req", "client cores"]
     rows = []
@@ -157,8 +169,11 @@ def lines(real: dict[str, Any]) -> list[str]:
         rw = (f"{fmt(e['reads_per_req'], 2)}+{fmt(e['writes_per_req'], 2)}"
               if e.get("reads_per_req") is not None else "-")
         mid = e.get("middle") is not None
+        share, cpu = e.get("sys_share"), e.get("cpu_us_per_req")
+        split = (f"{fmt(cpu * (1 - share))}+{fmt(cpu * share)}"
+                 if mid and share is not None and cpu is not None else "-")
         rows.append([name, fmt(e["rps"], 0), _ratio(e, "tool"), e.get("tool") or "-",
-                     fmt(e.get("cpu_us_per_req")) if mid else "-", _ratio(e, "cpu_ref"),
+                     fmt(e.get("cpu_us_per_req")) if mid else "-", split, _ratio(e, "cpu_ref"),
                      fmt(e.get("msgs_per_read"), 2), fmt(e.get("cpu_us_per_read")), rw,
                      fmt(e.get("wakeups_per_req"), 2), fmt(e.get("cpu_us_per_wakeup")),
                      fmt(e.get("sleeps_per_req"), 2), fmt(e.get("ceiling_rps"), 0),
@@ -172,7 +187,8 @@ def lines(real: dict[str, Any]) -> list[str]:
         out.append("  " + "  ".join(c.ljust(w) if i == 0 else c.rjust(w)
                                     for i, (c, w) in enumerate(zip(r, widths, strict=True))))
     out.append("  (tool = the clients' own C tool, zmq.proxy or nng_device; mid CPU = user+sys "
-               "of the middle per request; msgs/read = 2 messages per request over the middle's "
+               "of the middle per request (its CPU clock), split into user and system time by "
+               "its /proc ticks over the rounds; msgs/read = 2 messages per request over the middle's "
                "read calls; wakeups = its event-loop waits (epoll_wait, poll...; one loop turn "
                "can serve many reads); reads, writes and wakeups counted by perf in a slice of "
                "their own; CPU/read and CPU/wakeup = CPU per request over reads or wakeups per "

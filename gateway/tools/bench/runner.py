@@ -22,6 +22,7 @@ from gateway.tools.bench.procs import (
     proc_cpu_seconds,
     proc_memory_mib,
     proc_syscalls,
+    proc_user_sys_ticks,
     proc_wakeups,
     start_bridge,
     tcp_address,
@@ -189,17 +190,20 @@ def teardown(run: RouteRun) -> None:
     run.procs.clear()
 
 
-Usage = tuple[float | None, float | None, tuple[int, int] | None, int | None]
+Usage = tuple[float | None, float | None, tuple[int, int] | None, int | None,
+              tuple[int, int] | None]
 
 
 def _middle_cpu(run: RouteRun) -> Usage:
     """CPU seconds so far of the middle process and of the server (None: none or gone), the
-    middle's (read, write) system calls (/proc/PID/io) and its wake-ups."""
+    middle's (read, write) system calls (/proc/PID/io), its wake-ups and its (user, system)
+    CPU ticks."""
     mid = proc_cpu_seconds(run.middle.pid) if run.middle is not None else None
     srv = proc_cpu_seconds(run.server.pid) if run.server is not None else None
     calls = proc_syscalls(run.middle.pid) if run.middle is not None else None
     wakeups = proc_wakeups(run.middle.pid) if run.middle is not None else None
-    return mid, srv, calls, wakeups
+    ticks = proc_user_sys_ticks(run.middle.pid) if run.middle is not None else None
+    return mid, srv, calls, wakeups, ticks
 
 
 def _record_slice(run: RouteRun, window: int, res: dict[str, Any], cpu0: Usage) -> None:
@@ -212,7 +216,9 @@ def _record_slice(run: RouteRun, window: int, res: dict[str, Any], cpu0: Usage) 
     run.slices.append({"round": run.rounds_done, "window": window, "n": res["n"],
                        "elapsed": res["elapsed"], "mid_cpu": diff(cpu0[0], cpu1[0]),
                        "srv_cpu": diff(cpu0[1], cpu1[1]), "cli_cpu": res.get("cpu_s"),
-                       "mid_wakeups": diff(cpu0[3], cpu1[3])})
+                       "mid_wakeups": diff(cpu0[3], cpu1[3]),
+                       "mid_ticks": (None if cpu0[4] is None or cpu1[4] is None else
+                                     [cpu1[4][0] - cpu0[4][0], cpu1[4][1] - cpu0[4][1]])})
 
 
 def _counted_slice(run: RouteRun, settings: Settings, window: int, n: int) -> None:
