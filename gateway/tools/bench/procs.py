@@ -90,21 +90,22 @@ def proc_syscalls(pid: int) -> tuple[int, int] | None:
     return r, w
 
 
-def proc_cpu_ticks(pid: int) -> tuple[int, int] | None:
-    """(user, system) CPU time so far of a process and its children, in clock ticks (Linux
-    /proc/PID/stat ``utime`` and ``stime``: all the threads of each); too coarse for a slice's
-    CPU (see :func:`_cpu_clock`) but the only split of it: its system share. None where /proc
-    has no stat file."""
+def proc_user_sys_ticks(pid: int) -> tuple[int, int] | None:
+    """User and system CPU time so far of a process and its children, in clock ticks
+    (/proc/PID/stat ``utime``, ``stime``: 10 ms each, too coarse for a CPU figure of its own
+    but enough to split the CPU clock's figure over a run into user and system shares); None
+    where /proc has none."""
     user = system = 0
+    seen = False
     for p in _family(pid):
-        try:  # (the fields after the command's closing parenthesis: utime is the 12th)
+        try:
             fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
             user += int(fields[11])
             system += int(fields[12])
-        except (OSError, IndexError, ValueError):
-            if p == pid:
-                return None
-    return user, system
+            seen = True
+        except (OSError, ValueError, IndexError):  # gone meanwhile
+            continue
+    return (user, system) if seen else None
 
 
 def proc_wakeups(pid: int) -> int | None:

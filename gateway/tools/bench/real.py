@@ -10,7 +10,7 @@ ratio pairs up the machine's drift), with the range of the rounds beside it. Per
 - the middle's CPU: user + system time of its process (all threads and children) during the
   throughput slice, from its CPU clock, over the slice's requests; split into user and system
   by the system share of its /proc/PID/stat ticks (``utime``, ``stime``: 10 ms each, too coarse
-  for one slice) summed over all the route's slices at the window;
+  for one slice) summed over all the route's slices at the window (10 at least);
 - vs floor (the gateway's routes): its CPU per request over the C floor relay's on the same
   route, same peers (``c/relay_floor.c``: one epoll loop, plain sockets, the same envelopes:
   the least any middle does there), each round's own ratio;
@@ -36,8 +36,7 @@ from typing import Any
 from gateway.tools.bench.versus import fmt, median
 
 #: the figures of one throughput slice that become per-request (or per-wake-up) figures
-_PER_SLICE = ("n", "elapsed", "mid_cpu", "srv_cpu", "cli_cpu", "mid_wakeups", "mid_user_ticks",
-              "mid_sys_ticks")
+_PER_SLICE = ("n", "elapsed", "mid_cpu", "srv_cpu", "cli_cpu", "mid_wakeups", "mid_ticks")
 LOAD_LIMIT = 1.5  # a load average above this on the machine is said next to the figures
 
 
@@ -84,23 +83,15 @@ def _rounds(fig: dict[str, Any] | None, window: int) -> dict[int, dict[str, floa
     return out
 
 
-def _split(fig: dict[str, Any], window: int, cpu_us: float | None) -> dict[str, Any]:
-    """The middle's CPU per request split into user and system by the system share of its
-    ticks over the route's slices at ``window`` (nothing when no tick was counted)."""
+def _sys_share(fig: dict[str, Any] | None, window: int) -> float | None:
+    """The system share of the middle's CPU over every slice at ``window`` (its /proc ticks
+    summed: 10 ms each, enough over the rounds, not within one)."""
     user = system = 0
-    for s in fig.get("slices") or []:
-        if s["window"] == window and s.get("mid_user_ticks") is not None \
-                and s.get("mid_sys_ticks") is not None:
-            user += s["mid_user_ticks"]
-            system += s["mid_sys_ticks"]
-    if not user + system:
-        return {}
-    share = system / (user + system)
-    out: dict[str, Any] = {"sys_share": round(share, 2), "cpu_ticks": user + system}
-    if cpu_us is not None:
-        out["user_us_per_req"] = round(cpu_us * (1 - share), 2)
-        out["sys_us_per_req"] = round(cpu_us * share, 2)
-    return out
+    for s in (fig or {}).get("slices") or []:
+        if s["window"] == window and s.get("mid_ticks"):
+            user += s["mid_ticks"][0]
+            system += s["mid_ticks"][1]
+    return system / (user + system) if user + system >= 10 else None
 
 
 def _med(rounds: dict[int, dict[str, float]], key: str, nd: int = 2) -> float | None:
@@ -133,6 +124,7 @@ def derive(figs: dict[str, dict[str, Any]], window: int | None) -> dict[str, Any
         e: dict[str, Any] = {
             "window": window, "middle": fig.get("middle"), "rounds": len(mine),
             "rps": _med(mine, "rps", 0), "cpu_us_per_req": _med(mine, "cpu_us", 1),
+            "sys_share": _sys_share(fig, window),
             "msgs_per_read": _med(mine, "msgs_per_read"),
             "reads_per_req": _med(mine, "reads_per_req"),
             "writes_per_req": _med(mine, "writes_per_req"),
@@ -146,7 +138,6 @@ def derive(figs: dict[str, dict[str, Any]], window: int | None) -> dict[str, Any
             "count_problem": fig.get("count_problem"),
             "description": fig.get("description"), "status": fig.get("status"),
         }
-        e.update(_split(fig, window, _med(mine, "cpu_us", 3)))
         for label, ref, key in (("tool", fig.get("tool"), "rps"),
                                 ("cpu_ref", fig.get("cpu_ref"), "cpu_us"),
                                 ("floor", fig.get("floor"), "cpu_us"),
@@ -174,8 +165,8 @@ def lines(real: dict[str, Any]) -> list[str]:
     """The table's section of the real groups (``real``: :func:`derive`'s)."""
     if not real:
         return []
-    head = ["route", "req/s", "vs tool", "tool", "mid CPU us/req", "user+sys", "sys %",
-            "vs zmq.proxy", "vs floor", "msgs/read", "CPU us/read", "reads+writes/req", "wakeups/req", "CPU us/wakeup", "sleeps/req",
+    head = ["route", "req/s", "vs tool", "tool", "mid CPU us/req", "user+sys", "vs zmq.proxy",
+            "vs floor", "msgs/read", "CPU us/read", "reads+writes/req", "wakeups/req", "CPU us/wakeup", "sleeps/req",
             "server ceiling", "of ceiling", "srv CPU us/req", "client cores"]
     rows = []
     for name, e in real.items():
@@ -185,12 +176,12 @@ def lines(real: dict[str, Any]) -> list[str]:
         rw = (f"{fmt(e['reads_per_req'], 2)}+{fmt(e['writes_per_req'], 2)}"
               if e.get("reads_per_req") is not None else "-")
         mid = e.get("middle") is not None
-        us = (f"{fmt(e['user_us_per_req'], 2)}+{fmt(e['sys_us_per_req'], 2)}"
-              if mid and e.get("sys_us_per_req") is not None else "-")
-        share = f"{e['sys_share']:.0%}" if mid and e.get("sys_share") is not None else "-"
+        share, cpu = e.get("sys_share"), e.get("cpu_us_per_req")
+        split = (f"{fmt(cpu * (1 - share))}+{fmt(cpu * share)}"
+                 if mid and share is not None and cpu is not None else "-")
         rows.append([name, fmt(e["rps"], 0), _ratio(e, "tool"), e.get("tool") or "-",
-                     fmt(e.get("cpu_us_per_req")) if mid else "-", us, share,
-                     _ratio(e, "cpu_ref"), _ratio(e, "floor"), fmt(e.get("msgs_per_read"), 2), fmt(e.get("cpu_us_per_read")), rw,
+                     fmt(e.get("cpu_us_per_req")) if mid else "-", split, _ratio(e, "cpu_ref"),
+                     _ratio(e, "floor"), fmt(e.get("msgs_per_read"), 2), fmt(e.get("cpu_us_per_read")), rw,
                      fmt(e.get("wakeups_per_req"), 2), fmt(e.get("cpu_us_per_wakeup")),
                      fmt(e.get("sleeps_per_req"), 2), fmt(e.get("ceiling_rps"), 0),
                      _ratio(e, "ceiling"), fmt(e.get("server_cpu_us_per_req")),
@@ -203,10 +194,10 @@ def lines(real: dict[str, Any]) -> list[str]:
         out.append("  " + "  ".join(c.ljust(w) if i == 0 else c.rjust(w)
                                     for i, (c, w) in enumerate(zip(r, widths, strict=True))))
     out.append("  (tool = the clients' own C tool, zmq.proxy or nng_device; mid CPU = user+sys "
-               "of the middle per request (its CPU clock), split into user+sys and sys % by the "
-               "system share of its /proc ticks over the rounds; vs floor = mid CPU over the C "
-               "floor relay's on the same route (relay_floor.c: one epoll loop, plain sockets, "
-               "the gateway's envelopes); msgs/read = 2 messages per request over the middle's "
+               "of the middle per request (its CPU clock), split into user and system time by "
+               "its /proc ticks over the rounds; vs floor = mid CPU over the C floor relay's on "
+               "the same route (relay_floor.c: one epoll loop, plain sockets, the gateway's "
+               "envelopes); msgs/read = 2 messages per request over the middle's "
                "read calls; wakeups = its event-loop waits (epoll_wait, poll...; one loop turn "
                "can serve many reads); reads, writes and wakeups counted by perf in a slice of "
                "their own; CPU/read and CPU/wakeup = CPU per request over reads or wakeups per "

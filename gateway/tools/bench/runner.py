@@ -20,9 +20,9 @@ from gateway.tools.bench.procs import (
     Unavailable,
     gateway_cli_problem,
     proc_cpu_seconds,
-    proc_cpu_ticks,
     proc_memory_mib,
     proc_syscalls,
+    proc_user_sys_ticks,
     proc_wakeups,
     start_bridge,
     tcp_address,
@@ -204,7 +204,7 @@ def _middle_cpu(run: RouteRun) -> Usage:
     srv = proc_cpu_seconds(run.server.pid) if run.server is not None else None
     calls = proc_syscalls(run.middle.pid) if run.middle is not None else None
     wakeups = proc_wakeups(run.middle.pid) if run.middle is not None else None
-    ticks = proc_cpu_ticks(run.middle.pid) if run.middle is not None else None
+    ticks = proc_user_sys_ticks(run.middle.pid) if run.middle is not None else None
     return mid, srv, calls, wakeups, ticks
 
 
@@ -215,12 +215,12 @@ def _record_slice(run: RouteRun, window: int, res: dict[str, Any], cpu0: Usage) 
     def diff(a: float | int | None, b: float | int | None) -> float | int | None:
         return b - a if a is not None and b is not None else None
 
-    t0, t1 = cpu0[4] or (None, None), cpu1[4] or (None, None)
     run.slices.append({"round": run.rounds_done, "window": window, "n": res["n"],
                        "elapsed": res["elapsed"], "mid_cpu": diff(cpu0[0], cpu1[0]),
                        "srv_cpu": diff(cpu0[1], cpu1[1]), "cli_cpu": res.get("cpu_s"),
                        "mid_wakeups": diff(cpu0[3], cpu1[3]),
-                       "mid_user_ticks": diff(t0[0], t1[0]), "mid_sys_ticks": diff(t0[1], t1[1])})
+                       "mid_ticks": (None if cpu0[4] is None or cpu1[4] is None else
+                                     [cpu1[4][0] - cpu0[4][0], cpu1[4][1] - cpu0[4][1]])})
 
 
 def _counted_slice(run: RouteRun, settings: Settings, window: int, n: int) -> None:

@@ -1,0 +1,53 @@
+"""The C allocator's thresholds for a gateway process (glibc's malloc), set once at start-up.
+
+A message of more than a few KiB is a Python ``bytes`` or ``bytearray`` that glibc's malloc
+serves from the heap's top (or, past ``M_MMAP_THRESHOLD``, from a mapping of its own). With
+glibc's defaults each free of such a block gives its pages back to the kernel (``brk`` shrinks
+past ``M_TRIM_THRESHOLD``, 128 KiB; a mapping is ``munmap``-ed), and the next message faults
+them in again, zeroed: at 64 KiB request-reply through the gateway, page faults, ``brk`` and
+``munmap`` were ~40 % of the process's CPU (perf, issue 36). Keeping up to :data:`THRESHOLDS`
+of freed memory for the next message ends that churn; the process's memory is still bounded by
+what its bounded buffers hold at their peak, plus that much.
+
+Only the CLI's processes do this (:func:`gateway.engine.loop.run`): a library user's process
+keeps its allocator as its owner set it. An operator's own ``GLIBC_TUNABLES`` with
+``glibc.malloc`` settings wins: nothing is changed then.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import os
+import platform
+
+#: mallopt(3) parameter -> value: keep up to 64 MiB free at the heap's top, and serve blocks up
+#: to 32 MiB (glibc's largest mmap threshold on 64-bit machines) from the heap
+THRESHOLDS = {"M_TRIM_THRESHOLD": 64 << 20, "M_MMAP_THRESHOLD": 32 << 20}
+#: <malloc.h>'s numbers for those parameters
+_PARAMETER = {"M_TRIM_THRESHOLD": -1, "M_MMAP_THRESHOLD": -3}
+
+_done: str | None = None
+
+
+def tune() -> str:
+    """Set :data:`THRESHOLDS` once per process; what was done, as a reason word: ``tuned``,
+    ``operator`` (GLIBC_TUNABLES sets malloc), ``not-glibc``, or ``refused`` (mallopt said
+    no)."""
+    global _done
+    if _done is None:
+        _done = _tune()
+    return _done
+
+
+def _tune() -> str:
+    if "glibc.malloc." in os.environ.get("GLIBC_TUNABLES", ""):
+        return "operator"
+    if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
+        return "not-glibc"
+    libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+    ok = all(libc.mallopt(_PARAMETER[name], value) == 1 for name, value in THRESHOLDS.items())
+    return "tuned" if ok else "refused"
+
+
+__all__ = ["THRESHOLDS", "tune"]
