@@ -71,9 +71,9 @@ def _generated_c(tmp_path: Path, sanitize: bool) -> str:
     return (tmp_path / "gateway" / "_kernel.c").read_text()
 
 
-#: the round robin's ``picks[idx]`` (_Dests.pick), as Cython writes it without and with checks
-UNCHECKED = "__Pyx_PyList_GET_ITEM(__pyx_v_picks, __pyx_v_idx)"
-CHECKED = "__Pyx_GetItemInt_List(__pyx_v_picks, __pyx_v_idx, Py_ssize_t, 1, PyLong_FromSsize_t, 1, 1, 1"
+#: the round robin's ``pipes[idx]`` (_Dests.pick), as Cython writes it without and with checks
+UNCHECKED = "__Pyx_PyList_GET_ITEM(__pyx_v_pipes, __pyx_v_idx)"
+CHECKED = "__Pyx_GetItemInt_List(__pyx_v_pipes, __pyx_v_idx, Py_ssize_t, 1, PyLong_FromSsize_t, 1, 1, 1"
 
 
 @pytest.mark.parametrize("sanitize", [True, False], ids=["sanitize", "normal"])
