@@ -11,12 +11,25 @@ cdef class PipeState:
     compiled pipe's base (:func:`gateway.engine.pipe.pipe_class` puts the pipe's methods on
     top): what the kernel reads or writes of a pipe on every read, and ``data_received``."""
 
-    cdef public object _batch, _loop, codec, fast_read, kernel_state, transport
+    cdef public object _batch, _loop, codec, fast_read, kernel_state
+    cdef object _transport, _t_write, _t_closing  # (the transport's write, is_closing: bound once)
     cdef public bint _watch, reading, writable
     cdef public Py_ssize_t _high, _wbuf_size, rx_chunks
     cdef public str close_reason
     cdef public bytes routing_id
     cdef public list wbuf
+
+    @property
+    def transport(self):
+        """The pipe's transport (None: none yet, or gone); its ``write`` and ``is_closing``
+        are bound once, when it is set, for :func:`flush_batch`."""
+        return self._transport
+
+    @transport.setter
+    def transport(self, transport) -> None:
+        self._transport = transport
+        self._t_write = getattr(transport, "write", None)
+        self._t_closing = getattr(transport, "is_closing", None)
 
     def data_received(self, data) -> None:
         """``Pipe.data_received``, compiled: the read to the kernel when one forwards for the
@@ -80,9 +93,14 @@ def flush_batch(Batch batch) -> None:
         chunks = state.wbuf
         state.wbuf = []
         state._wbuf_size = 0
-        transport = state.transport
-        if chunks and transport is not None and not transport.is_closing():
-            transport.write(chunks[0] if len(chunks) == 1 else b"".join(chunks))
+        transport = state._transport
+        if not chunks or transport is None:
+            continue
+        if state._t_closing is None or state._t_write is None:  # (not a transport's: its own)
+            if not transport.is_closing():
+                transport.write(chunks[0] if len(chunks) == 1 else b"".join(chunks))
+        elif not state._t_closing():
+            state._t_write(chunks[0] if len(chunks) == 1 else b"".join(chunks))
 
 
 cdef class ReceiveBuffer:
