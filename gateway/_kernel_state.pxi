@@ -209,19 +209,84 @@ cdef inline bint _writable(object pipe) except -1:
 cdef class Tally:
     """A bridge's hot counters (the reference: :class:`gateway.device.ledger.Tally`): requests
     in flight, whether replies pair with requests, and the cells of the forwarded counters and
-    of the hop-latency histograms (``*_counts``: per bucket; ``*_total``: the sum, one cell)."""
+    of the hop-latency histograms (``*_counts``: per bucket; ``*_total``: the sum, one cell),
+    made here for ``buckets`` buckets. The cells are C numbers of this object (:class:`Cells`:
+    indexed as the reference's lists are, by the ledger's Python and the registry's readers),
+    which the kernel adds to without a Python int or float."""
 
     cdef public Py_ssize_t in_flight
     cdef public bint pairs_replies
-    cdef public list n_req, n_rep, req_counts, req_total, rep_counts, rep_total
+    cdef readonly Cells n_req, n_rep, req_counts, req_total, rep_counts, rep_total
     #: messages the kernel forwarded (what a capture endpoint did not see: gateway.device.tap)
     cdef public Py_ssize_t by_kernel
+    # the cells' numbers, per direction (0: request, 1: reply)
+    cdef Py_ssize_t k_n[2]
+    cdef Py_ssize_t k_counts[2][MAX_BUCKETS + 1]
+    cdef double k_total[2]
 
-    def __init__(self, list n_req, list n_rep, list req_counts, list req_total,
-                 list rep_counts, list rep_total) -> None:
+    def __init__(self, int buckets) -> None:
+        if not 0 < buckets <= MAX_BUCKETS:
+            raise ValueError(f"1 to {MAX_BUCKETS} hop-latency buckets, not {buckets}")
         self.in_flight = 0
         self.pairs_replies = True
         self.by_kernel = 0
-        self.n_req, self.n_rep = n_req, n_rep
-        self.req_counts, self.req_total = req_counts, req_total
-        self.rep_counts, self.rep_total = rep_counts, rep_total
+        self.n_req = Cells._of(self, &self.k_n[0], NULL, 1)
+        self.n_rep = Cells._of(self, &self.k_n[1], NULL, 1)
+        self.req_counts = Cells._of(self, self.k_counts[0], NULL, buckets + 1)
+        self.rep_counts = Cells._of(self, self.k_counts[1], NULL, buckets + 1)
+        self.req_total = Cells._of(self, NULL, &self.k_total[0], 1)
+        self.rep_total = Cells._of(self, NULL, &self.k_total[1], 1)
+
+    cdef inline void count(self, int d, int bucket, Py_ssize_t n, double dt) noexcept:
+        """``n`` messages forwarded in direction ``d`` (0: request), each ``dt`` seconds in
+        the middle (``bucket``: its histogram bucket)."""
+        self.k_n[d] += n
+        self.k_counts[d][bucket] += n
+        self.k_total[d] += dt * n
+
+
+@cython.final
+cdef class Cells:
+    """Cells of a compiled :class:`Tally` (its C numbers), as the reference's lists are used:
+    ``cells[i]``, ``cells[i] = v`` (so ``cells[i] += v``), ``len``, iteration. Integers, or
+    one float (a histogram's sum)."""
+
+    cdef Tally owner  # (keeps the numbers alive)
+    cdef Py_ssize_t* ints
+    cdef double* floats
+    cdef Py_ssize_t n
+
+    @staticmethod
+    cdef Cells _of(Tally owner, Py_ssize_t* ints, double* floats, Py_ssize_t n):
+        cdef Cells c = Cells.__new__(Cells)
+        c.owner, c.ints, c.floats, c.n = owner, ints, floats, n
+        return c
+
+    def __len__(self) -> int:
+        return self.n
+
+    cdef Py_ssize_t _index(self, Py_ssize_t i) except -1:
+        if i < 0:
+            i += self.n
+        if not 0 <= i < self.n:
+            raise IndexError("cell index out of range")
+        return i
+
+    def __getitem__(self, Py_ssize_t i):
+        i = self._index(i)
+        if self.floats != NULL:
+            return self.floats[i]
+        return self.ints[i]
+
+    def __setitem__(self, Py_ssize_t i, value) -> None:
+        i = self._index(i)
+        if self.floats != NULL:
+            self.floats[i] = value
+        else:
+            self.ints[i] = value
+
+    def __iter__(self):
+        return iter([self[i] for i in range(self.n)])
+
+    def __repr__(self) -> str:
+        return repr(list(self))
