@@ -58,6 +58,7 @@ cdef class Batch:
     cdef public list dirty
     #: the loop a flush is scheduled on (None: none)
     cdef public object scheduled
+    cdef object _soon_loop, _call_soon  # the last loop scheduled on and its call_soon, bound
 
     def __init__(self) -> None:
         self.depth = 0
@@ -74,7 +75,9 @@ cdef class Batch:
         open and none is scheduled on ``loop`` yet."""
         if not self.depth and self.dirty and self.scheduled is not loop:
             self.scheduled = loop
-            loop.call_soon(flush_batch, self)
+            if loop is not self._soon_loop:  # (its call_soon bound once, not looked up each time)
+                self._soon_loop, self._call_soon = loop, loop.call_soon
+            self._call_soon(flush_batch, self)
 
 
 def flush_batch(Batch batch) -> None:
