@@ -258,7 +258,7 @@ cdef class _Reader:
             pipe.process(n)  # the rest, the reference's way, in the same FAIR_SHARE
             return True
         if ps._watch:  # (Pipe.process's rule for the message deadline)
-            liveness = pipe.liveness
+            liveness = state.liveness if state.liveness is not None else pipe.liveness
             if left or liveness.msg_timer is not None:  # (its ``watching``, inline)
                 liveness.watch_partial(n)
         batch = ps._batch
