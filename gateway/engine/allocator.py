@@ -11,7 +11,8 @@ what its bounded buffers hold at their peak, plus that much.
 
 Only the CLI's processes do this (:func:`gateway.engine.loop.run`): a library user's process
 keeps its allocator as its owner set it. An operator's own ``GLIBC_TUNABLES`` with
-``glibc.malloc`` settings wins: nothing is changed then.
+``glibc.malloc`` settings wins, and so does any of glibc's older ``MALLOC_*`` variables (the
+env aliases of those tunables, :data:`OPERATOR_VARIABLES`): nothing is changed then.
 """
 
 from __future__ import annotations
@@ -27,13 +28,19 @@ THRESHOLDS = {"M_TRIM_THRESHOLD": 64 << 20, "M_MMAP_THRESHOLD": 32 << 20}
 #: <malloc.h>'s numbers for those parameters
 _PARAMETER = {"M_TRIM_THRESHOLD": -1, "M_MMAP_THRESHOLD": -3}
 
+#: glibc's environment variables for its malloc tunables (the env aliases of
+#: ``glibc.malloc.*`` in glibc's elf/dl-tunables.list), which glibc still reads
+OPERATOR_VARIABLES = ("MALLOC_ARENA_MAX", "MALLOC_ARENA_TEST", "MALLOC_CHECK_",
+                      "MALLOC_MMAP_MAX_", "MALLOC_MMAP_THRESHOLD_", "MALLOC_PERTURB_",
+                      "MALLOC_TOP_PAD_", "MALLOC_TRIM_THRESHOLD_")
+
 _done: str | None = None
 
 
 def tune() -> str:
     """Set :data:`THRESHOLDS` once per process; what was done, as a reason word: ``tuned``,
-    ``operator`` (GLIBC_TUNABLES sets malloc), ``not-glibc``, or ``refused`` (mallopt said
-    no)."""
+    ``operator`` (GLIBC_TUNABLES or a MALLOC_* variable sets malloc), ``not-glibc``, or
+    ``refused`` (mallopt said no)."""
     global _done
     if _done is None:
         _done = _tune()
@@ -41,7 +48,8 @@ def tune() -> str:
 
 
 def _tune() -> str:
-    if "glibc.malloc." in os.environ.get("GLIBC_TUNABLES", ""):
+    if "glibc.malloc." in os.environ.get("GLIBC_TUNABLES", "") or any(
+            name in os.environ for name in OPERATOR_VARIABLES):
         return "operator"
     if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
         return "not-glibc"
@@ -50,4 +58,4 @@ def _tune() -> str:
     return "tuned" if ok else "refused"
 
 
-__all__ = ["THRESHOLDS", "tune"]
+__all__ = ["OPERATOR_VARIABLES", "THRESHOLDS", "tune"]
