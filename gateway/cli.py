@@ -20,8 +20,10 @@ from typing import Any
 
 from gateway import __version__
 from gateway.config import UNKNOWN_PEERS, BridgeSpec, Config
+from gateway.engine import allocator
 from gateway.engine.loop import run as run_loop
 from gateway.errors import ConfigError, GatewayError
+from gateway.logging import get_logger
 
 #: the entry-point group of the tools' subcommands (``gateway bench``, ``gateway matrix``)
 COMMANDS_GROUP = "gateway.commands"
@@ -352,9 +354,14 @@ def _cmd_bridge(args: argparse.Namespace) -> int:
 
 
 def _serve(supervisor: Any) -> int:
-    """Run the bridges until a signal. Once drained, a SIGINT that lands while the loop closes
-    (a thread may take it while the loop's handlers are removed) ends nothing and kills
-    nothing: exit 0, and the three signals stay ignored until the process ends."""
+    """Run the bridges until a signal, in a process whose allocator keeps freed memory for the
+    next large message (:mod:`gateway.engine.allocator`). Once drained, a SIGINT that lands
+    while the loop closes (a thread may take it while the loop's handlers are removed) ends
+    nothing and kills nothing: exit 0, and the three signals stay ignored until the process
+    ends."""
+    tuned = allocator.tune()
+    log = get_logger("gateway.engine")
+    (log.warning if tuned == "refused" else log.debug)("allocator", result=tuned)
     try:
         return int(run_loop(supervisor.run()))
     except KeyboardInterrupt:

@@ -9,8 +9,8 @@ them in again, zeroed: at 64 KiB request-reply through the gateway, page faults,
 of freed memory for the next message ends that churn; the process's memory is still bounded by
 what its bounded buffers hold at their peak, plus that much.
 
-Only the CLI's processes do this (:func:`gateway.engine.loop.run`): a library user's process
-keeps its allocator as its owner set it. An operator's own ``GLIBC_TUNABLES`` with
+Only the CLI's bridge processes do this (``gateway.cli``, before the loop runs): a library
+user's process, and the bench's own Python peers, keep the allocator as their owner set it. An operator's own ``GLIBC_TUNABLES`` with
 ``glibc.malloc`` settings wins, and so does any of glibc's older ``MALLOC_*`` variables (the
 env aliases of those tunables, :data:`OPERATOR_VARIABLES`): nothing is changed then.
 """
@@ -18,7 +18,6 @@ env aliases of those tunables, :data:`OPERATOR_VARIABLES`): nothing is changed t
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import os
 import platform
 
@@ -53,9 +52,9 @@ def _tune() -> str:
         return "operator"
     if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
         return "not-glibc"
-    libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-    ok = all(libc.mallopt(_PARAMETER[name], value) == 1 for name, value in THRESHOLDS.items())
-    return "tuned" if ok else "refused"
+    libc = ctypes.CDLL(None)  # (the process's own: glibc is loaded; no ldconfig run)
+    said = [libc.mallopt(_PARAMETER[name], value) for name, value in THRESHOLDS.items()]
+    return "tuned" if all(r == 1 for r in said) else "refused"
 
 
 __all__ = ["OPERATOR_VARIABLES", "THRESHOLDS", "tune"]

@@ -9,9 +9,6 @@ import os
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
-from gateway.engine import allocator
-from gateway.logging import get_logger
-
 T = TypeVar("T")
 
 
@@ -26,11 +23,6 @@ def loop_name() -> str:
 
 
 def run(main: Coroutine[Any, Any, T]) -> T:
-    """Run the CLI's ``main`` on its loop, in a process whose allocator keeps freed memory for
-    the next large message (:mod:`gateway.engine.allocator`)."""
-    result = allocator.tune()
-    log = get_logger("gateway.engine")
-    (log.warning if result == "refused" else log.debug)("allocator", result=result)
     if loop_name() == "uvloop":
         import uvloop
 
