@@ -92,6 +92,8 @@ cdef enum:
 
 cdef Py_ssize_t FAIR_SHARE = 256
 cdef Py_ssize_t NO_BYTE_BOUND = 1 << 62  # (gateway.envelope.tokens.NO_BYTE_BOUND)
+cdef Py_ssize_t JOIN_BELOW = 16384  # (gateway.engine.writes.JOIN_BELOW)
+cdef Py_ssize_t BYTES_PER_HWM = 1024  # (gateway.engine.writes.BYTES_PER_HWM)
 cdef bytes EMPTY = b""
 
 
@@ -232,7 +234,9 @@ cdef class _Reader:
         Python: the bytes become the codec's receive buffer (as ``ReceiveBuffer.feed`` does
         when it is empty), the kernel takes the whole messages, the flush is scheduled (as
         ``Batch.close``), and only a read it does not finish goes on to ``Pipe.process``,
-        which gives the kernel its turn first and stops at once. False: nothing was done (a
+        which gives the kernel its turn first and stops at once. A read that ends inside a
+        message the kernel will take (``_incomplete``) waits for the next, which is appended
+        to the buffer once; the codec's Python never takes its frames apart. False: nothing was done (a
         reference pipe, paused or closing, a tail of the last read waits): the pipe's own
         way."""
         if type(data) is not bytes or not isinstance(pipe, PipeState):
@@ -244,16 +248,22 @@ cdef class _Reader:
         if state.framing == 0 or not state.codec.streaming:
             return False
         cdef ReceiveBuffer rx = state.rx
-        if rx.pos < len(rx.data):
-            return False
-        rx.data = data
-        rx.pos = 0
+        cdef Py_ssize_t size
+        cdef const uint8_t* buf = _buffer_of(rx.data, &size)
+        if rx.pos < size:  # a message begun in an earlier read, which the kernel waits for
+            if buf == NULL or not _incomplete(buf, rx.pos, size, state.limit, state.framing):
+                return False
+            rx.feed(data)  # appended once (to a new buffer while views of the old wait)
+        else:
+            rx.data = data
+            rx.pos = 0
         ps.rx_chunks += 1
         cdef Py_ssize_t n = self._messages(state, request)
-        cdef bint left = rx.pos < PyBytes_GET_SIZE(data)
+        buf = _buffer_of(rx.data, &size)
+        cdef bint left = rx.pos < size
         if n >= FAIR_SHARE:
             pipe.yield_turn()  # the rest after the other pipes' turn (Pipe.process's rule)
-        elif left:
+        elif left and not _incomplete(buf, rx.pos, size, state.limit, state.framing):
             pipe.process(n)  # the rest, the reference's way, in the same FAIR_SHARE
             return True
         if ps._watch:  # (Pipe.process's rule for the message deadline)
@@ -317,6 +327,8 @@ cdef class _Reader:
         cdef bytes key = None, prefix = None
         if curve:
             key, _, prefix, _, peer_nonce = codec.security.session()
+        cdef _Dests dests = self.dests
+        dests.src, dests.base, dests.end = data, p, end  # (views of large bodies: its own)
         try:
             while n < FAIR_SHARE:
                 if curve:

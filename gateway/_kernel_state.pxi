@@ -72,6 +72,7 @@ def flush_batch(Batch batch) -> None:
     batch.dirty = []
     cdef list chunks
     cdef PipeState state
+    cdef Py_ssize_t size
     for pipe in dirty:
         if not isinstance(pipe, PipeState):
             pipe.flush()  # (a reference pipe: its own flush)
@@ -79,10 +80,16 @@ def flush_batch(Batch batch) -> None:
         state = <PipeState>pipe
         chunks = state.wbuf
         state.wbuf = []
+        size = state._wbuf_size
         state._wbuf_size = 0
         transport = state.transport
         if chunks and transport is not None and not transport.is_closing():
-            transport.write(chunks[0] if len(chunks) == 1 else b"".join(chunks))
+            if len(chunks) == 1:  # (writes.write_chunks, inline)
+                transport.write(chunks[0])
+            elif size < JOIN_BELOW:
+                transport.write(b"".join(chunks))
+            else:
+                transport.writelines(chunks)  # (uvloop: one writev; a large body, a view)
 
 
 cdef class ReceiveBuffer:
@@ -104,12 +111,18 @@ cdef class ReceiveBuffer:
             self.pos = 0
             return
         if type(data) is bytearray:
-            if self.pos:
-                del data[:self.pos]
-        else:  # a tail left over: from now on, a buffer to append to
-            with memoryview(data) as view:
-                data = bytearray(view[self.pos:])
-            self.data = data
+            try:
+                if self.pos:
+                    del data[:self.pos]
+                data += chunk
+                self.pos = 0
+                return
+            except BufferError:  # a view of it is still to be written (the kernel's, of a body)
+                pass  # (nothing changed): the tail to a new buffer, as below
+        # a tail left over: from now on, a buffer to append to
+        with memoryview(data) as view:
+            data = bytearray(view[self.pos:])
+        self.data = data
         self.pos = 0
         data += chunk
 
