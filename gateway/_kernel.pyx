@@ -236,9 +236,9 @@ cdef class _Reader:
         ``Batch.close``), and only a read it does not finish goes on to ``Pipe.process``,
         which gives the kernel its turn first and stops at once. A read that ends inside a
         message the kernel will take (``_incomplete``) waits for the next, which is appended
-        to the buffer once; the codec's Python never takes its frames apart. False: nothing was done (a
-        reference pipe, paused or closing, a tail of the last read waits): the pipe's own
-        way."""
+        to the buffer once; the codec's Python never takes its frames apart. False: nothing
+        was done (a reference pipe, paused or closing, a tail of the last read that is not
+        such a message): the pipe's own way."""
         if type(data) is not bytes or not isinstance(pipe, PipeState):
             return False
         cdef PipeState ps = <PipeState>pipe
@@ -248,8 +248,10 @@ cdef class _Reader:
         if state.framing == 0 or not state.codec.streaming:
             return False
         cdef ReceiveBuffer rx = state.rx
-        cdef Py_ssize_t size
+        cdef Py_ssize_t size = 0
         cdef const uint8_t* buf = _buffer_of(rx.data, &size)
+        if buf == NULL:
+            size = len(rx.data)
         if rx.pos < size:  # a message begun in an earlier read, which the kernel waits for
             if buf == NULL or not _incomplete(buf, rx.pos, size, state.limit, state.framing):
                 return False
@@ -260,10 +262,13 @@ cdef class _Reader:
         ps.rx_chunks += 1
         cdef Py_ssize_t n = self._messages(state, request)
         buf = _buffer_of(rx.data, &size)
+        if buf == NULL:  # (a public slot: Python code may have put another buffer there)
+            size = len(rx.data)
         cdef bint left = rx.pos < size
         if n >= FAIR_SHARE:
             pipe.yield_turn()  # the rest after the other pipes' turn (Pipe.process's rule)
-        elif left and not _incomplete(buf, rx.pos, size, state.limit, state.framing):
+        elif left and (buf == NULL
+                       or not _incomplete(buf, rx.pos, size, state.limit, state.framing)):
             pipe.process(n)  # the rest, the reference's way, in the same FAIR_SHARE
             return True
         if ps._watch:  # (Pipe.process's rule for the message deadline)

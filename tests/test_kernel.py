@@ -963,6 +963,9 @@ class _Transport:
     def write(self, data: bytes) -> None:
         self.writes.append((self.name, bytes(data)))
 
+    def writelines(self, chunks: list[Any]) -> None:  # (recorded as such: one writev)
+        self.writes.append((self.name + " writelines", b"".join(chunks)))
+
 
 class _Pipe:
     def __init__(self, writes: list[tuple[str, bytes]], name: str, chunks: list[bytes],
@@ -980,12 +983,16 @@ class _Pipe:
 
 @needs_kernel
 @settings(max_examples=50, deadline=None)
-@given(pipes=st.lists(st.tuples(st.lists(st.binary(max_size=5), max_size=3),
-                                st.sampled_from(["open", "closing", "none"])), max_size=5))
+@given(pipes=st.lists(st.tuples(
+    st.lists(st.one_of(st.binary(max_size=5),  # small chunks, and large ones (JOIN_BELOW)
+                       st.builds(lambda n, b: bytes([b]) * n, st.integers(4000, 20000),
+                                 st.integers(0, 255))), max_size=3),
+    st.sampled_from(["open", "closing", "none"])), max_size=5))
 def test_the_compiled_flush_writes_what_the_reference_writes(
         pipes: list[tuple[list[bytes], str]]) -> None:
     """``flush_batch`` (the kernel's whole reads) and ``writes.flush`` (Batch.close's) write
-    the same bytes to the same transports and leave the pipes and the batch the same: pipes on
+    the same bytes to the same transports (one chunk as it is, small ones joined, 16 KiB or
+    more in one ``writelines``) and leave the pipes and the batch the same: pipes on
     the kernel's hot state (read as C fields) and other pipes (their own ``flush``), mixed;
     each flush with its own twin of the batch."""
     from gateway.engine.pipe import pipe_class
