@@ -149,28 +149,45 @@ def _byte_compiled() -> None:
             compileall.compile_dir(folder, quiet=2)
 
 
+def drive(route: str, n: int, command: list[str], env: dict[str, str], *, window: int = WINDOW,
+          size: int = SIZE, timeout: float = 300.0, name: str = "") -> None:
+    """A bridge of ``route`` started by ``command`` (the argv that runs ``gateway``) with
+    ``env`` added, forwarding ``n`` requests between a client and an echo server of this
+    process, then stopped with SIGTERM (a counting tool writes out what it counted)."""
+    if route not in ROUTES:
+        raise ValueError(f"route {route!r}: one of {', '.join(ROUTES)}")
+    with _echo_server(route[1]) as back:
+        gw = Gateway("bridge", *size_args(size),
+                     f"@{_FAMILY[route[0]]}+tcp://127.0.0.1:0?backend=native",
+                     f">{_FAMILY[route[1]]}+tcp://127.0.0.1:{back}?backend=native",
+                     command=command, extra_env=env, ready_timeout=timeout,
+                     name=name or f"bridge {route}")
+        gw.start()
+        try:
+            deadline = time.monotonic() + timeout
+            (_zmq_client if route[0] == "z" else _sp_client)(port_of(gw.front), n, deadline,
+                                                              window, size)
+            gw.terminate(timeout=max(deadline - time.monotonic(), 10))
+        finally:
+            gw.kill()
+
+
+def path_env(kernel: bool) -> dict[str, str]:
+    """The environment of a bridge on the compiled path (``kernel``) or the pure one."""
+    return {} if kernel else {"GATEWAY_NO_EXTENSIONS": "1"}
+
+
 def count(route: str, n: int, *, kernel: bool = False, window: int = WINDOW,
           size: int = SIZE, timeout: float = 300.0) -> int:
     """Instructions the bridge process of ``route`` ran, start to exit, forwarding ``n``."""
     if route not in ROUTES:
         raise ValueError(f"route {route!r}: one of {', '.join(ROUTES)}")
     _byte_compiled()
-    with tempfile.TemporaryDirectory() as tmp, _echo_server(route[1]) as back:
+    with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "callgrind.out")
-        gw = Gateway("bridge", *size_args(size), f"@{_FAMILY[route[0]]}+tcp://127.0.0.1:0?backend=native",
-                     f">{_FAMILY[route[1]]}+tcp://127.0.0.1:{back}?backend=native",
-                     command=["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
-                              sys.executable, "-m", "gateway"],
-                     extra_env={} if kernel else {"GATEWAY_NO_EXTENSIONS": "1"},
-                     ready_timeout=timeout, name=f"bridge {route} under valgrind")
-        gw.start()
-        try:
-            deadline = time.monotonic() + timeout
-            (_zmq_client if route[0] == "z" else _sp_client)(port_of(gw.front), n, deadline,
-                                                              window, size)
-            gw.terminate(timeout=max(deadline - time.monotonic(), 10))  # callgrind writes out
-        finally:
-            gw.kill()
+        drive(route, n, ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
+                         sys.executable, "-m", "gateway"], path_env(kernel),
+              window=window, size=size, timeout=timeout, name=f"bridge {route} under valgrind")
         with open(out) as f:
             for line in f:
                 if line.startswith("summary:"):
@@ -187,23 +204,29 @@ def per_request(route: str, small: int, large: int, *, kernel: bool = False,
             - count(route, small, kernel=kernel, window=window, size=size)) / (large - small)
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m gateway.tools.bench.instructions",
-                                description=__doc__.split("\n\n")[0])
+def parser(prog: str, doc: str, requests: str, window: int, size: int) -> argparse.ArgumentParser:
+    """The options of a counting tool (this one, :mod:`gateway.tools.bench.copies`)."""
+    p = argparse.ArgumentParser(prog=f"python -m {prog}", description=doc.split("\n\n")[0])
     p.add_argument("--routes", default=",".join(ROUTES),
                    help="comma-separated routes (zz, zs, sz, ss); default: all four")
-    p.add_argument("--requests", default="2000,12000", metavar="SMALL,LARGE",
-                   help="the two runs' request counts (default: 2000,12000)")
+    p.add_argument("--requests", default=requests, metavar="SMALL,LARGE",
+                   help=f"the two runs' request counts (default: {requests})")
     p.add_argument("--kernel", action="store_true", help="the compiled path (default: pure)")
-    p.add_argument("--window", type=int, default=WINDOW, metavar="N",
-                   help=f"requests in flight (default {WINDOW}; 1: one request per read)")
-    p.add_argument("--size", type=int, default=SIZE, metavar="BYTES",
-                   help=f"request body size (default {SIZE}; the echo sends it back)")
-    args = p.parse_args(argv)
+    p.add_argument("--window", type=int, default=window, metavar="N",
+                   help=f"requests in flight (default {window}; 1: one request per read)")
+    p.add_argument("--size", type=int, default=size, metavar="BYTES",
+                   help=f"request body size (default {size}; the echo sends it back)")
+    return p
+
+
+def checked(args: argparse.Namespace, least_size: int = 0) -> tuple[list[str], int, int,
+                                                                      list[str]]:
+    """(routes, small, large, every error at once) of a counting tool's options."""
     errors = []
     routes = [r.strip() for r in args.routes.split(",") if r.strip()]
     errors += [f"--routes: unknown route {r!r} (one of {', '.join(ROUTES)})"
                for r in routes if r not in ROUTES]
+    small = large = 0
     try:
         small, large = (int(x) for x in args.requests.split(","))
         if not 0 < small < large:
@@ -213,8 +236,15 @@ def main(argv: list[str] | None = None) -> int:
                       f"not {args.requests!r}")
     if not 0 < args.window <= 4096:
         errors.append(f"--window: 1 to 4096 requests in flight, not {args.window}")
-    if not 0 <= args.size <= 1 << 30:
-        errors.append(f"--size: 0 to 1 GiB of body, not {args.size}")
+    if not least_size <= args.size <= 1 << 30:
+        errors.append(f"--size: {least_size or 0} to 1 GiB of body, not {args.size}")
+    return routes, small, large, errors
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser("gateway.tools.bench.instructions", __doc__, "2000,12000", WINDOW,
+                  SIZE).parse_args(argv)
+    routes, small, large, errors = checked(args)
     if shutil.which("valgrind") is None:
         errors.append("valgrind is not installed (Debian: apt-get install valgrind)")
     if errors:
