@@ -3,11 +3,12 @@
 # directive in this header would beat the one setup.py gives, as it once did)
 """The compiled forwarding kernel: one call per read, for bridges whose two sides run on the
 native engine (issue 22): request-reply (:class:`Kernel`), pipeline and pub/sub
-(:class:`PatternKernel`). One compiled module from six files: this one (the shared reader),
+(:class:`PatternKernel`). One compiled module from seven files: this one (the shared reader),
 ``_kernel_tables.pxi`` (the compiled tables), ``_kernel_read.pxi`` (parsing a read in place:
-ZMTP, SP, CURVE boxes opened through libsodium), ``_kernel_write.pxi`` (a read's destinations,
-one buffer each and its encoders, CURVE boxes sealed), ``_kernel_reqrep.pxi`` and
-``_kernel_patterns.pxi``.
+ZMTP, SP, CURVE boxes opened through libsodium), ``_kernel_write.pxi`` (a destination's buffer
+and its encoders, large bodies as views of the read, CURVE boxes sealed),
+``_kernel_dests.pxi`` (a read's destinations and their flush into the pipes' batches),
+``_kernel_reqrep.pxi`` and ``_kernel_patterns.pxi``.
 
 A bridge's kernel is called by a pipe once per read: with the read's bytes before the
 pipe's Python sees them (``read_request``/``read_reply``, from ``Pipe.data_received``), or
@@ -131,6 +132,7 @@ include "_kernel_state.pxi"
 include "_kernel_tables.pxi"
 include "_kernel_read.pxi"
 include "_kernel_write.pxi"
+include "_kernel_dests.pxi"
 
 
 # -------------------------------------------------------------------------------------------------
