@@ -78,6 +78,7 @@ cdef inline double _now() noexcept nogil:
 
 cdef enum:
     MAX_FRAMES = 32          # frames of one message the kernel takes (more: the reference's)
+    MAX_BUCKETS = 32         # hop-latency buckets a kernel's histograms take
     MAX_HOPS = 16            # SP backtrace words (the hop limit is at most 15, plus the pipe id)
     TOKEN_BIT = 0x80000000
     COUNTER_MASK = 0x7FFFFFFF
@@ -274,7 +275,7 @@ cdef class _Reader:
             pipe.process(n)  # the rest, the reference's way, in the same FAIR_SHARE
             return True
         if ps._watch:  # (Pipe.process's rule for the message deadline)
-            liveness = pipe.liveness
+            liveness = state.liveness if state.liveness is not None else pipe.liveness
             if left or liveness.msg_timer is not None:  # (its ``watching``, inline)
                 liveness.watch_partial(n)
         batch = ps._batch
@@ -382,14 +383,9 @@ cdef class _Reader:
         if request:
             if tally.pairs_replies:
                 tally.in_flight += n
-            tally.n_req[0] += n
-            tally.req_counts[b] += n
-            tally.req_total[0] += dt * n
         else:
             tally.in_flight = max(0, tally.in_flight - n)
-            tally.n_rep[0] += n
-            tally.rep_counts[b] += n
-            tally.rep_total[0] += dt * n
+        tally.count(0 if request else 1, b, n, dt)  # (the cells' C numbers)
 
 
 @cython.final

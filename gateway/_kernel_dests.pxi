@@ -14,8 +14,7 @@ cdef class _Dests:
     cdef dict f_routes  # the front's pipes by routing id
     cdef uint64_t epoch  # this read's number
     cdef list order  # the _Out written to in this read, in the order of their first message
-    cdef list picks  # this read's back pipes for pick (None: none picked yet)
-    cdef Py_ssize_t picked, rr
+    cdef Py_ssize_t picked, rr  # (rr: this read's round robin; -1: none picked yet)
     cdef bytes r_target  # this read's last reply destination (routing id) and its buffer
     cdef _Out r_out
     # the read's buffer (bytes, or the codec's bytearray), for views of large bodies
@@ -23,36 +22,32 @@ cdef class _Dests:
     cdef object view  # memoryview(src), made at the read's first view
     cdef const uint8_t* base
     cdef Py_ssize_t end
+    cdef bytes k_target  # the last reply destination's routing id, kept across reads (a key)
 
     def __init__(self, Routing b_routing, dict f_routes) -> None:
         self.b_routing, self.f_routes = b_routing, f_routes
         self.epoch = 1
         self.order = []
+        self.rr = -1
 
     cdef _Out pick(self):
         """The next writable back pipe, round robin (Routing.pick), or None; ``picked`` is
         its place, for the caller to move the round robin on (``moved``) once it sent.
         Within one read nothing is written, so which back pipes are writable does not change:
-        the first pick of a read takes the round robin and the writable pipes once (``picks``;
-        each then becomes its buffer when first chosen), ``flush`` gives the round robin back."""
-        cdef list picks = self.picks
-        cdef Py_ssize_t n, i, idx
-        if picks is None:
-            picks = self.picks = [
-                pipe if isinstance(pipe, PipeState) and (<PipeState>pipe).writable else None
-                for pipe in self.b_routing.out]
+        the first pick of a read takes the round robin, ``flush`` gives it back; each pick
+        walks the back's pipes from there (no list of its own: one message a read is usual)."""
+        cdef list pipes = self.b_routing.out
+        cdef Py_ssize_t n = len(pipes), i, idx
+        if self.rr < 0:
             self.rr = self.b_routing.rr
-        n = len(picks)
         for i in range(n):
             idx = (self.rr + i) % n
-            item = picks[idx]
-            if item is None:
+            pipe = pipes[idx]
+            if not isinstance(pipe, PipeState) or not (<PipeState>pipe).writable:
                 continue
-            if type(item) is not _Out:
-                item = self.out(item)
-                if item is None:
-                    return None  # a wire the kernel does not write
-                picks[idx] = item
+            item = self.out(pipe)
+            if item is None:
+                return None  # a wire the kernel does not write
             self.picked = idx
             return <_Out>item
         return None
@@ -112,9 +107,9 @@ cdef class _Dests:
         del self.order[:]
         self.src = self.view = None
         self.epoch += 1
-        if self.picks is not None:  # the round robin, as the reference's picks leave it
-            self.picks = None
+        if self.rr >= 0:  # the round robin, as the reference's picks leave it
             self.b_routing.rr = self.rr
+            self.rr = -1
         self.r_target = self.r_out = None
 
     cdef _Out front_out(self, const uint8_t* tp, Py_ssize_t tn, bytes target):
@@ -126,8 +121,13 @@ cdef class _Dests:
         if (last is not None and PyBytes_GET_SIZE(last) == tn
                 and memcmp(PyBytes_AS_STRING(last), tp, tn) == 0):
             return self.r_out
-        if target is None:
-            target = PyBytes_FromStringAndSize(<const char*>tp, tn)
+        if target is None:  # the last read's key when it is the same id (no new bytes)
+            last = self.k_target
+            if (last is not None and PyBytes_GET_SIZE(last) == tn
+                    and memcmp(PyBytes_AS_STRING(last), tp, tn) == 0):
+                target = last
+            else:
+                target = self.k_target = PyBytes_FromStringAndSize(<const char*>tp, tn)
         fpipe = self.f_routes.get(target)
         if fpipe is None or not isinstance(fpipe, PipeState) or not (<PipeState>fpipe).writable:
             return None

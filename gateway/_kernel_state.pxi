@@ -11,12 +11,25 @@ cdef class PipeState:
     compiled pipe's base (:func:`gateway.engine.pipe.pipe_class` puts the pipe's methods on
     top): what the kernel reads or writes of a pipe on every read, and ``data_received``."""
 
-    cdef public object _batch, _loop, codec, fast_read, kernel_state, transport
+    cdef public object _batch, _loop, codec, fast_read, kernel_state
+    cdef object _transport, _t_write, _t_closing  # (the transport's write, is_closing: bound once)
     cdef public bint _watch, reading, writable
     cdef public Py_ssize_t _high, _wbuf_size, rx_chunks
     cdef public str close_reason
     cdef public bytes routing_id
     cdef public list wbuf
+
+    @property
+    def transport(self):
+        """The pipe's transport (None: none yet, or gone); its ``write`` and ``is_closing``
+        are bound once, when it is set, for :func:`flush_batch`."""
+        return self._transport
+
+    @transport.setter
+    def transport(self, transport) -> None:
+        self._transport = transport
+        self._t_write = getattr(transport, "write", None)
+        self._t_closing = getattr(transport, "is_closing", None)
 
     def data_received(self, data) -> None:
         """``Pipe.data_received``, compiled: the read to the kernel when one forwards for the
@@ -45,6 +58,7 @@ cdef class Batch:
     cdef public list dirty
     #: the loop a flush is scheduled on (None: none)
     cdef public object scheduled
+    cdef object _soon_loop, _call_soon  # the last loop scheduled on and its call_soon, bound
 
     def __init__(self) -> None:
         self.depth = 0
@@ -61,7 +75,9 @@ cdef class Batch:
         open and none is scheduled on ``loop`` yet."""
         if not self.depth and self.dirty and self.scheduled is not loop:
             self.scheduled = loop
-            loop.call_soon(flush_batch, self)
+            if loop is not self._soon_loop:  # (its call_soon bound once, not looked up each time)
+                self._soon_loop, self._call_soon = loop, loop.call_soon
+            self._call_soon(flush_batch, self)
 
 
 def flush_batch(Batch batch) -> None:
@@ -82,14 +98,23 @@ def flush_batch(Batch batch) -> None:
         state.wbuf = []
         size = state._wbuf_size
         state._wbuf_size = 0
-        transport = state.transport
-        if chunks and transport is not None and not transport.is_closing():
-            if len(chunks) == 1:  # (writes.write_chunks, inline)
-                transport.write(chunks[0])
-            elif size < JOIN_BELOW:
-                transport.write(b"".join(chunks))
-            else:
-                transport.writelines(chunks)  # (uvloop: one writev; a large body, a view)
+        transport = state._transport
+        if not chunks or transport is None:
+            continue
+        if len(chunks) == 1:  # (writes.write_chunks, inline)
+            data = chunks[0]
+        elif size < JOIN_BELOW:
+            data = b"".join(chunks)
+        else:  # one writelines (uvloop: one writev; a large body, a view of its read)
+            if not (transport.is_closing() if state._t_closing is None
+                    else state._t_closing()):
+                transport.writelines(chunks)
+            continue
+        if state._t_closing is None or state._t_write is None:  # (not a transport's: its own)
+            if not transport.is_closing():
+                transport.write(data)
+        elif not state._t_closing():
+            state._t_write(data)
 
 
 cdef class ReceiveBuffer:
@@ -204,19 +229,84 @@ cdef inline bint _writable(object pipe) except -1:
 cdef class Tally:
     """A bridge's hot counters (the reference: :class:`gateway.device.ledger.Tally`): requests
     in flight, whether replies pair with requests, and the cells of the forwarded counters and
-    of the hop-latency histograms (``*_counts``: per bucket; ``*_total``: the sum, one cell)."""
+    of the hop-latency histograms (``*_counts``: per bucket; ``*_total``: the sum, one cell),
+    made here for ``buckets`` buckets. The cells are C numbers of this object (:class:`Cells`:
+    indexed as the reference's lists are, by the ledger's Python and the registry's readers),
+    which the kernel adds to without a Python int or float."""
 
     cdef public Py_ssize_t in_flight
     cdef public bint pairs_replies
-    cdef public list n_req, n_rep, req_counts, req_total, rep_counts, rep_total
+    cdef readonly Cells n_req, n_rep, req_counts, req_total, rep_counts, rep_total
     #: messages the kernel forwarded (what a capture endpoint did not see: gateway.device.tap)
     cdef public Py_ssize_t by_kernel
+    # the cells' numbers, per direction (0: request, 1: reply)
+    cdef Py_ssize_t k_n[2]
+    cdef Py_ssize_t k_counts[2][MAX_BUCKETS + 1]
+    cdef double k_total[2]
 
-    def __init__(self, list n_req, list n_rep, list req_counts, list req_total,
-                 list rep_counts, list rep_total) -> None:
+    def __init__(self, int buckets) -> None:
+        if not 0 < buckets <= MAX_BUCKETS:
+            raise ValueError(f"1 to {MAX_BUCKETS} hop-latency buckets, not {buckets}")
         self.in_flight = 0
         self.pairs_replies = True
         self.by_kernel = 0
-        self.n_req, self.n_rep = n_req, n_rep
-        self.req_counts, self.req_total = req_counts, req_total
-        self.rep_counts, self.rep_total = rep_counts, rep_total
+        self.n_req = Cells._of(self, &self.k_n[0], NULL, 1)
+        self.n_rep = Cells._of(self, &self.k_n[1], NULL, 1)
+        self.req_counts = Cells._of(self, self.k_counts[0], NULL, buckets + 1)
+        self.rep_counts = Cells._of(self, self.k_counts[1], NULL, buckets + 1)
+        self.req_total = Cells._of(self, NULL, &self.k_total[0], 1)
+        self.rep_total = Cells._of(self, NULL, &self.k_total[1], 1)
+
+    cdef inline void count(self, int d, int bucket, Py_ssize_t n, double dt) noexcept:
+        """``n`` messages forwarded in direction ``d`` (0: request), each ``dt`` seconds in
+        the middle (``bucket``: its histogram bucket)."""
+        self.k_n[d] += n
+        self.k_counts[d][bucket] += n
+        self.k_total[d] += dt * n
+
+
+@cython.final
+cdef class Cells:
+    """Cells of a compiled :class:`Tally` (its C numbers), as the reference's lists are used:
+    ``cells[i]``, ``cells[i] = v`` (so ``cells[i] += v``), ``len``, iteration. Integers, or
+    one float (a histogram's sum)."""
+
+    cdef Tally owner  # (keeps the numbers alive)
+    cdef Py_ssize_t* ints
+    cdef double* floats
+    cdef Py_ssize_t n
+
+    @staticmethod
+    cdef Cells _of(Tally owner, Py_ssize_t* ints, double* floats, Py_ssize_t n):
+        cdef Cells c = Cells.__new__(Cells)
+        c.owner, c.ints, c.floats, c.n = owner, ints, floats, n
+        return c
+
+    def __len__(self) -> int:
+        return self.n
+
+    cdef Py_ssize_t _index(self, Py_ssize_t i) except -1:
+        if i < 0:
+            i += self.n
+        if not 0 <= i < self.n:
+            raise IndexError("cell index out of range")
+        return i
+
+    def __getitem__(self, Py_ssize_t i):
+        i = self._index(i)
+        if self.floats != NULL:
+            return self.floats[i]
+        return self.ints[i]
+
+    def __setitem__(self, Py_ssize_t i, value) -> None:
+        i = self._index(i)
+        if self.floats != NULL:
+            self.floats[i] = value
+        else:
+            self.ints[i] = value
+
+    def __iter__(self):
+        return iter([self[i] for i in range(self.n)])
+
+    def __repr__(self) -> str:
+        return repr(list(self))

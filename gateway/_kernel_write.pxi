@@ -41,6 +41,7 @@ cdef class _Out:
     cdef PipeState pipe
     cdef object codec
     cdef ReceiveBuffer rx
+    cdef object liveness  # the pipe's (Pipe.liveness, made with the pipe: one look-up)
     cdef int framing
     cdef Py_ssize_t limit  # the codec's max_message_size
     cdef object dests  # the _Dests (a kernel's) that last wrote here, in its read ``epoch``
@@ -381,6 +382,7 @@ cdef _Out _state(PipeState pipe):
     codec = pipe.codec
     out.pipe, out.codec = pipe, codec
     out.unit = BYTES_PER_HWM
+    out.liveness = getattr(pipe, "liveness", None)
     out.framing = _framing(codec)
     if out.framing:  # (a codec that declares its framing: gateway.wire.KernelSeam)
         rx = codec.rx

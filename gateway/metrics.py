@@ -22,7 +22,7 @@ import platform
 import threading
 from bisect import bisect_left
 from collections import defaultdict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry, generate_latest
@@ -149,26 +149,61 @@ BUCKETS = (25e-6, 50e-6, 100e-6, 250e-6, 500e-6, 1e-3, 2.5e-3, 5e-3, 10e-3, 25e-
 
 class Histogram:
     """Bucket counts and a sum; ``observe`` is one bisect and two additions. The sum lives in
-    a cell (``total[0]``), as the hot counters do: a bridge's compiled kernel adds to the
-    cells it was given (gateway.device.ledger.Tally) without an attribute look-up."""
+    a cell (``total[0]``), as the hot counters do. Owners that count for themselves attach
+    their cells as parts (a bridge's ledger: gateway.device.ledger.Tally, whose compiled
+    kernel adds to them without an attribute look-up); what it reads is its own cells and its
+    parts', and a part detached is folded in (a bridge that closed: the counts stay)."""
 
-    __slots__ = ("counts", "total")
+    __slots__ = ("_lock", "_parts", "counts", "total")
 
     def __init__(self) -> None:
         self.counts = [0] * (len(BUCKETS) + 1)
         self.total = [0.0]
+        self._parts: list[tuple[Sequence[int], Sequence[float]]] = []
+        self._lock = threading.Lock()  # (a part folded in is never read twice or not at all)
 
     def observe(self, seconds: float) -> None:
         self.counts[bisect_left(BUCKETS, seconds)] += 1
         self.total[0] += seconds
 
+    def attach(self, counts: Sequence[int], total: Sequence[float]) -> None:
+        """Count ``counts`` (per bucket) and ``total`` (the sum, one cell) in, as they go."""
+        if len(counts) != len(self.counts) or len(total) != 1:
+            raise ValueError(f"a part counts {len(self.counts)} buckets and one sum, not "
+                             f"{len(counts)} and {len(total)}")
+        with self._lock:
+            self._parts.append((counts, total))
+
+    def detach(self, counts: Sequence[int], total: Sequence[float]) -> None:
+        """Fold an attached part in and forget it (its owner is done: an increment after
+        this one is not counted). Nothing when it is not attached."""
+        with self._lock:
+            for i, (c, t) in enumerate(self._parts):
+                if c is counts and t is total:
+                    del self._parts[i]
+                    for j, n in enumerate(list(c)):
+                        self.counts[j] += n
+                    self.total[0] += t[0]
+                    return
+
+    def snapshot(self) -> tuple[list[int], float]:
+        """The counts per bucket and the sum, parts included."""
+        with self._lock:
+            counts = list(self.counts)
+            total = self.total[0]
+            for c, t in list(self._parts):
+                for j, n in enumerate(list(c)):
+                    counts[j] += n
+                total += t[0]
+        return counts, total
+
     @property
     def sum(self) -> float:
-        return self.total[0]
+        return self.snapshot()[1]
 
     @property
     def count(self) -> int:
-        return sum(self.counts)
+        return sum(self.snapshot()[0])
 
 
 def _key(name: str, labels: dict[str, str]) -> Key:
@@ -202,13 +237,15 @@ class Registry:
         self.counters.setdefault(key, 0)
         return key
 
-    def cell(self, name: str, **labels: str) -> list[int]:
+    def cell(self, name: str, cell: list[int] | None = None, **labels: str) -> list[int]:
         """A counter for a hot path: its owner adds with ``cell[0] += 1``, which hashes
         nothing (``counters[key] += 1`` hashes the labelled key twice). Read, summed and
         exported with ``counters`` like any other; several cells may count towards one key
-        (two bridges of one name across a reload)."""
+        (two bridges of one name across a reload). ``cell``: the owner's own (anything
+        indexed as ``[0]`` is: a compiled tally's C number), else a new one."""
         key = self.declare(name, **labels)
-        cell = [0]
+        if cell is None:
+            cell = [0]
         with self._fold:  # not into a list that a release is replacing
             self.cells.setdefault(key, []).append(cell)
         return cell
@@ -330,10 +367,11 @@ class _Collector:
             families[name].add_metric([v for _, v in labels], level)  # type: ignore[attr-defined]
         for (name, labels), hist in sorted(list(store.histograms.items())):
             cumulative, buckets = 0, []
-            for bound, count in zip((*BUCKETS, float("inf")), list(hist.counts), strict=True):
+            counts, total = hist.snapshot()
+            for bound, count in zip((*BUCKETS, float("inf")), counts, strict=True):
                 cumulative += count
                 buckets.append((floatToGoString(bound), cumulative))
-            families[name].add_metric([v for _, v in labels], buckets, hist.sum)  # type: ignore[attr-defined]
+            families[name].add_metric([v for _, v in labels], buckets, total)  # type: ignore[attr-defined]
         if self._build is None:
             self._build = build_labels()
         info = families["gateway_build_info"]

@@ -20,8 +20,9 @@ from gateway.tools.bench.procs import proc_wakeups
 from gateway.tools.bench.routes import REAL_GROUPS, ROUTES, select
 from gateway.tools.harness.procs import Unavailable
 
+FLOORS = ["floor-zmq-zmq-real", "floor-zmq-sp-real", "floor-sp-zmq-real", "floor-sp-sp-real"]
 REAL = ["zmq-echo-real", "nng-rep-real", "sp-echo-ideal", "zmq-proxy-real", "nng-device-real",
-        "gw-zmq-zmq-real", "gw-zmq-sp-real", "gw-sp-zmq-real", "gw-sp-sp-real",
+        *FLOORS, "gw-zmq-zmq-real", "gw-zmq-sp-real", "gw-sp-zmq-real", "gw-sp-sp-real",
         "gw-zmq-sp-ideal", "gw-sp-sp-ideal"]
 
 
@@ -31,8 +32,9 @@ def test_real_routes_and_the_references_each_brings() -> None:
         "nng-rep-real", "zmq-echo-dealers", "zmq-proxy-dealers", "gw-zmq-zmq-dealers",
         "gw-zmq-sp-dealers"]  # (nng-rep-real: gw-zmq-sp-dealers's server's ceiling)
     # one route brings its clients' tool, zmq.proxy (the CPU reference) and its server's ceiling
+    # (and the C floor relay's route between the same peers)
     assert [r.name for r in select("gw-sp-sp-real")] == [
-        "nng-rep-real", "zmq-proxy-real", "nng-device-real", "gw-sp-sp-real"]
+        "nng-rep-real", "zmq-proxy-real", "nng-device-real", "floor-sp-sp-real", "gw-sp-sp-real"]
     assert all(r.group not in REAL_GROUPS for r in select(None))  # asked for by name
     by_name = {r.name: r for r in ROUTES}
     for r in ROUTES:
@@ -48,17 +50,26 @@ def test_real_routes_and_the_references_each_brings() -> None:
     assert "idealised" in by_name["gw-zmq-sp-ideal"].description
     assert by_name["gw-sp-sp-real"].baseline == "nng-rep-real"
     assert by_name["gw-sp-zmq-real"].baseline == "mean(nng-rep-real, zmq-echo-real)"
+    for floor in FLOORS:  # the same peers as the gateway route it is the floor of
+        gw = by_name[floor.replace("floor-", "gw-")]
+        f = by_name[floor]
+        assert gw.floor == floor and f.middle == "floor" and not f.floor
+        assert (f.client, f.server, f.front, f.back, f.tool) == (
+            gw.client, gw.server, gw.front, gw.back, gw.tool)
     assert cpeers.SOCKETS_ROLES == {by_name["nng-rep-real"].client,
                                     by_name["zmq-echo-dealers"].client}
 
 
 def _fig(name: str, rps: list[float], cpu_us: list[float] | None = None, *,
-         reads: int | None = None, waits: int = 0, sleeps: int = 0, **refs: str) -> dict[str, Any]:
-    """A real route's figures: one slice of 1,000 requests per round at x64."""
+         reads: int | None = None, waits: int = 0, sleeps: int = 0,
+         ticks: tuple[int, int] | None = None, **refs: str) -> dict[str, Any]:
+    """A real route's figures: one slice of 1,000 requests per round at x64 (``ticks``: the
+    middle's user and system ticks in each)."""
     n = 1000
     slices = [{"round": i, "window": 64, "n": n, "elapsed": n / r,
                "mid_cpu": cpu_us[i] * n / 1e6 if cpu_us else None, "srv_cpu": 0.002,
-               "cli_cpu": n / r / 2, "mid_wakeups": sleeps if cpu_us else None}
+               "cli_cpu": n / r / 2, "mid_wakeups": sleeps if cpu_us else None,
+               "mid_ticks": list(ticks) if ticks else None}
               for i, r in enumerate(rps)]
     counted = ([{"round": i, "window": 64, "n": 500, "reads": reads, "writes": reads,
                  "waits": waits} for i in range(len(rps))] if reads is not None else [])
@@ -71,9 +82,11 @@ def test_real_figures_are_medians_and_each_rounds_own_ratios() -> None:
         _fig("zmq-echo-real", [400e3, 100e3, 400e3], ceiling="zmq-echo-real"),
         _fig("zmq-proxy-real", [100e3, 50e3, 100e3], [3.0, 6.0, 3.0], reads=100, waits=200,
              tool="zmq-proxy-real", cpu_ref="zmq-proxy-real", ceiling="zmq-echo-real"),
+        _fig("floor-zmq-zmq-real", [300e3, 100e3, 300e3], [0.5, 1.5, 1.0], ticks=(5, 15),
+             tool="zmq-proxy-real", cpu_ref="zmq-proxy-real", ceiling="zmq-echo-real"),
         _fig("gw-zmq-zmq-real", [200e3, 50e3, 150e3], [1.5, 3.0, 3.0], reads=50, waits=25,
-             sleeps=100, tool="zmq-proxy-real", cpu_ref="zmq-proxy-real",
-             ceiling="zmq-echo-real"))}
+             sleeps=100, ticks=(20, 10), tool="zmq-proxy-real", cpu_ref="zmq-proxy-real",
+             ceiling="zmq-echo-real", floor="floor-zmq-zmq-real"))}
     d = real.derive(figs, 64)
     gw = d["gw-zmq-zmq-real"]
     # round 2 ran slow for every route: paired, it is one of three ratios
@@ -87,6 +100,13 @@ def test_real_figures_are_medians_and_each_rounds_own_ratios() -> None:
     assert gw["cpu_us_per_wakeup"] == 60.0 and gw["cpu_us_per_read"] == 30.0  # 3.0 / 0.05, 0.1
     assert gw["sleeps_per_req"] == 0.1
     assert gw["client_cores"] == 0.5
+    # CPU over the floor's, round by round: 3.0, 2.0, 3.0
+    assert gw["floor"] == "floor-zmq-zmq-real"
+    assert gw["vs_floor"] == {"median": 3.0, "rounds": [2.0, 3.0], "n": 3}
+    # user and system: the ticks' system share over the rounds (30 of 90) of the median CPU
+    assert gw["sys_share"] == pytest.approx(1 / 3)
+    assert d["floor-zmq-zmq-real"]["sys_share"] == 0.75 and "vs_floor" not in d[
+        "floor-zmq-zmq-real"]
     proxy = d["zmq-proxy-real"]
     assert proxy["vs_tool"]["median"] == 1.0 and proxy["vs_cpu_ref"]["median"] == 1.0
     direct = d["zmq-echo-real"]
@@ -94,7 +114,8 @@ def test_real_figures_are_medians_and_each_rounds_own_ratios() -> None:
     assert direct["server_cpu_us_per_req"] == 2.0  # 2 ms over 1,000 requests
     text = "\n".join(real.lines(d))
     assert text.startswith("real peers (issue 36), x64 in flight")
-    for word in ("msgs/read", "CPU us/wakeup", "server ceiling", "1.50 [1.00-2.00]", "20.00"):
+    for word in ("msgs/read", "CPU us/wakeup", "server ceiling", "1.50 [1.00-2.00]", "20.00",
+                 "vs floor", "3.00 [2.00-3.00]", "2.0+1.0"):
         assert word in text, word
     # a round missing from the reference has no ratio (never a partial pairing)
     figs["zmq-proxy-real"]["slices"].pop()
@@ -188,13 +209,16 @@ def test_a_tiny_real_run_reports_every_column(tmp_path: Path, capsys: pytest.Cap
     assert bench.run(args) == 0
     result = json.loads(out.read_text())
     assert list(result["routes"]) == ["nng-rep-real", "zmq-proxy-real", "nng-device-real",
-                                      "gw-sp-sp-real"]
+                                      "floor-sp-sp-real", "gw-sp-sp-real"]
     assert all(f["status"] == "ok" for f in result["routes"].values()), result["routes"]
+    # the floor relay carried every request of its slices (a client's error fails the route)
+    floor = result["routes"]["floor-sp-sp-real"]
+    assert floor["throughput"]["8"]["n"] == 400 and floor["middle"] == "C floor relay", floor
     assert len(result["meta"]["loadavg"]["start"]) == 3
     gw = result["derived"]["real"]["gw-sp-sp-real"]
     assert gw["rounds"] == 2 and gw["rps"] > 0 and gw["cpu_us_per_req"] > 0
     for label, ref in (("tool", "nng-device-real"), ("cpu_ref", "zmq-proxy-real"),
-                       ("ceiling", "nng-rep-real")):
+                       ("floor", "floor-sp-sp-real"), ("ceiling", "nng-rep-real")):
         assert gw[label] == ref and gw[f"vs_{label}"]["n"] == 2, (label, gw)
     if syscount.problem() is None:
         assert gw["msgs_per_read"] > 0 and gw["cpu_us_per_wakeup"] > 0, gw
@@ -205,6 +229,44 @@ def test_a_tiny_real_run_reports_every_column(tmp_path: Path, capsys: pytest.Cap
     table = capsys.readouterr().out
     assert "real peers (issue 36), x8 in flight" in table and "load average" in table
     assert report.table(result) in table
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("name", FLOORS)
+def test_the_floor_relay_carries_every_request_and_reply(name: str,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each route's C floor relay between its real peers: every reply back, checked by the C
+    client (its body and request id), short and long ZeroMQ frames, bodies over the relay's
+    first buffers (256 KiB), nothing dropped."""
+    monkeypatch.setattr(cpeers, "_failed", {})
+    route = next(r for r in ROUTES if r.name == name)
+    procs = []
+    try:
+        try:
+            server = cpeers.peer(f"{name}/server", route.server)
+            procs.append(server)
+            relay = cpeers.floor_relay(f"{name}/floor", route.front, route.back,
+                                       str(server.wait_ready(30)["url"]))
+            procs.append(relay)
+            sockets = {"sockets": 8} if route.client in cpeers.SOCKETS_ROLES else {}
+            client = cpeers.peer(f"{name}/client", route.client,
+                                 url=str(relay.wait_ready(30)["url"]), **sockets)
+        except Unavailable as exc:
+            pytest.skip(str(exc))
+        procs.append(client)
+        client.wait_ready(30)
+        lat = client.request(30, op="lat", n=20, size=100, timeout=10, warmup=2)
+        small = client.request(30, op="tput", window=8, n=400, size=100, timeout=10)
+        long = client.request(30, op="tput", window=8, n=100, size=3000, timeout=10)
+        big = client.request(30, op="tput", window=8, n=16, size=300_000, timeout=10)
+        drops = relay.stderr_text()
+    finally:
+        for p in reversed(procs):
+            p.stop()
+    assert len(lat["samples_ns"]) == 20, lat
+    for res, n in ((small, 400), (long, 100), (big, 16)):
+        assert (res["n"], res["errors"], res["timed_out"]) == (n, 0, False), res
+    assert "drop" not in drops, drops
 
 
 def test_a_failed_route_says_what_its_live_middle_logged_of_drops() -> None:

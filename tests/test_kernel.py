@@ -155,6 +155,8 @@ class Rig:
             "inflight": [(k, p) for k, p, _ in fwd.loss.inflight.items()],
             "held_bytes": (fwd.translator.table.held_bytes, fwd.loss.inflight.held_bytes),
             "forwarded": (ledger.forwarded("request"), ledger.forwarded("reply")),
+            # (the compiled tally's cells are C numbers: what the registry reads of them)
+            "latencies": (ledger.latency_count("request"), ledger.latency_count("reply")),
             "in_flight": ledger.in_flight,
             "drops": {r: ledger.dropped_count(r) for r in DROP_REASONS
                       if ledger.dropped_count(r)},

@@ -71,9 +71,9 @@ def _generated_c(tmp_path: Path, sanitize: bool) -> str:
     return (tmp_path / "gateway" / "_kernel.c").read_text()
 
 
-#: the round robin's ``picks[idx]`` (_Dests.pick), as Cython writes it without and with checks
-UNCHECKED = "__Pyx_PyList_GET_ITEM(__pyx_v_picks, __pyx_v_idx)"
-CHECKED = "__Pyx_GetItemInt_List(__pyx_v_picks, __pyx_v_idx, Py_ssize_t, 1, PyLong_FromSsize_t, 1, 1, 1"
+#: the round robin's ``pipes[idx]`` (_Dests.pick), as Cython writes it without and with checks
+UNCHECKED = "__Pyx_PyList_GET_ITEM(__pyx_v_pipes, __pyx_v_idx)"
+CHECKED = "__Pyx_GetItemInt_List(__pyx_v_pipes, __pyx_v_idx, Py_ssize_t, 1, PyLong_FromSsize_t, 1, 1, 1"
 
 
 @pytest.mark.parametrize("sanitize", [True, False], ids=["sanitize", "normal"])
@@ -234,7 +234,7 @@ def test_each_kernel_keeps_its_own_buckets() -> None:
         rig.clients[0].pipe.data_received(T._zmtp_frames([b"", b"x"]))
         await _settle()
         assert fwd.ledger.forwarded("request") == 1
-        return list(fwd.ledger._h_req.counts)
+        return fwd.ledger._h_req.snapshot()[0]
 
     counts = asyncio.run(go())
     assert len(counts) == len(BUCKETS) + 1 and sum(counts) == 1

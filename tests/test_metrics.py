@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from gateway.device.ledger import Ledger
+from gateway.device.ledger import Ledger, clock
 from gateway.metrics import BUCKETS, METRICS, SPECS, Histogram, Key, Registry
 
 
@@ -181,3 +181,33 @@ def test_a_scrape_during_a_release_counts_the_cell_exactly_once() -> None:
     releasing[0].join(10)
     assert not releasing[0].is_alive()
     assert reg.total("gateway_forwarded_messages_total") == 3 and not reg.cells
+
+
+def test_a_ledgers_latencies_are_exported_and_kept_when_it_closes() -> None:
+    """A ledger's histograms are its tally's cells (the compiled twin's: C numbers), attached
+    to the registry's histogram: a scrape shows them, a closed ledger's stay counted, and a
+    reload loop attaches no more parts than the ledgers open."""
+    reg = Registry()
+    for _ in range(3):
+        ledger = Ledger("h", reg)
+        ledger.request_forwarded(clock())
+        ledger.close()
+        ledger.close()  # twice: nothing counted twice
+    live = Ledger("h", reg)
+    live.request_forwarded(clock())
+    live.tally.req_counts[-1] += 2  # what a kernel adds in one read, past the largest bucket
+    live.tally.req_total[0] += 10.0
+    hist = reg.histogram("gateway_hop_latency_seconds", bridge="h", direction="request")
+    assert hist.count == live.latency_count("request") == 6 and len(hist._parts) == 1
+
+    def exposed() -> dict[str, float]:
+        fam = _families(reg.render())["gateway_hop_latency_seconds"]
+        return {s.labels["le"] if s.name.endswith("_bucket") else s.name: s.value
+                for s in fam.samples  # type: ignore[attr-defined]
+                if s.labels["direction"] == "request"}
+
+    before = exposed()
+    assert before["+Inf"] == 6 and before["1.0"] == 4
+    assert 10.0 < before["gateway_hop_latency_seconds_sum"] < 11.0
+    live.close()
+    assert exposed() == before and not hist._parts

@@ -22,7 +22,7 @@ from gateway.device.tap import (
     unpack_record,
 )
 from gateway.message import Message
-from gateway.metrics import Registry
+from gateway.metrics import BUCKETS, Registry
 
 
 def test_a_record_round_trips_with_exact_header_bytes() -> None:
@@ -73,7 +73,7 @@ def _capture(wire: str, reg: Registry) -> tuple[Any, str, list[bool]]:
     url = sock.bind(f"{wire}+tcp://127.0.0.1:0")
     pub = CapturePublisher("b", sock, metrics=reg)
     watched = [True]
-    pub.watch(watched, Tally([0], [0], [0], [0.0], [0], [0.0]))
+    pub.watch(watched, Tally(len(BUCKETS)))
     return pub, url.split("+", 1)[1], watched
 
 

@@ -27,11 +27,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gateway.engine.codecs import zmtp_role
-from gateway.errors import LocalProtocolError, PairingError
+from gateway.errors import LocalProtocolError, PairingError, RemoteProtocolError
 from gateway.patterns import pairing
 from gateway.testing.codec_checks import chunked, feed_garbage
 from gateway.wire.events import HandshakeComplete
 from gateway.wire.zmtp import ZmtpCodec, ZmtpRole
+from gateway.wire.zmtp import readers as states
 
 # -- exact bytes ----------------------------------------------------------------------------
 
@@ -423,3 +424,36 @@ def test_streaming_is_the_open_state_between_plain_messages() -> None:
     assert codec.next_messages(8) == [] and not codec.streaming
     codec.receive_data(b"\x00\x01!")
     assert codec.next_messages(8) == [(b"", b"!")] and codec.streaming
+
+
+def _seam_holds(codec: ZmtpCodec) -> bool:
+    """``streaming`` (a plain attribute the codec keeps) is what it stands for: the open
+    state, no multipart message begun, no refusal."""
+    return codec.streaming == (codec._state in (states.OPEN, states.SEALED)
+                               and not codec._parts and codec._error is None)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(0, 400), max_size=12), st.integers(1, 4))
+def test_streaming_kept_through_any_split(cuts: list[int], batch: int) -> None:
+    """The attribute follows the state through any split of a stream of multipart messages,
+    a PING between them and a refused frame at the end, read by ``next_messages`` and
+    ``next_event`` in turn."""
+    codec = zmtp_codec("REQ")
+    codec.initiate()
+    assert _seam_holds(codec)
+    stream = (GREETING + ready(b"REP") + b"\x01\x00\x00\x02hi" + b"\x01\x01a\x01\x01b\x00\x01c"
+              + b"\x04\x07\x04PING\x00\x0a" + b"\x00\x00" + b"\x81\x00")
+    for i, chunk in enumerate(chunked(stream, cuts)):
+        codec.receive_data(chunk)
+        try:
+            if i % 2:
+                codec.next_messages(batch)
+                assert _seam_holds(codec)
+            while codec.next_event() is not None:
+                assert _seam_holds(codec)
+        except RemoteProtocolError:
+            assert _seam_holds(codec) and not codec.streaming
+            return
+        assert _seam_holds(codec)
+    raise AssertionError("the reserved flags were not refused")

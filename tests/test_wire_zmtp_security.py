@@ -252,6 +252,21 @@ def test_curve_ping_pong_travel_sealed() -> None:
     assert ev is not None and type(ev).__name__ == "Pong"
 
 
+def test_curve_streaming_between_sealed_messages() -> None:
+    """The kernel seam on a sealed stream: ``streaming`` after the handshake, off while the
+    boxes of a multipart message come in one by one, on again once it is whole."""
+    a = codec("REQ", CurveClient(C_PUB, C_SEC, S_PUB))
+    b = codec("REP", CurveServer(S_PUB, S_SEC))
+    assert not b.streaming
+    pump(a, b)
+    assert b.streaming
+    (f0, m0), (f1, m1) = frames_of(a.send_message((b"", b"hello")))
+    b.receive_data(bytes((f0, len(m0))) + m0)  # the first box (MORE inside): begun
+    assert b.next_event() is None and not b.streaming
+    b.receive_data(bytes((f1, len(m1))) + m1)
+    assert b.next_event() == (b"", b"hello") and b.streaming
+
+
 def test_curve_unknown_key_refused_and_replay_detected() -> None:
     deny = lambda mech, creds: AuthResult(creds["client_key"] == "nobody", "unknown-key")  # noqa: E731
     a = codec("REQ", CurveClient(C_PUB, C_SEC, S_PUB))

@@ -74,22 +74,22 @@ NORMAL = frozenset({"probe"})
 class Tally:
     """A bridge's hot counters, what both forwarding paths count on every message: requests in
     flight, whether replies pair with requests, and the cells of the forwarded counters and of
-    the hop-latency histograms (``*_counts``: per bucket; ``*_total``: the sum). The reference
-    twin of the compiled kernel's ``Tally`` (:data:`gateway.kernel.TWINS`), which a bridge's
-    kernel counts in."""
+    the hop-latency histograms (``*_counts``: per bucket, ``buckets + 1`` of them; ``*_total``:
+    the sum), which the ledger hands to the registry (its cells, its histograms' parts). The
+    reference twin of the compiled kernel's ``Tally`` (:data:`gateway.kernel.TWINS`), which a
+    bridge's kernel counts in: its cells are C numbers, indexed as these lists are."""
 
     __slots__ = ("by_kernel", "in_flight", "n_rep", "n_req", "pairs_replies", "rep_counts",
                  "rep_total", "req_counts", "req_total")
 
-    def __init__(self, n_req: list[int], n_rep: list[int], req_counts: list[int],
-                 req_total: list[float], rep_counts: list[int], rep_total: list[float]) -> None:
+    def __init__(self, buckets: int) -> None:
         self.in_flight = 0
         self.pairs_replies = True
         #: messages the compiled kernel forwarded (this reference never does: 0)
         self.by_kernel = 0
-        self.n_req, self.n_rep = n_req, n_rep
-        self.req_counts, self.req_total = req_counts, req_total
-        self.rep_counts, self.rep_total = rep_counts, rep_total
+        self.n_req, self.n_rep = [0], [0]
+        self.req_counts, self.req_total = [0] * (buckets + 1), [0.0]
+        self.rep_counts, self.rep_total = [0] * (buckets + 1), [0.0]
 
 
 class Ledger:
@@ -106,11 +106,14 @@ class Ledger:
                                       direction=REQUEST)
         self._k_rep = metrics.declare("gateway_forwarded_messages_total", bridge=bridge,
                                       direction=REPLY)
-        # the per-message counters: cells (an increment hashes nothing)
+        #: the hot counters (the twin that runs: a bridge's compiled kernel counts in them);
+        #: its cells count for the registry (an increment hashes nothing)
+        self.tally: Tally = kernel.twin("Tally")(len(BUCKETS))
+        tally = self.tally
         self._n_req = metrics.cell("gateway_forwarded_messages_total", bridge=bridge,
-                                   direction=REQUEST)
+                                   direction=REQUEST, cell=tally.n_req)
         self._n_rep = metrics.cell("gateway_forwarded_messages_total", bridge=bridge,
-                                   direction=REPLY)
+                                   direction=REPLY, cell=tally.n_rep)
         self._n_unconfirmed = metrics.cell("gateway_unconfirmed_replies_total", bridge=bridge)
         self._drop_keys = {reason: metrics.declare("gateway_dropped_messages_total",
                                                    bridge=bridge, reason=reason)
@@ -119,10 +122,8 @@ class Ledger:
                                         direction=REQUEST)
         self._h_rep = metrics.histogram("gateway_hop_latency_seconds", bridge=bridge,
                                         direction=REPLY)
-        #: the hot counters (the twin that runs: a bridge's compiled kernel counts in them)
-        self.tally: Tally = kernel.twin("Tally")(
-            self._n_req, self._n_rep, self._h_req.counts, self._h_req.total,
-            self._h_rep.counts, self._h_rep.total)
+        self._h_req.attach(tally.req_counts, tally.req_total)
+        self._h_rep.attach(tally.rep_counts, tally.rep_total)
         metrics.gauge("gateway_in_flight_requests", lambda: float(self.in_flight), bridge=bridge)
         # (reason, direction, client) -> [quiet until, lines held back]
         self._quiet: dict[tuple[str, str, str], list[float]] = {}
@@ -242,4 +243,7 @@ class Ledger:
 
     def close(self) -> None:
         self._metrics.forget_gauges(bridge=self.bridge)
+        tally = self.tally
+        self._h_req.detach(tally.req_counts, tally.req_total)
+        self._h_rep.detach(tally.rep_counts, tally.rep_total)
         self._metrics.release(self._n_req, self._n_rep, self._n_unconfirmed)

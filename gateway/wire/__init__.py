@@ -117,13 +117,13 @@ class KernelSeam(Protocol):
     """Optional: the compiled kernel's seam (see the module doc)."""
 
     max_message_size: int
+    #: a plain attribute, not a property: the kernel reads it on every read
+    streaming: bool
 
     @property
     def kernel_framing(self) -> str: ...
     @property
     def rx(self) -> ReceiveBuffer: ...
-    @property
-    def streaming(self) -> bool: ...
 
 
 class ZmtpCodecFactory(Protocol):

@@ -81,6 +81,12 @@ class SpCodec(Receiving):
         self._state = _HEADER_WAIT
         self._rx = new_buffer()
         self._error: RemoteProtocolError | None = None
+        #: the kernel seam (:class:`gateway.wire.KernelSeam`): True in the open state (after
+        #: the header), until the codec refuses. A reader may then take whole messages straight
+        #: from :attr:`rx` (moving ``rx.pos`` past them) and stop before anything else, exactly
+        #: as :meth:`next_messages` does. A plain attribute, kept where the state changes (the
+        #: kernel reads it on every read: a property's frame cost more than the rest of it)
+        self.streaming = False
 
     def initiate(self) -> bytes:
         """Our 8-byte header, to write as soon as the connection exists."""
@@ -115,13 +121,6 @@ class SpCodec(Receiving):
         prefix), or ``""`` for another prefix, which the kernel leaves to this codec."""
         prefix = self._prefix
         return "sp" if not prefix else "sp-ipc" if prefix == b"\x01" else ""
-
-    @property
-    def streaming(self) -> bool:
-        """The kernel seam: True in the open state (after the header). A reader may then take
-        whole messages straight from :attr:`rx` (moving ``rx.pos`` past them) and stop before
-        anything else, exactly as :meth:`next_messages` does."""
-        return self._state == _OPEN and self._error is None
 
     @property
     def partial(self) -> bool:
@@ -160,6 +159,7 @@ class SpCodec(Receiving):
             return self._read_header()
         except RemoteProtocolError as exc:
             self._error = exc
+            self.streaming = False
             raise
 
     def next_messages(self, limit: int) -> list[tuple[bytes, ...]]:
@@ -224,6 +224,7 @@ class SpCodec(Receiving):
         self.peer_type = name
         self.handshake_done = True
         self._state = _OPEN
+        self.streaming = True
         return HandshakeComplete(peer_type=name, version=(0, 0))
 
 

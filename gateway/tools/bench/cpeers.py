@@ -33,6 +33,7 @@ PROGRAMS: dict[str, tuple[str, tuple[str, ...]]] = {
     "nng_patterns": ("nng_patterns.c", ("-lnng", "-lpthread")),
     "sp_patterns": ("sp_patterns.c", ()),
     "nng_shapes": ("nng_shapes.c", ("-lnng", "-lpthread")),
+    "relay_floor": ("relay_floor.c", ()),
     # not a peer: the LD_PRELOAD shim that counts a bridge's copies (gateway.tools.bench.copies)
     "copycount": ("copycount.c", ("-shared", "-fPIC", "-ldl")),
 }
@@ -143,6 +144,14 @@ def peer(name: str, role: str, **cfg: Any) -> Proc:
         raise Unavailable(f"C peer {role}: no option {', '.join(sorted(unknown))} "
                           "(plain TCP only)")
     return Proc(name, argv(role, lifetime=int(Proc.lifetime), **cfg))
+
+
+def floor_relay(name: str, front: str, back: str, server: str) -> Proc:
+    """The floor of a middle from ``front``'s clients to ``back``'s ``server`` (``zmq`` or
+    ``sp``; ``c/relay_floor.c``: one epoll loop, plain sockets, the gateway's envelopes);
+    READY with the URL its clients dial."""
+    return Proc(name, [str(build("relay_floor")), f"{front}-{back}", f"server={server}",
+                       f"lifetime={int(Proc.lifetime)}"])
 
 
 def pattern_peer(name: str, role: str, wire: str, nng: bool = False, **cfg: Any) -> Proc:

@@ -8,7 +8,12 @@ of each round's own ratio (the routes of one round run within seconds of each ot
 ratio pairs up the machine's drift), with the range of the rounds beside it. Per request:
 
 - the middle's CPU: user + system time of its process (all threads and children) during the
-  throughput slice, from its CPU clock, over the slice's requests;
+  throughput slice, from its CPU clock, over the slice's requests; split into user and system
+  by the system share of its /proc/PID/stat ticks (``utime``, ``stime``: 10 ms each, too coarse
+  for one slice) summed over all the route's slices at the window (10 at least);
+- vs floor (the gateway's routes): its CPU per request over the C floor relay's on the same
+  route, same peers (``c/relay_floor.c``: one epoll loop, plain sockets, the same envelopes:
+  the least any middle does there), each round's own ratio;
 - messages per read: the middle receives two messages per request (the request from the
   client, the reply from the server; a ZeroMQ message of several frames is one), over its
   read-type system calls (read, readv, recvfrom, recvmsg, recvmmsg);
@@ -39,7 +44,8 @@ def route_record(run: Any) -> dict[str, Any]:
     """What a real group's route adds to its figures (``run``: a ``runner.RouteRun``)."""
     route = run.route
     return {"tool": route.tool or None, "cpu_ref": route.cpu_ref or None,
-            "ceiling": route.ceiling or None, "client": route.client, "server": route.server,
+            "ceiling": route.ceiling or None, "floor": route.floor or None,
+            "client": route.client, "server": route.server,
             "slices": run.slices, "counted": run.counted,
             "count_problem": run.count_problem or None}
 
@@ -134,6 +140,7 @@ def derive(figs: dict[str, dict[str, Any]], window: int | None) -> dict[str, Any
         }
         for label, ref, key in (("tool", fig.get("tool"), "rps"),
                                 ("cpu_ref", fig.get("cpu_ref"), "cpu_us"),
+                                ("floor", fig.get("floor"), "cpu_us"),
                                 ("ceiling", fig.get("ceiling"), "rps")):
             if not ref or (ref == name and label == "ceiling"):
                 continue
@@ -159,7 +166,7 @@ def lines(real: dict[str, Any]) -> list[str]:
     if not real:
         return []
     head = ["route", "req/s", "vs tool", "tool", "mid CPU us/req", "user+sys", "vs zmq.proxy",
-            "msgs/read", "CPU us/read", "reads+writes/req", "wakeups/req", "CPU us/wakeup", "sleeps/req",
+            "vs floor", "msgs/read", "CPU us/read", "reads+writes/req", "wakeups/req", "CPU us/wakeup", "sleeps/req",
             "server ceiling", "of ceiling", "srv CPU us/req", "client cores"]
     rows = []
     for name, e in real.items():
@@ -174,7 +181,7 @@ def lines(real: dict[str, Any]) -> list[str]:
                  if mid and share is not None and cpu is not None else "-")
         rows.append([name, fmt(e["rps"], 0), _ratio(e, "tool"), e.get("tool") or "-",
                      fmt(e.get("cpu_us_per_req")) if mid else "-", split, _ratio(e, "cpu_ref"),
-                     fmt(e.get("msgs_per_read"), 2), fmt(e.get("cpu_us_per_read")), rw,
+                     _ratio(e, "floor"), fmt(e.get("msgs_per_read"), 2), fmt(e.get("cpu_us_per_read")), rw,
                      fmt(e.get("wakeups_per_req"), 2), fmt(e.get("cpu_us_per_wakeup")),
                      fmt(e.get("sleeps_per_req"), 2), fmt(e.get("ceiling_rps"), 0),
                      _ratio(e, "ceiling"), fmt(e.get("server_cpu_us_per_req")),
@@ -188,7 +195,9 @@ def lines(real: dict[str, Any]) -> list[str]:
                                     for i, (c, w) in enumerate(zip(r, widths, strict=True))))
     out.append("  (tool = the clients' own C tool, zmq.proxy or nng_device; mid CPU = user+sys "
                "of the middle per request (its CPU clock), split into user and system time by "
-               "its /proc ticks over the rounds; msgs/read = 2 messages per request over the middle's "
+               "its /proc ticks over the rounds; vs floor = mid CPU over the C floor relay's on "
+               "the same route (relay_floor.c: one epoll loop, plain sockets, the gateway's "
+               "envelopes); msgs/read = 2 messages per request over the middle's "
                "read calls; wakeups = its event-loop waits (epoll_wait, poll...; one loop turn "
                "can serve many reads); reads, writes and wakeups counted by perf in a slice of "
                "their own; CPU/read and CPU/wakeup = CPU per request over reads or wakeups per "

@@ -49,7 +49,8 @@ GOAL_HOP_NATIVE = 1.1  # hop / zmq.proxy hop at p50, every native route (library
 #: A ratio goal gets no verdict when its per-round values spread wider than this, relative to
 #: their median: the rounds disagree, the machine was too noisy for a verdict.
 SPREAD_TOLERANCE = 0.5
-MIDDLE_KIND = {"zmq-proxy": "zmq.proxy", "nng-device": "nng_device", "bridge": "gateway"}
+MIDDLE_KIND = {"zmq-proxy": "zmq.proxy", "nng-device": "nng_device", "bridge": "gateway",
+               "floor": "C floor relay"}
 
 
 def percentile(sorted_values: list[int], q: float) -> float:

@@ -36,7 +36,7 @@ class Route:
     description: str
     client: str  # zmq | nng | native | zmq-stream | sp-stream | c-zmq | c-nng
     server: str  # peer role
-    middle: str | None = None  # zmq-proxy | nng-device | bridge
+    middle: str | None = None  # zmq-proxy | nng-device | bridge | floor (relay_floor.c)
     front: str = "zmq"  # wire the client speaks
     back: str = "zmq"  # wire the server speaks
     backend: str = ""  # bridge backend: lib | native
@@ -52,6 +52,9 @@ class Route:
     tool: str = ""
     cpu_ref: str = ""
     ceiling: str = ""
+    #: the ``real`` group's gateway routes: the C floor relay's route between the same peers
+    #: (``c/relay_floor.c``: the least any middle does there; the CPU ratio's floor)
+    floor: str = ""
 
     @property
     def baseline(self) -> str:
@@ -152,13 +155,15 @@ REAL_GROUPS = ("real", "dealers")
 
 
 def _real(name: str, client: str, server: str, middle: str | None = None, *, group: str = "real",
-          tool: str = "", cpu_ref: str = "zmq-proxy-real", ceiling: str = "") -> Route:
+          tool: str = "", cpu_ref: str = "zmq-proxy-real", ceiling: str = "",
+          floor: str = "") -> Route:
     """A route of the ``real`` groups between two :data:`REAL_PEERS`, through ``middle``."""
     front = "zmq" if client.startswith("c-zmq") else "sp"
     back = "zmq" if server == "c-zmq-echo" else "sp"
     via = {None: "", "zmq-proxy": " -> zmq.proxy(ROUTER/DEALER)",
            "nng-device": " -> nng_device(raw Rep0/raw Req0)",
-           "bridge": f" -> gateway bridge {front}->{back} (native engine)"}[middle]
+           "bridge": f" -> gateway bridge {front}->{back} (native engine)",
+           "floor": f" -> C floor relay {front}->{back} (one epoll loop, plain sockets)"}[middle]
     return Route(name=name, group=group,
                  description=f"{REAL_PEERS[client]}{via} -> {REAL_PEERS[server]}",
                  client=client, server=server, middle=middle, front=front, back=back,
@@ -166,13 +171,14 @@ def _real(name: str, client: str, server: str, middle: str | None = None, *, gro
                  tool=tool or ("" if middle is None else "zmq-proxy-real" if front == "zmq"
                                else "nng-device-real"),
                  cpu_ref=cpu_ref if middle else "",
-                 ceiling=ceiling or REAL_CEILING[server])
+                 ceiling=ceiling or REAL_CEILING[server], floor=floor)
 
 
 def _real_routes() -> list[Route]:
     """Issue 36's measurement (``--routes real``): the C peers shaped as the libraries' users
     write them, direct (each server's ceiling) and through zmq.proxy, nng_device and the
-    native gateway; the SP stream echo beside them is the idealised server (one write per read,
+    native gateway, and the C floor relay (``floor-F-B-real``: the least any middle does on
+    that route, the gateway's floor); the SP stream echo beside them is the idealised server (one write per read,
     which no nng application does). ``--routes dealers`` adds libzmq clients of one DEALER per
     request in flight (each its own connection: one message per read for the middle too)."""
     zc, nc, zs, ns, ideal = "c-zmq", "c-nng-req", "c-zmq-echo", "c-nng-rep", "c-sp-echo"
@@ -183,7 +189,9 @@ def _real_routes() -> list[Route]:
         _real("sp-echo-ideal", nc, ideal),
         _real("zmq-proxy-real", zc, zs, "zmq-proxy"),
         _real("nng-device-real", nc, ns, "nng-device"),
-        *(_real(f"gw-{f}-{b}-real", c, s, "bridge")
+        *(_real(f"floor-{f}-{b}-real", c, s, "floor")
+          for f, c in (("zmq", zc), ("sp", nc)) for b, s in (("zmq", zs), ("sp", ns))),
+        *(_real(f"gw-{f}-{b}-real", c, s, "bridge", floor=f"floor-{f}-{b}-real")
           for f, c in (("zmq", zc), ("sp", nc)) for b, s in (("zmq", zs), ("sp", ns))),
         _real("gw-zmq-sp-ideal", zc, ideal, "bridge"),
         _real("gw-sp-sp-ideal", nc, ideal, "bridge"),
@@ -302,6 +310,6 @@ def select(spec: str | None) -> list[Route]:
         wanted |= {"zmq-proxy-stream", *STREAM_DIRECT.values()}
     if any(r.group == "cpeers" and r.middle for r in chosen):  # the references and ceilings
         wanted |= {"zmq-proxy-c", "nng-device-c", *C_DIRECT.values()}
-    for r in chosen:  # the real groups: the tools, zmq.proxy and the servers' ceilings
-        wanted |= {x for x in (r.tool, r.cpu_ref, r.ceiling) if x}
+    for r in chosen:  # the real groups: the tools, zmq.proxy, the ceilings and the floors
+        wanted |= {x for x in (r.tool, r.cpu_ref, r.ceiling, r.floor) if x}
     return [r for r in ROUTES if r in chosen or (r.name in wanted and not hit(r, exclude))]

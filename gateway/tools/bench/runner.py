@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gateway.tools.bench import syscount
-from gateway.tools.bench.cpeers import SOCKETS_ROLES, peer
+from gateway.tools.bench.cpeers import SOCKETS_ROLES, floor_relay, peer
 from gateway.tools.bench.procs import (
     Child,
     Proc,
@@ -144,8 +144,10 @@ def start_server_and_middle(route: Route, settings: Settings, run: RouteRun,
         run.procs.append(bridge)
         run.middle = bridge
         return bridge.front
-    middle = Proc.peer(f"{route.name}/{route.middle}", route.middle, server=tcp_address(url),
-                       **security_cfg(route))
+    middle = (floor_relay(f"{route.name}/floor", route.front, route.back, tcp_address(url))
+              if route.middle == "floor" else
+              Proc.peer(f"{route.name}/{route.middle}", route.middle, server=tcp_address(url),
+                        **security_cfg(route)))
     run.procs.append(middle)
     run.middle = middle
     return str(middle.wait_ready(settings.ready_timeout)["url"])

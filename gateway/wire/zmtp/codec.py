@@ -122,6 +122,15 @@ class ZmtpCodec(Receiving):
         self._parts: list[bytes] = []
         self._msg_size = 0
         self._error: RemoteProtocolError | None = None
+        #: the kernel seam (:class:`gateway.wire.KernelSeam`): True between messages in the
+        #: open state. A reader may then take whole data messages straight from :attr:`rx`
+        #: (moving ``rx.pos`` past them; when :attr:`sealed`, opening their boxes and telling
+        #: the mechanism how far it got) and stop before anything else, exactly as
+        #: :meth:`next_messages` (or the sealed reader) does; whatever it leaves is this
+        #: codec's, unchanged. A plain attribute (the kernel reads it on every read), kept
+        #: where it changes: the open state reached or left (:meth:`_opened`, ERROR, a
+        #: refusal), a multipart message begun or ended (the readers, ``Stream.streaming``)
+        self.streaming = False
         self._reserved = RESERVED
         #: the PONG owed to the peer's last PING (one at most, as libzmq's engine keeps one)
         self._pong = b""
@@ -260,16 +269,6 @@ class ZmtpCodec(Receiving):
         return "zmtp-curve" if session is not None and session() is not None else ""
 
     @property
-    def streaming(self) -> bool:
-        """The kernel seam: True between messages in the open state. A reader may then take
-        whole data messages straight from :attr:`rx` (moving ``rx.pos`` past them; when
-        :attr:`sealed`, opening their boxes and telling the mechanism how far it got) and stop
-        before anything else, exactly as :meth:`next_messages` (or the sealed reader) does;
-        whatever it leaves is this codec's, unchanged."""
-        return (self._state == OPEN or self._state == SEALED) and not self._parts \
-            and self._error is None
-
-    @property
     def partial(self) -> bool:
         """True when a message (or command) has started and is not complete: unparsed bytes
         are buffered, or frames of a multipart message wait for their last (MORE) frame. Exact
@@ -294,6 +293,7 @@ class ZmtpCodec(Receiving):
         except RemoteProtocolError as exc:
             self._state = CLOSED
             self._error = exc
+            self.streaming = False
             if isinstance(exc, AuthenticationFailed):  # RFC 27: the client learns it was refused
                 self._out += encode_command(b"ERROR", bytes((len(exc.status),)) + exc.status)
             raise
@@ -309,6 +309,7 @@ class ZmtpCodec(Receiving):
         name, data = split_command(body)
         if name == b"ERROR":
             self._state = CLOSED  # the peer is done; further bytes are ignored
+            self.streaming = False
             return peer_error(data)
         if self._state == AWAIT_READY:
             if self.security is not None:
@@ -336,6 +337,7 @@ class ZmtpCodec(Receiving):
         self.peer_identity = event.identity
         self.handshake_done = True
         self._state = SEALED if self._sealed else OPEN
+        self.streaming = not self._parts
         return event
 
 

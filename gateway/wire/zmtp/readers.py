@@ -83,6 +83,9 @@ class Stream(Protocol):
     _state: int
     #: frames of the message being read (MORE seen), and their total size
     _parts: list[bytes]
+    #: the kernel seam: open, no error, no multipart message begun (``not _parts``): the
+    #: readers keep it as ``_parts`` fills and empties
+    streaming: bool
     _msg_size: int  # (each frame counted as :func:`counted`: at least FRAME_FLOOR)
     #: the reserved flag bits of the peer's version (``framing.RESERVED`` or ``RESERVED_V2``)
     _reserved: int
@@ -142,6 +145,7 @@ def next_messages(self: Stream, limit: int) -> list[tuple[bytes, ...]]:
                 break
         rx.pos = pos
         self._msg_size = sum(map(counted, map(len, parts))) if parts else 0  # (what it counts)
+        self.streaming = not parts
         return out
     while end - pos >= 2:
         flags = buf[pos]
@@ -175,6 +179,7 @@ def next_messages(self: Stream, limit: int) -> list[tuple[bytes, ...]]:
             break
     rx.pos = pos
     self._msg_size = msg_size
+    self.streaming = not parts
     return out
 
 
@@ -277,9 +282,11 @@ def read_sealed(codec: Stream) -> Event | None:
             raise MessageTooLarge(f"ZMTP message of {codec._msg_size}+ bytes (limit {limit})")
         parts.append(payload)
         if inner_flags & 0x01:
+            codec.streaming = False
             continue
         codec._msg_size = 0
         msg = tuple(parts)
         parts.clear()
+        codec.streaming = True
         return msg
     return None

@@ -142,6 +142,21 @@ static inline double json_num(const char *line, const char *key, double dflt)
     return p ? strtod(p, NULL) : dflt;
 }
 
+/* the 8-byte big-endian sizes of the SP and ZMTP wires */
+static inline uint64_t get_be64(const unsigned char *p)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++)
+        v = v << 8 | p[i];
+    return v;
+}
+
+static inline void put_be64(unsigned char *p, uint64_t v)
+{
+    for (int i = 7; i >= 0; i--, v >>= 8)
+        p[i] = (unsigned char)v;
+}
+
 /* a command the peer does not know: answered, never ignored */
 static inline void unknown_command(const char *line)
 {

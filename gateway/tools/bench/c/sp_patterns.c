@@ -42,20 +42,6 @@ typedef struct {
     size_t queue_bytes; /* pub: what a subscriber's queue may hold */
 } endpoint;
 
-static void put_be64(unsigned char *p, uint64_t v)
-{
-    for (int i = 7; i >= 0; i--, v >>= 8)
-        p[i] = (unsigned char)v;
-}
-
-static uint64_t get_be64(const unsigned char *p)
-{
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++)
-        v = v << 8 | p[i];
-    return v;
-}
-
 static conn *new_conn(int fd, int mine)
 {
     unsigned char h[8] = {0, 'S', 'P', 0, 0, (unsigned char)mine, 0, 0};

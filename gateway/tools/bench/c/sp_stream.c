@@ -37,20 +37,6 @@ static void sp_header(unsigned char *h, int proto)
     memcpy(h, head, 8);
 }
 
-static uint64_t get_be64(const unsigned char *p)
-{
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++)
-        v = v << 8 | p[i];
-    return v;
-}
-
-static void put_be64(unsigned char *p, uint64_t v)
-{
-    for (int i = 7; i >= 0; i--, v >>= 8)
-        p[i] = (unsigned char)v;
-}
-
 static void no_delay(int fd)
 {
     int one = 1;
