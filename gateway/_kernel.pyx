@@ -3,11 +3,12 @@
 # directive in this header would beat the one setup.py gives, as it once did)
 """The compiled forwarding kernel: one call per read, for bridges whose two sides run on the
 native engine (issue 22): request-reply (:class:`Kernel`), pipeline and pub/sub
-(:class:`PatternKernel`). One compiled module from six files: this one (the shared reader),
+(:class:`PatternKernel`). One compiled module from seven files: this one (the shared reader),
 ``_kernel_tables.pxi`` (the compiled tables), ``_kernel_read.pxi`` (parsing a read in place:
-ZMTP, SP, CURVE boxes opened through libsodium), ``_kernel_write.pxi`` (a read's destinations,
-one buffer each and its encoders, CURVE boxes sealed), ``_kernel_reqrep.pxi`` and
-``_kernel_patterns.pxi``.
+ZMTP, SP, CURVE boxes opened through libsodium), ``_kernel_write.pxi`` (a destination's buffer
+and its encoders, large bodies as views of the read, CURVE boxes sealed),
+``_kernel_dests.pxi`` (a read's destinations and their flush into the pipes' batches),
+``_kernel_reqrep.pxi`` and ``_kernel_patterns.pxi``.
 
 A bridge's kernel is called by a pipe once per read: with the read's bytes before the
 pipe's Python sees them (``read_request``/``read_reply``, from ``Pipe.data_received``), or
@@ -93,6 +94,8 @@ cdef enum:
 
 cdef Py_ssize_t FAIR_SHARE = 256
 cdef Py_ssize_t NO_BYTE_BOUND = 1 << 62  # (gateway.envelope.tokens.NO_BYTE_BOUND)
+cdef Py_ssize_t JOIN_BELOW = 16384  # (gateway.engine.writes.JOIN_BELOW)
+cdef Py_ssize_t BYTES_PER_HWM = 1024  # (gateway.engine.writes.BYTES_PER_HWM)
 cdef bytes EMPTY = b""
 
 
@@ -130,6 +133,7 @@ include "_kernel_state.pxi"
 include "_kernel_tables.pxi"
 include "_kernel_read.pxi"
 include "_kernel_write.pxi"
+include "_kernel_dests.pxi"
 
 
 # -------------------------------------------------------------------------------------------------
@@ -233,9 +237,11 @@ cdef class _Reader:
         Python: the bytes become the codec's receive buffer (as ``ReceiveBuffer.feed`` does
         when it is empty), the kernel takes the whole messages, the flush is scheduled (as
         ``Batch.close``), and only a read it does not finish goes on to ``Pipe.process``,
-        which gives the kernel its turn first and stops at once. False: nothing was done (a
-        reference pipe, paused or closing, a tail of the last read waits): the pipe's own
-        way."""
+        which gives the kernel its turn first and stops at once. A read that ends inside a
+        message the kernel will take (``_incomplete``) waits for the next, which is appended
+        to the buffer once; the codec's Python never takes its frames apart. False: nothing
+        was done (a reference pipe, paused or closing, a tail of the last read that is not
+        such a message): the pipe's own way."""
         if type(data) is not bytes or not isinstance(pipe, PipeState):
             return False
         cdef PipeState ps = <PipeState>pipe
@@ -245,16 +251,27 @@ cdef class _Reader:
         if state.framing == 0 or not state.codec.streaming:
             return False
         cdef ReceiveBuffer rx = state.rx
-        if rx.pos < len(rx.data):
-            return False
-        rx.data = data
-        rx.pos = 0
+        cdef Py_ssize_t size = 0
+        cdef const uint8_t* buf = _buffer_of(rx.data, &size)
+        if buf == NULL:
+            size = len(rx.data)
+        if rx.pos < size:  # a message begun in an earlier read, which the kernel waits for
+            if buf == NULL or not _incomplete(buf, rx.pos, size, state.limit, state.framing):
+                return False
+            rx.feed(data)  # appended once (to a new buffer while views of the old wait)
+        else:
+            rx.data = data
+            rx.pos = 0
         ps.rx_chunks += 1
         cdef Py_ssize_t n = self._messages(state, request)
-        cdef bint left = rx.pos < PyBytes_GET_SIZE(data)
+        buf = _buffer_of(rx.data, &size)
+        if buf == NULL:  # (a public slot: Python code may have put another buffer there)
+            size = len(rx.data)
+        cdef bint left = rx.pos < size
         if n >= FAIR_SHARE:
             pipe.yield_turn()  # the rest after the other pipes' turn (Pipe.process's rule)
-        elif left:
+        elif left and (buf == NULL
+                       or not _incomplete(buf, rx.pos, size, state.limit, state.framing)):
             pipe.process(n)  # the rest, the reference's way, in the same FAIR_SHARE
             return True
         if ps._watch:  # (Pipe.process's rule for the message deadline)
@@ -318,6 +335,8 @@ cdef class _Reader:
         cdef bytes key = None, prefix = None
         if curve:
             key, _, prefix, _, peer_nonce = codec.security.session()
+        cdef _Dests dests = self.dests
+        dests.src, dests.base, dests.end = data, p, end  # (views of large bodies: its own)
         try:
             while n < FAIR_SHARE:
                 if curve:

@@ -43,6 +43,61 @@ cdef inline Py_ssize_t _zmtp_message(const uint8_t* p, Py_ssize_t pos, Py_ssize_
             return pos
 
 
+cdef bint _incomplete(const uint8_t* p, Py_ssize_t pos, Py_ssize_t end, Py_ssize_t limit,
+                      int framing) noexcept nogil:
+    """The bytes from ``pos`` to ``end`` begin a message the kernel parses once it is whole
+    (plain ZMTP or SP, no command, within the limit and MAX_FRAMES), and its end is still to
+    come: the pipe waits for more (the reads that follow append to the receive buffer) without
+    the codec's Python, which would take its frames apart (False: anything else, the
+    reference's)."""
+    cdef int n = 0
+    cdef Py_ssize_t total = 0, start, head
+    cdef uint64_t size, cost
+    cdef uint8_t flags
+    if framing == F_SP or framing == F_SP_IPC:
+        head = 9 if framing == F_SP_IPC else 8
+        if framing == F_SP_IPC and end > pos and p[pos] != 1:
+            return False
+        if end - pos < head:
+            return True
+        size = _be64(p + pos + head - 8)
+        return size <= <uint64_t>limit and size > <uint64_t>(end - pos - head)
+    if framing != F_ZMTP:
+        return False
+    while True:
+        if pos >= end:
+            return True  # (its next frame to come)
+        flags = p[pos]
+        if flags & 0xFC:
+            return False
+        head = 9 if flags & 0x02 else 2
+        if end - pos < head:
+            return True
+        size = _be64(p + pos + 1) if flags & 0x02 else p[pos + 1]
+        start = pos + head
+        cost = size if size > FRAME_FLOOR else FRAME_FLOOR
+        if cost > <uint64_t>(limit - total) or n == MAX_FRAMES:
+            return False
+        if size > <uint64_t>(end - start):
+            return True
+        n += 1
+        total += <Py_ssize_t>cost
+        pos = start + <Py_ssize_t>size
+        if not flags & 0x01:
+            return False  # a whole message: the kernel stopped before it for another reason
+
+
+cdef inline const uint8_t* _buffer_of(object data, Py_ssize_t* size):
+    """The bytes of a receive buffer's ``data`` (bytes or bytearray; NULL: another type)."""
+    if type(data) is bytes:
+        size[0] = PyBytes_GET_SIZE(data)
+        return <const uint8_t*>PyBytes_AS_STRING(data)
+    if type(data) is bytearray:
+        size[0] = PyByteArray_GET_SIZE(data)
+        return <const uint8_t*>PyByteArray_AS_STRING(data)
+    return NULL
+
+
 cdef inline Py_ssize_t _sp_message(const uint8_t* p, Py_ssize_t pos, Py_ssize_t end,
                                    Py_ssize_t limit, int ipc, Frame* payload) noexcept nogil:
     """The end of the whole SP message at ``pos`` (its payload in ``payload``), or -1."""

@@ -88,6 +88,7 @@ def flush_batch(Batch batch) -> None:
     batch.dirty = []
     cdef list chunks
     cdef PipeState state
+    cdef Py_ssize_t size
     for pipe in dirty:
         if not isinstance(pipe, PipeState):
             pipe.flush()  # (a reference pipe: its own flush)
@@ -95,15 +96,25 @@ def flush_batch(Batch batch) -> None:
         state = <PipeState>pipe
         chunks = state.wbuf
         state.wbuf = []
+        size = state._wbuf_size
         state._wbuf_size = 0
         transport = state._transport
         if not chunks or transport is None:
             continue
+        if len(chunks) == 1:  # (writes.write_chunks, inline)
+            data = chunks[0]
+        elif size < JOIN_BELOW:
+            data = b"".join(chunks)
+        else:  # one writelines (uvloop: one writev; a large body, a view of its read)
+            if not (transport.is_closing() if state._t_closing is None
+                    else state._t_closing()):
+                transport.writelines(chunks)
+            continue
         if state._t_closing is None or state._t_write is None:  # (not a transport's: its own)
             if not transport.is_closing():
-                transport.write(chunks[0] if len(chunks) == 1 else b"".join(chunks))
+                transport.write(data)
         elif not state._t_closing():
-            state._t_write(chunks[0] if len(chunks) == 1 else b"".join(chunks))
+            state._t_write(data)
 
 
 cdef class ReceiveBuffer:
@@ -125,12 +136,18 @@ cdef class ReceiveBuffer:
             self.pos = 0
             return
         if type(data) is bytearray:
-            if self.pos:
-                del data[:self.pos]
-        else:  # a tail left over: from now on, a buffer to append to
-            with memoryview(data) as view:
-                data = bytearray(view[self.pos:])
-            self.data = data
+            try:
+                if self.pos:
+                    del data[:self.pos]
+                data += chunk
+                self.pos = 0
+                return
+            except BufferError:  # a view of it is still to be written (the kernel's, of a body)
+                pass  # (nothing changed): the tail to a new buffer, as below
+        # a tail left over: from now on, a buffer to append to
+        with memoryview(data) as view:
+            data = bytearray(view[self.pos:])
+        self.data = data
         self.pos = 0
         data += chunk
 

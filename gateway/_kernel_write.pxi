@@ -8,19 +8,29 @@ cdef inline Py_ssize_t _zmtp_frame_size(Py_ssize_t size) noexcept nogil:
     return size + (2 if size <= 255 else 9)
 
 
-cdef inline uint8_t* _zmtp_frame(uint8_t* at, const uint8_t* data, Py_ssize_t size,
-                                 bint more) noexcept nogil:
+cdef inline uint8_t* _zmtp_head(uint8_t* at, Py_ssize_t size, bint more) noexcept nogil:
+    """A ZMTP frame's header (its flags and size), without the payload."""
     if size <= 255:
         at[0] = 1 if more else 0
         at[1] = <uint8_t>size
-        at += 2
-    else:
-        at[0] = 3 if more else 2
-        _put64(at + 1, <uint64_t>size)
-        at += 9
+        return at + 2
+    at[0] = 3 if more else 2
+    _put64(at + 1, <uint64_t>size)
+    return at + 9
+
+
+cdef inline uint8_t* _zmtp_frame(uint8_t* at, const uint8_t* data, Py_ssize_t size,
+                                 bint more) noexcept nogil:
+    at = _zmtp_head(at, size, more)
     if size:
         memcpy(at, data, size)
     return at + size
+
+
+#: a body at least this big goes to its pipe as a view of the read it came in (no copy: the
+#: pipe's batch writes it with the bytes around it in one writev); smaller ones are copied
+#: into the destination's buffer (a view and a chunk per message cost more than the copy)
+cdef Py_ssize_t VIEW_FROM = 8192
 
 
 cdef class _Out:
@@ -40,6 +50,9 @@ cdef class _Out:
     cdef Py_ssize_t size  # bytes in data
     cdef Py_ssize_t wire  # the same on the pipe's wire (CURVE: sealed)
     cdef Py_ssize_t room  # bytes the pipe's batch may still take (see Writes.write_frames)
+    cdef list parts  # this read's chunks before ``data`` (its views of the read), or None
+    cdef Py_ssize_t big  # this read's largest message here, on the wire
+    cdef Py_ssize_t unit  # the pipe's mark per message as last set (Writes.fit_mark)
     # CURVE: the mechanism, its precomputed key, our nonce prefix and next short nonce
     cdef object mech
     cdef bytes precom, prefix
@@ -54,7 +67,45 @@ cdef class _Out:
         cdef uint8_t* at = <uint8_t*>PyByteArray_AS_STRING(self.data) + self.size
         self.size += n
         self.wire += wire
+        if wire > self.big:
+            self.big = wire
         return at
+
+    # -- bodies by reference: a large one is a view of the read, not a copy ------------------
+    cdef inline bint viewable(self, const uint8_t* body, Py_ssize_t size) noexcept:
+        """``size`` bytes at ``body`` go out as a view of the read: large enough, not sealed
+        (CURVE: the box is made of a copy) and in the read's buffer (not an opened box)."""
+        if size < VIEW_FROM or self.framing == F_CURVE:
+            return False
+        cdef _Dests d = <_Dests>self.dests
+        return d.src is not None and body >= d.base and body + size <= d.base + d.end
+
+    cdef int view(self, const uint8_t* body, Py_ssize_t size) except -1:
+        """Append ``size`` bytes at ``body`` (``viewable``) as a view: the bytes written so
+        far become a part, then the view; the next bytes go to a new buffer. (Its wire bytes
+        were counted by the ``grow`` of the message's header.)"""
+        cdef _Dests d = <_Dests>self.dests
+        if self.parts is None:
+            self.parts = []
+        if self.size:
+            PyByteArray_Resize(self.data, self.size)
+            self.parts.append(self.data)
+            self.data = None
+            self.size = 0
+        if d.view is None:
+            d.view = memoryview(d.src)
+        cdef Py_ssize_t off = body - d.base
+        self.parts.append(d.view[off:off + size])
+        return 0
+
+    cdef int put(self, const uint8_t* body, Py_ssize_t size) except -1:
+        """Append a payload after what the message's ``grow`` wrote: a view when
+        ``viewable``, else a copy (``grow(size, 0)``: its wire bytes were counted)."""
+        if self.viewable(body, size):
+            return self.view(body, size)
+        if size:
+            memcpy(self.grow(size, 0), body, size)
+        return 0
 
     cdef inline Py_ssize_t fsize(self, Py_ssize_t size) noexcept:
         """A ZMTP frame of ``size`` bytes on this pipe's wire (CURVE: its MESSAGE box)."""
@@ -74,13 +125,16 @@ cdef class _Out:
         cdef int ipc = self.framing == F_SP_IPC
         if not self.fits(ipc + 8 + 4 + size):
             return False
-        cdef uint8_t* at = self.grow(ipc + 8 + 4 + size, ipc + 8 + 4 + size)
+        cdef bint view = self.viewable(body, size)
+        cdef uint8_t* at = self.grow(ipc + 8 + 4 + (0 if view else size), ipc + 8 + 4 + size)
         if ipc:
             at[0] = 1
             at += 1
         _put64(at, <uint64_t>(4 + size))
         memcpy(at + 8, PyBytes_AS_STRING(token), 4)
-        if size:
+        if view:
+            self.view(body, size)
+        elif size:
             memcpy(at + 12, body, size)
         return True
 
@@ -97,12 +151,29 @@ cdef class _Out:
             wneed += self.fsize(frames[i].size)
         if count - first + (rid is not None) == 0 or not self.fits(wneed):
             return False
+        if self.viewable(p + frames[count - 1].start, frames[count - 1].size):
+            return self.zmtp_pieces(rid, p, frames, first, count, wneed)
         cdef uint8_t* at = self.grow(need, wneed)
         if rid is not None:
             at = _zmtp_frame(at, <const uint8_t*>PyBytes_AS_STRING(rid), len(rid),
                              count > first)
         for i in range(first, count):
             at = _zmtp_frame(at, p + frames[i].start, frames[i].size, i < count - 1)
+        return True
+
+    cdef bint zmtp_pieces(self, bytes rid, const uint8_t* p, Frame* frames, int first, int count,
+                          Py_ssize_t wneed) except -1:
+        """``zmtp_frames`` (checked: it fits) with large frames as views of the read."""
+        self.grow(0, wneed)
+        cdef uint8_t* at
+        cdef int i
+        if rid is not None:
+            at = self.grow(_zmtp_frame_size(len(rid)), 0)
+            _zmtp_frame(at, <const uint8_t*>PyBytes_AS_STRING(rid), len(rid), count > first)
+        for i in range(first, count):
+            at = self.grow(9 if frames[i].size > 255 else 2, 0)
+            _zmtp_head(at, frames[i].size, i < count - 1)
+            self.put(p + frames[i].start, frames[i].size)
         return True
 
     cdef bint zmtp_parked(self, tuple parked, const uint8_t* p, Frame payload,
@@ -120,12 +191,17 @@ cdef class _Out:
         wneed += self.fsize(size)
         if not self.fits(wneed):
             return False
-        cdef uint8_t* at = self.grow(need, wneed)
+        cdef bint view = self.viewable(p + payload.start + words, size)
+        cdef uint8_t* at = self.grow(need - size if view else need, wneed)
         for i in range(1, n):
             hop = parked[i]
             at = _zmtp_frame(at, <const uint8_t*>PyBytes_AS_STRING(hop),
                              PyBytes_GET_SIZE(hop), True)
-        _zmtp_frame(at, p + payload.start + words, size, False)
+        if view:
+            _zmtp_head(at, size, False)
+            self.view(p + payload.start + words, size)
+        else:
+            _zmtp_frame(at, p + payload.start + words, size, False)
         return True
 
     cdef bint sp_to_zmtp(self, bytes rid, const uint8_t* p, Frame payload,
@@ -137,12 +213,17 @@ cdef class _Out:
                                  + self.fsize(body))
         if not self.fits(wneed):
             return False
-        cdef uint8_t* at = self.grow(need, wneed)
+        cdef bint view = self.viewable(p + payload.start + words, body)
+        cdef uint8_t* at = self.grow(need - body if view else need, wneed)
         at = _zmtp_frame(at, <const uint8_t*>PyBytes_AS_STRING(rid), 4, True)
         for off in range(0, words, 4):
             at = _zmtp_frame(at, p + payload.start + off, 4, True)
         at = _zmtp_frame(at, NULL, 0, True)
-        _zmtp_frame(at, p + payload.start + words, body, False)
+        if view:
+            _zmtp_head(at, body, False)
+            self.view(p + payload.start + words, body)
+        else:
+            _zmtp_frame(at, p + payload.start + words, body, False)
         return True
 
     cdef bint sp_payload(self, const uint8_t* p, Frame* frames, int count) except -1:
@@ -153,7 +234,16 @@ cdef class _Out:
             size += frames[i].size
         if not self.fits(ipc + 8 + size):
             return False
-        cdef uint8_t* at = self.grow(ipc + 8 + size, ipc + 8 + size)
+        cdef uint8_t* at
+        if count == 1 and self.viewable(p + frames[0].start, size):
+            at = self.grow(ipc + 8, ipc + 8 + size)
+            if ipc:
+                at[0] = 1
+                at += 1
+            _put64(at, <uint64_t>size)
+            self.view(p + frames[0].start, size)
+            return True
+        at = self.grow(ipc + 8 + size, ipc + 8 + size)
         if ipc:
             at[0] = 1
             at += 1
@@ -172,13 +262,17 @@ cdef class _Out:
         cdef Py_ssize_t need = ipc + 8 + 4 + payload.size
         if not self.fits(need):
             return False
-        cdef uint8_t* at = self.grow(need, need)
+        cdef bint view = self.viewable(p + payload.start, payload.size)
+        cdef uint8_t* at = self.grow(need - payload.size if view else need, need)
         if ipc:
             at[0] = 1
             at += 1
         _put64(at, <uint64_t>(4 + payload.size))
         memcpy(at + 8, PyBytes_AS_STRING(rid), 4)
-        memcpy(at + 12, p + payload.start, payload.size)
+        if view:
+            self.view(p + payload.start, payload.size)
+        else:
+            memcpy(at + 12, p + payload.start, payload.size)
         return True
 
     cdef bint sp_reply(self, const uint8_t* p, Frame payload) except -1:
@@ -187,12 +281,16 @@ cdef class _Out:
         cdef Py_ssize_t size = payload.size - 4
         if not self.fits(ipc + 8 + size):
             return False
-        cdef uint8_t* at = self.grow(ipc + 8 + size, ipc + 8 + size)
+        cdef bint view = self.viewable(p + payload.start + 4, size)
+        cdef uint8_t* at = self.grow(ipc + 8 + (0 if view else size), ipc + 8 + size)
         if ipc:
             at[0] = 1
             at += 1
         _put64(at, <uint64_t>size)
-        memcpy(at + 8, p + payload.start + 4, size)
+        if view:
+            self.view(p + payload.start + 4, size)
+        else:
+            memcpy(at + 8, p + payload.start + 4, size)
         return True
 
     cdef bint zmtp_to_sp(self, const uint8_t* p, Frame* frames, int nhops,
@@ -203,7 +301,9 @@ cdef class _Out:
         cdef Py_ssize_t size = (nhops - 2) * 4 + frames[count - 1].size
         if not self.fits(ipc + 8 + size):
             return False
-        cdef uint8_t* at = self.grow(ipc + 8 + size, ipc + 8 + size)
+        cdef Frame last = frames[count - 1]
+        cdef bint view = self.viewable(p + last.start, last.size)
+        cdef uint8_t* at = self.grow(ipc + 8 + size - (last.size if view else 0), ipc + 8 + size)
         cdef int i
         if ipc:
             at[0] = 1
@@ -213,7 +313,10 @@ cdef class _Out:
         for i in range(1, nhops - 1):
             memcpy(at, p + frames[i].start, 4)
             at += 4
-        memcpy(at, p + frames[count - 1].start, frames[count - 1].size)
+        if view:
+            self.view(p + last.start, last.size)
+        else:
+            memcpy(at, p + last.start, last.size)
         return True
 
 
@@ -278,6 +381,7 @@ cdef _Out _state(PipeState pipe):
     cdef _Out out = _Out.__new__(_Out)
     codec = pipe.codec
     out.pipe, out.codec = pipe, codec
+    out.unit = BYTES_PER_HWM
     out.liveness = getattr(pipe, "liveness", None)
     out.framing = _framing(codec)
     if out.framing:  # (a codec that declares its framing: gateway.wire.KernelSeam)
@@ -292,124 +396,3 @@ cdef _Out _state(PipeState pipe):
             out.mech = codec.security
     pipe.kernel_state = out
     return out
-
-
-cdef class _Dests:
-    """Where one read's messages go: a buffer (:class:`_Out`) per destination pipe, made when
-    first written to and given to the pipe's write batch once, at the end of the read
-    (``flush``); the round robin over the back's writable pipes (``pick``) and the front pipe
-    a reply goes to (``front_out``), each looked up once per read. Within one read nothing is
-    written to a transport and no pipe comes or goes, so neither answer changes."""
-
-    cdef Routing b_routing  # the back's (its out list, its round robin)
-    cdef dict f_routes  # the front's pipes by routing id
-    cdef uint64_t epoch  # this read's number
-    cdef list order  # the _Out written to in this read, in the order of their first message
-    cdef Py_ssize_t picked, rr  # (rr: this read's round robin; -1: none picked yet)
-    cdef bytes r_target  # this read's last reply destination (routing id) and its buffer
-    cdef _Out r_out
-    cdef bytes k_target  # the last reply destination's routing id, kept across reads (a key)
-
-    def __init__(self, Routing b_routing, dict f_routes) -> None:
-        self.b_routing, self.f_routes = b_routing, f_routes
-        self.epoch = 1
-        self.order = []
-        self.rr = -1
-
-    cdef _Out pick(self):
-        """The next writable back pipe, round robin (Routing.pick), or None; ``picked`` is
-        its place, for the caller to move the round robin on (``moved``) once it sent.
-        Within one read nothing is written, so which back pipes are writable does not change:
-        the first pick of a read takes the round robin, ``flush`` gives it back; each pick
-        walks the back's pipes from there (no list of its own: one message a read is usual)."""
-        cdef list pipes = self.b_routing.out
-        cdef Py_ssize_t n = len(pipes), i, idx
-        if self.rr < 0:
-            self.rr = self.b_routing.rr
-        for i in range(n):
-            idx = (self.rr + i) % n
-            pipe = pipes[idx]
-            if not isinstance(pipe, PipeState) or not (<PipeState>pipe).writable:
-                continue
-            item = self.out(pipe)
-            if item is None:
-                return None  # a wire the kernel does not write
-            self.picked = idx
-            return <_Out>item
-        return None
-
-    cdef inline void moved(self) noexcept:
-        """The message went to the picked pipe: the round robin moves past it."""
-        self.rr = self.picked + 1
-
-    cdef _Out out(self, object pipe):
-        """This read's buffer for ``pipe`` (None: a wire the kernel does not write)."""
-        if not isinstance(pipe, PipeState):
-            return None
-        cdef PipeState ps = <PipeState>pipe
-        cdef _Out out = _state(ps)
-        if out.framing == 0:
-            return None
-        if out.epoch != self.epoch or out.dests is not self:  # its first message of this read
-            out.dests, out.epoch = self, self.epoch
-            out.size = out.wire = 0
-            out.room = ps._high - ps._wbuf_size
-            if out.framing == F_CURVE:
-                out.precom, out.prefix, _, out.nonce, _ = out.mech.session()
-            self.order.append(out)
-        return out
-
-    cdef void flush(self) except *:
-        """Each destination's bytes into its pipe's write batch (Writes.write_frames), once;
-        CURVE destinations get their frames sealed here, in order (their nonces go up)."""
-        cdef _Out out
-        cdef PipeState pipe
-        cdef list wbuf
-        for out in self.order:
-            if out.size:
-                if out.framing == F_CURVE:
-                    data = _seal(out)
-                else:
-                    PyByteArray_Resize(out.data, out.size)
-                    data = out.data
-                pipe = out.pipe
-                wbuf = pipe.wbuf
-                if not wbuf:
-                    batch = pipe._batch
-                    if type(batch) is Batch:
-                        (<Batch>batch).dirty.append(pipe)
-                    else:
-                        batch.dirty.append(pipe)  # (a reference batch)
-                wbuf.append(data)
-                pipe._wbuf_size += out.wire
-                out.data = None  # the pipe's now
-        del self.order[:]
-        self.epoch += 1
-        if self.rr >= 0:  # the round robin, as the reference's picks leave it
-            self.b_routing.rr = self.rr
-            self.rr = -1
-        self.r_target = self.r_out = None
-
-    cdef _Out front_out(self, const uint8_t* tp, Py_ssize_t tn, bytes target):
-        """The buffer for the front pipe a reply goes to (its routing id: ``tn`` bytes at
-        ``tp``, or ``target``), or None: gone, at its mark (the reference counts those) or a
-        wire the kernel does not write. Within one read no pipe comes, goes or changes its
-        writability: the last answer is kept for the read's next reply to the same pipe."""
-        cdef bytes last = self.r_target
-        if (last is not None and PyBytes_GET_SIZE(last) == tn
-                and memcmp(PyBytes_AS_STRING(last), tp, tn) == 0):
-            return self.r_out
-        if target is None:  # the last read's key when it is the same id (no new bytes)
-            last = self.k_target
-            if (last is not None and PyBytes_GET_SIZE(last) == tn
-                    and memcmp(PyBytes_AS_STRING(last), tp, tn) == 0):
-                target = last
-            else:
-                target = self.k_target = PyBytes_FromStringAndSize(<const char*>tp, tn)
-        fpipe = self.f_routes.get(target)
-        if fpipe is None or not isinstance(fpipe, PipeState) or not (<PipeState>fpipe).writable:
-            return None
-        cdef _Out out = self.out(fpipe)
-        if out is not None:
-            self.r_target, self.r_out = target, out
-        return out

@@ -13,10 +13,11 @@ needs_valgrind = pytest.mark.skipif(shutil.which("valgrind") is None,
 
 
 def test_bad_arguments_are_all_reported_at_once(capsys: pytest.CaptureFixture[str]) -> None:
-    assert instructions.main(["--routes", "zz,qq", "--requests", "5,2", "--window", "0"]) == 2
+    assert instructions.main(["--routes", "zz,qq", "--requests", "5,2", "--window", "0",
+                              "--size", "-1"]) == 2
     err = capsys.readouterr().err
     assert "unknown route 'qq'" in err and "0 < SMALL < LARGE" in err
-    assert "--window: 1 to 4096" in err
+    assert "--window: 1 to 4096" in err and "--size: 0 to 1 GiB" in err
     with pytest.raises(ValueError, match="route 'xx'"):
         instructions.count("xx", 1)
     with pytest.raises(ValueError, match="small < large"):

@@ -326,49 +326,84 @@ def _rss() -> int:
     raise AssertionError("no VmRSS")
 
 
+@contextlib.asynccontextmanager
+async def _router_to_libzmq(rcvhwm: int, **options: Any) -> AsyncIterator[
+        tuple[gateway.Socket, Any, bytes, Any]]:
+    """A native ROUTER (``options``) with one libzmq DEALER (``rcvhwm``) that said hello:
+    (router, dealer, the dealer's routing id, its pipe)."""
+    zmq = pytest.importorskip("zmq")
+    async with _router("zmq", **options) as (router, url):
+        ctx = zmq.Context()
+        dealer = ctx.socket(zmq.DEALER)
+        dealer.setsockopt(zmq.RCVHWM, rcvhwm)
+        dealer.setsockopt(zmq.LINGER, 0)
+        dealer.rcvtimeo = int(TIMEOUT * 1000)
+        try:
+            dealer.connect(url.split("+", 1)[1])
+            dealer.send_multipart([b"", b"hello"])
+            ident = (await router.recv_msg()).hops[0]
+            (pipe,) = [p for p in router.endpoints.pipes if p.ready]
+            yield router, dealer, ident, pipe
+        finally:
+            dealer.close()
+            ctx.term()
+
+
 @pytest.mark.parametrize("mandatory", [False, True])
 def test_routed_send_respects_the_hwm(mandatory: bool) -> None:
     """Appendix A of the architecture review: a native ROUTER sends 100k x 1 KiB to a libzmq
-    DEALER that never reads. Nothing is buffered past hwm * 1 KiB (+ one message): the rest is
+    DEALER that never reads. Nothing is buffered past hwm messages (+ one): the rest is
     dropped and counted (``hwm``), or refused with ``PeerBusy`` under router_mandatory."""
-    zmq = pytest.importorskip("zmq")
-
     n, size = 100_000, 1024
 
     async def main() -> None:
-        async with _router("zmq", router_mandatory=mandatory) as (router, url):
-            ctx = zmq.Context()
-            dealer = ctx.socket(zmq.DEALER)
-            dealer.setsockopt(zmq.RCVHWM, 10)
-            dealer.setsockopt(zmq.LINGER, 0)
-            try:
-                dealer.connect(url.split("+", 1)[1])
-                dealer.send_multipart([b"", b"hello"])
-                ident = (await router.recv_msg()).hops[0]
-                (pipe,) = [p for p in router.endpoints.pipes if p.ready]
-                limit = router.hwm * 1024 + size + 64  # the mark + one message (+ framing)
-                body = (b"x" * size,)
-                before_drops, before_rss = dropped("hwm"), _rss()
-                busy = peak = 0
-                for i in range(n):
-                    try:
-                        await router.send_msg(Message((ident, b""), body))
-                    except PeerBusy:
-                        busy += 1
-                    peak = max(peak, pipe.buffered)
-                    if i % 100 == 0:
-                        await asyncio.sleep(0)  # let the loop hand bytes to the kernel
-                grown = _rss() - before_rss
-                drops = dropped("hwm") - before_drops
-                assert peak <= limit, (peak, limit)
-                assert grown < 24 << 20, f"RSS grew {grown >> 20} MiB"  # was ~100 MiB before the fix
-                refused = busy if mandatory else drops
-                assert refused > n // 2  # the kernel and libzmq took some; most were refused
-                assert (drops, busy) == ((0, refused) if mandatory else (refused, 0))
-                assert not pipe.close_reason and router.peers == 1  # the pipe stays up
-            finally:
-                dealer.close()
-                ctx.term()
+        async with _router_to_libzmq(10, router_mandatory=mandatory) as (router, _, ident, pipe):
+            # the mark (hwm messages of its largest, 1 KiB + 11 bytes of framing) + one
+            limit = router.hwm * (size + 11) + size + 64
+            body = (b"x" * size,)
+            before_drops, before_rss = dropped("hwm"), _rss()
+            busy = peak = 0
+            for i in range(n):
+                try:
+                    await router.send_msg(Message((ident, b""), body))
+                except PeerBusy:
+                    busy += 1
+                peak = max(peak, pipe.buffered)
+                if i % 100 == 0:
+                    await asyncio.sleep(0)  # let the loop hand bytes to the kernel
+            grown = _rss() - before_rss
+            drops = dropped("hwm") - before_drops
+            assert peak <= limit, (peak, limit)
+            assert grown < 24 << 20, f"RSS grew {grown >> 20} MiB"  # was ~100 MiB before the fix
+            refused = busy if mandatory else drops
+            assert refused > n // 2  # the kernel and libzmq took some; most were refused
+            assert (drops, busy) == ((0, refused) if mandatory else (refused, 0))
+            assert not pipe.close_reason and router.peers == 1  # the pipe stays up
+
+    run(main(), 60)
+
+
+def test_a_message_larger_than_the_byte_mark_does_not_fill_it() -> None:
+    """libzmq's hwm counts messages: a native ROUTER with hwm 8 (a byte mark of 8 KiB) sends
+    eight 2 MiB messages to a libzmq DEALER that reads one at a time. Each is taken, none is
+    dropped at the mark (before the fix, the first message filled the 8 KiB mark and the rest
+    were dropped as ``hwm``); the mark is then ``hwm`` times the largest message, and nothing
+    is buffered past it."""
+    n, size, hwm = 8, 2 << 20, 8
+
+    async def main() -> None:
+        async with _router_to_libzmq(1, hwm=hwm) as (router, dealer, ident, pipe):
+            before = dropped("hwm")
+            peak = 0
+            for i in range(n):
+                await router.send_msg(Message((ident, b""), (bytes([i]) * size,)))
+                peak = max(peak, pipe.buffered)
+            assert dropped("hwm") == before
+            assert pipe._high == hwm * (size + 9 + 2)  # its largest message, framed
+            assert peak <= pipe._high
+            got = [await asyncio.to_thread(dealer.recv_multipart) for _ in range(n)]
+            assert [(m[0], len(m[1]), m[1][:1]) for m in got] == [
+                (b"", size, bytes([i])) for i in range(n)]
 
     run(main(), 60)
 
@@ -406,9 +441,11 @@ async def test_rep_reply_to_a_full_pipe_is_dropped() -> None:
             await dealer.send_msg(Message((b"",), (b"q%d" % i,)))
         for i in range(5):
             assert await rep.recv() == b"q%d" % i
-            await rep.send(b"x" * 4096)  # 4 KiB > 1 KiB mark: the first fills the pipe
-        assert dropped("hwm") - before == 4
-        assert pipe.buffered <= 1024 + 4096 + 16
+            # the mark counts messages (hwm 1: one of 4 KiB, no longer 1 KiB): the first
+            # fills it, the second goes past it (pausing the pipe), the rest are dropped
+            await rep.send(b"x" * 4096)
+        assert dropped("hwm") - before == 3
+        assert pipe.buffered <= 2 * (4096 + 16)
 
 
 @timed

@@ -87,6 +87,7 @@ class Rig:
     curve: bool = False  # ZeroMQ sides with CURVE (the front a server, the back a client)
     hwm: int = 2  # the sides' mark (2: 2 KiB a pipe, so that reads reach it now and then)
     max_bytes: int | None = None  # the pending tables' byte budget (pending_bytes)
+    max_size: int = MAX  # the sides' max_message_size
     fwd: Any = None
     hwm_before: int = 0
     clients: list[Peer] = field(default_factory=list)
@@ -100,11 +101,11 @@ class Rig:
         if self.curve:  # the gateway's front a CURVE server, its back a CURVE client
             f_sec = Security("CURVE", True, *KEYS["front"])
             b_sec = Security("CURVE", False, *KEYS["back"], server_key=KEYS["server"][0])
-        opts = SideOptions(max_message_size=MAX, router_mandatory=self.pattern == "reqrep",
+        opts = SideOptions(max_message_size=self.max_size, router_mandatory=self.pattern == "reqrep",
                            hwm=self.hwm, security=f_sec if self.front_family == "zmtp" else None)
         front = NativeSide(f_kind, opts, "k/front")
         back = NativeSide(b_kind, SideOptions(
-            max_message_size=MAX, hwm=self.hwm,
+            max_message_size=self.max_size, hwm=self.hwm,
             security=b_sec if self.back_family == "zmtp" else None),
             "k/back")
         front.socket._last_zmtp_id = back.socket._last_zmtp_id = 0  # the same ids in both runs
@@ -435,6 +436,86 @@ def test_patterns_beyond_request_reply_as_the_reference(front: str, back: str, p
     assert compiled == reference
 
 
+#: a body past the kernel's VIEW_FROM (8 KiB): it goes out as a view of the read, not a copy
+LARGE = 20_000
+
+
+def _large(front: str, i: int) -> bytes:
+    """The ``i``-th request of a client on the ``front`` wire, with a LARGE body of one byte
+    value (``A`` + i)."""
+    body = bytes([65 + i]) * LARGE
+    if front == "zmtp":
+        return _zmtp_frames([b"", body])
+    rid = (0x80000000 | i).to_bytes(4, "big")
+    return len(rid + body).to_bytes(8, "big") + rid + body
+
+
+def _split_around(data: bytes, marker: int, cut: int) -> list[bytes]:
+    """``data`` in reads around its run of LARGE ``marker`` bytes (a large body): cut ``cut``
+    bytes from the run's start (negative: into the headers before it) when ``cut`` is below
+    LARGE // 2, else ``cut - LARGE`` bytes from its end (past 0: into the message after it);
+    ``cut == LARGE // 2``: three reads, in the headers, the body and after it."""
+    start = data.index(bytes([marker]) * LARGE)
+    end = start + LARGE
+    if cut == LARGE // 2:
+        points = [start - 3, start + LARGE // 3, end + 2]
+    else:
+        points = [start + cut if cut < LARGE // 2 else end + cut - LARGE]
+    points = [0, *(p for p in points if 0 < p < len(data)), len(data)]
+    return [data[a:b] for a, b in zip(points, points[1:], strict=False)]
+
+
+#: where the reads are cut: every offset from 14 bytes before a large body (its message's
+#: headers, the frames before it) to 6 into it, from 6 before its end to 14 past it (the
+#: next message's headers), and one three-way split
+CUTS = [*range(-14, 7), *range(LARGE - 6, LARGE + 15), LARGE // 2]
+
+
+async def _large_run(front: str, back: str, compiled: bool, cut: int,
+                     hwm: int) -> tuple[dict[str, Any], int]:
+    """A small request, a large one and a small one from one client, read in pieces cut
+    around the large body; the server's echo of them, cut the same way. The rig's state, and
+    how many messages the kernel forwarded."""
+    core._RUNNING_PIPE_IDS[0] = 100
+    rig = Rig(front, back, compiled, max_size=4 * LARGE, hwm=hwm)
+    await rig.open(clients=1, servers=1)
+    try:
+        (c,), (s,) = rig.clients, rig.servers
+        for chunk in _split_around(_hello(front, 0) + _large(front, 1) + _hello(front, 2),
+                                   66, cut):
+            c.pipe.data_received(chunk)
+            await asyncio.sleep(0)
+        for chunk in _split_around(_server_replies(random.Random(0), s, back, mangle=False),
+                                   66, cut):
+            s.pipe.data_received(chunk)
+            await asyncio.sleep(0)
+        for _ in range(3):
+            await asyncio.sleep(0)
+        return rig.state(), rig.fwd.ledger.tally.by_kernel
+    finally:
+        await rig.close()
+
+
+@needs_kernel
+@pytest.mark.parametrize("hwm", [2, 64])
+@pytest.mark.parametrize(("front", "back"), ROUTES, ids=[f"{f}-{b}" for f, b in ROUTES])
+def test_a_large_message_split_at_every_offset_as_the_reference(front: str, back: str,
+                                                                hwm: int) -> None:
+    """Issue 36: a large body (a view of the read, not copied) in reads cut at every offset
+    around it, its request and its reply: the kernel (which waits for the rest of a message it
+    takes, appended to the buffer once) writes and records what the reference does, and every
+    message arrives whole. With hwm 64 (a 64 KiB mark) the kernel forwards all six; with hwm 2
+    a large message is past the mark and the reference's (which then raises the mark)."""
+    for cut in CUTS:
+        compiled, by_kernel = asyncio.run(_large_run(front, back, True, cut, hwm))
+        reference, _ = asyncio.run(_large_run(front, back, False, cut, hwm))
+        assert compiled == reference, cut
+        if hwm == 64:
+            assert by_kernel == 6, cut
+        assert compiled["forwarded"] == (3, 3) and not any(compiled["closed"]), cut
+        assert bytes([66]) * LARGE in compiled["clients"][0], cut
+
+
 def _hello(front: str, i: int) -> bytes:
     """The ``i``-th plain request (``hello i``) of a client on the ``front`` wire."""
     body = b"hello %d" % i
@@ -509,9 +590,11 @@ def test_the_usual_traffic_goes_through_the_kernel(front: str, back: str,
 def test_a_whole_read_never_reaches_the_pipes_python(front: str, back: str,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     """A read of whole plain messages is the kernel's from its first byte (``fast_read``):
-    ``Pipe.process`` (and the codec's ``receive_data`` under it) never runs; a read cut inside
-    a message goes on to ``Pipe.process`` for its tail, and the next read (a tail waits in the
-    buffer) is the pipe's own."""
+    ``Pipe.process`` (and the codec's ``receive_data`` under it) never runs; nor for a read cut
+    inside a message the kernel takes (its tail waits in the buffer) and the read that ends it
+    (appended there once, issue 36: the codec's Python never takes a large message apart);
+    a tail that begins a command (a PING cut short) goes on to ``Pipe.process``, and the next
+    read is the pipe's own."""
     from gateway.engine.pipe import PipeBody
 
     calls: list[str] = []
@@ -534,17 +617,23 @@ def test_a_whole_read_never_reaches_the_pipes_python(front: str, back: str,
             assert calls == [] and state["forwarded"] == (20, 20)
             c = rig.clients[0]
             cut = _hello(front, 10) + _hello(front, 11)
-            c.pipe.data_received(cut[:-3])  # one whole message, then a tail: process() once
-            assert calls == ["process"]
-            c.pipe.data_received(cut[-3:])  # after a tail: the pipe's own way
-            assert calls == ["process"] * 2
+            c.pipe.data_received(cut[:-3])  # one whole message, then a tail: the kernel's
+            c.pipe.data_received(cut[-3:])  # the tail's end: the kernel's too
+            assert calls == []
             await asyncio.sleep(0)
+            if front == "zmtp":  # a PING cut short: the reference's, and the read after it
+                ping = _ping()
+                c.pipe.data_received(_hello(front, 12) + ping[:3])
+                assert calls == ["process"]
+                c.pipe.data_received(ping[3:])
+                assert calls == ["process"] * 2
+                await asyncio.sleep(0)
             return rig.state()
         finally:
             await rig.close()
 
     state = asyncio.run(go())
-    assert state["forwarded"] == (22, 20)
+    assert state["forwarded"] == ((23, 20) if front == "zmtp" else (22, 20))
 
 
 @needs_kernel
@@ -876,6 +965,9 @@ class _Transport:
     def write(self, data: bytes) -> None:
         self.writes.append((self.name, bytes(data)))
 
+    def writelines(self, chunks: list[Any]) -> None:  # (recorded as such: one writev)
+        self.writes.append((self.name + " writelines", b"".join(chunks)))
+
 
 class _Pipe:
     def __init__(self, writes: list[tuple[str, bytes]], name: str, chunks: list[bytes],
@@ -893,12 +985,16 @@ class _Pipe:
 
 @needs_kernel
 @settings(max_examples=50, deadline=None)
-@given(pipes=st.lists(st.tuples(st.lists(st.binary(max_size=5), max_size=3),
-                                st.sampled_from(["open", "closing", "none"])), max_size=5))
+@given(pipes=st.lists(st.tuples(
+    st.lists(st.one_of(st.binary(max_size=5),  # small chunks, and large ones (JOIN_BELOW)
+                       st.builds(lambda n, b: bytes([b]) * n, st.integers(4000, 20000),
+                                 st.integers(0, 255))), max_size=3),
+    st.sampled_from(["open", "closing", "none"])), max_size=5))
 def test_the_compiled_flush_writes_what_the_reference_writes(
         pipes: list[tuple[list[bytes], str]]) -> None:
     """``flush_batch`` (the kernel's whole reads) and ``writes.flush`` (Batch.close's) write
-    the same bytes to the same transports and leave the pipes and the batch the same: pipes on
+    the same bytes to the same transports (one chunk as it is, small ones joined, 16 KiB or
+    more in one ``writelines``) and leave the pipes and the batch the same: pipes on
     the kernel's hot state (read as C fields) and other pipes (their own ``flush``), mixed;
     each flush with its own twin of the batch."""
     from gateway.engine.pipe import pipe_class

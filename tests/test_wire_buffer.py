@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from gateway.engine.codecs import sp_role, zmtp_role
-from gateway.wire._buffer import COPY_VIA_VIEW, ReceiveBuffer
+from gateway.wire._buffer import COPY_VIA_VIEW, ReceiveBuffer, new_buffer
 from gateway.wire.events import HandshakeComplete
 from gateway.wire.sp import SpCodec
 from gateway.wire.zmtp import ZmtpCodec
@@ -35,6 +35,28 @@ def test_a_chunk_after_a_consumed_buffer_is_kept_without_a_copy() -> None:
     rx.pos = 3
     rx.feed(bytearray(b"ba"))  # any bytes-like chunk; kept as bytes
     assert (rx.data, rx.pos) == (b"ba", 0) and type(rx.data) is bytes
+
+
+def test_a_buffer_with_views_still_to_be_written_moves_its_tail() -> None:
+    """The compiled kernel writes a large body as a view of the buffer it came in (issue 36):
+    while that view waits to be written the bytearray cannot be resized, so the next chunk
+    goes with the unparsed tail to a new buffer; the view keeps the old bytes as they were.
+    (Both twins: the engine-path fixture runs this test on each.)"""
+    rx = new_buffer()
+    rx.feed(b"head")
+    rx.pos = 1
+    rx.feed(b"body!")  # a tail was left: a bytearray from now on
+    old = rx.data
+    assert type(old) is bytearray
+    view = memoryview(old)[1:5]  # what the kernel hands to a write
+    rx.pos = 3
+    rx.feed(b"more")
+    assert rx.data is not old and (bytes(rx.data), rx.pos) == (b"body!more", 0)
+    assert bytes(view) == b"adbo" and bytes(old) == b"eadbody!"
+    view.release()
+    rx.pos = 2
+    rx.feed(b"+")  # no view left: in place again
+    assert (bytes(rx.data), rx.pos) == (b"dy!more+", 0)
 
 
 def test_copy_is_a_detached_bytes() -> None:

@@ -13,7 +13,8 @@ pyzmq-style face on top is :mod:`gateway.engine.socket`).
 * the pattern's timer (REQ's resend) is run here, sans-IO: the pattern says when and what.
 
 Bounds: each pipe may have at most ``hwm`` messages in the inbox (then its reading is paused:
-TCP back-pressure reaches the peer); each pipe's write buffer stops at ``hwm * 1 KiB``: load
+TCP back-pressure reaches the peer); each pipe's write buffer stops at ``hwm`` messages
+(``hwm * 1 KiB``, or ``hwm`` times its largest message past 1 KiB: ``Writes.fit_mark``): load
 balancing skips such a pipe (``send_msg`` waits), a routed send to it drops the message
 (``PeerBusy`` with ``router_mandatory``).
 """

@@ -12,9 +12,11 @@ Flow control, both ways:
 * reading: the owner counts messages of this pipe waiting in its inbox with
   :meth:`Pipe.enqueued` / :meth:`Pipe.dequeued`; at ``hwm`` the pipe pauses reading (TCP
   back-pressure reaches the peer), at ``hwm // 2`` it resumes;
-* writing: the transport's write buffer pauses at ``hwm * 1 KiB`` (``writable`` turns False
-  until it drains to half); writes coalesced in a batch count towards the same mark, so
-  nothing a pipe buffers grows past ``hwm * 1 KiB`` plus one message.
+* writing: the transport's write buffer pauses at ``hwm * 1 KiB``, or ``hwm`` times the
+  largest message written to the pipe once one is larger (libzmq's hwm counts messages:
+  :meth:`~gateway.engine.writes.Writes.fit_mark`), and ``writable`` turns False until it
+  drains to half; writes coalesced in a batch count towards the same mark, so nothing a pipe
+  buffers grows past that mark plus one message.
 
 Deadlines and heartbeats are :class:`gateway.engine.liveness.Liveness`'s: the handshake must
 finish within ``handshake_timeout`` (here), a started message within ``message_timeout``, and

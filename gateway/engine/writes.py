@@ -4,8 +4,12 @@ While received messages are dispatched (a :class:`Batch` is open), writes are bu
 pipe; the buffers are flushed with one ``transport.write`` each once the loop has run every
 read of this iteration (``call_soon``), so requests of many clients that go to one back-end
 pipe share a write. One message in flight still costs one write; a burst of N costs one per
-pipe, not N. The batch is bounded by the same mark as the transport's buffer (``hwm * 1 KiB``):
-past it, the pipe flushes and the transport's flow control takes over.
+pipe, not N. The batch is bounded by the same mark as the transport's buffer (``hwm * 1 KiB``,
+or ``hwm`` times the largest message written to the pipe once one is larger than 1 KiB: libzmq's
+hwm counts messages, so a message larger than the byte mark is no reason to drop the next one,
+:meth:`Writes.fit_mark`): past it, the pipe flushes and the transport's flow control takes over.
+A batch of several chunks goes out in one ``writelines`` (uvloop: one ``writev``), not a join
+(the kernel hands large bodies over as views of the read, :mod:`gateway._kernel`).
 """
 
 from __future__ import annotations
@@ -79,6 +83,23 @@ def flush(batch: Batch) -> None:
         pipe.flush()
 
 
+#: a batch of chunks at least this big in all goes out as they are (``writelines``: one
+#: ``writev``); below it, one join (a copy of a few KiB costs less than a view per chunk)
+JOIN_BELOW = 16384
+
+
+def write_chunks(transport: asyncio.Transport, chunks: list[bytes], size: int) -> None:
+    """One pipe's batch (``size`` bytes in all) to its transport: one chunk as it is; several
+    joined when small, else handed over whole (a large body: a view of the read it came in,
+    never copied here). The compiled twin is inline in ``gateway._kernel.flush_batch``."""
+    if len(chunks) == 1:
+        transport.write(chunks[0])
+    elif size < JOIN_BELOW:
+        transport.write(b"".join(chunks))
+    else:
+        transport.writelines(chunks)
+
+
 def check_body(pipe: Any, msg: Message) -> None:
     """Refuse a message the pipe's wire cannot carry (:func:`gateway.message.one_body`)."""
     one_body(pipe.family, msg.body)
@@ -95,13 +116,28 @@ class Writes:
     transport: asyncio.Transport | None
     _batch: Batch
     _high: int
+    hwm: int
     _closed: bool  # the owner closed the pipe
 
     def _init_writes(self) -> None:
         self.wbuf: list[bytes] = []  # coalesced writes while a batch is open
         self._wbuf_size = 0
+        self._unit = BYTES_PER_HWM  # bytes per message of the mark (fit_mark)
         self._drop_logged = -_DROP_LOG_INTERVAL
         self._drops_suppressed = 0
+
+    def fit_mark(self, size: int) -> None:
+        """A message of ``size`` bytes (on the wire) is written: the mark holds ``hwm`` of them
+        (libzmq's hwm counts messages; ``hwm * 1 KiB`` alone would make one message larger than
+        it fill the buffer, and the next be dropped at the mark). Bounded: ``hwm`` times the
+        largest message the other side accepts (its ``max_message_size``)."""
+        if size <= self._unit:
+            return
+        self._unit = size
+        self._high = high = self.hwm * size
+        transport = self.transport
+        if transport is not None:
+            transport.set_write_buffer_limits(high=high, low=high // 2)
 
     def write(self, msg: Message) -> None:
         hops, body = msg
@@ -112,6 +148,8 @@ class Writes:
         """Write one message given as its wire frames (hops + body; the caller checked that
         an SP pipe gets one body frame)."""
         data = self.codec.send_message(frames)
+        if len(data) > self._unit:
+            self.fit_mark(len(data))
         batch = self._batch
         if batch.depth and self._wbuf_size + len(data) < self._high:  # write_bytes, inline
             if not self.wbuf:
@@ -128,6 +166,8 @@ class Writes:
     def write_bytes(self, data: bytes) -> None:
         """Write encoded bytes: coalesced while a batch is open, else at once (after what this
         pipe still holds from a batch: the order on the wire is the order of the writes)."""
+        if len(data) > self._unit:
+            self.fit_mark(len(data))
         batch = self._batch
         if batch.depth:
             if not self.wbuf:
@@ -142,12 +182,13 @@ class Writes:
             self.transport.write(data)
 
     def flush(self) -> None:
-        """Write what this pipe buffered in the open batch, in one write."""
+        """Write what this pipe buffered in the open batch, in one write (several chunks: one
+        ``writelines``, no join: :func:`write_chunks`)."""
         chunks, self.wbuf = self.wbuf, []
-        self._wbuf_size = 0
+        size, self._wbuf_size = self._wbuf_size, 0
         transport = self.transport
         if chunks and transport is not None and not transport.is_closing():
-            transport.write(chunks[0] if len(chunks) == 1 else b"".join(chunks))
+            write_chunks(transport, chunks, size)
 
     def hang_up(self, farewell: bytes, grace: float) -> None:
         """Close the connection now; ``farewell`` (an ERROR command) goes first, with
@@ -201,4 +242,5 @@ class Writes:
         self._drops_suppressed = 0
 
 
-__all__ = ["BYTES_PER_HWM", "Batch", "Writes", "check_body", "flush", "thread_batch"]
+__all__ = ["BYTES_PER_HWM", "JOIN_BELOW", "Batch", "Writes", "check_body", "flush",
+           "thread_batch", "write_chunks"]

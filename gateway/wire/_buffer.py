@@ -5,7 +5,9 @@ arrives when everything before it was consumed (the usual case: whole messages p
 kept as it came, a ``bytes``, with no copy, and frames are slices of it. Only a tail left
 unparsed (a message cut by the read) turns ``data`` into a ``bytearray`` the next chunks are
 appended to; ``feed`` then drops the consumed prefix first, so the buffer holds at most one
-unparsed tail plus the newest chunk. Codecs read ``data``/``pos`` directly in their hot loops
+unparsed tail plus the newest chunk. A ``bytearray`` the compiled kernel took large bodies of
+as views (written later, without a copy) cannot be resized while they wait: ``feed`` then moves
+the tail to a new buffer instead. Codecs read ``data``/``pos`` directly in their hot loops
 (no call per frame) and only index, slice and ``unpack_from`` it, which both types allow.
 """
 
@@ -38,12 +40,18 @@ class ReceiveBuffer:
             self.pos = 0
             return
         if isinstance(data, bytearray):
-            if pos:
-                del data[:pos]
-        else:  # a tail left over: from now on, a buffer to append to
-            with memoryview(data) as view:
-                data = bytearray(view[pos:])
-            self.data = data
+            try:
+                if pos:
+                    del data[:pos]
+                data += chunk
+                self.pos = 0
+                return
+            except BufferError:  # a view of it is still to be written (the kernel's, of a body)
+                pass  # (nothing changed): the tail to a new buffer, as below
+        # a tail left over: from now on, a buffer to append to
+        with memoryview(data) as view:
+            data = bytearray(view[pos:])
+        self.data = data
         self.pos = 0
         data += chunk
 

@@ -34,6 +34,8 @@ PROGRAMS: dict[str, tuple[str, tuple[str, ...]]] = {
     "sp_patterns": ("sp_patterns.c", ()),
     "nng_shapes": ("nng_shapes.c", ("-lnng", "-lpthread")),
     "relay_floor": ("relay_floor.c", ()),
+    # not a peer: the LD_PRELOAD shim that counts a bridge's copies (gateway.tools.bench.copies)
+    "copycount": ("copycount.c", ("-shared", "-fPIC", "-ldl")),
 }
 #: bench role -> (program, mode): the request-reply clients and echo servers. The ``cpeers``
 #: SP routes use ``sp_stream`` (SP over plain sockets): nng's own peers cost ~30 us of CPU per
