@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import sys
+import threading
+import traceback
 import urllib.error
 import urllib.request
 
@@ -10,13 +13,26 @@ import pytest
 from gateway.errors import ConfigError
 from gateway.observe import ObserveServer, readiness_text
 
+#: seconds an answer may take: a scrape is milliseconds, but the CI's four test workers share
+#: two cores with the gateways they start (one 3.12 run timed out at 5 s once and never again)
+ANSWER_WITHIN = 20.0
+
+
+def _threads() -> str:
+    """Every thread's stack, for a request that got no answer (where the server waits)."""
+    names = {t.ident: t.name for t in threading.enumerate()}
+    return "\n".join(f"--- {names.get(ident, ident)}\n{''.join(traceback.format_stack(frame))}"
+                     for ident, frame in sys._current_frames().items())
+
 
 def _get(address: str, path: str) -> tuple[int, str, str]:
     try:
-        with urllib.request.urlopen(f"http://{address}{path}", timeout=5) as r:
+        with urllib.request.urlopen(f"http://{address}{path}", timeout=ANSWER_WITHIN) as r:
             return r.status, r.headers["Content-Type"], r.read().decode()
     except urllib.error.HTTPError as err:
         return err.code, err.headers["Content-Type"], err.read().decode()
+    except TimeoutError:
+        pytest.fail(f"GET {path}: no answer within {ANSWER_WITHIN} s; threads:\n{_threads()}")
 
 
 @pytest.fixture
