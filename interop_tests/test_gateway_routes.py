@@ -9,16 +9,17 @@ A chain: zmq -> gateway A (zmq->sp) -> gateway B (sp->zmq) -> zmq.
 from __future__ import annotations
 
 import shutil
+import signal
 import threading
 import uuid
 from collections.abc import Callable
 from typing import Any
 
-import pynng
 import pytest
 import zmq
 
 from gateway.testing.pytest_plugin import PATHS
+from gateway.tools.bench.procs import Proc as BenchProc
 from gateway.tools.harness.gateway import local_bridge
 from gateway.tools.harness.peers.nng import nng_raw_recv, nng_raw_send, open_raw
 from gateway.tools.harness.peers.servers import (
@@ -263,28 +264,14 @@ def _sp_exchange(front: str) -> list[bytes]:
 @backends
 def test_sp_to_sp_same_as_nng_device(front_be: str, back_be: str) -> None:
     with NngRawServer() as server:
-        # the reference: nng_device over a raw rep0 / raw req0 pair (what nng's devices do)
-        dev_front, dev_back = open_raw("REP"), open_raw("REQ")
-        listener = dev_front.listen(f"tcp://{LOCAL}:0")
-        dev_back.dial(server.url, block=False)
-        device = threading.Thread(target=pynng.lib.nng_device,
-                                  args=(dev_front.socket, dev_back.socket), daemon=True)
-        device.start()
+        # the reference: nng_device over a raw rep0 / raw req0 pair (what nng's devices do), in
+        # a process of its own (the bench's peer): nng_close of a socket nng_device forwards on
+        # hung once in a 3.13 CI run; a process is killed, never closed
+        device = BenchProc.peer("nng-device", "nng-device", server=server.url, lifetime=120)
         try:
-            expected = _sp_exchange(f"tcp://{listener.local_address}")
+            expected = _sp_exchange(device.wait_ready(30)["url"])
         finally:
-            # nng_close of a socket nng_device forwards on hung once (3.13 CI run): bounded
-            closed = threading.Event()
-
-            def close() -> None:
-                dev_front.close()
-                dev_back.close()
-                closed.set()
-
-            threading.Thread(target=close, daemon=True).start()
-            assert closed.wait(10), "nng_close of nng_device's sockets did not return in 10 s"
-            device.join(5)
-            assert not device.is_alive(), "nng_device did not return"
+            device.stop(grace=1.0, sig=signal.SIGKILL)
         via_device, got, via_gateway = _then_the_gateway(server, "sp", front_be, back_be, _sp_exchange)
 
     assert got == expected == [b"re:one", b"re:two"]
