@@ -64,6 +64,7 @@ cdef class PipeState:
         (<object>self).data_received(rb.take())
 
 
+@cython.final
 cdef class ReadBuffer:
     """A pipe's read buffer (the reference: :class:`gateway.engine.read_buffer.ReadBuffer`,
     whose doc says how its room is given, held and grown)."""
