@@ -237,6 +237,20 @@ cdef class _Reader:
     # pipe (see ``_read``); callables a pipe's ``data_received`` calls without Python's call
     cdef readonly _WholeRead read_request, read_reply
 
+    cdef _Out _reading(self, object pipe):
+        """The kernel's record of ``pipe`` when a whole read of it may be the kernel's: a pipe
+        of the compiled twin, reading, not closing, whose codec the kernel frames and streams
+        (None: the pipe's own way)."""
+        if not isinstance(pipe, PipeState):
+            return None
+        cdef PipeState ps = <PipeState>pipe
+        if not ps.reading or ps.close_reason:
+            return None
+        cdef _Out state = _state(ps)
+        if state.framing == 0 or not state.codec.streaming:
+            return None
+        return state
+
     cdef bint _read(self, object pipe, object data, bint request) except -1:
         """The read as ``Pipe.data_received`` and ``Pipe.process`` take it, without their
         Python: the bytes become the codec's receive buffer (as ``ReceiveBuffer.feed`` does
@@ -247,14 +261,12 @@ cdef class _Reader:
         to the buffer once; the codec's Python never takes its frames apart. False: nothing
         was done (a reference pipe, paused or closing, a tail of the last read that is not
         such a message): the pipe's own way."""
-        if type(data) is not bytes or not isinstance(pipe, PipeState):
+        if type(data) is not bytes:
+            return False
+        cdef _Out state = self._reading(pipe)
+        if state is None:
             return False
         cdef PipeState ps = <PipeState>pipe
-        if not ps.reading or ps.close_reason:
-            return False
-        cdef _Out state = _state(ps)
-        if state.framing == 0 or not state.codec.streaming:
-            return False
         cdef ReceiveBuffer rx = state.rx
         cdef Py_ssize_t size = 0
         cdef const uint8_t* buf = _buffer_of(rx.data, &size)
@@ -305,14 +317,10 @@ cdef class _Reader:
         ``bytes``, where the reference takes over at that byte. False: nothing was done (as
         ``_read``; the codec holding a tail of an earlier read among them): the pipe hands
         the bytes to ``data_received``."""
-        if not isinstance(pipe, PipeState):
+        cdef _Out state = self._reading(pipe)
+        if state is None:
             return False
         cdef PipeState ps = <PipeState>pipe
-        if not ps.reading or ps.close_reason:
-            return False
-        cdef _Out state = _state(ps)
-        if state.framing == 0 or not state.codec.streaming:
-            return False
         cdef ReceiveBuffer rx = state.rx
         cdef Py_ssize_t size = 0
         cdef const uint8_t* buf = _buffer_of(rx.data, &size)
