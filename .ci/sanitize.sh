@@ -2,7 +2,8 @@
 # The compiled kernel built with AddressSanitizer, UndefinedBehaviorSanitizer and Cython's
 # bounds checks (GATEWAY_SANITIZE=1: setup.py switches boundscheck, wraparound and
 # initializedcheck on), in a copy of the package under build/asan, then the differential tests
-# (tests/test_kernel.py: the kernel against the reference on random streams) and the security
+# (tests/test_kernel.py: the kernel against the reference on random streams; test_kernel_reads.py:
+# the same read into the pipes' own buffers) and the security
 # review's cases (tests/test_kernel_findings.py) and the kernel fuzzing harnesses' kept inputs
 # (tests/test_fuzz_corpus.py) run against that build. Any out-of-bounds access or undefined
 # behaviour aborts the run.
@@ -35,6 +36,7 @@ cd "$OUT"
 # build, fuzz/_asan.py)
 GATEWAY_SANITIZE=1 "$PY" -m pytest -q -p no:cacheprovider --capture=sys --rootdir "$ROOT" \
     "$ROOT/tests/test_kernel.py" "$ROOT/tests/test_kernel_findings.py" \
-    "$ROOT/tests/test_kernel_seam.py" \
+    "$ROOT/tests/test_kernel_seam.py" "$ROOT/tests/test_kernel_reads.py" \
+    "$ROOT/tests/test_engine_read_buffer.py" \
     "$ROOT"/tests/test_fuzz_corpus.py::test_every_kept_input_replays\[kernel_{zmtp,sp,curve}\] \
     -o addopts="" "$@"

@@ -10,10 +10,11 @@ built, or the reference with ``gateway.kernel.compiled`` set to None for the who
 forwarder is then the reference's). Its peers are the project's own codecs on a transport that
 records what the pipe writes; each peer's connection is a pipe the front or back socket makes
 (``endpoints.new_pipe``: the class :func:`gateway.engine.pipe.pipe_class` picks), fed with
-``data_received`` and nothing else. The kernel's internals (its classes, slots, offsets) are
+``data_received``, or read into its own buffer as a loop's transport does (``get_buffer``,
+``buffer_updated``: ``Setup.buffered``). The kernel's internals (its classes, slots, offsets) are
 not named here; what is: ``gateway.kernel.compiled`` and ``token_table``, ``NativeSide(kind,
 options, name).socket.endpoints.new_pipe``, a pipe's ``connection_made``, ``data_received``,
-``connection_lost``, ``ready``, ``close_reason``, and the forwarder's ``start``, ``close``,
+``get_buffer``, ``buffer_updated``, ``connection_lost``, ``ready``, ``close_reason``, and the forwarder's ``start``, ``close``,
 ``kernel`` (not None: it forwards with the kernel), ``translator.table``, ``loss.inflight``,
 ``front.backlog``, ``back.backlog`` and ``ledger``. A kernel reworked behind these runs under
 the harnesses unchanged.
@@ -47,7 +48,7 @@ from gateway.errors import DROP_REASONS, ProtocolError
 from gateway.metrics import METRICS, Registry
 from gateway.plugins import registry
 from gateway.security import Security
-from gateway.testing.bridge_peers import RecordingTransport, handshake
+from gateway.testing.bridge_peers import RecordingTransport, deliver, handshake
 from gateway.wire.sp import SpCodec
 from gateway.wire.zmtp import ZmtpCodec
 from gateway.wire.zmtp_curve import CurveClient, CurveServer
@@ -70,7 +71,7 @@ HWM_DROPS = METRICS.declare("gateway_socket_dropped_messages_total", reason="hwm
 @dataclass(frozen=True)
 class Setup:
     """One bridge: its pattern, the two wires, CURVE on its ZeroMQ sides, SP over IPC, how many
-    peers on each side, the size limit and the mark."""
+    peers on each side, the size limit, the mark and how the pipes read."""
 
     pattern: str
     front: str
@@ -81,6 +82,9 @@ class Setup:
     servers: int = 1
     max_size: int = 700
     hwm: int = 1000
+    #: the pipes read into their own buffers, as from a loop's transport (get_buffer and
+    #: buffer_updated), else each read is given to data_received
+    buffered: bool = False
 
 
 class Wire(RecordingTransport):
@@ -131,9 +135,9 @@ class Bridge:
         if peer.gone or peer.pipe.close_reason or not data:
             return
         try:
-            peer.pipe.data_received(data)
+            deliver(peer.pipe, data, self.setup.buffered)
         except Exception as exc:  # noqa: BLE001 - recorded: the comparison and the oracle
-            self.errors.append(f"data_received raised {type(exc).__name__}: {exc}")
+            self.errors.append(f"a read raised {type(exc).__name__}: {exc}")
 
 
 @contextlib.contextmanager

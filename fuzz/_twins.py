@@ -67,7 +67,8 @@ def setup_of(data: Data, routes: Sequence[tuple[str, str]], curve: bool) -> Setu
     front, back = routes[(pick // 3) % len(routes)]
     return Setup(PATTERNS[pick % 3], front, back, curve=curve, ipc=bool(flags & 1),
                  clients=1 + (flags >> 1 & 1), servers=1 + (flags >> 2 & 1),
-                 max_size=data.choice(CURVE_SIZES if curve else SIZES), hwm=data.choice(HWMS))
+                 max_size=data.choice(CURVE_SIZES if curve else SIZES), hwm=data.choice(HWMS),
+                 buffered=bool(flags & 8))
 
 
 def _frames(data: Data) -> tuple[bytes, ...]:

@@ -36,7 +36,8 @@ reading before and one after (an upper bound of each message's own).
 """
 
 cimport cython
-from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_GET_SIZE, PyByteArray_Resize
+from cpython.bytearray cimport (PyByteArray_AS_STRING, PyByteArray_FromStringAndSize,
+                                PyByteArray_GET_SIZE, PyByteArray_Resize)
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.dict cimport PyDict_GetItem, PyDict_SetDefault
 from cpython.mem cimport PyMem_Free, PyMem_Malloc, PyMem_Realloc
@@ -97,6 +98,10 @@ cdef Py_ssize_t NO_BYTE_BOUND = 1 << 62  # (gateway.envelope.tokens.NO_BYTE_BOUN
 cdef Py_ssize_t JOIN_BELOW = 16384  # (gateway.engine.writes.JOIN_BELOW)
 cdef Py_ssize_t BYTES_PER_HWM = 1024  # (gateway.engine.writes.BYTES_PER_HWM)
 cdef bytes EMPTY = b""
+# a pipe's read buffer (gateway.engine.read_buffer's MIN_SIZE, CHUNK, AHEAD)
+cdef Py_ssize_t RB_MIN_SIZE = 16 * 1024
+cdef Py_ssize_t RB_CHUNK = 256 * 1024
+cdef Py_ssize_t RB_AHEAD = 2 * 1024 * 1024
 
 
 cdef inline uint64_t _be64(const uint8_t* p) noexcept nogil:
@@ -232,6 +237,20 @@ cdef class _Reader:
     # pipe (see ``_read``); callables a pipe's ``data_received`` calls without Python's call
     cdef readonly _WholeRead read_request, read_reply
 
+    cdef _Out _reading(self, object pipe):
+        """The kernel's record of ``pipe`` when a whole read of it may be the kernel's: a pipe
+        of the compiled twin, reading, not closing, whose codec the kernel frames and streams
+        (None: the pipe's own way)."""
+        if not isinstance(pipe, PipeState):
+            return None
+        cdef PipeState ps = <PipeState>pipe
+        if not ps.reading or ps.close_reason:
+            return None
+        cdef _Out state = _state(ps)
+        if state.framing == 0 or not state.codec.streaming:
+            return None
+        return state
+
     cdef bint _read(self, object pipe, object data, bint request) except -1:
         """The read as ``Pipe.data_received`` and ``Pipe.process`` take it, without their
         Python: the bytes become the codec's receive buffer (as ``ReceiveBuffer.feed`` does
@@ -242,14 +261,12 @@ cdef class _Reader:
         to the buffer once; the codec's Python never takes its frames apart. False: nothing
         was done (a reference pipe, paused or closing, a tail of the last read that is not
         such a message): the pipe's own way."""
-        if type(data) is not bytes or not isinstance(pipe, PipeState):
+        if type(data) is not bytes:
+            return False
+        cdef _Out state = self._reading(pipe)
+        if state is None:
             return False
         cdef PipeState ps = <PipeState>pipe
-        if not ps.reading or ps.close_reason:
-            return False
-        cdef _Out state = _state(ps)
-        if state.framing == 0 or not state.codec.streaming:
-            return False
         cdef ReceiveBuffer rx = state.rx
         cdef Py_ssize_t size = 0
         cdef const uint8_t* buf = _buffer_of(rx.data, &size)
@@ -263,7 +280,7 @@ cdef class _Reader:
             rx.data = data
             rx.pos = 0
         ps.rx_chunks += 1
-        cdef Py_ssize_t n = self._messages(state, request)
+        cdef Py_ssize_t n = self._messages(state, request, None)
         buf = _buffer_of(rx.data, &size)
         if buf == NULL:  # (a public slot: Python code may have put another buffer there)
             size = len(rx.data)
@@ -274,8 +291,14 @@ cdef class _Reader:
                        or not _incomplete(buf, rx.pos, size, state.limit, state.framing)):
             pipe.process(n)  # the rest, the reference's way, in the same FAIR_SHARE
             return True
-        if ps._watch:  # (Pipe.process's rule for the message deadline)
-            liveness = state.liveness if state.liveness is not None else pipe.liveness
+        self._read_done(ps, state, n, left)
+        return True
+
+    cdef void _read_done(self, PipeState ps, _Out state, Py_ssize_t n, bint left) except *:
+        """The end of a whole read: the message deadline (``Pipe.process``'s rule) and the
+        flush (as ``Batch.close``)."""
+        if ps._watch:
+            liveness = state.liveness if state.liveness is not None else (<object>ps).liveness
             if left or liveness.msg_timer is not None:  # (its ``watching``, inline)
                 liveness.watch_partial(n)
         batch = ps._batch
@@ -283,6 +306,42 @@ cdef class _Reader:
             (<Batch>batch).schedule(ps._loop)
         else:
             batch.schedule(ps._loop)  # (a reference batch: its own flush)
+
+    cdef bint _read_buffer(self, object pipe, ReadBuffer rb, bint request) except -1:
+        """``_read`` of a read that landed in the pipe's read buffer (``Pipe.buffer_updated``),
+        in place: the kernel takes the whole messages from ``rb`` itself (large bodies leave
+        as views of it); a message it waits for (``_incomplete``) stays there, and the length
+        its headers declare (``rb.wanted``) sizes the room of the next reads, so that its
+        bytes land behind it; anything else left (a command, a message the kernel does not
+        take, the rest after a FAIR_SHARE) goes to the codec's receive buffer as one
+        ``bytes``, where the reference takes over at that byte. False: nothing was done (as
+        ``_read``; the codec holding a tail of an earlier read among them): the pipe hands
+        the bytes to ``data_received``."""
+        cdef _Out state = self._reading(pipe)
+        if state is None:
+            return False
+        cdef PipeState ps = <PipeState>pipe
+        cdef ReceiveBuffer rx = state.rx
+        cdef Py_ssize_t size = 0
+        cdef const uint8_t* buf = _buffer_of(rx.data, &size)
+        if buf == NULL or rx.pos < size:  # the codec holds bytes: they go first
+            return False
+        ps.rx_chunks += 1
+        cdef Py_ssize_t n = self._messages(state, request, rb), wanted = 0
+        cdef bint left = rb.start < rb.end
+        if left and n < FAIR_SHARE:
+            wanted = _incomplete(<const uint8_t*>PyByteArray_AS_STRING(rb.data), rb.start,
+                                 rb.end, state.limit, state.framing)
+        if left and not wanted:  # the rest is the codec's (the reference's way, from there)
+            rx.data = rb.take()
+            rx.pos = 0
+            if n < FAIR_SHARE:
+                pipe.process(n)  # in the same FAIR_SHARE
+                return True
+        rb.wanted = wanted
+        if n >= FAIR_SHARE:
+            pipe.yield_turn()  # the rest after the other pipes' turn (Pipe.process's rule)
+        self._read_done(ps, state, n, left)
         return True
 
     cdef Py_ssize_t _run(self, object pipe, bint request) except -1:
@@ -293,35 +352,42 @@ cdef class _Reader:
         if (state.framing == 0 or (<PipeState>pipe).close_reason
                 or not state.codec.streaming):
             return 0
-        return self._messages(state, request)
+        return self._messages(state, request, None)
 
-    cdef Py_ssize_t _messages(self, _Out state, bint request) except -1:
-        """The whole messages in the receive buffer of ``state``'s pipe (a streaming codec);
-        replies between ``_before_replies`` and ``_after_replies``."""
+    cdef Py_ssize_t _messages(self, _Out state, bint request, ReadBuffer rb) except -1:
+        """The whole messages in the receive buffer of ``state``'s pipe (a streaming codec),
+        or in ``rb``, its read buffer (not None); replies between ``_before_replies`` and
+        ``_after_replies``."""
         if request:
-            return self._take_all(state, True)
+            return self._take_all(state, True, rb)
         self._before_replies()
         try:
-            return self._take_all(state, False)
+            return self._take_all(state, False, rb)
         finally:
             self._after_replies()
 
-    cdef Py_ssize_t _take_all(self, _Out state, bint request) except -1:
+    cdef Py_ssize_t _take_all(self, _Out state, bint request, ReadBuffer rb) except -1:
         pipe, codec = state.pipe, state.codec
         cdef ReceiveBuffer rx = state.rx
         cdef int framing = state.framing
-        data = rx.data
         cdef const uint8_t* p
-        cdef Py_ssize_t end
-        if type(data) is bytes:
-            p = <const uint8_t*>PyBytes_AS_STRING(data)
-            end = PyBytes_GET_SIZE(data)
-        elif type(data) is bytearray:
+        cdef Py_ssize_t end, pos
+        if rb is not None:  # the read buffer, where the read landed (start to end)
+            data = rb.data
             p = <const uint8_t*>PyByteArray_AS_STRING(data)
-            end = PyByteArray_GET_SIZE(data)
+            end, pos = rb.end, rb.start
         else:
-            return 0  # another buffer (ReceiveBuffer.data is a public slot): the reference's
-        cdef Py_ssize_t pos = rx.pos, nxt, limit = state.limit, n = 0
+            data = rx.data
+            pos = rx.pos
+            if type(data) is bytes:
+                p = <const uint8_t*>PyBytes_AS_STRING(data)
+                end = PyBytes_GET_SIZE(data)
+            elif type(data) is bytearray:
+                p = <const uint8_t*>PyByteArray_AS_STRING(data)
+                end = PyByteArray_GET_SIZE(data)
+            else:
+                return 0  # another buffer (ReceiveBuffer.data is a public slot): the reference's
+        cdef Py_ssize_t nxt, limit = state.limit, n = 0
         cdef Py_ssize_t sent = 0
         cdef double t0 = _now()
         cdef Frame frames[MAX_FRAMES]
@@ -360,7 +426,12 @@ cdef class _Reader:
                 peer_nonce = opened
                 n += 1
         finally:
-            rx.pos = pos
+            if rb is None:
+                rx.pos = pos
+            else:
+                rb.start = pos
+                if dests.view is not None:  # bodies written as views of it: not reused yet
+                    rb.lent = True
             self.dests.flush()
             if curve and n:  # the boxes opened, up to the peer's nonce
                 mech = codec.security
@@ -402,6 +473,10 @@ cdef class _WholeRead:
 
     cdef inline bint take(self, object pipe, object data) except -1:
         return self.reader._open(self.request) and self.reader._read(pipe, data, self.request)
+
+    cdef inline bint take_buffer(self, object pipe, ReadBuffer rb) except -1:
+        return (self.reader._open(self.request)
+                and self.reader._read_buffer(pipe, rb, self.request))
 
     def __call__(self, pipe, data) -> bool:
         return self.take(pipe, data)

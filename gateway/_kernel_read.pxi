@@ -43,48 +43,52 @@ cdef inline Py_ssize_t _zmtp_message(const uint8_t* p, Py_ssize_t pos, Py_ssize_
             return pos
 
 
-cdef bint _incomplete(const uint8_t* p, Py_ssize_t pos, Py_ssize_t end, Py_ssize_t limit,
-                      int framing) noexcept nogil:
+cdef Py_ssize_t _incomplete(const uint8_t* p, Py_ssize_t pos, Py_ssize_t end, Py_ssize_t limit,
+                            int framing) noexcept nogil:
     """The bytes from ``pos`` to ``end`` begin a message the kernel parses once it is whole
     (plain ZMTP or SP, no command, within the limit and MAX_FRAMES), and its end is still to
-    come: the pipe waits for more (the reads that follow append to the receive buffer) without
-    the codec's Python, which would take its frames apart (False: anything else, the
+    come: the pipe waits for more (the reads that follow append to the receive buffer, or land
+    behind it in the read buffer) without the codec's Python, which would take its frames
+    apart. Its length from ``pos`` as far as the headers so far say (more than ``end - pos``:
+    the next header's least when the headers end with the bytes; 0: anything else, the
     reference's)."""
     cdef int n = 0
-    cdef Py_ssize_t total = 0, start, head
+    cdef Py_ssize_t total = 0, start, head, at = pos
     cdef uint64_t size, cost
     cdef uint8_t flags
     if framing == F_SP or framing == F_SP_IPC:
         head = 9 if framing == F_SP_IPC else 8
         if framing == F_SP_IPC and end > pos and p[pos] != 1:
-            return False
+            return 0
         if end - pos < head:
-            return True
+            return head
         size = _be64(p + pos + head - 8)
-        return size <= <uint64_t>limit and size > <uint64_t>(end - pos - head)
+        if size <= <uint64_t>limit and size > <uint64_t>(end - pos - head):
+            return head + <Py_ssize_t>size
+        return 0
     if framing != F_ZMTP:
-        return False
+        return 0
     while True:
         if pos >= end:
-            return True  # (its next frame to come)
+            return pos - at + 2  # (its next frame to come: at least a short header)
         flags = p[pos]
         if flags & 0xFC:
-            return False
+            return 0
         head = 9 if flags & 0x02 else 2
         if end - pos < head:
-            return True
+            return pos - at + head
         size = _be64(p + pos + 1) if flags & 0x02 else p[pos + 1]
         start = pos + head
         cost = size if size > FRAME_FLOOR else FRAME_FLOOR
         if cost > <uint64_t>(limit - total) or n == MAX_FRAMES:
-            return False
+            return 0
         if size > <uint64_t>(end - start):
-            return True
+            return start - at + <Py_ssize_t>size
         n += 1
         total += <Py_ssize_t>cost
         pos = start + <Py_ssize_t>size
         if not flags & 0x01:
-            return False  # a whole message: the kernel stopped before it for another reason
+            return 0  # a whole message: the kernel stopped before it for another reason
 
 
 cdef inline const uint8_t* _buffer_of(object data, Py_ssize_t* size):

@@ -12,6 +12,7 @@ cdef class PipeState:
     top): what the kernel reads or writes of a pipe on every read, and ``data_received``."""
 
     cdef public object _batch, _loop, codec, fast_read, kernel_state
+    cdef public ReadBuffer rbuf
     cdef object _transport, _t_write, _t_closing  # (the transport's write, is_closing: bound once)
     cdef public bint _watch, reading, writable
     cdef public Py_ssize_t _high, _wbuf_size, rx_chunks
@@ -47,6 +48,95 @@ cdef class PipeState:
             me.received_before_handshake += len(data)
         self.codec.receive_data(data)
         me.process()
+
+    def get_buffer(self, sizehint):
+        """``Pipe.get_buffer``, compiled: room in the pipe's read buffer."""
+        return self.rbuf.room()
+
+    def buffer_updated(self, Py_ssize_t nbytes) -> None:
+        """``Pipe.buffer_updated``, compiled: the kernel takes the read's whole messages where
+        they lie, when it forwards for the pipe; else the reference's steps."""
+        cdef ReadBuffer rb = self.rbuf
+        rb.filled(nbytes)
+        fast_read = self.fast_read
+        if type(fast_read) is _WholeRead and (<_WholeRead>fast_read).take_buffer(self, rb):
+            return
+        (<object>self).data_received(rb.take())
+
+
+@cython.final
+cdef class ReadBuffer:
+    """A pipe's read buffer (the reference: :class:`gateway.engine.read_buffer.ReadBuffer`,
+    whose doc says how its room is given, held and grown)."""
+
+    cdef public bytearray data
+    cdef public Py_ssize_t start, end, wanted, size
+    cdef public bint lent
+
+    def __init__(self) -> None:
+        self.data = bytearray()
+        self.start = self.end = self.wanted = 0
+        self.lent = False
+        self.size = RB_MIN_SIZE
+
+    cpdef object room(self):
+        """Where the next read goes (``get_buffer``): writable, never empty."""
+        cdef bytearray data = self.data
+        cdef Py_ssize_t end = self.end, held, rest, ahead, cap = PyByteArray_GET_SIZE(data)
+        if self.start == end:  # nothing held
+            if self.lent and self._viewed():
+                if cap - end >= RB_MIN_SIZE:  # behind the last message the views show
+                    self.start = end
+                    return memoryview(data)[end:]
+                self.lent = False
+                data = self.data = PyByteArray_FromStringAndSize(NULL, self.size)
+            else:
+                self.lent = False
+                if cap < self.size:
+                    data = self.data = PyByteArray_FromStringAndSize(NULL, self.size)
+            self.start = self.end = 0
+            return data
+        held = end - self.start
+        rest = self.wanted - held
+        ahead = max(RB_AHEAD, held)
+        if rest < ahead:
+            ahead = rest if rest > 1 else 1
+        cdef bytearray new
+        if end + ahead > cap:  # it does not fit behind: a new buffer
+            new = PyByteArray_FromStringAndSize(NULL, max(held + max(ahead, RB_MIN_SIZE),
+                                                          self.size))
+            memcpy(PyByteArray_AS_STRING(new), PyByteArray_AS_STRING(data) + self.start, held)
+            self.data, self.start, self.end, self.lent = new, 0, held, False
+            return memoryview(new)[held:]
+        return memoryview(data)[end:]
+
+    cdef bint _viewed(self) except -1:
+        """True while a view of ``data`` is alive (a bytearray with one cannot change size)."""
+        data = <object>self.data  # (its methods check for views; PyByteArray_Resize may not)
+        try:
+            data.pop()  # (the bytes are all taken: the last one's value is free)
+        except BufferError:
+            return True
+        data.append(0)
+        return False
+
+    cpdef void filled(self, Py_ssize_t nbytes) except *:
+        """``nbytes`` were read into the room (``buffer_updated``)."""
+        self.end += nbytes
+        if self.end == PyByteArray_GET_SIZE(self.data) and self.size < RB_CHUNK:
+            self.size *= 2  # it filled all: the next one bigger
+
+    cpdef bytes take(self):
+        """The bytes read and not taken, as one ``bytes`` (for the codec); none held after."""
+        out = PyBytes_FromStringAndSize(PyByteArray_AS_STRING(self.data) + self.start,
+                                        self.end - self.start)
+        self.start = self.end
+        self.wanted = 0
+        return out
+
+    def __len__(self) -> int:
+        """Bytes held (read and not taken)."""
+        return self.end - self.start
 
 
 @cython.final

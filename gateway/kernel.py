@@ -64,6 +64,7 @@ TWINS = {
     "PipeState": "gateway.engine.pipe_state:PipeState",  # a pipe's hot state (its base)
     "Batch": "gateway.engine.writes:Batch",  # a thread's write coalescing
     "ReceiveBuffer": "gateway.wire._buffer:ReceiveBuffer",  # a codec's received bytes
+    "ReadBuffer": "gateway.engine.read_buffer:ReadBuffer",  # what a pipe's reads land in
     "Routing": "gateway.engine.send:Routing",  # a socket's ready pipes
     "Tally": "gateway.device.ledger:Tally",  # a bridge's hot counters
     "TokenTable": "gateway.envelope.tokens:TokenTable",  # zmtp -> sp envelopes

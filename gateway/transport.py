@@ -25,7 +25,7 @@ What a transport takes beyond that it declares when it registers, as data
   engine then uses the wire codec registered for that framing;
 * ``sp_message_prefix``: bytes the SP codec puts before each message (nng's ipc: ``b"\\x01"``).
 
-``protocol_factory`` returns an ``asyncio.Protocol`` (the engine's pipe). A layer between the
+``protocol_factory`` returns a :class:`PipeProtocol` (the engine's pipe). A layer between the
 connection and the pipe (TLS) is a :class:`Layer`. Every transport passes the shared
 verification suite (``gateway.testing.transport_suite``, run over every registered transport by
 ``tests/test_transports.py``). This module imports no engine.
@@ -43,9 +43,18 @@ from typing import Any, Protocol
 from gateway.errors import ConfigError
 
 
-class PipeProtocol(asyncio.Protocol):
-    """What a transport's protocol factory makes: an ``asyncio.Protocol`` (the engine's pipe)
-    with what a layer (TLS) asks of it beyond asyncio's calls."""
+class PipeProtocol(asyncio.BaseProtocol):
+    """What a transport's protocol factory makes (the engine's pipe): a stream protocol with
+    what a layer (TLS) asks of it beyond asyncio's calls. A layer, or a transport of its own
+    (inproc), gives it the bytes with ``data_received``; a loop's transport, with
+    ``get_buffer``/``buffer_updated`` where it is an ``asyncio.BufferedProtocol`` as the
+    engine's pipes are (uvloop and asyncio pick that when the transport is made; uvloop takes
+    an ``asyncio.Protocol`` for a plain one, so this class is neither), else with
+    ``data_received``."""
+
+    def data_received(self, data: bytes) -> None:
+        """Bytes received (any split)."""
+        raise NotImplementedError
 
     #: seconds the whole handshake may take, a layer's included
     handshake_timeout: float = 10.0

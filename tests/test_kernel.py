@@ -37,7 +37,7 @@ from gateway.errors import DROP_REASONS
 from gateway.metrics import METRICS
 from gateway.plugins import registry
 from gateway.security import Security
-from gateway.testing.bridge_peers import RecordingTransport, handshake, server_answer
+from gateway.testing.bridge_peers import RecordingTransport, deliver, handshake, server_answer
 from gateway.testing.pytest_plugin import PATHS
 from gateway.wire.sp import SpCodec
 from gateway.wire.zmtp import ZmtpCodec
@@ -348,9 +348,10 @@ def _chunks(r: random.Random, data: bytes) -> Iterator[bytes]:
 
 
 async def _feed(r: random.Random, peers: list[Peer], streams: list[bytes],
-                others: list[Peer]) -> None:
+                others: list[Peer], buffered: bool = False) -> None:
     """Each of ``peers`` sends its stream, in reads split at random and interleaved; the
-    ``others`` drain now and then."""
+    ``others`` drain now and then. ``buffered``: the pipes read into their own buffers, as
+    from a loop's transport (``get_buffer``/``buffer_updated``), else ``data_received``."""
     readers = [(c, _chunks(r, s)) for c, s in zip(peers, streams, strict=True)]
     while readers:
         c, chunks = readers[r.randrange(len(readers))]
@@ -358,7 +359,7 @@ async def _feed(r: random.Random, peers: list[Peer], streams: list[bytes],
         if chunk is None:
             readers = [(x, it) for x, it in readers if x is not c]
         elif not c.pipe.close_reason:
-            c.pipe.data_received(chunk)
+            deliver(c.pipe, chunk, buffered)
         _toggle(r, others)
         await asyncio.sleep(0)
     for _ in range(3):
@@ -367,7 +368,7 @@ async def _feed(r: random.Random, peers: list[Peer], streams: list[bytes],
 
 async def _run(front: str, back: str, compiled: bool, seed: int, n: int,
                pattern: str = "reqrep", curve: bool = False,
-               max_bytes: int | None = None) -> dict[str, Any]:
+               max_bytes: int | None = None, buffered: bool = False) -> dict[str, Any]:
     core._RUNNING_PIPE_IDS[0] = 100  # the same SP pipe ids in both runs
     rig = Rig(front, back, compiled, pattern, curve, max_bytes=max_bytes)
     await rig.open(clients=3, servers=2)
@@ -380,18 +381,18 @@ async def _run(front: str, back: str, compiled: bool, seed: int, n: int,
                 for c, ts in zip(rig.clients, subs, strict=True):
                     _SEALER[0] = c.codec if c.codec.sealed else None
                     streams.append(b"".join(_zmtp_frames([b"\x01" + t]) for t in ts))
-                await _feed(r, rig.clients, streams, rig.servers)
+                await _feed(r, rig.clients, streams, rig.servers, buffered)
             streams = []
             for server in rig.servers:
                 _SEALER[0] = server.codec if back == "zmtp" and server.codec.sealed else None
                 streams.append(b"".join(_published(r, back, i) for i in range(n)))
-            await _feed(r, rig.servers, streams, rig.clients)
+            await _feed(r, rig.servers, streams, rig.clients, buffered)
             return rig.state()
         streams = []
         for c in rig.clients:
             _SEALER[0] = c.codec if front == "zmtp" and c.codec.sealed else None
             streams.append(b"".join(_client_message(r, front, i, pattern) for i in range(n)))
-        await _feed(r, rig.clients, streams, rig.servers)
+        await _feed(r, rig.clients, streams, rig.servers, buffered)
         if pattern == "pipeline":
             return rig.state()
         for server in rig.servers:
@@ -400,7 +401,7 @@ async def _run(front: str, back: str, compiled: bool, seed: int, n: int,
             for chunk in _chunks(r, _server_replies(r, server, back)):
                 if server.pipe.close_reason:
                     break
-                server.pipe.data_received(chunk)
+                deliver(server.pipe, chunk, buffered)
                 _toggle(r, rig.clients)
                 await asyncio.sleep(0)
         for _ in range(3):
@@ -472,10 +473,10 @@ CUTS = [*range(-14, 7), *range(LARGE - 6, LARGE + 15), LARGE // 2]
 
 
 async def _large_run(front: str, back: str, compiled: bool, cut: int,
-                     hwm: int) -> tuple[dict[str, Any], int]:
+                     hwm: int, buffered: bool = False) -> tuple[dict[str, Any], int]:
     """A small request, a large one and a small one from one client, read in pieces cut
     around the large body; the server's echo of them, cut the same way. The rig's state, and
-    how many messages the kernel forwarded."""
+    how many messages the kernel forwarded. ``buffered``: read as from a loop's transport."""
     core._RUNNING_PIPE_IDS[0] = 100
     rig = Rig(front, back, compiled, max_size=4 * LARGE, hwm=hwm)
     await rig.open(clients=1, servers=1)
@@ -483,11 +484,11 @@ async def _large_run(front: str, back: str, compiled: bool, cut: int,
         (c,), (s,) = rig.clients, rig.servers
         for chunk in _split_around(_hello(front, 0) + _large(front, 1) + _hello(front, 2),
                                    66, cut):
-            c.pipe.data_received(chunk)
+            deliver(c.pipe, chunk, buffered)
             await asyncio.sleep(0)
         for chunk in _split_around(_server_replies(random.Random(0), s, back, mangle=False),
                                    66, cut):
-            s.pipe.data_received(chunk)
+            deliver(s.pipe, chunk, buffered)
             await asyncio.sleep(0)
         for _ in range(3):
             await asyncio.sleep(0)

@@ -33,6 +33,8 @@ class Watched(Protocol):
     transport: Any
 
     @property
+    def partial(self) -> bool: ...  # a message begun and not ended (codec or read buffer)
+    @property
     def closing(self) -> bool: ...
     @property
     def close_reason(self) -> str: ...
@@ -124,7 +126,7 @@ class Liveness:
         (one timer per message, not per chunk); stop it otherwise. ``done``: messages the read
         completed (the one now partial, if any, is newer)."""
         pipe = self.pipe
-        if pipe.reading and pipe.codec.partial:
+        if pipe.reading and pipe.partial:
             loop = asyncio.get_running_loop()
             if self.msg_timer is None:
                 self._msg_start = loop.time()

@@ -34,6 +34,7 @@ from gateway import kernel
 from gateway.engine.failures import PipeFailure, failure_at_loss, failure_of
 from gateway.engine.liveness import Liveness
 from gateway.engine.pipe_state import PipeState
+from gateway.engine.read_buffer import new_read_buffer
 from gateway.engine.reading import Reading
 from gateway.engine.writes import BYTES_PER_HWM, Writes, thread_batch
 from gateway.errors import HANDSHAKE_REASONS, ProtocolError
@@ -88,11 +89,16 @@ else:
     _Hot = object
 
 
-class PipeBody(Reading, Writes, PipeProtocol, _Hot):
+class PipeBody(Reading, Writes, PipeProtocol, asyncio.BufferedProtocol, _Hot):
     """One connection to one peer, over one wire. Created by a listener or a dialer; its
     settings (``hwm``, the deadlines, heartbeats, the owner's ``name`` for logs) come from the
     owner's options. The methods of a pipe: its class puts them on a hot-state twin
-    (:class:`Pipe`, the reference; :func:`pipe_class`, the compiled kernel's)."""
+    (:class:`Pipe`, the reference; :func:`pipe_class`, the compiled kernel's).
+
+    Reading: a loop's transport (plain TCP and IPC) reads into the pipe's own buffer
+    (``asyncio.BufferedProtocol``: :meth:`get_buffer`, :meth:`buffer_updated`, on its
+    :class:`~gateway.engine.read_buffer.ReadBuffer` ``rbuf``); a layer (TLS, WebSocket) or a
+    transport of its own (inproc) calls :meth:`data_received`. Both end in the same steps."""
 
     def __init__(self, owner: PipeOwner, codec: Any, family: str, endpoint: str, options: Any,
                  lost: asyncio.Future[bool] | None = None) -> None:
@@ -104,6 +110,7 @@ class PipeBody(Reading, Writes, PipeProtocol, _Hot):
         self.fast: Callable[[Pipe], int] | None = None
         self.fast_read: Callable[[Pipe, bytes], bool] | None = None
         self.kernel_state: Any = None
+        self.rbuf = new_read_buffer()  # what the loop reads into (get_buffer)
         self._batch = thread_batch()  # (again at connection_made: the loop's thread)
         self.family = family
         self.endpoint = endpoint
@@ -180,6 +187,23 @@ class PipeBody(Reading, Writes, PipeProtocol, _Hot):
 
     def _greet(self, transport: asyncio.Transport) -> None:
         transport.write(self.codec.initiate())
+
+    def get_buffer(self, sizehint: int) -> bytearray | memoryview:
+        """Room for the next read (``sizehint``: the loop's wish, unused: the buffer's own
+        size rules, :mod:`gateway.engine.read_buffer`)."""
+        return self.rbuf.room()
+
+    def buffer_updated(self, nbytes: int) -> None:
+        """``nbytes`` were read into the room: on to :meth:`data_received` as one ``bytes``
+        (the compiled twin's kernel first takes whole messages in place)."""
+        rbuf = self.rbuf
+        rbuf.filled(nbytes)
+        self.data_received(rbuf.take())
+
+    @property
+    def partial(self) -> bool:
+        """A message has begun and not ended (in the codec, or held in the read buffer)."""
+        return bool(self.codec.partial) or len(self.rbuf) > 0
 
     def data_received(self, data: bytes) -> None:
         fast_read = self.fast_read
@@ -377,10 +401,13 @@ class SniffingPipe(SniffingBody, PipeState):
 
 @functools.cache
 def _compiled(state: type, sniffing: bool) -> type[PipeBody]:
-    """A pipe class on the kernel's hot state, whose ``data_received`` is the kernel's."""
+    """A pipe class on the kernel's hot state, whose ``data_received``, ``get_buffer`` and
+    ``buffer_updated`` are the kernel's."""
     body: type[PipeBody] = SniffingBody if sniffing else PipeBody
     received = state.data_received  # type: ignore[attr-defined]
     read = {"_read": received} if sniffing else {"data_received": received}
+    read["get_buffer"] = state.get_buffer  # type: ignore[attr-defined]
+    read["buffer_updated"] = state.buffer_updated  # type: ignore[attr-defined]
     return type("SniffingPipe" if sniffing else "Pipe", (body, state),
                 {"__slots__": (), "__module__": __name__, "__doc__": body.__doc__, **read})
 

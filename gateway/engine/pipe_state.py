@@ -6,8 +6,8 @@ pipe's base: this slotted class for the reference pipe, the kernel's typed one
 :func:`gateway.engine.pipe.pipe_class` puts the pipe's methods on top of either, and
 :mod:`gateway.kernel` says which runs. Adding a field: here, in the kernel's twin (typed), and
 in :meth:`gateway.engine.pipe.PipeBody.__init__`; ``tests/test_kernel_seam.py`` fails until the
-two twins agree. The compiled twin also carries ``data_received`` (the reference's is
-:meth:`gateway.engine.pipe.PipeBody.data_received`).
+two twins agree. The compiled twin also carries ``data_received``, ``get_buffer`` and
+``buffer_updated`` (the reference's are :class:`gateway.engine.pipe.PipeBody`'s).
 """
 
 from __future__ import annotations
@@ -16,12 +16,13 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
+from gateway.engine.read_buffer import ReadBuffer
 from gateway.engine.writes import Batch
 
 #: the fields, in the kernel twin's words (gateway/_kernel_state.pxi)
 FIELDS = ("_batch", "_high", "_loop", "_watch", "_wbuf_size", "close_reason", "codec",
-          "fast_read", "kernel_state", "reading", "routing_id", "rx_chunks", "transport", "wbuf",
-          "writable")
+          "fast_read", "kernel_state", "rbuf", "reading", "routing_id", "rx_chunks", "transport",
+          "wbuf", "writable")
 
 
 class PipeState:
@@ -38,6 +39,7 @@ class PipeState:
     codec: Any
     fast_read: Callable[[Any, bytes], bool] | None  # the kernel's whole-read entry
     kernel_state: Any  # the kernel's own record of this pipe
+    rbuf: ReadBuffer  # what a loop's transport reads into (get_buffer)
     reading: bool
     routing_id: bytes
     rx_chunks: int  # reads (any traffic is proof of life)

@@ -1,7 +1,8 @@
 """What the kernel's differential tests (``tests/test_kernel.py``) and its fuzzing harnesses
 (``fuzz/_bridge.py``, ``fuzz/_twins.py``) give a bridge's peers: a transport that records what
-an engine pipe writes, the handshake of a peer's codec with that pipe, and a request-reply
-server's answer to a request, honest or mangled.
+an engine pipe writes, the handshake of a peer's codec with that pipe, a request-reply
+server's answer to a request, honest or mangled, and a read (given to ``data_received``, or
+read into the pipe's own buffer as a loop's transport does).
 """
 
 from __future__ import annotations
@@ -123,4 +124,23 @@ def server_answer(family: str, request: tuple[bytes, ...],
     return False, (head + bytes(300),)  # a long one
 
 
-__all__ = ["RecordingTransport", "handshake", "server_answer"]
+def deliver(pipe: Any, data: bytes, buffered: bool) -> None:
+    """One read of ``data`` by ``pipe``: given to its ``data_received`` (as a layer does), or
+    (``buffered``) read into its own buffer as a loop's transport does, in as many reads as
+    its room takes: ``get_buffer``, the bytes copied in, ``buffer_updated`` (the room kept
+    until then, as uvloop keeps it), while the pipe is not closing."""
+    if not buffered:
+        pipe.data_received(data)
+        return
+    pos = 0
+    while pos < len(data) and not pipe.close_reason:  # (each read takes at least one byte)
+        room = pipe.get_buffer(-1)
+        with memoryview(room) as view:
+            n = min(len(view), len(data) - pos)
+            view[:n] = data[pos:pos + n]
+        pipe.buffer_updated(n)
+        del room
+        pos += n
+
+
+__all__ = ["RecordingTransport", "deliver", "handshake", "server_answer"]

@@ -28,7 +28,7 @@ TIMEOUT = 5.0
 NewAddress = Callable[[], str]
 
 
-class Recorder(PipeProtocol):
+class Recorder(PipeProtocol, asyncio.Protocol):
     """A protocol that records what happens to it (bytes, pauses, loss)."""
 
     def __init__(self) -> None:

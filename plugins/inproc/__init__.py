@@ -8,7 +8,7 @@ from collections import deque
 from typing import Any
 
 from gateway.hookspecs import hookimpl
-from gateway.transport import ProtocolFactory
+from gateway.transport import PipeProtocol, ProtocolFactory
 
 _LISTENERS: dict[str, InprocListener] = {}
 
@@ -16,7 +16,7 @@ _LISTENERS: dict[str, InprocListener] = {}
 class InprocPipeTransport(asyncio.Transport):
     """One end of an in-memory byte stream (a minimal ``asyncio.Transport``)."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, protocol: asyncio.Protocol, name: str) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop, protocol: PipeProtocol, name: str) -> None:
         super().__init__()
         self._loop = loop
         self._protocol = protocol

@@ -40,7 +40,7 @@ class WsTransport:
         hostport, path = split_address(address)
         context = tls.context(server_side=True) if tls is not None else None
 
-        def layered() -> asyncio.Protocol:
+        def layered() -> asyncio.BaseProtocol:
             pipe = protocol_factory()
             return TlsShim(pipe, context, True, None) if context is not None else pipe
 
@@ -55,7 +55,7 @@ class WsTransport:
         context = tls.context(server_side=False) if tls is not None else None
         name = server_name(tls, hostport, context) if tls is not None and context else None
 
-        def layered() -> asyncio.Protocol:
+        def layered() -> asyncio.BaseProtocol:
             pipe = protocol_factory()
             return pipe if context is None else TlsShim(pipe, context, False, name)
 

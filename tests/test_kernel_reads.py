@@ -1,0 +1,204 @@
+"""Reads into a pipe's own buffer (issue 36: ``asyncio.BufferedProtocol``), against the reference.
+
+A loop's transport (plain TCP and IPC) gives a pipe its bytes through ``get_buffer`` and
+``buffer_updated``; the compiled kernel then takes the whole messages where they landed, and
+a large message split across reads waits there while its rest lands behind it. The same byte
+streams as ``tests/test_kernel.py``'s, split at random or at every offset around a large
+body, go through a bridge whose pipes read that way, on the compiled twin with the kernel and
+on the pure-Python twin (the reference, as with ``GATEWAY_NO_EXTENSIONS=1``, in this process);
+every byte each pipe writes, the tables and the ledger must be what the reference's
+``data_received`` path gives.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from gateway import kernel
+from gateway.engine import core
+from gateway.engine.read_buffer import AHEAD, CHUNK, MIN_SIZE, ReadBuffer
+from gateway.testing.bridge_peers import deliver
+from tests.test_kernel import (
+    CUTS,
+    LARGE,
+    ROUTES,
+    Rig,
+    _hello,
+    _large_run,
+    _plain_peers_again,  # noqa: F401 (autouse: a CURVE test's sealer ends with it)
+    _run,
+    _zmtp_frames,
+    needs_kernel,
+)
+
+
+@pytest.fixture
+def pure() -> Iterator[None]:
+    """The pure-Python twins for everything made meanwhile (pipes, buffers, tables)."""
+    saved = kernel.compiled
+    kernel.compiled = None
+    try:
+        yield
+    finally:
+        kernel.compiled = saved
+
+
+def _pure_run(*args: Any, **kwargs: Any) -> Any:
+    saved = kernel.compiled
+    kernel.compiled = None
+    try:
+        return asyncio.run(_run(*args, **kwargs))
+    finally:
+        kernel.compiled = saved
+
+
+@needs_kernel
+@pytest.mark.parametrize(("front", "back"), ROUTES, ids=[f"{f}-{b}" for f, b in ROUTES])
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**32 - 1))
+def test_buffered_reads_write_and_record_what_data_received_does(front: str, back: str,
+                                                                 seed: int) -> None:
+    """Random splits, every rare case of test_kernel's streams: the compiled twin with the
+    kernel and the pure twin, both reading into their own buffers, as the reference."""
+    reference = asyncio.run(_run(front, back, False, seed, 40))
+    assert asyncio.run(_run(front, back, True, seed, 40, buffered=True)) == reference
+    assert _pure_run(front, back, False, seed, 40, buffered=True) == reference
+
+
+@needs_kernel
+@pytest.mark.parametrize("pattern", ["pipeline", "pubsub"])
+@pytest.mark.parametrize("curve", [False, True], ids=["plain", "curve"])
+@settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**32 - 1))
+def test_buffered_reads_of_other_patterns_and_curve(pattern: str, curve: bool,
+                                                    seed: int) -> None:
+    reference = asyncio.run(_run("zmtp", "zmtp", False, seed, 30, pattern, curve))
+    assert asyncio.run(_run("zmtp", "zmtp", True, seed, 30, pattern, curve,
+                            buffered=True)) == reference
+
+
+@needs_kernel
+@pytest.mark.parametrize(("front", "back"), ROUTES, ids=[f"{f}-{b}" for f, b in ROUTES])
+def test_a_large_message_split_at_every_offset_lands_in_place(front: str, back: str) -> None:
+    """test_kernel's cuts around a large body (a view of the read buffer once whole): the
+    kernel forwards all six messages from the pipes' own buffers and writes what the
+    reference does."""
+    for cut in CUTS:
+        compiled, by_kernel = asyncio.run(_large_run(front, back, True, cut, 64, True))
+        reference, _ = asyncio.run(_large_run(front, back, False, cut, 64))
+        assert compiled == reference, cut
+        assert by_kernel == 6, cut
+        assert bytes([66]) * LARGE in compiled["clients"][0], cut
+
+
+async def _reads_of_one_large(front: str, compiled: bool, body: int,
+                              reads: int) -> tuple[list[int], Any, dict[str, Any]]:
+    """One request of ``body`` bytes read in ``reads`` equal pieces: the read buffer's
+    ``data`` after each read (its id), the client's read buffer, the rig's state."""
+    core._RUNNING_PIPE_IDS[0] = 100
+    rig = Rig(front, "zmtp", compiled, max_size=4 * body, hwm=64)
+    await rig.open(clients=1, servers=1)
+    try:
+        c = rig.clients[0]
+        if front == "zmtp":
+            data = _zmtp_frames([b"", bytes(body)])
+        else:
+            data = (body + 4).to_bytes(8, "big") + b"\x80\x00\x00\x01" + bytes(body)
+        step = -(-len(data) // reads)
+        seen = []
+        for i in range(0, len(data), step):
+            deliver(c.pipe, data[i:i + step], True)
+            seen.append(id(c.pipe.rbuf.data))
+        await asyncio.sleep(0)
+        return seen, c.pipe.rbuf, rig.state()
+    finally:
+        await rig.close()
+
+
+@needs_kernel
+@pytest.mark.parametrize("front", ["zmtp", "sp"])
+def test_a_large_message_moves_at_most_once(front: str) -> None:
+    """A 600 KiB body in six reads: its first read tells its length, the buffer is made for
+    it then (one copy of that first read), and the other five land behind it in place."""
+    seen, rbuf, state = asyncio.run(_reads_of_one_large(front, True, 600 * 1024, 6))
+    assert len(set(seen[1:])) == 1, seen
+    assert state["forwarded"] == (1, 0) and len(rbuf) == 0
+
+
+@needs_kernel
+def test_a_declared_huge_frame_holds_no_more_than_ahead() -> None:
+    """A peer's header that says 2**40 bytes (within the size limit) and a few of them: the
+    buffer holds what came and at most AHEAD more, not the declared size."""
+
+    async def go() -> int:
+        rig = Rig("zmtp", "zmtp", True, max_size=1 << 50, hwm=64)
+        await rig.open(clients=1, servers=1)
+        try:
+            c = rig.clients[0]
+            deliver(c.pipe, _hello("zmtp", 0), True)
+            await asyncio.sleep(0)
+            deliver(c.pipe, b"\x01\x00\x02" + (1 << 40).to_bytes(8, "big") + bytes(100), True)
+            room = c.pipe.get_buffer(-1)
+            size = len(c.pipe.rbuf.data)
+            assert 0 < len(room) <= AHEAD and not c.pipe.close_reason
+            del room
+            return size
+        finally:
+            await rig.close()
+
+    assert asyncio.run(go()) <= 111 + AHEAD + MIN_SIZE
+
+
+def test_the_pure_twin_reads_into_its_own_buffer(pure: None) -> None:
+    """Without the kernel the buffered read is one ``bytes`` to ``data_received``: the same
+    messages, the buffer used again from its start."""
+
+    async def go() -> tuple[dict[str, Any], Any]:
+        rig = Rig("zmtp", "sp", False, hwm=64)
+        await rig.open(clients=1, servers=1)
+        try:
+            c = rig.clients[0]
+            first = c.pipe.get_buffer(-1)
+            assert type(first) is bytearray and len(first) == MIN_SIZE
+            del first
+            for i in range(3):
+                deliver(c.pipe, _hello("zmtp", i), True)
+                assert c.pipe.get_buffer(-1) is c.pipe.rbuf.data  # the same object again
+            await asyncio.sleep(0)
+            return rig.state(), c.pipe
+        finally:
+            await rig.close()
+
+    state, pipe = asyncio.run(go())
+    assert type(pipe).__module__ == "gateway.engine.pipe" and state["forwarded"] == (3, 0)
+
+
+def test_random_reads_keep_the_bound() -> None:
+    """Whatever the reads and the declared lengths, a buffer is made no larger than CHUNK, or
+    what is held plus the larger of AHEAD and what is held, plus a MIN_SIZE read."""
+    r = random.Random(5)
+    rb = ReadBuffer()
+    grown = 0
+    for _ in range(300):
+        before, held = rb.data, bytes(rb.data[rb.start:rb.end])
+        room = rb.room()
+        if rb.data is not before:
+            grown += 1
+            assert len(rb.data) <= max(CHUNK, len(held) + max(AHEAD, len(held)) + MIN_SIZE)
+        assert bytes(rb.data[rb.start:rb.end]) == held  # (moved, or where it was)
+        n = r.randint(1, min(len(room), 70_000))  # (a socket's read)
+        room[:n] = r.randbytes(n)
+        rb.filled(n)
+        del room
+        if r.random() < 0.3:
+            rb.take()
+        else:
+            rb.wanted = len(rb) + r.choice((1, 10, 1 << 20, 1 << 40))
+    assert grown > 10
