@@ -119,3 +119,34 @@ def test_take_gives_exactly_the_held_bytes(n: int) -> None:
     _read(rb, data[:n])
     rb.start = n // 2
     assert rb.take() == data[n // 2:n] and (rb.start, rb.wanted, len(rb)) == (n, 0, 0)
+
+
+def test_a_message_larger_than_ahead_fills_its_buffer_before_it_moves() -> None:
+    """A held message larger than AHEAD, arriving in reads smaller than its room: each buffer
+    it is given is filled before it moves to one about twice as large, so its bytes are copied
+    about once in all (a move at every read copied a 16 MiB message 8 times, 64 MiB 32 times:
+    quadratic in its size), and they arrive whole."""
+    size = 8 * AHEAD
+    rb = new_read_buffer()
+    head = b"\x02" + size.to_bytes(8, "big")
+    _read(rb, head)
+    rb.wanted = len(head) + size
+    stream = bytes(range(251)) * (size // 251 + 1)  # (no period of a power of two)
+    moves = copied = 0
+    for _ in range(4 * size // CHUNK):  # (bounded: each read takes CHUNK, or the rest)
+        held = len(rb)
+        if held == rb.wanted:
+            break
+        old = rb.data
+        room = rb.room()
+        if rb.data is not old:
+            moves, copied = moves + 1, copied + held
+        at = held - len(head)
+        n = min(len(room), CHUNK, size - at)
+        room[:n] = stream[at:at + n]
+        del room
+        rb.filled(n)
+    assert len(rb) == rb.wanted
+    assert moves <= 6 and copied <= 2 * size, (moves, copied)
+    with memoryview(rb.data) as view:
+        assert view[rb.start:rb.end] == head + stream[:size]
