@@ -36,7 +36,7 @@ from gateway.engine.liveness import Liveness
 from gateway.engine.pipe_state import PipeState
 from gateway.engine.read_buffer import new_read_buffer
 from gateway.engine.reading import Reading
-from gateway.engine.writes import BYTES_PER_HWM, Writes, thread_batch
+from gateway.engine.writes import BYTES_PER_HWM, Writes, set_transport_limits, thread_batch
 from gateway.errors import HANDSHAKE_REASONS, ProtocolError
 from gateway.logging import get_logger
 from gateway.metrics import METRICS
@@ -176,7 +176,7 @@ class PipeBody(Reading, Writes, PipeProtocol, asyncio.BufferedProtocol, _Hot):
         if self._closed:  # the owner closed before the connection was made
             transport.abort()
             return
-        transport.set_write_buffer_limits(high=self._high, low=self._high // 2)
+        set_transport_limits(transport, self._high)
         if not self.connection_arrived(transport):
             transport.abort()  # a listener's limit refused it (counted and logged by the owner)
             return
