@@ -150,3 +150,23 @@ def test_a_message_larger_than_ahead_fills_its_buffer_before_it_moves() -> None:
     assert moves <= 6 and copied <= 2 * size, (moves, copied)
     with memoryview(rb.data) as view:
         assert view[rb.start:rb.end] == head + stream[:size]
+
+
+def test_a_large_message_s_buffer_is_let_go_once_it_was_taken() -> None:
+    """A buffer made for a large message (larger than CHUNK) is not kept once the message was
+    taken and no view of it is left: the next read gets a buffer of the usual size (an idle
+    pipe does not hold its largest message's size for its whole life)."""
+    rb = new_read_buffer()
+    _read(rb, b"\x02" + (4 * AHEAD).to_bytes(8, "big"))
+    rb.wanted = 9 + 4 * AHEAD
+    for _ in range(4 * AHEAD // MIN_SIZE + 1):  # (bounded)
+        if len(rb) == rb.wanted:
+            break
+        room = rb.room()
+        n = min(len(room), rb.wanted - len(rb))
+        del room
+        rb.filled(n)
+    assert len(rb) == rb.wanted and len(rb.data) > CHUNK
+    rb.take()
+    room = rb.room()
+    assert len(rb.data) <= CHUNK and room is rb.data and (rb.start, rb.end) == (0, 0)

@@ -12,9 +12,9 @@ that message's later reads land behind it, in place, and the kernel takes it who
 (:meth:`gateway._kernel._Reader`); everything else goes to the codec as it did from
 ``data_received`` (:meth:`take`).
 
-**Room.** With nothing held, the whole buffer (the same object, read after read). A read that
-fills all of it doubles the size of the buffers made next (from :data:`MIN_SIZE` to
-:data:`CHUNK`). With a message held, room for its rest as declared, but never more than
+**Room.** With nothing held, the whole buffer (the same object, read after read; one made
+for a large message, past :data:`CHUNK`, is let go once it was taken). A read that fills all of
+it doubles the size of the buffers made next (from :data:`MIN_SIZE` to :data:`CHUNK`). With a message held, room for its rest as declared, but never more than
 :data:`AHEAD` bytes ahead of what arrived, or than what arrived, whichever is larger: a peer's
 frame header alone makes the pipe hold at most 2 MiB plus a :data:`MIN_SIZE` read, and only
 within the size limit the kernel checked. When the room does not fit behind the held bytes, they
@@ -74,7 +74,7 @@ class ReadBuffer:
                 data = self.data = bytearray(self.size)
             else:
                 self.lent = False
-                if len(data) < self.size:
+                if len(data) < self.size or len(data) > CHUNK:  # (a large message's: let go)
                     data = self.data = bytearray(self.size)
             self.start = self.end = 0
             return data
