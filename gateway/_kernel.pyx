@@ -153,6 +153,28 @@ cdef enum:
     CONSUMED = 2  # taken and not forwarded (a subscription filter held it back)
 
 
+cdef inline _Out _taking(object pipe):
+    """The kernel's record of ``pipe`` when the kernel takes a read of it now (a pipe on its
+    hot state, reading, not closing, of a framing the kernel parses on a streaming codec),
+    else None (``_Reader._read``, ``_Reader._read_buffer``)."""
+    if not isinstance(pipe, PipeState):
+        return None
+    cdef PipeState ps = <PipeState>pipe
+    if not ps.reading or ps.close_reason:
+        return None
+    cdef _Out state = _state(ps)
+    if state.framing == 0 or not state.codec.streaming:  # (framing first: see _Reader._run)
+        return None
+    return state
+
+
+cdef inline bint _holds(ReceiveBuffer rx) except -1:
+    """The codec's receive buffer holds bytes not parsed yet (or a buffer the kernel does not
+    read: a public slot Python code may have filled)."""
+    cdef Py_ssize_t size = 0
+    return _buffer_of(rx.data, &size) == NULL or rx.pos < size
+
+
 cdef class _Reader:
     """What every pattern's kernel does with one read: take its whole messages (``_take`` says
     what each one comes to), give each destination pipe its bytes once, count in the ledger.
@@ -247,14 +269,12 @@ cdef class _Reader:
         to the buffer once; the codec's Python never takes its frames apart. False: nothing
         was done (a reference pipe, paused or closing, a tail of the last read that is not
         such a message): the pipe's own way."""
-        if type(data) is not bytes or not isinstance(pipe, PipeState):
+        if type(data) is not bytes:
+            return False
+        cdef _Out state = _taking(pipe)
+        if state is None:
             return False
         cdef PipeState ps = <PipeState>pipe
-        if not ps.reading or ps.close_reason:
-            return False
-        cdef _Out state = _state(ps)
-        if state.framing == 0 or not state.codec.streaming:
-            return False
         cdef ReceiveBuffer rx = state.rx
         cdef Py_ssize_t size = 0
         cdef const uint8_t* buf = _buffer_of(rx.data, &size)
@@ -305,19 +325,11 @@ cdef class _Reader:
         ``bytes``, where the reference takes over at that byte. False: nothing was done (as
         ``_read``; the codec holding a tail of an earlier read among them): the pipe hands
         the bytes to ``data_received``."""
-        if not isinstance(pipe, PipeState):
+        cdef _Out state = _taking(pipe)
+        if state is None or _holds(state.rx):  # (the codec's bytes go first)
             return False
         cdef PipeState ps = <PipeState>pipe
-        if not ps.reading or ps.close_reason:
-            return False
-        cdef _Out state = _state(ps)
-        if state.framing == 0 or not state.codec.streaming:
-            return False
         cdef ReceiveBuffer rx = state.rx
-        cdef Py_ssize_t size = 0
-        cdef const uint8_t* buf = _buffer_of(rx.data, &size)
-        if buf == NULL or rx.pos < size:  # the codec holds bytes: they go first
-            return False
         ps.rx_chunks += 1
         cdef Py_ssize_t n = self._messages(state, request, rb), wanted = 0
         cdef bint left = rb.start < rb.end
