@@ -116,3 +116,15 @@ def test_a_body_past_two_mib_comes_back_whole_at_the_default_hwm(front: str, bac
                 assert req.recv() == b"re:" + _body(1, size)
         assert "Traceback" not in gw.stderr
         assert gw.metric("gateway_dropped_messages_total") == 0
+
+
+def test_an_hwm_whose_byte_mark_passes_two_gib_serves() -> None:
+    """?hwm=3000000 on both sides: a pipe's first mark (hwm * 1 KiB, about 3 GB) was past
+    uvloop's C int at every connection_made (OverflowError: no client served); clamped, a
+    libzmq client's request is answered by the nng server."""
+    with _server("sp") as server, Gateway(
+            "bridge", f"@zmq+tcp://{LOCAL}:0?hwm=3000000", f"{server}?hwm=3000000") as gw:
+        with zmq_client("DEALER", lib_url(gw.front), timeout_ms=TIMEOUT_MS) as dealer:
+            dealer.send_multipart([b"", b"hello"])
+            assert dealer.recv_multipart() == [b"", b"re:hello"]
+        assert "Traceback" not in gw.stderr
