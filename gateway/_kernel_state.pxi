@@ -91,7 +91,7 @@ cdef class ReadBuffer:
                 data = self.data = PyByteArray_FromStringAndSize(NULL, self.size)
             else:
                 self.lent = False
-                if cap < self.size or cap > RB_CHUNK:  # (a large message's: let go)
+                if cap < self.size or cap > RB_AHEAD:  # (a large message's: let go)
                     data = self.data = PyByteArray_FromStringAndSize(NULL, self.size)
             self.start = self.end = 0
             return data

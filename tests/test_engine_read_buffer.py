@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from gateway.engine.read_buffer import AHEAD, CHUNK, MIN_SIZE, new_read_buffer
@@ -152,21 +154,33 @@ def test_a_message_larger_than_ahead_fills_its_buffer_before_it_moves() -> None:
         assert view[rb.start:rb.end] == head + stream[:size]
 
 
-def test_a_large_message_s_buffer_is_let_go_once_it_was_taken() -> None:
-    """A buffer made for a large message (larger than CHUNK) is not kept once the message was
-    taken and no view of it is left: the next read gets a buffer of the usual size (an idle
-    pipe does not hold its largest message's size for its whole life)."""
+def _held_whole(size: int) -> Any:
+    """A read buffer that held a ``size``-byte ZMTP frame until it came whole (reads as large
+    as its room), then gave it away."""
     rb = new_read_buffer()
-    _read(rb, b"\x02" + (4 * AHEAD).to_bytes(8, "big"))
-    rb.wanted = 9 + 4 * AHEAD
-    for _ in range(4 * AHEAD // MIN_SIZE + 1):  # (bounded)
+    _read(rb, b"\x02" + size.to_bytes(8, "big"))
+    rb.wanted = 9 + size
+    for _ in range(size // MIN_SIZE + 1):  # (bounded)
         if len(rb) == rb.wanted:
             break
         room = rb.room()
         n = min(len(room), rb.wanted - len(rb))
         del room
         rb.filled(n)
-    assert len(rb) == rb.wanted and len(rb.data) > CHUNK
+    assert len(rb) == rb.wanted
     rb.take()
+    return rb
+
+
+def test_a_large_message_s_buffer_is_let_go_once_it_was_taken() -> None:
+    """A buffer made for a message larger than AHEAD is not kept once the message was taken
+    and no view of it is left: the next read gets a buffer of the usual size (an idle pipe
+    does not hold its largest message's size for its whole life). One made for a message of
+    1 MiB (the default limit) is kept: the next such message lands in it in place."""
+    rb = _held_whole(4 * AHEAD)
     room = rb.room()
     assert len(rb.data) <= CHUNK and room is rb.data and (rb.start, rb.end) == (0, 0)
+    del room
+    rb = _held_whole(1 << 20)
+    kept = rb.data
+    assert len(kept) > CHUNK and rb.room() is kept

@@ -13,7 +13,8 @@ that message's later reads land behind it, in place, and the kernel takes it who
 ``data_received`` (:meth:`take`).
 
 **Room.** With nothing held, the whole buffer (the same object, read after read; one made
-for a large message, past :data:`CHUNK`, is let go once it was taken). A read that fills all of
+for a message past :data:`AHEAD` is let go once it was taken: an idle pipe keeps 2 MiB at most,
+and a pipe of messages up to 1 MiB, the default limit, reads the next one in place). A read that fills all of
 it doubles the size of the buffers made next (from :data:`MIN_SIZE` to :data:`CHUNK`). With a message held, room for its rest as declared, but never more than
 :data:`AHEAD` bytes ahead of what arrived, or than what arrived, whichever is larger: a peer's
 frame header alone makes the pipe hold at most 2 MiB plus a :data:`MIN_SIZE` read, and only
@@ -74,7 +75,7 @@ class ReadBuffer:
                 data = self.data = bytearray(self.size)
             else:
                 self.lent = False
-                if len(data) < self.size or len(data) > CHUNK:  # (a large message's: let go)
+                if len(data) < self.size or len(data) > AHEAD:  # (a large message's: let go)
                     data = self.data = bytearray(self.size)
             self.start = self.end = 0
             return data
