@@ -82,7 +82,7 @@ cdef class ReadBuffer:
     cpdef object room(self):
         """Where the next read goes (``get_buffer``): writable, never empty."""
         cdef bytearray data = self.data
-        cdef Py_ssize_t end = self.end, held, rest, ahead, cap = PyByteArray_GET_SIZE(data)
+        cdef Py_ssize_t end = self.end, held, rest, ahead, need, cap = PyByteArray_GET_SIZE(data)
         if self.start == end:  # nothing held
             if self.lent and self._viewed():
                 if cap - end >= RB_MIN_SIZE:  # behind the last message the views show
@@ -92,7 +92,7 @@ cdef class ReadBuffer:
                 data = self.data = PyByteArray_FromStringAndSize(NULL, self.size)
             else:
                 self.lent = False
-                if cap < self.size:
+                if cap < self.size or cap > RB_AHEAD:  # (a large message's: let go)
                     data = self.data = PyByteArray_FromStringAndSize(NULL, self.size)
             self.start = self.end = 0
             return data
@@ -101,8 +101,10 @@ cdef class ReadBuffer:
         ahead = max(RB_AHEAD, held)
         if rest < ahead:
             ahead = rest if rest > 1 else 1
+        # the whole rest behind it, else at least RB_MIN_SIZE (the reference's ``need``)
+        need = ahead if ahead >= rest else min(ahead, RB_MIN_SIZE)
         cdef bytearray new
-        if end + ahead > cap:  # it does not fit behind: a new buffer
+        if end + need > cap:  # it does not fit behind: a new buffer
             new = PyByteArray_FromStringAndSize(NULL, max(held + max(ahead, RB_MIN_SIZE),
                                                           self.size))
             memcpy(PyByteArray_AS_STRING(new), PyByteArray_AS_STRING(data) + self.start, held)

@@ -93,3 +93,38 @@ def test_large_bodies_come_back_whole_on_every_route(front: str, back: str, size
             assert sorted(replies) == sorted(b"re:" + _body(i, size) for i in range(IN_FLIGHT))
         assert gw.metric("gateway_dropped_messages_total") == 0
         assert gw.metric("gateway_socket_dropped_messages_total") == 0
+
+
+@pytest.mark.parametrize(("front", "back"), [("zmq", "sp"), ("sp", "zmq")])
+def test_a_body_past_two_mib_comes_back_whole_at_the_default_hwm(front: str, back: str) -> None:
+    """At the default hwm (1000) the mark of a 4 MiB message (hwm times its size, 4 GiB) is
+    past what uvloop's set_write_buffer_limits takes (a C int): the transport's limits are
+    clamped, the message goes through and nothing raises."""
+    size = 4 << 20
+    with _server(back) as server, Gateway(
+            "bridge", *size_args(size), f"@{front}+tcp://{LOCAL}:0", server,
+            metrics=True) as gw:
+        url = lib_url(gw.front)
+        if front == "zmq":
+            with zmq_client("DEALER", url, timeout_ms=TIMEOUT_MS) as dealer:
+                dealer.send_multipart([b"", _body(1, size)])
+                assert dealer.recv_multipart() == [b"", b"re:" + _body(1, size)]
+        else:
+            with pynng.Req0(dial=url, recv_timeout=TIMEOUT_MS, send_timeout=TIMEOUT_MS) as req:
+                req.recv_max_size = 0
+                req.send(_body(1, size))
+                assert req.recv() == b"re:" + _body(1, size)
+        assert "Traceback" not in gw.stderr
+        assert gw.metric("gateway_dropped_messages_total") == 0
+
+
+def test_an_hwm_whose_byte_mark_passes_two_gib_serves() -> None:
+    """?hwm=3000000 on both sides: a pipe's first mark (hwm * 1 KiB, about 3 GB) was past
+    uvloop's C int at every connection_made (OverflowError: no client served); clamped, a
+    libzmq client's request is answered by the nng server."""
+    with _server("sp") as server, Gateway(
+            "bridge", f"@zmq+tcp://{LOCAL}:0?hwm=3000000", f"{server}?hwm=3000000") as gw:
+        with zmq_client("DEALER", lib_url(gw.front), timeout_ms=TIMEOUT_MS) as dealer:
+            dealer.send_multipart([b"", b"hello"])
+            assert dealer.recv_multipart() == [b"", b"re:hello"]
+        assert "Traceback" not in gw.stderr

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from gateway.engine.read_buffer import AHEAD, CHUNK, MIN_SIZE, new_read_buffer
@@ -119,3 +121,66 @@ def test_take_gives_exactly_the_held_bytes(n: int) -> None:
     _read(rb, data[:n])
     rb.start = n // 2
     assert rb.take() == data[n // 2:n] and (rb.start, rb.wanted, len(rb)) == (n, 0, 0)
+
+
+def test_a_message_larger_than_ahead_fills_its_buffer_before_it_moves() -> None:
+    """A held message larger than AHEAD, arriving in reads smaller than its room: each buffer
+    it is given is filled before it moves to one about twice as large, so its bytes are copied
+    about once in all (a move at every read copied a 16 MiB message 8 times, 64 MiB 32 times:
+    quadratic in its size), and they arrive whole."""
+    size = 8 * AHEAD
+    rb = new_read_buffer()
+    head = b"\x02" + size.to_bytes(8, "big")
+    _read(rb, head)
+    rb.wanted = len(head) + size
+    stream = bytes(range(251)) * (size // 251 + 1)  # (no period of a power of two)
+    moves = copied = 0
+    for _ in range(4 * size // CHUNK):  # (bounded: each read takes CHUNK, or the rest)
+        held = len(rb)
+        if held == rb.wanted:
+            break
+        old = rb.data
+        room = rb.room()
+        if rb.data is not old:
+            moves, copied = moves + 1, copied + held
+        at = held - len(head)
+        n = min(len(room), CHUNK, size - at)
+        room[:n] = stream[at:at + n]
+        del room
+        rb.filled(n)
+    assert len(rb) == rb.wanted
+    assert moves <= 6 and copied <= 2 * size, (moves, copied)
+    with memoryview(rb.data) as view:
+        assert view[rb.start:rb.end] == head + stream[:size]
+
+
+def _held_whole(size: int) -> Any:
+    """A read buffer that held a ``size``-byte ZMTP frame until it came whole (reads as large
+    as its room), then gave it away."""
+    rb = new_read_buffer()
+    _read(rb, b"\x02" + size.to_bytes(8, "big"))
+    rb.wanted = 9 + size
+    for _ in range(size // MIN_SIZE + 1):  # (bounded)
+        if len(rb) == rb.wanted:
+            break
+        room = rb.room()
+        n = min(len(room), rb.wanted - len(rb))
+        del room
+        rb.filled(n)
+    assert len(rb) == rb.wanted
+    rb.take()
+    return rb
+
+
+def test_a_large_message_s_buffer_is_let_go_once_it_was_taken() -> None:
+    """A buffer made for a message larger than AHEAD is not kept once the message was taken
+    and no view of it is left: the next read gets a buffer of the usual size (an idle pipe
+    does not hold its largest message's size for its whole life). One made for a message of
+    1 MiB (the default limit) is kept: the next such message lands in it in place."""
+    rb = _held_whole(4 * AHEAD)
+    room = rb.room()
+    assert len(rb.data) <= CHUNK and room is rb.data and (rb.start, rb.end) == (0, 0)
+    del room
+    rb = _held_whole(1 << 20)
+    kept = rb.data
+    assert len(kept) > CHUNK and rb.room() is kept

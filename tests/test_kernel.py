@@ -164,6 +164,8 @@ class Rig:
             # subscribers at their mark lose published messages: their pipes count them
             "socket_hwm": METRICS.value(HWM) - self.hwm_before,
             "filtered": getattr(fwd.back.socket.pattern, "filtered", 0),
+            # views of a read buffer still held by a write, overwritten by a later read
+            "overwritten": [p.wire.overwritten() for p in self.clients + self.servers],
         }
 
     async def close(self) -> None:

@@ -12,13 +12,16 @@ that message's later reads land behind it, in place, and the kernel takes it who
 (:meth:`gateway._kernel._Reader`); everything else goes to the codec as it did from
 ``data_received`` (:meth:`take`).
 
-**Room.** With nothing held, the whole buffer (the same object, read after read). A read that
-fills all of it doubles the size of the buffers made next (from :data:`MIN_SIZE` to
-:data:`CHUNK`). With a message held, room for its rest as declared, but never more than
+**Room.** With nothing held, the whole buffer (the same object, read after read; one made
+for a message past :data:`AHEAD` is let go once it was taken: an idle pipe keeps 2 MiB at most,
+and a pipe of messages up to 1 MiB, the default limit, reads the next one in place). A read that fills all of
+it doubles the size of the buffers made next (from :data:`MIN_SIZE` to :data:`CHUNK`). With a message held, room for its rest as declared, but never more than
 :data:`AHEAD` bytes ahead of what arrived, or than what arrived, whichever is larger: a peer's
 frame header alone makes the pipe hold at most 2 MiB plus a :data:`MIN_SIZE` read, and only
 within the size limit the kernel checked. When the room does not fit behind the held bytes, they
-move to a new buffer (one copy of what arrived so far: a message's first read, usually).
+move to a new buffer (one copy of what arrived so far: a message's first read, usually). A
+message larger than that room fills each buffer (down to the last :data:`MIN_SIZE`) before it
+moves to one about twice as large: its bytes are copied about once in all, not at every read.
 
 **Views.** The kernel writes bodies of 8 KiB or more as views of the read (no copy): those views
 keep the bytes they show until the write took them, so the next read must not land on them. They
@@ -72,13 +75,17 @@ class ReadBuffer:
                 data = self.data = bytearray(self.size)
             else:
                 self.lent = False
-                if len(data) < self.size:
+                if len(data) < self.size or len(data) > AHEAD:  # (a large message's: let go)
                     data = self.data = bytearray(self.size)
             self.start = self.end = 0
             return data
         held = end - self.start
-        ahead = max(1, min(self.wanted - held, max(AHEAD, held)))  # what the rest needs
-        if end + ahead > len(data):  # it does not fit behind: a new buffer
+        rest = self.wanted - held
+        ahead = max(1, min(rest, max(AHEAD, held)))  # what the rest needs (bounded)
+        # the whole rest behind it, else (larger than that bound) at least MIN_SIZE: a large
+        # message fills each buffer before it moves to one twice as large (copied ~once)
+        need = ahead if ahead >= rest else min(ahead, MIN_SIZE)
+        if end + need > len(data):  # it does not fit behind: a new buffer
             new = bytearray(max(held + max(ahead, MIN_SIZE), self.size))
             new[:held] = memoryview(data)[self.start:end]
             self.data, self.start, self.end, self.lent = new, 0, held, False

@@ -1,4 +1,5 @@
-"""A pipe's reading side: flow control toward its owner and fairness among pipes.
+"""A pipe's reading side: the reads a loop's transport makes into the pipe's own buffer, flow
+control toward its owner and fairness among pipes.
 
 Reading pauses when the owner's inbox holds ``hwm`` messages of the pipe (TCP back-pressure
 reaches the peer) and resumes at half; a pipe that took its fair share of one read
@@ -23,8 +24,32 @@ class Reading:
     pauses: int  # times reading was paused
     _turn: bool  # paused to let other pipes go first
 
+    codec: Any
+    rbuf: Any  # its ReadBuffer (gateway.engine.read_buffer, either twin)
+
     def process(self, done: int = 0) -> Any:
         raise NotImplementedError
+
+    def data_received(self, data: bytes) -> None:
+        raise NotImplementedError
+
+    # -- reads into the pipe's own buffer (asyncio.BufferedProtocol) ----------------------------
+    def get_buffer(self, sizehint: int) -> bytearray | memoryview:
+        """Room for the next read (``sizehint``: the loop's wish, unused: the buffer's own
+        size rules, :mod:`gateway.engine.read_buffer`)."""
+        return self.rbuf.room()  # type: ignore[no-any-return]
+
+    def buffer_updated(self, nbytes: int) -> None:
+        """``nbytes`` were read into the room: on to :meth:`data_received` as one ``bytes``
+        (the compiled twin's kernel first takes whole messages in place)."""
+        rbuf = self.rbuf
+        rbuf.filled(nbytes)
+        self.data_received(rbuf.take())
+
+    @property
+    def partial(self) -> bool:
+        """A message has begun and not ended (in the codec, or held in the read buffer)."""
+        return bool(self.codec.partial) or len(self.rbuf) > 0
 
     # -- fairness: one pipe's burst waits for the others' turn ----------------------------------
     def yield_turn(self) -> None:

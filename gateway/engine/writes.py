@@ -29,6 +29,16 @@ log = get_logger("gateway.engine")
 
 #: bytes of write buffer per message of high-water mark (libzmq counts messages, asyncio bytes)
 BYTES_PER_HWM = 1024
+#: the largest write-buffer limit given to a transport (uvloop's are C ints: OverflowError past)
+TRANSPORT_LIMIT = 2**31 - 1
+
+
+def set_transport_limits(transport: Any, high: int) -> None:
+    """A transport's write-buffer limits for a mark of ``high`` bytes: it pauses at it and
+    resumes at half, within :data:`TRANSPORT_LIMIT` (``hwm`` times a message of a few MiB is
+    past it; the pipe's own mark still counts up to ``high``)."""
+    high = min(high, TRANSPORT_LIMIT)
+    transport.set_write_buffer_limits(high=high, low=high // 2)
 _DROP_LOG_INTERVAL = 1.0  # seconds: at most one drop line per pipe per interval
 
 
@@ -137,7 +147,7 @@ class Writes:
         self._high = high = self.hwm * size
         transport = self.transport
         if transport is not None:
-            transport.set_write_buffer_limits(high=high, low=high // 2)
+            set_transport_limits(transport, high)
 
     def write(self, msg: Message) -> None:
         hops, body = msg
@@ -242,5 +252,5 @@ class Writes:
         self._drops_suppressed = 0
 
 
-__all__ = ["BYTES_PER_HWM", "JOIN_BELOW", "Batch", "Writes", "check_body", "flush",
-           "thread_batch", "write_chunks"]
+__all__ = ["BYTES_PER_HWM", "JOIN_BELOW", "TRANSPORT_LIMIT", "Batch", "Writes", "check_body",
+           "flush", "set_transport_limits", "thread_batch", "write_chunks"]

@@ -14,7 +14,11 @@ from typing import Any
 class RecordingTransport:
     """A transport that records what the pipe writes (asyncio's, reduced), with asyncio's flow
     control: past its high mark the protocol is paused until :meth:`drain`. Closing only marks
-    it closed (a subclass may tell the protocol, as asyncio does on the next turn)."""
+    it closed (a subclass may tell the protocol, as asyncio does on the next turn).
+
+    A ``memoryview`` written (the kernel's large bodies, views of the pipe's read buffer) is
+    also held, as a loop's transport holds a write it has not sent yet, until :meth:`drain`;
+    :meth:`overwritten` counts those whose bytes changed since (a read that landed on them)."""
 
     def __init__(self, peer: str = "") -> None:
         self.data = bytearray()
@@ -25,8 +29,11 @@ class RecordingTransport:
         self.high = 1 << 30
         self.buffered = 0
         self.full = False
+        self.held: list[tuple[memoryview, bytes]] = []  # views written, as written
 
     def write(self, data: bytes) -> None:
+        if type(data) is memoryview:
+            self.held.append((data, bytes(data)))
         self.data += data
         self.buffered += len(data)
         if self.buffered > self.high and not self.full:
@@ -35,10 +42,20 @@ class RecordingTransport:
 
     def drain(self) -> None:
         """The peer read everything: the protocol may write again."""
+        self.check_held()
+        self.held.clear()
         self.buffered = 0
         if self.full and not self.closed:
             self.full = False
             self.protocol.resume_writing()
+
+    def overwritten(self) -> int:
+        """Views written and held whose bytes are no longer those written."""
+        return sum(view != written for view, written in self.held)
+
+    def check_held(self) -> None:
+        """Fail (``AssertionError``) when a held view was overwritten before it was sent."""
+        assert not self.overwritten(), "a view written was overwritten before it was sent"
 
     def writelines(self, chunks: Any) -> None:
         for chunk in chunks:
