@@ -96,9 +96,8 @@ class PipeBody(Reading, Writes, PipeProtocol, asyncio.BufferedProtocol, _Hot):
     (:class:`Pipe`, the reference; :func:`pipe_class`, the compiled kernel's).
 
     Reading: a loop's transport (plain TCP and IPC) reads into the pipe's own buffer
-    (``asyncio.BufferedProtocol``: :meth:`get_buffer`, :meth:`buffer_updated`, on its
-    :class:`~gateway.engine.read_buffer.ReadBuffer` ``rbuf``); a layer (TLS, WebSocket) or a
-    transport of its own (inproc) calls :meth:`data_received`. Both end in the same steps."""
+    (``asyncio.BufferedProtocol``: :class:`~gateway.engine.reading.Reading`); a layer (TLS,
+    WebSocket) or a transport of its own (inproc) calls :meth:`data_received`."""
 
     def __init__(self, owner: PipeOwner, codec: Any, family: str, endpoint: str, options: Any,
                  lost: asyncio.Future[bool] | None = None) -> None:
@@ -187,23 +186,6 @@ class PipeBody(Reading, Writes, PipeProtocol, asyncio.BufferedProtocol, _Hot):
 
     def _greet(self, transport: asyncio.Transport) -> None:
         transport.write(self.codec.initiate())
-
-    def get_buffer(self, sizehint: int) -> bytearray | memoryview:
-        """Room for the next read (``sizehint``: the loop's wish, unused: the buffer's own
-        size rules, :mod:`gateway.engine.read_buffer`)."""
-        return self.rbuf.room()
-
-    def buffer_updated(self, nbytes: int) -> None:
-        """``nbytes`` were read into the room: on to :meth:`data_received` as one ``bytes``
-        (the compiled twin's kernel first takes whole messages in place)."""
-        rbuf = self.rbuf
-        rbuf.filled(nbytes)
-        self.data_received(rbuf.take())
-
-    @property
-    def partial(self) -> bool:
-        """A message has begun and not ended (in the codec, or held in the read buffer)."""
-        return bool(self.codec.partial) or len(self.rbuf) > 0
 
     def data_received(self, data: bytes) -> None:
         fast_read = self.fast_read
