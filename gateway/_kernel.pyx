@@ -141,6 +141,20 @@ include "_kernel_write.pxi"
 include "_kernel_dests.pxi"
 
 
+cdef inline void _read_done(PipeState ps, _Out state, Py_ssize_t n, bint left) except *:
+    """The end of a whole read: the message deadline (``Pipe.process``'s rule) and the flush
+    (as ``Batch.close``)."""
+    if ps._watch:
+        liveness = state.liveness if state.liveness is not None else (<object>ps).liveness
+        if left or liveness.msg_timer is not None:  # (its ``watching``, inline)
+            liveness.watch_partial(n)
+    batch = ps._batch
+    if type(batch) is Batch:
+        (<Batch>batch).schedule(ps._loop)
+    else:
+        batch.schedule(ps._loop)  # (a reference batch: its own flush)
+
+
 # -------------------------------------------------------------------------------------------------
 # the kernels
 
@@ -291,21 +305,8 @@ cdef class _Reader:
                        or not _incomplete(buf, rx.pos, size, state.limit, state.framing)):
             pipe.process(n)  # the rest, the reference's way, in the same FAIR_SHARE
             return True
-        self._read_done(ps, state, n, left)
+        _read_done(ps, state, n, left)
         return True
-
-    cdef void _read_done(self, PipeState ps, _Out state, Py_ssize_t n, bint left) except *:
-        """The end of a whole read: the message deadline (``Pipe.process``'s rule) and the
-        flush (as ``Batch.close``)."""
-        if ps._watch:
-            liveness = state.liveness if state.liveness is not None else (<object>ps).liveness
-            if left or liveness.msg_timer is not None:  # (its ``watching``, inline)
-                liveness.watch_partial(n)
-        batch = ps._batch
-        if type(batch) is Batch:
-            (<Batch>batch).schedule(ps._loop)
-        else:
-            batch.schedule(ps._loop)  # (a reference batch: its own flush)
 
     cdef bint _read_buffer(self, object pipe, ReadBuffer rb, bint request) except -1:
         """``_read`` of a read that landed in the pipe's read buffer (``Pipe.buffer_updated``),
@@ -341,7 +342,7 @@ cdef class _Reader:
         rb.wanted = wanted
         if n >= FAIR_SHARE:
             pipe.yield_turn()  # the rest after the other pipes' turn (Pipe.process's rule)
-        self._read_done(ps, state, n, left)
+        _read_done(ps, state, n, left)
         return True
 
     cdef Py_ssize_t _run(self, object pipe, bint request) except -1:

@@ -1,5 +1,9 @@
-"""A pipe's reading side: the reads a loop's transport makes into the pipe's own buffer, flow
-control toward its owner and fairness among pipes.
+"""A pipe's reading side: its reads, flow control toward its owner and fairness among pipes.
+
+A loop's transport (plain TCP and IPC) reads into the pipe's own buffer: the pipe is an
+``asyncio.BufferedProtocol`` (:meth:`Reading.get_buffer`, :meth:`Reading.buffer_updated`, on
+its :class:`~gateway.engine.read_buffer.ReadBuffer`); a layer (TLS, WebSocket) or a transport
+of its own (inproc) calls ``data_received``. Both end in the same steps.
 
 Reading pauses when the owner's inbox holds ``hwm`` messages of the pipe (TCP back-pressure
 reaches the peer) and resumes at half; a pipe that took its fair share of one read
@@ -10,6 +14,8 @@ from __future__ import annotations
 
 import asyncio
 from typing import Any
+
+from gateway.engine.read_buffer import ReadBuffer
 
 
 class Reading:
@@ -23,9 +29,8 @@ class Reading:
     hwm: int
     pauses: int  # times reading was paused
     _turn: bool  # paused to let other pipes go first
-
+    rbuf: ReadBuffer  # what a loop's transport reads into
     codec: Any
-    rbuf: Any  # its ReadBuffer (gateway.engine.read_buffer, either twin)
 
     def process(self, done: int = 0) -> Any:
         raise NotImplementedError
@@ -33,15 +38,15 @@ class Reading:
     def data_received(self, data: bytes) -> None:
         raise NotImplementedError
 
-    # -- reads into the pipe's own buffer (asyncio.BufferedProtocol) ----------------------------
+    # -- reads into the pipe's own buffer (asyncio.BufferedProtocol) ------------------------------
     def get_buffer(self, sizehint: int) -> bytearray | memoryview:
         """Room for the next read (``sizehint``: the loop's wish, unused: the buffer's own
         size rules, :mod:`gateway.engine.read_buffer`)."""
-        return self.rbuf.room()  # type: ignore[no-any-return]
+        return self.rbuf.room()
 
     def buffer_updated(self, nbytes: int) -> None:
-        """``nbytes`` were read into the room: on to :meth:`data_received` as one ``bytes``
-        (the compiled twin's kernel first takes whole messages in place)."""
+        """``nbytes`` were read into the room: on to ``data_received`` as one ``bytes`` (the
+        compiled twin's kernel first takes whole messages where they landed)."""
         rbuf = self.rbuf
         rbuf.filled(nbytes)
         self.data_received(rbuf.take())
