@@ -31,6 +31,7 @@ log = get_logger("gateway.engine")
 BYTES_PER_HWM = 1024
 #: the largest write-buffer limit given to a transport (uvloop's are C ints: OverflowError past)
 TRANSPORT_LIMIT = 2**31 - 1
+_DROP_LOG_INTERVAL = 1.0  # seconds: at most one drop line per pipe per interval
 
 
 def set_transport_limits(transport: Any, high: int) -> None:
@@ -39,7 +40,6 @@ def set_transport_limits(transport: Any, high: int) -> None:
     past it; the pipe's own mark still counts up to ``high``)."""
     high = min(high, TRANSPORT_LIMIT)
     transport.set_write_buffer_limits(high=high, low=high // 2)
-_DROP_LOG_INTERVAL = 1.0  # seconds: at most one drop line per pipe per interval
 
 
 class Batch:
