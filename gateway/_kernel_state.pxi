@@ -55,62 +55,93 @@ cdef class PipeState:
 
     def buffer_updated(self, Py_ssize_t nbytes) -> None:
         """``Pipe.buffer_updated``, compiled: the kernel takes the read's whole messages where
-        they lie, when it forwards for the pipe; else the reference's steps."""
+        they lie, when it forwards for the pipe; else the reference's steps. Then nothing the
+        read left stays in the thread's scratch (``ReadBuffer.settle``)."""
         cdef ReadBuffer rb = self.rbuf
+        cdef bint done
         rb.filled(nbytes)
         fast_read = self.fast_read
-        if type(fast_read) is _WholeRead and (<_WholeRead>fast_read).take_buffer(self, rb):
-            return
-        (<object>self).data_received(rb.take())
+        if type(fast_read) is _WholeRead:
+            try:
+                done = (<_WholeRead>fast_read).take_buffer(self, rb)
+            except BaseException:
+                rb.settle()  # (views it lent are never left in the scratch)
+                raise
+            if done:
+                rb.settle()
+                return
+        data = rb.take()
+        rb.settle()
+        (<object>self).data_received(data)
+
+
+#: an idle pipe's ``ReadBuffer.data`` (no buffer of its own: gateway.engine.read_buffer.EMPTY)
+cdef bytearray RB_EMPTY = bytearray()
 
 
 @cython.final
 cdef class ReadBuffer:
     """A pipe's read buffer (the reference: :class:`gateway.engine.read_buffer.ReadBuffer`,
-    whose doc says how its room is given, held and grown)."""
+    whose doc says how its room is given, held and grown, and when the thread's scratch is
+    read into)."""
 
     cdef public bytearray data
     cdef public Py_ssize_t start, end, wanted, size
     cdef public bint lent
+    cdef public list shared
 
-    def __init__(self) -> None:
-        self.data = bytearray()
+    def __init__(self, list shared=None) -> None:
+        self.data = RB_EMPTY
         self.start = self.end = self.wanted = 0
         self.lent = False
         self.size = RB_MIN_SIZE
+        self.shared = [None] if shared is None else shared
 
     cpdef object room(self):
         """Where the next read goes (``get_buffer``): writable, never empty."""
         cdef bytearray data = self.data
         cdef Py_ssize_t end = self.end, held, rest, ahead, need, cap = PyByteArray_GET_SIZE(data)
+        cdef list shared
         if self.start == end:  # nothing held
-            if self.lent and self._viewed():
-                if cap - end >= RB_MIN_SIZE:  # behind the last message the views show
-                    self.start = end
-                    return memoryview(data)[end:]
+            shared = self.shared
+            if self.lent:
+                if self._viewed():
+                    if cap - end >= RB_MIN_SIZE:  # behind the last message the views show
+                        self.start = end
+                        return memoryview(data)[end:]
+                elif shared[0] is None and RB_CHUNK <= cap <= RB_AHEAD:
+                    shared[0] = data  # no view left: the thread's scratch again
                 self.lent = False
-                data = self.data = PyByteArray_FromStringAndSize(NULL, self.size)
-            else:
-                self.lent = False
-                if cap < self.size or cap > RB_AHEAD:  # (a large message's: let go)
-                    data = self.data = PyByteArray_FromStringAndSize(NULL, self.size)
+            scratch = shared[0]
+            if scratch is None:
+                scratch = PyByteArray_FromStringAndSize(NULL, RB_CHUNK)
+                shared[0] = scratch
+            self.data = <bytearray>scratch
             self.start = self.end = 0
-            return data
+            return scratch
         held = end - self.start
+        ahead = self._ahead(held)
         rest = self.wanted - held
-        ahead = max(RB_AHEAD, held)
-        if rest < ahead:
-            ahead = rest if rest > 1 else 1
         # the whole rest behind it, else at least RB_MIN_SIZE (the reference's ``need``)
         need = ahead if ahead >= rest else min(ahead, RB_MIN_SIZE)
-        cdef bytearray new
         if end + need > cap:  # it does not fit behind: a new buffer
-            new = PyByteArray_FromStringAndSize(NULL, max(held + max(ahead, RB_MIN_SIZE),
-                                                          self.size))
-            memcpy(PyByteArray_AS_STRING(new), PyByteArray_AS_STRING(data) + self.start, held)
-            self.data, self.start, self.end, self.lent = new, 0, held, False
-            return memoryview(new)[held:]
+            return self._move(held, ahead)
         return memoryview(data)[end:]
+
+    cdef inline Py_ssize_t _ahead(self, Py_ssize_t held) noexcept:
+        """The room a held message's rest is given (the reference's ``_ahead``)."""
+        cdef Py_ssize_t rest = self.wanted - held, ahead = max(RB_AHEAD, held)
+        if rest < ahead:
+            ahead = rest if rest > 1 else 1
+        return ahead
+
+    cdef object _move(self, Py_ssize_t held, Py_ssize_t ahead):
+        """The held bytes to a new buffer of the pipe's (the reference's ``_move``)."""
+        cdef bytearray new = PyByteArray_FromStringAndSize(
+            NULL, max(held + max(ahead, RB_MIN_SIZE), self.size))
+        memcpy(PyByteArray_AS_STRING(new), PyByteArray_AS_STRING(self.data) + self.start, held)
+        self.data, self.start, self.end, self.lent = new, 0, held, False
+        return memoryview(new)[held:]
 
     cdef bint _viewed(self) except -1:
         """True while a view of ``data`` is alive (a bytearray with one cannot change size)."""
@@ -135,6 +166,24 @@ cdef class ReadBuffer:
         self.start = self.end
         self.wanted = 0
         return out
+
+    cpdef void settle(self) except *:
+        """The read was processed: nothing it left stays in the scratch (the reference's)."""
+        cdef bytearray data = self.data
+        cdef list shared = self.shared
+        cdef Py_ssize_t cap
+        if <object>data is shared[0]:
+            if self.lent:  # views lent of it: the pipe's now, the slot empty
+                shared[0] = None
+            elif self.start < self.end:  # a message still arriving: to a buffer of its own
+                self._move(self.end - self.start, self._ahead(self.end - self.start))
+            else:
+                self.data = RB_EMPTY
+        elif not self.lent and self.start == self.end:  # its own, done with: let go
+            cap = PyByteArray_GET_SIZE(data)
+            if shared[0] is None and RB_CHUNK <= cap <= RB_AHEAD:
+                shared[0] = data
+            self.data = RB_EMPTY
 
     def __len__(self) -> int:
         """Bytes held (read and not taken)."""

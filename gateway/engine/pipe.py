@@ -34,7 +34,7 @@ from gateway import kernel
 from gateway.engine.failures import PipeFailure, failure_at_loss, failure_of
 from gateway.engine.liveness import Liveness
 from gateway.engine.pipe_state import PipeState
-from gateway.engine.read_buffer import new_read_buffer
+from gateway.engine.read_buffer import new_read_buffer, thread_scratch
 from gateway.engine.reading import Reading
 from gateway.engine.writes import BYTES_PER_HWM, Writes, set_transport_limits, thread_batch
 from gateway.errors import HANDSHAKE_REASONS, ProtocolError
@@ -172,6 +172,7 @@ class PipeBody(Reading, Writes, PipeProtocol, asyncio.BufferedProtocol, _Hot):
         # a stream transport of any loop (asyncio's, uvloop's, inproc's): no isinstance check
         self.transport = transport = cast(asyncio.Transport, transport)
         self._batch = thread_batch()
+        self.rbuf.shared = thread_scratch()  # (the loop's thread's: reads land there)
         if self._closed:  # the owner closed before the connection was made
             transport.abort()
             return
