@@ -58,25 +58,23 @@ cdef class PipeState:
         they lie, when it forwards for the pipe; else the reference's steps. Then nothing the
         read left stays in the thread's scratch (``ReadBuffer.settle``)."""
         cdef ReadBuffer rb = self.rbuf
-        cdef bint done
         rb.filled(nbytes)
         fast_read = self.fast_read
-        if type(fast_read) is _WholeRead:
-            try:
-                done = (<_WholeRead>fast_read).take_buffer(self, rb)
-            except BaseException:
-                rb.settle()  # (views it lent are never left in the scratch)
-                raise
-            if done:
-                rb.settle()
-                return
+        if type(fast_read) is _WholeRead and (<_WholeRead>fast_read).take_buffer(self, rb):
+            rb.settled()  # (a read it lent views of is the pipe's already: ReadBuffer.lend)
+            return
         data = rb.take()
-        rb.settle()
+        rb.settled()
         (<object>self).data_received(data)
 
 
 #: an idle pipe's ``ReadBuffer.data`` (no buffer of its own: gateway.engine.read_buffer.EMPTY)
 cdef bytearray RB_EMPTY = bytearray()
+
+
+cdef extern from "Python.h":
+    # a list's item, borrowed (no count): a ReadBuffer's slot, a one-item list checked when set
+    PyObject* _slot_item "PyList_GET_ITEM" (PyObject* slot, Py_ssize_t i) nogil
 
 
 @cython.final
@@ -88,7 +86,7 @@ cdef class ReadBuffer:
     cdef public bytearray data
     cdef public Py_ssize_t start, end, wanted, size
     cdef public bint lent
-    cdef public list shared
+    cdef list _shared  # (read borrowed on every read: never None, one item)
 
     def __init__(self, list shared=None) -> None:
         self.data = RB_EMPTY
@@ -97,14 +95,25 @@ cdef class ReadBuffer:
         self.size = RB_MIN_SIZE
         self.shared = [None] if shared is None else shared
 
+    @property
+    def shared(self):
+        """The scratch slot this buffer reads into while it holds nothing."""
+        return self._shared
+
+    @shared.setter
+    def shared(self, list slot) -> None:
+        if slot is None or len(slot) != 1:
+            raise ValueError("a read buffer's scratch slot is a list of one item")
+        self._shared = slot
+
     cpdef object room(self):
         """Where the next read goes (``get_buffer``): writable, never empty."""
         cdef bytearray data = self.data
         cdef Py_ssize_t end = self.end, held, rest, ahead, need, cap = PyByteArray_GET_SIZE(data)
         cdef list shared
         if self.start == end:  # nothing held
-            shared = self.shared
             if self.lent:
+                shared = self._shared
                 if self._viewed():
                     if cap - end >= RB_MIN_SIZE:  # behind the last message the views show
                         self.start = end
@@ -112,13 +121,11 @@ cdef class ReadBuffer:
                 elif shared[0] is None and RB_CHUNK <= cap <= RB_AHEAD:
                     shared[0] = data  # no view left: the thread's scratch again
                 self.lent = False
-            scratch = shared[0]
-            if scratch is None:
-                scratch = PyByteArray_FromStringAndSize(NULL, RB_CHUNK)
-                shared[0] = scratch
-            self.data = <bytearray>scratch
+            if _slot_item(<PyObject*>self._shared, 0) == <PyObject*>None:
+                self._shared[0] = PyByteArray_FromStringAndSize(NULL, RB_CHUNK)
+            self.data = <bytearray><object>_slot_item(<PyObject*>self._shared, 0)
             self.start = self.end = 0
-            return scratch
+            return self.data
         held = end - self.start
         ahead = self._ahead(held)
         rest = self.wanted - held
@@ -167,10 +174,29 @@ cdef class ReadBuffer:
         self.wanted = 0
         return out
 
+    cdef inline int lend(self) except -1:
+        """The kernel wrote views of ``data`` (at the end of its read, even one that raised):
+        ``lent``, and a read in the thread's scratch is the pipe's at once (settle's first
+        rule: no other pipe's read lands on the views, whatever follows)."""
+        self.lent = True
+        if <PyObject*>self.data == _slot_item(<PyObject*>self._shared, 0):
+            self._shared[0] = None
+        return 0
+
+    cdef inline int settled(self) except -1:
+        """:meth:`settle` from the compiled ``buffer_updated``, its usual case inline: all
+        taken from the scratch, nothing lent (the pipe keeps no buffer)."""
+        if (self.start == self.end and not self.lent
+                and <PyObject*>self.data == _slot_item(<PyObject*>self._shared, 0)):
+            self.data = RB_EMPTY
+            return 0
+        self.settle()
+        return 0
+
     cpdef void settle(self) except *:
         """The read was processed: nothing it left stays in the scratch (the reference's)."""
         cdef bytearray data = self.data
-        cdef list shared = self.shared
+        cdef list shared = self._shared
         cdef Py_ssize_t cap
         if <object>data is shared[0]:
             if self.lent:  # views lent of it: the pipe's now, the slot empty
