@@ -95,7 +95,7 @@ class PipeBody(Reading, Writes, PipeProtocol, asyncio.BufferedProtocol, _Hot):
     owner's options. The methods of a pipe: its class puts them on a hot-state twin
     (:class:`Pipe`, the reference; :func:`pipe_class`, the compiled kernel's).
 
-    Reading: a loop's transport (plain TCP and IPC) reads into the pipe's own buffer
+    Reading: a loop's transport (plain TCP and IPC) reads into the pipe's read buffer
     (``asyncio.BufferedProtocol``: :class:`~gateway.engine.reading.Reading`); a layer (TLS,
     WebSocket) or a transport of its own (inproc) calls :meth:`data_received`."""
 

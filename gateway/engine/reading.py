@@ -39,7 +39,7 @@ class Reading:
     def data_received(self, data: bytes) -> None:
         raise NotImplementedError
 
-    # -- reads into the pipe's own buffer (asyncio.BufferedProtocol) ------------------------------
+    # -- reads into the pipe's read buffer (asyncio.BufferedProtocol) -----------------------------
     def get_buffer(self, sizehint: int) -> bytearray | memoryview:
         """Room for the next read (``sizehint``: the loop's wish, unused: the buffer's own
         size rules, :mod:`gateway.engine.read_buffer`)."""
