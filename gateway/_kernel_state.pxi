@@ -73,7 +73,7 @@ cdef bytearray RB_EMPTY = bytearray()
 
 
 cdef extern from "Python.h":
-    # a list's item, borrowed (no count): a ReadBuffer's slot, a one-item list checked when set
+    # a list's item, borrowed (no count): a ReadBuffer's slot, a two-item list checked when set
     PyObject* _slot_item "PyList_GET_ITEM" (PyObject* slot, Py_ssize_t i) nogil
 
 
@@ -86,14 +86,15 @@ cdef class ReadBuffer:
     cdef public bytearray data
     cdef public Py_ssize_t start, end, wanted, size
     cdef public bint lent
-    cdef list _shared  # (read borrowed on every read: never None, one item)
+    cdef list _shared  # (read borrowed on every read: never None, two items)
+    cdef object __weakref__  # (a slot remembers the buffers that took its scratch)
 
     def __init__(self, list shared=None) -> None:
         self.data = RB_EMPTY
         self.start = self.end = self.wanted = 0
         self.lent = False
         self.size = RB_MIN_SIZE
-        self.shared = [None] if shared is None else shared
+        self.shared = _new_slot() if shared is None else shared
 
     @property
     def shared(self):
@@ -102,8 +103,8 @@ cdef class ReadBuffer:
 
     @shared.setter
     def shared(self, list slot) -> None:
-        if slot is None or len(slot) != 1:
-            raise ValueError("a read buffer's scratch slot is a list of one item")
+        if slot is None or len(slot) != 2:
+            raise ValueError("a read buffer's scratch slot is a list of two items")
         self._shared = slot
 
     cpdef object room(self):
@@ -122,7 +123,7 @@ cdef class ReadBuffer:
                     shared[0] = data  # no view left: the thread's scratch again
                 self.lent = False
             if _slot_item(<PyObject*>self._shared, 0) == <PyObject*>None:
-                self._shared[0] = PyByteArray_FromStringAndSize(NULL, RB_CHUNK)
+                _new_scratch(self._shared)
             self.data = <bytearray><object>_slot_item(<PyObject*>self._shared, 0)
             self.start = self.end = 0
             return self.data
@@ -180,7 +181,7 @@ cdef class ReadBuffer:
         rule: no other pipe's read lands on the views, whatever follows)."""
         self.lent = True
         if <PyObject*>self.data == _slot_item(<PyObject*>self._shared, 0):
-            self._shared[0] = None
+            _took_scratch(self._shared, self)
         return 0
 
     cdef inline int settled(self) except -1:
@@ -200,7 +201,7 @@ cdef class ReadBuffer:
         cdef Py_ssize_t cap
         if <object>data is shared[0]:
             if self.lent:  # views lent of it: the pipe's now, the slot empty
-                shared[0] = None
+                _took_scratch(shared, self)
             elif self.start < self.end:  # a message still arriving: to a buffer of its own
                 self._move(self.end - self.start, self._ahead(self.end - self.start))
             else:

@@ -3,13 +3,24 @@
 
 from __future__ import annotations
 
+import gc
 import threading
+import weakref
 from typing import Any
 
 import pytest
 
 from gateway import kernel
-from gateway.engine.read_buffer import AHEAD, CHUNK, MIN_SIZE, new_read_buffer, thread_scratch
+from gateway.engine.read_buffer import (
+    AHEAD,
+    CHUNK,
+    LENDERS,
+    MIN_SIZE,
+    RECLAIM,
+    new_read_buffer,
+    new_slot,
+    thread_scratch,
+)
 
 
 def _read(rb: object, data: bytes) -> None:
@@ -27,7 +38,7 @@ def _new(slot: list[Any]) -> Any:
 
 
 def test_an_idle_pipe_reads_into_the_scratch_and_keeps_no_buffer() -> None:
-    slot: list[Any] = [None]
+    slot = new_slot()
     rb = _new(slot)
     assert len(rb.data) == 0 and len(rb) == 0  # made: no buffer
     room = rb.room()
@@ -47,16 +58,16 @@ def test_an_idle_pipe_reads_into_the_scratch_and_keeps_no_buffer() -> None:
 def test_new_read_buffers_of_a_thread_share_its_scratch_slot() -> None:
     """new_read_buffer reads into the calling thread's slot; another thread has its own."""
     a, b = new_read_buffer(), new_read_buffer()
-    assert a.shared is b.shared is thread_scratch()
+    assert a.shared is b.shared is thread_scratch(type(a)) is thread_scratch()
     other: list[Any] = []
     t = threading.Thread(target=lambda: other.append(new_read_buffer().shared))
     t.start()
     t.join(10)
-    assert other and other[0] is not a.shared and other[0] == [None]
+    assert other and other[0] is not a.shared and other[0][0] is None
 
 
 def test_a_read_that_fills_the_scratch_makes_the_pipe_s_buffers_bigger() -> None:
-    rb = _new([None])
+    rb = _new(new_slot())
     for n in range(6):  # (MIN_SIZE doubled up to CHUNK: four times, then no further)
         _read(rb, bytes(CHUNK))
         rb.take()
@@ -73,7 +84,7 @@ def test_a_message_still_arriving_moves_out_of_the_scratch() -> None:
     length its headers declare in wanted): settle moves it to a buffer of the pipe's sized for
     its rest (one copy of what arrived), where its later reads land in place; the scratch
     stays the thread's."""
-    slot: list[Any] = [None]
+    slot = new_slot()
     rb = _new(slot)
     head = b"\x02" + (40_000).to_bytes(8, "big") + b"abc"
     _read(rb, b"\x00\x02ok" + head)
@@ -95,7 +106,7 @@ def test_a_message_still_arriving_moves_out_of_the_scratch() -> None:
 
 
 def test_a_declared_length_is_held_ahead_at_most_by_ahead() -> None:
-    rb = _new([None])
+    rb = _new(new_slot())
     _read(rb, b"\x02" + (1 << 40).to_bytes(8, "big") + b"x" * 100)
     rb.wanted = 9 + (1 << 40)
     rb.settle()
@@ -110,7 +121,7 @@ def test_a_declared_length_is_held_ahead_at_most_by_ahead() -> None:
 
 
 def test_a_small_rest_gets_the_least_room() -> None:
-    rb = _new([None])
+    rb = _new(new_slot())
     _read(rb, b"\x01\x05hel")
     rb.wanted = 7
     rb.settle()
@@ -125,7 +136,7 @@ def test_a_scratch_lent_to_writes_becomes_the_pipe_s_and_comes_back() -> None:
     scratch the pipe's and empties the slot; while the view lives the pipe's reads go behind
     it, or (too little left) to a new scratch; once no view is left, the buffer is the
     slot's again when the slot is empty."""
-    slot: list[Any] = [None]
+    slot = new_slot()
     rb = _new(slot)
     _read(rb, b"A" * 1000)
     scratch = rb.data
@@ -167,7 +178,7 @@ def test_two_pipes_on_one_scratch_never_overwrite_a_lent_view() -> None:
     """Two pipes share a slot: one lends views of its read (the scratch becomes its own),
     the other reads next into a new scratch; one holds a message still arriving (moved out),
     the other's read lands in the scratch. No view and no held byte changes."""
-    slot: list[Any] = [None]
+    slot = new_slot()
     a, b = _new(slot), _new(slot)
     _read(a, b"x" * 10)
     a.take()
@@ -208,7 +219,7 @@ def test_two_pipes_on_one_scratch_never_overwrite_a_lent_view() -> None:
 def test_idle_pipes_hold_no_buffer() -> None:
     """What an idle connection keeps (issue 36's price given back): a thousand pipes of one
     thread after a small read each hold no buffer; they share one scratch."""
-    slot: list[Any] = [None]
+    slot = new_slot()
     pipes = [_new(slot) for _ in range(1000)]
     for i, rb in enumerate(pipes):
         _read(rb, i.to_bytes(4, "big"))
@@ -233,7 +244,7 @@ def test_a_message_larger_than_ahead_fills_its_buffer_before_it_moves() -> None:
     about once in all (a move at every read copied a 16 MiB message 8 times, 64 MiB 32 times:
     quadratic in its size), and they arrive whole."""
     size = 8 * AHEAD
-    rb = _new([None])
+    rb = _new(new_slot())
     head = b"\x02" + size.to_bytes(8, "big")
     _read(rb, head)
     rb.wanted = len(head) + size
@@ -302,7 +313,7 @@ def test_a_large_message_s_buffer_is_let_go_once_it_was_taken() -> None:
     message's size). When the slot is empty (another pipe took the scratch with its views) a
     buffer of a scratch's size (CHUNK to AHEAD) is the slot's new scratch; a larger one is
     let go."""
-    slot: list[Any] = [None]
+    slot = new_slot()
     rb = _held_whole(4 * AHEAD, slot)
     assert len(rb.data) == 0 and len(slot[0]) == CHUNK and rb.room() is slot[0]
     rb = _held_whole(4 * AHEAD, slot, lend=True)
@@ -310,3 +321,81 @@ def test_a_large_message_s_buffer_is_let_go_once_it_was_taken() -> None:
     rb = _held_whole(1 << 20, slot, lend=True)
     assert len(rb.data) == 0 and CHUNK < len(slot[0]) <= AHEAD  # the slot's scratch now
     assert rb.room() is slot[0]
+
+
+def _remembered(slot: list[Any]) -> list[Any]:
+    """The read buffers the slot remembers having taken its scratch (alive)."""
+    return [r() for r in slot[1] if r() is not None]
+
+
+def _lend(rb: Any, n: int) -> memoryview:
+    """``rb`` reads ``n`` bytes and the kernel takes them, writing a view of them (lent);
+    settled. The view."""
+    _read(rb, bytes(n))
+    view = memoryview(rb.data)[:n]
+    rb.start, rb.lent = n, True
+    rb.settle()
+    return view
+
+
+def test_pipes_that_lent_let_their_buffers_go_when_the_slot_needs_a_scratch() -> None:
+    """A pipe that took the scratch with views of its read is remembered; when the thread next
+    needs a scratch, such a pipe that is done with it (no view left, nothing held) lets it go
+    then, not at its next read (an idle pipe keeps no buffer), and the buffer is the new
+    scratch; one whose views are still alive keeps it and is looked at again next time."""
+    slot = new_slot()
+    a, b, c = _new(slot), _new(slot), _new(slot)
+    view = _lend(a, 9000)
+    taken = a.data
+    assert slot[0] is None and _remembered(slot) == [a]
+    assert b.room() is not taken and slot[0] is b.data  # a's view alive: a new scratch
+    assert a.data is taken and a.lent and _remembered(slot) == [a]  # (kept, looked at again)
+    b.settle()  # (b read nothing)
+    view.release()
+    b_view = _lend(b, 20_000)  # b takes the new scratch: the slot is empty again
+    fresh = b.data
+    assert slot[0] is None and _remembered(slot) == [a, b]
+    assert c.room() is taken is slot[0]  # a's buffer is the scratch again, a keeps none
+    assert len(a.data) == 0 and not a.lent and (a.start, a.end) == (0, 0)
+    assert b.data is fresh and b.lent and _remembered(slot) == [b]  # b's view is alive
+    assert bytes(b_view) == bytes(20_000)
+    b_view.release()
+
+
+def test_a_pipe_is_remembered_once_and_the_look_is_bounded() -> None:
+    """A pipe that takes the scratch again after giving it back itself is remembered once;
+    a new scratch looks at RECLAIM of the pipes at most (the oldest first), and the slot
+    remembers LENDERS at most (the newest)."""
+    slot = new_slot()
+    a = _new(slot)
+    _lend(a, 9000).release()
+    assert a.room() is a.data is slot[0]  # no view left: a gives it back itself
+    a.settle()
+    _lend(a, 9000).release()
+    assert _remembered(slot) == [a]
+    pipes = [_new(new_slot()) for _ in range(RECLAIM + 2)]
+    for rb in pipes:  # each took a scratch (of its own slot) and is done with it
+        _lend(rb, 9000).release()
+        rb.shared = slot
+        slot[1].append(weakref.ref(rb))
+    slot[1].popleft()  # (a: let it be the one left to the pipe's next read)
+    first = pipes[0].data
+    assert _new(slot).room() is first is slot[0]  # the oldest's buffer: the new scratch
+    assert [len(rb.data) for rb in pipes] == [0] * RECLAIM + [CHUNK, CHUNK]
+    assert _remembered(slot) == pipes[RECLAIM:]
+    for _ in range(LENDERS + 5):
+        slot[1].append(weakref.ref(a))
+    assert len(slot[1]) == LENDERS
+
+
+def test_a_closed_pipe_is_not_kept_by_the_slot() -> None:
+    """The slot remembers the pipes that took its scratch weakly: a pipe gone (its views
+    written) takes its buffer with it, and the next scratch is a new one."""
+    slot = new_slot()
+    rb = _new(slot)
+    _lend(rb, 9000).release()
+    del rb
+    gc.collect()
+    assert len(slot[1]) == 1 and _remembered(slot) == []  # (a dead reference, no buffer)
+    other = _new(slot)
+    assert len(other.room()) == CHUNK and len(slot[1]) == 0

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -289,3 +290,46 @@ def test_pipes_sharing_a_scratch_never_overwrite_a_view_written(front: str, back
     finally:
         kernel.compiled = saved
     assert pure == reference
+
+
+@needs_kernel
+@pytest.mark.parametrize(("front", "back"), ROUTES, ids=[f"{f}-{b}" for f, b in ROUTES])
+def test_pipes_idle_after_large_bodies_keep_no_buffer(front: str, back: str) -> None:
+    """Every pipe's last read lent views of its body (20 KiB requests and echoes): each took
+    a scratch. Once the writes took the views (the peers read everything), the next read of a
+    pipe that needs a scratch gives all those buffers back: no idle pipe keeps one."""
+
+    async def go() -> tuple[list[int], list[int], int]:
+        core._RUNNING_PIPE_IDS[0] = 100
+        rig = Rig(front, back, True, max_size=1 << 20, hwm=64)
+        await rig.open(clients=4, servers=2)
+        try:
+            for i, c in enumerate(rig.clients[:3]):
+                deliver(c.pipe, _large_request(front, i, bytes([65 + i]) * 20_000), True)
+                await asyncio.sleep(0)
+            for s in rig.servers:
+                deliver(s.pipe, _server_replies(random.Random(0), s, back, mangle=False), True)
+                await asyncio.sleep(0)
+            for _ in range(3):
+                await asyncio.sleep(0)
+            peers = rig.clients + rig.servers
+            held = [len(p.pipe.rbuf.data) for p in peers]
+            for p in peers:
+                p.wire.drain()  # (every view written was sent: none is left)
+            deliver(rig.clients[3].pipe, _hello(front, 9), True)  # a pipe that lent nothing
+            await asyncio.sleep(0)
+            assert rig.state()["forwarded"] == (4, 3)
+            slot = rig.clients[3].pipe.rbuf.shared
+            return held, [len(p.pipe.rbuf.data) for p in peers], sum(r() is not None
+                                                                   for r in slot[1])
+        finally:
+            await rig.close()
+
+    out: list[Any] = []  # (a thread of its own: its own scratch slot, whatever ran before)
+    t = threading.Thread(target=lambda: out.append(asyncio.run(go())))
+    t.start()
+    t.join(60)
+    assert out, "the run raised (its traceback above) or did not end"
+    held, after, remembered = out[0]
+    assert held[:3] == [CHUNK] * 3 and held[3] == 0 and held[4:] != [0, 0], held
+    assert after == [0] * 6 and remembered == 0, (after, remembered)

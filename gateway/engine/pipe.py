@@ -171,8 +171,7 @@ class PipeBody(Reading, Writes, PipeProtocol, asyncio.BufferedProtocol, _Hot):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # a stream transport of any loop (asyncio's, uvloop's, inproc's): no isinstance check
         self.transport = transport = cast(asyncio.Transport, transport)
-        self._batch = thread_batch()
-        self.rbuf.shared = thread_scratch()  # (the loop's thread's: reads land there)
+        self._batch, self.rbuf.shared = thread_batch(), thread_scratch(type(self.rbuf))
         if self._closed:  # the owner closed before the connection was made
             transport.abort()
             return

@@ -14,15 +14,20 @@ that message's later reads land behind it, in place, and the kernel takes it who
 
 **Scratch.** A pipe that holds nothing (no part of a message, no view of its buffer lent) has
 no buffer of its own: its reads land in its thread's scratch (``shared[0]``: one
-:data:`CHUNK` buffer for all the pipes of a thread, its loop's, as uvloop's loop buffer was),
-and once the read was processed (:meth:`settle`, at the end of ``buffer_updated``) nothing of
-it is kept there: a message still arriving moves to a buffer of the pipe's own (one copy of
-what arrived so far, sized as the room below), and a read the kernel lent views of becomes the
-pipe's own buffer whole (no copy; the thread makes a new scratch when it next needs one, and
-takes that one back once the pipe let it go with no view left). Idle, a pipe keeps no buffer;
-one whose last read lent views keeps that buffer until its next read. Reads are ``get_buffer``
-then ``buffer_updated``, back to back, by the thread's loop (uvloop's stream, asyncio's
-selector transport), so no other read lands in the scratch between the two.
+:data:`CHUNK` buffer for all the pipes of a thread, its loop's, as uvloop's loop buffer was;
+the two twins have a slot each), and once the read was processed (:meth:`settle`, at the end
+of ``buffer_updated``) nothing of it is kept there: a message still arriving moves to a buffer
+of the pipe's own (one copy of what arrived so far, sized as the room below), and a read the
+kernel lent views of becomes the pipe's own buffer whole (no copy; the slot is empty, and
+remembers the pipe in ``shared[1]``). When the thread next needs a scratch, the pipes it
+remembers that are done with theirs (nothing held, no view left) let them go
+(:func:`new_scratch`: the first of a scratch's size is the new scratch); a pipe also lets its
+buffer go at its own next read once no view is left (back to an empty slot when it is a
+scratch's size). Idle, a pipe keeps no buffer, but for one whose views were still being
+written when the thread last needed a scratch (until its next read, or the next look).
+Reads are ``get_buffer`` then ``buffer_updated``, back to back, by the thread's loop
+(uvloop's stream, asyncio's selector transport), so no other read lands in the scratch
+between the two.
 
 **Room.** With nothing held, the scratch. A read that fills all of it doubles the size of the
 pipe's own buffers made next (from :data:`MIN_SIZE` to :data:`CHUNK`). With a message held,
@@ -45,13 +50,16 @@ scratch when too little is left there (the buffer is then the views' alone).
 Bounded: a pipe's buffer is at most the largest of :data:`CHUNK`, ``AHEAD`` plus a read and
 one message within the size limit plus a read, as the codec's receive buffer (an unparsed tail
 and the newest read) was before; a thread's scratch is at most ``AHEAD`` (a pipe's buffer
-taken back only up to that size).
+taken back only up to that size); its slot remembers :data:`LENDERS` pipes (the newest) and a
+new scratch looks at :data:`RECLAIM` of them.
 """
 
 from __future__ import annotations
 
 import threading
-from typing import cast
+import weakref
+from collections import deque
+from typing import Any, cast
 
 from gateway import kernel
 
@@ -66,26 +74,67 @@ AHEAD = 2 * 1024 * 1024
 #: what an idle pipe's ``data`` is (no buffer of its own)
 EMPTY = bytearray()
 
-#: a thread's scratch slot: its one scratch buffer, or None (a new one made when needed)
-Slot = list[bytearray | None]
+#: the pipes a thread's slot remembers having taken its scratch (the newest), and how many
+#: of them a new scratch looks at
+LENDERS = 64
+RECLAIM = 8
+
+#: a thread's scratch slot: its one scratch buffer (None: a new one made when needed), and
+#: the read buffers that took one with the views of their read (a ``deque`` of LENDERS weak
+#: references: a closed pipe's is let go with it)
+Slot = list[Any]
 
 _local = threading.local()
 
 
-def thread_scratch() -> Slot:
-    """The calling thread's scratch slot (its loop's: threads never share one); ``None`` in
-    it: a new scratch is made when one is next needed."""
-    slot = getattr(_local, "scratch", None)
+def new_slot() -> Slot:
+    """An empty scratch slot (a thread's: :func:`thread_scratch`)."""
+    return [None, deque(maxlen=LENDERS)]
+
+
+def thread_scratch(cls: type | None = None) -> Slot:
+    """The calling thread's scratch slot for read buffers of class ``cls`` (None: the twin
+    that runs): its loop's; threads never share one, nor do the two twins."""
+    if cls is None:
+        cls = kernel.twin("ReadBuffer")
+    slots: dict[Any, Slot] = _local.__dict__
+    slot = slots.get(cls)
     if slot is None:
-        slot = _local.scratch = [None]
-    return cast(Slot, slot)
+        slot = slots[cls] = new_slot()
+    return slot
+
+
+def new_scratch(slot: Slot) -> bytearray:
+    """The slot's next scratch (it had none: a pipe took the last one with views of its read).
+    The pipes that did so and are done with it (nothing held, no view left) let their buffers
+    go now rather than at their next read (an idle pipe keeps none), the first of a scratch's
+    size becoming the new one; a pipe whose views are still being written waits for the next
+    look. At most RECLAIM are looked at; else a new buffer."""
+    lenders = slot[1]
+    scratch = None
+    for _ in range(min(RECLAIM, len(lenders))):
+        ref = lenders.popleft()
+        rb = ref()
+        if rb is None or not rb.lent or rb.start != rb.end:  # gone, or moved on (its next
+            continue  # read came, or it holds a message)
+        if rb._viewed():
+            lenders.append(ref)
+            continue
+        data = rb.data
+        rb.data, rb.lent, rb.start, rb.end = EMPTY, False, 0, 0
+        if scratch is None and CHUNK <= len(data) <= AHEAD:
+            scratch = data
+    if scratch is None:
+        scratch = bytearray(CHUNK)
+    slot[0] = scratch
+    return scratch
 
 
 class ReadBuffer:
     """The reference twin of the compiled kernel's ``ReadBuffer`` (:func:`new_read_buffer`);
     ``shared``: the scratch slot it reads into while it holds nothing (None: one of its own)."""
 
-    __slots__ = ("data", "end", "lent", "shared", "size", "start", "wanted")
+    __slots__ = ("__weakref__", "data", "end", "lent", "shared", "size", "start", "wanted")
 
     def __init__(self, shared: Slot | None = None) -> None:
         self.data = EMPTY  # the pipe's own buffer, or the scratch during a read
@@ -94,7 +143,7 @@ class ReadBuffer:
         self.wanted = 0  # the held message's length as its headers say (0: none held)
         self.lent = False  # the kernel took views of ``data`` (written later, without a copy)
         self.size = MIN_SIZE  # the size of the next buffer of the pipe's own
-        self.shared: Slot = [None] if shared is None else shared
+        self.shared: Slot = new_slot() if shared is None else shared
 
     def room(self) -> bytearray | memoryview:
         """Where the next read goes (``get_buffer``): writable, never empty."""
@@ -112,7 +161,7 @@ class ReadBuffer:
                 self.lent = False
             scratch = shared[0]
             if scratch is None:
-                scratch = shared[0] = bytearray(CHUNK)
+                scratch = new_scratch(shared)
             self.data = scratch
             self.start = self.end = 0
             return scratch
@@ -172,6 +221,9 @@ class ReadBuffer:
         if data is shared[0]:
             if self.lent:
                 shared[0] = None
+                lenders = shared[1]
+                if not lenders or lenders[-1]() is not self:
+                    lenders.append(weakref.ref(self))  # (given back when the slot needs one)
             elif self.start < self.end:
                 self._move(self.end - self.start, self._ahead(self.end - self.start))
             else:
@@ -189,8 +241,9 @@ class ReadBuffer:
 def new_read_buffer() -> ReadBuffer:
     """A pipe's read buffer, of the twin that runs (:data:`gateway.kernel.TWINS`), reading
     into the calling thread's scratch (the pipe sets its loop's again when connected)."""
-    return cast(ReadBuffer, kernel.twin("ReadBuffer")(thread_scratch()))
+    cls = kernel.twin("ReadBuffer")
+    return cast(ReadBuffer, cls(thread_scratch(cls)))
 
 
-__all__ = ["AHEAD", "CHUNK", "EMPTY", "MIN_SIZE", "ReadBuffer", "Slot", "new_read_buffer",
-           "thread_scratch"]
+__all__ = ["AHEAD", "CHUNK", "EMPTY", "LENDERS", "MIN_SIZE", "RECLAIM", "ReadBuffer", "Slot",
+           "new_read_buffer", "new_scratch", "new_slot", "thread_scratch"]
