@@ -286,6 +286,9 @@ def observe(bridge: Bridge) -> dict[str, Any]:
         "backlog": (fwd.front.backlog, fwd.back.backlog),
         "filtered": getattr(fwd.back.socket.pattern, "filtered", 0),
         "errors": list(bridge.errors),
+        # views of a read the kernel wrote, still held by a write, that a later read changed
+        # (the pipes of a bridge share their thread's scratch: never one a view shows)
+        "overwritten": [p.wire.overwritten() for p in bridge.peers],
     }
 
 

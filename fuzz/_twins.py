@@ -4,7 +4,9 @@ input's layout, the peers' steps it describes, and the differential oracle.
 Input: ``setup flags size hwm`` then steps, each ``op who`` and its fields, until the input ends
 (at most :data:`MAX_STEPS`). ``setup`` picks the pattern (request-reply, pipeline, pub/sub) and
 the route among the harness's (see each harness); ``flags``: SP over IPC (bit 0), a second
-client (bit 1), a second server (bit 2); ``size`` the size limit, ``hwm`` the mark. ``who``
+client (bit 1), a second server (bit 2), reads into the pipes' read buffers (bit 3:
+``get_buffer``/``buffer_updated``; the bridge's pipes share their thread's scratch, and
+views held by writes must stay as written); ``size`` the size limit, ``hwm`` the mark. ``who``
 picks a peer (the clients, then the servers). The ops:
 
 ===========  ======================================================================================

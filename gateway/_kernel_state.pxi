@@ -55,62 +55,101 @@ cdef class PipeState:
 
     def buffer_updated(self, Py_ssize_t nbytes) -> None:
         """``Pipe.buffer_updated``, compiled: the kernel takes the read's whole messages where
-        they lie, when it forwards for the pipe; else the reference's steps."""
+        they lie, when it forwards for the pipe; else the reference's steps. Then nothing the
+        read left stays in the thread's scratch (``ReadBuffer.settle``)."""
         cdef ReadBuffer rb = self.rbuf
         rb.filled(nbytes)
         fast_read = self.fast_read
         if type(fast_read) is _WholeRead and (<_WholeRead>fast_read).take_buffer(self, rb):
+            rb.settled()  # (a read it lent views of is the pipe's already: ReadBuffer.lend)
             return
-        (<object>self).data_received(rb.take())
+        data = rb.take()
+        rb.settled()
+        (<object>self).data_received(data)
+
+
+#: an idle pipe's ``ReadBuffer.data`` (no buffer of its own: gateway.engine.read_buffer.EMPTY)
+cdef bytearray RB_EMPTY = bytearray()
+
+
+cdef extern from "Python.h":
+    # a list's item, borrowed (no count): a ReadBuffer's slot, a two-item list checked when set
+    PyObject* _slot_item "PyList_GET_ITEM" (PyObject* slot, Py_ssize_t i) nogil
 
 
 @cython.final
 cdef class ReadBuffer:
     """A pipe's read buffer (the reference: :class:`gateway.engine.read_buffer.ReadBuffer`,
-    whose doc says how its room is given, held and grown)."""
+    whose doc says how its room is given, held and grown, and when the thread's scratch is
+    read into)."""
 
     cdef public bytearray data
     cdef public Py_ssize_t start, end, wanted, size
     cdef public bint lent
+    cdef list _shared  # (read borrowed on every read: never None, two items)
+    cdef object __weakref__  # (a slot remembers the buffers that took its scratch)
 
-    def __init__(self) -> None:
-        self.data = bytearray()
+    def __init__(self, list shared=None) -> None:
+        self.data = RB_EMPTY
         self.start = self.end = self.wanted = 0
         self.lent = False
         self.size = RB_MIN_SIZE
+        self.shared = _new_slot() if shared is None else shared
+
+    @property
+    def shared(self):
+        """The scratch slot this buffer reads into while it holds nothing."""
+        return self._shared
+
+    @shared.setter
+    def shared(self, list slot) -> None:
+        if slot is None or len(slot) != 2:
+            raise ValueError("a read buffer's scratch slot is a list of two items")
+        self._shared = slot
 
     cpdef object room(self):
         """Where the next read goes (``get_buffer``): writable, never empty."""
         cdef bytearray data = self.data
         cdef Py_ssize_t end = self.end, held, rest, ahead, need, cap = PyByteArray_GET_SIZE(data)
+        cdef list shared
         if self.start == end:  # nothing held
-            if self.lent and self._viewed():
-                if cap - end >= RB_MIN_SIZE:  # behind the last message the views show
-                    self.start = end
-                    return memoryview(data)[end:]
+            if self.lent:
+                shared = self._shared
+                if self._viewed():
+                    if cap - end >= RB_MIN_SIZE:  # behind the last message the views show
+                        self.start = end
+                        return memoryview(data)[end:]
+                elif shared[0] is None and RB_CHUNK <= cap <= RB_AHEAD:
+                    shared[0] = data  # no view left: the thread's scratch again
                 self.lent = False
-                data = self.data = PyByteArray_FromStringAndSize(NULL, self.size)
-            else:
-                self.lent = False
-                if cap < self.size or cap > RB_AHEAD:  # (a large message's: let go)
-                    data = self.data = PyByteArray_FromStringAndSize(NULL, self.size)
+            if _slot_item(<PyObject*>self._shared, 0) == <PyObject*>None:
+                _new_scratch(self._shared)
+            self.data = <bytearray><object>_slot_item(<PyObject*>self._shared, 0)
             self.start = self.end = 0
-            return data
+            return self.data
         held = end - self.start
+        ahead = self._ahead(held)
         rest = self.wanted - held
-        ahead = max(RB_AHEAD, held)
-        if rest < ahead:
-            ahead = rest if rest > 1 else 1
         # the whole rest behind it, else at least RB_MIN_SIZE (the reference's ``need``)
         need = ahead if ahead >= rest else min(ahead, RB_MIN_SIZE)
-        cdef bytearray new
         if end + need > cap:  # it does not fit behind: a new buffer
-            new = PyByteArray_FromStringAndSize(NULL, max(held + max(ahead, RB_MIN_SIZE),
-                                                          self.size))
-            memcpy(PyByteArray_AS_STRING(new), PyByteArray_AS_STRING(data) + self.start, held)
-            self.data, self.start, self.end, self.lent = new, 0, held, False
-            return memoryview(new)[held:]
+            return self._move(held, ahead)
         return memoryview(data)[end:]
+
+    cdef inline Py_ssize_t _ahead(self, Py_ssize_t held) noexcept:
+        """The room a held message's rest is given (the reference's ``_ahead``)."""
+        cdef Py_ssize_t rest = self.wanted - held, ahead = max(RB_AHEAD, held)
+        if rest < ahead:
+            ahead = rest if rest > 1 else 1
+        return ahead
+
+    cdef object _move(self, Py_ssize_t held, Py_ssize_t ahead):
+        """The held bytes to a new buffer of the pipe's (the reference's ``_move``)."""
+        cdef bytearray new = PyByteArray_FromStringAndSize(
+            NULL, max(held + max(ahead, RB_MIN_SIZE), self.size))
+        memcpy(PyByteArray_AS_STRING(new), PyByteArray_AS_STRING(self.data) + self.start, held)
+        self.data, self.start, self.end, self.lent = new, 0, held, False
+        return memoryview(new)[held:]
 
     cdef bint _viewed(self) except -1:
         """True while a view of ``data`` is alive (a bytearray with one cannot change size)."""
@@ -135,6 +174,43 @@ cdef class ReadBuffer:
         self.start = self.end
         self.wanted = 0
         return out
+
+    cdef inline int lend(self) except -1:
+        """The kernel wrote views of ``data`` (at the end of its read, even one that raised):
+        ``lent``, and a read in the thread's scratch is the pipe's at once (settle's first
+        rule: no other pipe's read lands on the views, whatever follows)."""
+        self.lent = True
+        if <PyObject*>self.data == _slot_item(<PyObject*>self._shared, 0):
+            _took_scratch(self._shared, self)
+        return 0
+
+    cdef inline int settled(self) except -1:
+        """:meth:`settle` from the compiled ``buffer_updated``, its usual case inline: all
+        taken from the scratch, nothing lent (the pipe keeps no buffer)."""
+        if (self.start == self.end and not self.lent
+                and <PyObject*>self.data == _slot_item(<PyObject*>self._shared, 0)):
+            self.data = RB_EMPTY
+            return 0
+        self.settle()
+        return 0
+
+    cpdef void settle(self) except *:
+        """The read was processed: nothing it left stays in the scratch (the reference's)."""
+        cdef bytearray data = self.data
+        cdef list shared = self._shared
+        cdef Py_ssize_t cap
+        if <object>data is shared[0]:
+            if self.lent:  # views lent of it: the pipe's now, the slot empty
+                _took_scratch(shared, self)
+            elif self.start < self.end:  # a message still arriving: to a buffer of its own
+                self._move(self.end - self.start, self._ahead(self.end - self.start))
+            else:
+                self.data = RB_EMPTY
+        elif not self.lent and self.start == self.end:  # its own, done with: let go
+            cap = PyByteArray_GET_SIZE(data)
+            if shared[0] is None and RB_CHUNK <= cap <= RB_AHEAD:
+                shared[0] = data
+            self.data = RB_EMPTY
 
     def __len__(self) -> int:
         """Bytes held (read and not taken)."""

@@ -3,11 +3,24 @@
 
 from __future__ import annotations
 
+import gc
+import threading
+import weakref
 from typing import Any
 
 import pytest
 
-from gateway.engine.read_buffer import AHEAD, CHUNK, MIN_SIZE, new_read_buffer
+from gateway import kernel
+from gateway.engine.read_buffer import (
+    AHEAD,
+    CHUNK,
+    LENDERS,
+    MIN_SIZE,
+    RECLAIM,
+    new_read_buffer,
+    new_slot,
+    thread_scratch,
+)
 
 
 def _read(rb: object, data: bytes) -> None:
@@ -19,56 +32,87 @@ def _read(rb: object, data: bytes) -> None:
     rb.filled(len(data))  # type: ignore[attr-defined]
 
 
-def test_the_same_buffer_serves_read_after_read() -> None:
-    rb = new_read_buffer()
+def _new(slot: list[Any]) -> Any:
+    """A read buffer of the twin this test runs on, reading into the scratch slot ``slot``."""
+    return kernel.twin("ReadBuffer")(slot)
+
+
+def test_an_idle_pipe_reads_into_the_scratch_and_keeps_no_buffer() -> None:
+    slot = new_slot()
+    rb = _new(slot)
+    assert len(rb.data) == 0 and len(rb) == 0  # made: no buffer
     room = rb.room()
-    assert type(room) is bytearray and len(room) == MIN_SIZE and room is rb.data
+    assert type(room) is bytearray and len(room) == CHUNK and room is rb.data is slot[0]
+    scratch = room
     del room
     for data in (b"\x00\x05hello", b"\x01\x01a\x00\x01b"):
         _read(rb, data)
         assert (rb.start, rb.end, len(rb)) == (0, len(data), len(data))
         assert rb.take() == data and len(rb) == 0
-        assert rb.room() is rb.data  # everything taken: the whole buffer again, no new object
+        rb.settle()
+        assert len(rb.data) == 0 and slot[0] is scratch  # nothing kept: the scratch stays
+        assert rb.room() is scratch  # the same scratch again, no new object
+    assert rb.size == MIN_SIZE
 
 
-def test_a_read_that_fills_the_buffer_makes_the_next_one_bigger() -> None:
-    rb = new_read_buffer()
-    _read(rb, bytes(MIN_SIZE))
-    assert rb.size == 2 * MIN_SIZE and len(rb.data) == MIN_SIZE
-    rb.take()
-    assert len(rb.room()) == 2 * MIN_SIZE
-    for _ in range(10):
-        rb.filled(len(rb.data) - rb.end)
+def test_new_read_buffers_of_a_thread_share_its_scratch_slot() -> None:
+    """new_read_buffer reads into the calling thread's slot; another thread has its own."""
+    a, b = new_read_buffer(), new_read_buffer()
+    assert a.shared is b.shared is thread_scratch(type(a)) is thread_scratch()
+    other: list[Any] = []
+    t = threading.Thread(target=lambda: other.append(new_read_buffer().shared))
+    t.start()
+    t.join(10)
+    assert other and other[0] is not a.shared and other[0][0] is None
+
+
+def test_a_read_that_fills_the_scratch_makes_the_pipe_s_buffers_bigger() -> None:
+    rb = _new(new_slot())
+    for n in range(6):  # (MIN_SIZE doubled up to CHUNK: four times, then no further)
+        _read(rb, bytes(CHUNK))
         rb.take()
-        rb.room()
-    assert rb.size == len(rb.data) == CHUNK  # no further
+        rb.settle()
+        assert rb.size == min(CHUNK, MIN_SIZE << (n + 1))
+    _read(rb, b"\x01\x05hel")
+    rb.wanted = 7
+    rb.settle()  # a small message held: its buffer is the pipe's size
+    assert len(rb.data) == CHUNK and (rb.start, rb.end) == (0, 5)
 
 
-def test_a_held_message_gets_room_for_its_rest_behind_it() -> None:
+def test_a_message_still_arriving_moves_out_of_the_scratch() -> None:
     """The kernel took a whole message and left the start of one it waits for (start, and the
-    length its headers declare in wanted): the room is behind it, in the same buffer while it
-    fits, else a new buffer with the held bytes at its start."""
-    rb = new_read_buffer()
-    _read(rb, b"\x00\x02ok" + b"\x02" + (40_000).to_bytes(8, "big") + b"abc")
+    length its headers declare in wanted): settle moves it to a buffer of the pipe's sized for
+    its rest (one copy of what arrived), where its later reads land in place; the scratch
+    stays the thread's."""
+    slot = new_slot()
+    rb = _new(slot)
+    head = b"\x02" + (40_000).to_bytes(8, "big") + b"abc"
+    _read(rb, b"\x00\x02ok" + head)
+    scratch = rb.data
     rb.start, rb.wanted = 4, 9 + 40_000  # (the kernel's, after the first message)
-    old = rb.data
+    rb.settle()
+    assert rb.data is not scratch and slot[0] is scratch and not rb.lent
+    assert len(rb.data) == 12 + 40_000 - 3 and bytes(rb.data[:12]) == head
+    assert (rb.start, rb.end, len(rb)) == (0, 12, 12)
     room = rb.room()
-    assert rb.data is not old and len(room) >= 40_000 - 3
-    assert bytes(rb.data[:rb.end]) == b"\x02" + (40_000).to_bytes(8, "big") + b"abc"
-    assert (rb.start, rb.end) == (0, 12)
+    assert len(room) == 40_000 - 3
     del room
+    scratch[:] = bytes(CHUNK)  # (another pipe's read in the scratch: nothing of it moved)
     _read(rb, b"d" * 20_000)
+    rb.settle()
     same = rb.data
-    assert len(rb.room()) >= 40_000 - 20_003 and rb.data is same  # the rest lands in place
-    assert bytes(rb.data[12:15]) == b"ddd"
+    assert len(rb.room()) == 40_000 - 20_003 and rb.data is same  # the rest lands in place
+    assert bytes(rb.data[:15]) == head + b"ddd"
 
 
 def test_a_declared_length_is_held_ahead_at_most_by_ahead() -> None:
-    rb = new_read_buffer()
+    rb = _new(new_slot())
     _read(rb, b"\x02" + (1 << 40).to_bytes(8, "big") + b"x" * 100)
     rb.wanted = 9 + (1 << 40)
+    rb.settle()
+    assert len(rb.data) == 109 + AHEAD
     room = rb.room()
-    assert len(room) == AHEAD and len(rb.data) == 109 + AHEAD
+    assert len(room) == AHEAD
     del room
     rb.filled(AHEAD)  # as much arrived: the next room is as large as what is held
     held = len(rb)
@@ -77,41 +121,112 @@ def test_a_declared_length_is_held_ahead_at_most_by_ahead() -> None:
 
 
 def test_a_small_rest_gets_the_least_room() -> None:
-    rb = new_read_buffer()
+    rb = _new(new_slot())
     _read(rb, b"\x01\x05hel")
     rb.wanted = 7
+    rb.settle()
+    assert len(rb.data) == 5 + MIN_SIZE
     room = rb.room()
-    assert len(room) == MIN_SIZE - 5  # behind the held bytes, in the same buffer
+    assert len(room) == MIN_SIZE  # behind the held bytes, in the same buffer
     del room
 
 
-def test_views_of_taken_bytes_are_never_overwritten() -> None:
-    """The kernel wrote a body as a view of the buffer (lent): while the view lives the next
-    reads go behind it, or to a new buffer; once it is gone the buffer is used from its start
-    again."""
-    rb = new_read_buffer()
-    _read(rb, bytes(MIN_SIZE))  # a full read: the next buffer is twice as big
-    rb.take()
+def test_a_scratch_lent_to_writes_becomes_the_pipe_s_and_comes_back() -> None:
+    """The kernel wrote a body as a view of a read in the scratch (lent): settle makes the
+    scratch the pipe's and empties the slot; while the view lives the pipe's reads go behind
+    it, or (too little left) to a new scratch; once no view is left, the buffer is the
+    slot's again when the slot is empty."""
+    slot = new_slot()
+    rb = _new(slot)
     _read(rb, b"A" * 1000)
-    assert len(rb.data) == 2 * MIN_SIZE
+    scratch = rb.data
     view = memoryview(rb.data)[0:1000]
     rb.start, rb.lent = 1000, True  # taken, and a view of it lent to a write
+    rb.settle()
+    assert slot[0] is None and rb.data is scratch and rb.lent  # the pipe's now
     room = rb.room()
-    assert len(room) == 2 * MIN_SIZE - 1000 and (rb.start, rb.end) == (1000, 1000)
+    assert len(room) == CHUNK - 1000 and (rb.start, rb.end) == (1000, 1000)
     room[:5] = b"BBBBB"
     del room
     rb.filled(5)
     assert rb.take() == b"BBBBB" and bytes(view) == b"A" * 1000
-    rb.end = rb.start = len(rb.data) - MIN_SIZE + 1  # too little left behind: a new buffer
-    old = rb.data
+    rb.settle()
+    assert rb.data is scratch and slot[0] is None  # still lent: kept
+    rb.end = rb.start = CHUNK - MIN_SIZE + 1  # too little left behind: a new scratch
     room = rb.room()
-    assert rb.data is not old and room is rb.data and not rb.lent
+    assert room is rb.data is slot[0] and room is not scratch and not rb.lent
     room[:4] = b"CCCC"
     assert bytes(view) == b"A" * 1000
     del room
+    rb.filled(4)
+    rb.take()
+    rb.settle()
+    assert len(rb.data) == 0
     view.release()
-    rb.lent = True
-    assert rb.room() is rb.data and (rb.start, rb.end) == (0, 0)  # no view left
+    # the same again, the view gone before the next read: the buffer goes back to the slot
+    fresh = slot[0]
+    _read(rb, b"D" * 9000)
+    view = memoryview(rb.data)[0:9000]
+    rb.start, rb.lent = 9000, True
+    rb.settle()
+    assert slot[0] is None and rb.data is fresh
+    view.release()
+    assert rb.room() is fresh is slot[0] and (rb.start, rb.end, rb.lent) == (0, 0, False)
+
+
+def test_two_pipes_on_one_scratch_never_overwrite_a_lent_view() -> None:
+    """Two pipes share a slot: one lends views of its read (the scratch becomes its own),
+    the other reads next into a new scratch; one holds a message still arriving (moved out),
+    the other's read lands in the scratch. No view and no held byte changes."""
+    slot = new_slot()
+    a, b = _new(slot), _new(slot)
+    _read(a, b"x" * 10)
+    a.take()
+    a.settle()
+    assert a.room() is b.room() is slot[0]  # idle, both: the one scratch
+    first = slot[0]
+    _read(a, b"A" * 9000)
+    view = memoryview(a.data)[0:9000]
+    a.start, a.lent = 9000, True
+    a.settle()
+    _read(b, b"B" * 9000)
+    assert b.data is slot[0] is not first and bytes(view) == b"A" * 9000
+    b.start, b.lent = 8000, True  # b lends too, and holds 1000 bytes of a message
+    b.wanted = 5000
+    held_view = memoryview(b.data)[0:8000]
+    b.settle()
+    assert slot[0] is None and b.data is not a.data  # b took its scratch with what it holds
+    room = a.room()  # a: behind its view, in its own buffer
+    room[:3] = b"aaa"
+    del room
+    a.filled(3)
+    assert a.take() == b"aaa" and bytes(view) == b"A" * 9000
+    a.settle()
+    assert bytes(held_view) == b"B" * 8000 and bytes(b.data[b.start:b.end]) == b"B" * 1000
+    view.release()
+    held_view.release()
+    # a lets its buffer go (no view left): back to the empty slot; b's message moves on
+    assert a.room() is first is slot[0]
+    _read(a, b"\x01\x05hel")
+    a.wanted = 7
+    a.settle()  # a message arriving: out of the scratch
+    assert a.data is not first and bytes(a.data[:5]) == b"\x01\x05hel"
+    _read(b, b"C" * 4000)
+    assert len(b) == 5000 and b.data is not first
+    assert bytes(a.data[:5]) == b"\x01\x05hel"
+
+
+def test_idle_pipes_hold_no_buffer() -> None:
+    """What an idle connection keeps (issue 36's price given back): a thousand pipes of one
+    thread after a small read each hold no buffer; they share one scratch."""
+    slot = new_slot()
+    pipes = [_new(slot) for _ in range(1000)]
+    for i, rb in enumerate(pipes):
+        _read(rb, i.to_bytes(4, "big"))
+        assert rb.take() == i.to_bytes(4, "big")
+        rb.settle()
+    assert all(len(rb.data) == 0 for rb in pipes)
+    assert {id(rb.room()) for rb in pipes} == {id(slot[0])}
 
 
 @pytest.mark.parametrize("n", [1, 4095, 4096])
@@ -129,10 +244,11 @@ def test_a_message_larger_than_ahead_fills_its_buffer_before_it_moves() -> None:
     about once in all (a move at every read copied a 16 MiB message 8 times, 64 MiB 32 times:
     quadratic in its size), and they arrive whole."""
     size = 8 * AHEAD
-    rb = new_read_buffer()
+    rb = _new(new_slot())
     head = b"\x02" + size.to_bytes(8, "big")
     _read(rb, head)
     rb.wanted = len(head) + size
+    rb.settle()  # (out of the scratch: the head, copied once)
     stream = bytes(range(251)) * (size // 251 + 1)  # (no period of a power of two)
     moves = copied = 0
     for _ in range(4 * size // CHUNK):  # (bounded: each read takes CHUNK, or the rest)
@@ -148,18 +264,35 @@ def test_a_message_larger_than_ahead_fills_its_buffer_before_it_moves() -> None:
         room[:n] = stream[at:at + n]
         del room
         rb.filled(n)
+        rb.settle()  # (the pipe's own buffer: nothing moves here)
     assert len(rb) == rb.wanted
     assert moves <= 6 and copied <= 2 * size, (moves, copied)
     with memoryview(rb.data) as view:
         assert view[rb.start:rb.end] == head + stream[:size]
 
 
-def _held_whole(size: int) -> Any:
+def _lend_scratch(slot: list[Any]) -> Any:
+    """Another pipe reads into the scratch and lends a view of it (the slot is left empty);
+    the view."""
+    other = _new(slot)
+    _read(other, bytes(9000))
+    view = memoryview(other.data)[:9000]
+    other.start, other.lent = 9000, True
+    other.settle()
+    assert slot[0] is None
+    return view
+
+
+def _held_whole(size: int, slot: list[Any], lend: bool = False) -> Any:
     """A read buffer that held a ``size``-byte ZMTP frame until it came whole (reads as large
-    as its room), then gave it away."""
-    rb = new_read_buffer()
+    as its room), then gave it away (no view lent) and settled; ``lend``: another pipe took
+    the scratch meanwhile."""
+    rb = _new(slot)
     _read(rb, b"\x02" + size.to_bytes(8, "big"))
     rb.wanted = 9 + size
+    rb.settle()
+    if lend:
+        _lend_scratch(slot)
     for _ in range(size // MIN_SIZE + 1):  # (bounded)
         if len(rb) == rb.wanted:
             break
@@ -167,20 +300,102 @@ def _held_whole(size: int) -> Any:
         n = min(len(room), rb.wanted - len(rb))
         del room
         rb.filled(n)
+        rb.settle()
     assert len(rb) == rb.wanted
     rb.take()
+    rb.settle()
     return rb
 
 
 def test_a_large_message_s_buffer_is_let_go_once_it_was_taken() -> None:
-    """A buffer made for a message larger than AHEAD is not kept once the message was taken
-    and no view of it is left: the next read gets a buffer of the usual size (an idle pipe
-    does not hold its largest message's size for its whole life). One made for a message of
-    1 MiB (the default limit) is kept: the next such message lands in it in place."""
-    rb = _held_whole(4 * AHEAD)
-    room = rb.room()
-    assert len(rb.data) <= CHUNK and room is rb.data and (rb.start, rb.end) == (0, 0)
-    del room
-    rb = _held_whole(1 << 20)
-    kept = rb.data
-    assert len(kept) > CHUNK and rb.room() is kept
+    """A buffer made for a message is not kept once the message was taken and no view of it
+    is left: the pipe reads into the scratch again (an idle pipe does not hold its largest
+    message's size). When the slot is empty (another pipe took the scratch with its views) a
+    buffer of a scratch's size (CHUNK to AHEAD) is the slot's new scratch; a larger one is
+    let go."""
+    slot = new_slot()
+    rb = _held_whole(4 * AHEAD, slot)
+    assert len(rb.data) == 0 and len(slot[0]) == CHUNK and rb.room() is slot[0]
+    rb = _held_whole(4 * AHEAD, slot, lend=True)
+    assert len(rb.data) == 0 and slot[0] is None  # (too large for the empty slot: let go)
+    rb = _held_whole(1 << 20, slot, lend=True)
+    assert len(rb.data) == 0 and CHUNK < len(slot[0]) <= AHEAD  # the slot's scratch now
+    assert rb.room() is slot[0]
+
+
+def _remembered(slot: list[Any]) -> list[Any]:
+    """The read buffers the slot remembers having taken its scratch (alive)."""
+    return [r() for r in slot[1] if r() is not None]
+
+
+def _lend(rb: Any, n: int) -> memoryview:
+    """``rb`` reads ``n`` bytes and the kernel takes them, writing a view of them (lent);
+    settled. The view."""
+    _read(rb, bytes(n))
+    view = memoryview(rb.data)[:n]
+    rb.start, rb.lent = n, True
+    rb.settle()
+    return view
+
+
+def test_pipes_that_lent_let_their_buffers_go_when_the_slot_needs_a_scratch() -> None:
+    """A pipe that took the scratch with views of its read is remembered; when the thread next
+    needs a scratch, such a pipe that is done with it (no view left, nothing held) lets it go
+    then, not at its next read (an idle pipe keeps no buffer), and the buffer is the new
+    scratch; one whose views are still alive keeps it and is looked at again next time."""
+    slot = new_slot()
+    a, b, c = _new(slot), _new(slot), _new(slot)
+    view = _lend(a, 9000)
+    taken = a.data
+    assert slot[0] is None and _remembered(slot) == [a]
+    assert b.room() is not taken and slot[0] is b.data  # a's view alive: a new scratch
+    assert a.data is taken and a.lent and _remembered(slot) == [a]  # (kept, looked at again)
+    b.settle()  # (b read nothing)
+    view.release()
+    b_view = _lend(b, 20_000)  # b takes the new scratch: the slot is empty again
+    fresh = b.data
+    assert slot[0] is None and _remembered(slot) == [a, b]
+    assert c.room() is taken is slot[0]  # a's buffer is the scratch again, a keeps none
+    assert len(a.data) == 0 and not a.lent and (a.start, a.end) == (0, 0)
+    assert b.data is fresh and b.lent and _remembered(slot) == [b]  # b's view is alive
+    assert bytes(b_view) == bytes(20_000)
+    b_view.release()
+
+
+def test_a_pipe_is_remembered_once_and_the_look_is_bounded() -> None:
+    """A pipe that takes the scratch again after giving it back itself is remembered once;
+    a new scratch looks at RECLAIM of the pipes at most (the oldest first), and the slot
+    remembers LENDERS at most (the newest)."""
+    slot = new_slot()
+    a = _new(slot)
+    _lend(a, 9000).release()
+    assert a.room() is a.data is slot[0]  # no view left: a gives it back itself
+    a.settle()
+    _lend(a, 9000).release()
+    assert _remembered(slot) == [a]
+    pipes = [_new(new_slot()) for _ in range(RECLAIM + 2)]
+    for rb in pipes:  # each took a scratch (of its own slot) and is done with it
+        _lend(rb, 9000).release()
+        rb.shared = slot
+        slot[1].append(weakref.ref(rb))
+    slot[1].popleft()  # (a: let it be the one left to the pipe's next read)
+    first = pipes[0].data
+    assert _new(slot).room() is first is slot[0]  # the oldest's buffer: the new scratch
+    assert [len(rb.data) for rb in pipes] == [0] * RECLAIM + [CHUNK, CHUNK]
+    assert _remembered(slot) == pipes[RECLAIM:]
+    for _ in range(LENDERS + 5):
+        slot[1].append(weakref.ref(a))
+    assert len(slot[1]) == LENDERS
+
+
+def test_a_closed_pipe_is_not_kept_by_the_slot() -> None:
+    """The slot remembers the pipes that took its scratch weakly: a pipe gone (its views
+    written) takes its buffer with it, and the next scratch is a new one."""
+    slot = new_slot()
+    rb = _new(slot)
+    _lend(rb, 9000).release()
+    del rb
+    gc.collect()
+    assert len(slot[1]) == 1 and _remembered(slot) == []  # (a dead reference, no buffer)
+    other = _new(slot)
+    assert len(other.room()) == CHUNK and len(slot[1]) == 0

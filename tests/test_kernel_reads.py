@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -23,7 +24,7 @@ from hypothesis import strategies as st
 
 from gateway import kernel
 from gateway.engine import core
-from gateway.engine.read_buffer import AHEAD, CHUNK, MIN_SIZE, ReadBuffer
+from gateway.engine.read_buffer import AHEAD, CHUNK, MIN_SIZE, ReadBuffer, thread_scratch
 from gateway.testing.bridge_peers import deliver
 from tests.test_kernel import (
     CUTS,
@@ -34,6 +35,7 @@ from tests.test_kernel import (
     _large_run,
     _plain_peers_again,  # noqa: F401 (autouse: a CURVE test's sealer ends with it)
     _run,
+    _server_replies,
     _zmtp_frames,
     needs_kernel,
 )
@@ -126,10 +128,12 @@ async def _reads_of_one_large(front: str, compiled: bool, body: int,
 @pytest.mark.parametrize("front", ["zmtp", "sp"])
 def test_a_large_message_moves_at_most_once(front: str) -> None:
     """A 600 KiB body in six reads: its first read tells its length, the buffer is made for
-    it then (one copy of that first read), and the other five land behind it in place."""
+    it then (one copy of that first read, out of the scratch), and the other five land behind
+    it in place; taken whole, with no view of it lent, the pipe keeps no buffer."""
     seen, rbuf, state = asyncio.run(_reads_of_one_large(front, True, 600 * 1024, 6))
-    assert len(set(seen[1:])) == 1, seen
+    assert len(set(seen[:-1])) == 1, seen
     assert state["forwarded"] == (1, 0) and len(rbuf) == 0
+    assert len(rbuf.data) == 0 and not rbuf.lent
 
 
 @needs_kernel
@@ -158,7 +162,7 @@ def test_a_declared_huge_frame_holds_no_more_than_ahead() -> None:
 
 def test_the_pure_twin_reads_into_its_own_buffer(pure: None) -> None:
     """Without the kernel the buffered read is one ``bytes`` to ``data_received``: the same
-    messages, the buffer used again from its start."""
+    messages, each read in the thread's scratch from its start."""
 
     async def go() -> tuple[dict[str, Any], Any]:
         rig = Rig("zmtp", "sp", False, hwm=64)
@@ -166,11 +170,13 @@ def test_the_pure_twin_reads_into_its_own_buffer(pure: None) -> None:
         try:
             c = rig.clients[0]
             first = c.pipe.get_buffer(-1)
-            assert type(first) is bytearray and len(first) == MIN_SIZE
-            del first
+            assert type(first) is bytearray and len(first) == CHUNK  # the thread's scratch
+            assert first is c.pipe.rbuf.shared[0] is thread_scratch()[0]
             for i in range(3):
                 deliver(c.pipe, _hello("zmtp", i), True)
-                assert c.pipe.get_buffer(-1) is c.pipe.rbuf.data  # the same object again
+                assert len(c.pipe.rbuf.data) == 0  # nothing kept between reads
+                assert c.pipe.get_buffer(-1) is first  # the same scratch again
+            del first
             await asyncio.sleep(0)
             return rig.state(), c.pipe
         finally:
@@ -202,3 +208,128 @@ def test_random_reads_keep_the_bound() -> None:
         else:  # (the last: a rest just past the buffer's end)
             rb.wanted = len(rb) + r.choice((1, 10, 1 << 20, 1 << 40, len(rb.data) - rb.end + 1))
     assert grown > 10
+
+
+def _large_request(front: str, i: int, body: bytes) -> bytes:
+    """A request with ``body`` (the kernel writes it as a view of the read)."""
+    if front == "zmtp":
+        return _zmtp_frames([b"", body])
+    rid = (0x80000000 | i).to_bytes(4, "big")
+    return len(rid + body).to_bytes(8, "big") + rid + body
+
+
+async def _interleave(r: random.Random, peers: list[Any], streams: list[bytes],
+                      buffered: bool, seen: dict[str, int]) -> None:
+    """Each of ``peers`` sends its stream in reads of random sizes, interleaved; nobody
+    drains, so every view written stays held. ``seen`` counts the reads made while views of
+    earlier reads were held (``pending``)."""
+    rest = [(p, s, 0) for p, s in zip(peers, streams, strict=True)]
+    for _ in range(sum(len(s) for s in streams)):  # (bounded: each read takes a byte at least)
+        if not rest:
+            break
+        k = r.randrange(len(rest))
+        p, s, pos = rest[k]
+        n = r.choice((7, 500, 5000, 30_000, 70_000))
+        if any(q.wire.held for q in peers) or seen["held_elsewhere"]:
+            seen["pending"] += 1
+        if not p.pipe.close_reason:
+            deliver(p.pipe, s[pos:pos + n], buffered)
+        rest[k] = (p, s, pos + n)
+        rest = [x for x in rest if x[2] < len(x[1])]
+        await asyncio.sleep(0)
+
+
+async def _shared_scratch_run(front: str, back: str, compiled: bool, seed: int,
+                              buffered: bool) -> tuple[dict[str, Any], dict[str, int]]:
+    """Three clients send requests with bodies of 9 to 40 KiB, each its own letter, in reads
+    interleaved at random (the pipes of the one thread share its scratch); then the two
+    servers echo them the same way. Nobody drains: every view the kernel wrote stays held,
+    and ``overwritten`` in the state counts those a later read changed."""
+    core._RUNNING_PIPE_IDS[0] = 100
+    rig = Rig(front, back, compiled, max_size=1 << 20, hwm=4096)
+    await rig.open(clients=3, servers=2)
+    r = random.Random(seed)
+    seen = {"pending": 0, "held_elsewhere": 0}
+    try:
+        pipes = [p.pipe for p in rig.clients + rig.servers]
+        seen["one_slot"] = int(all(p.rbuf.shared is pipes[0].rbuf.shared for p in pipes))
+        streams = [b"".join(_large_request(front, 10 * c + i,
+                                           bytes([65 + (7 * c + i) % 26]) * r.randint(9000, 40_000))
+                            for i in range(8))
+                   for c in range(len(rig.clients))]
+        await _interleave(r, rig.clients, streams, buffered, seen)
+        seen["held_elsewhere"] = sum(len(s.wire.held) for s in rig.servers)
+        replies = [_server_replies(r, s, back, mangle=False) for s in rig.servers]
+        await _interleave(r, rig.servers, replies, buffered, seen)
+        for _ in range(3):
+            await asyncio.sleep(0)
+        seen["views"] = sum(len(p.wire.held) for p in rig.clients + rig.servers)
+        return rig.state(), seen
+    finally:
+        await rig.close()
+
+
+@needs_kernel
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize(("front", "back"), ROUTES, ids=[f"{f}-{b}" for f, b in ROUTES])
+def test_pipes_sharing_a_scratch_never_overwrite_a_view_written(front: str, back: str,
+                                                                seed: int) -> None:
+    """The thread's pipes read into one scratch while they hold nothing; a read whose body the
+    kernel wrote as a view becomes its pipe's buffer, so the other pipes' reads, interleaved,
+    land elsewhere: no view held by a write is overwritten (``overwritten``, in the state),
+    and both twins write and record what the reference does."""
+    reference, _ = asyncio.run(_shared_scratch_run(front, back, False, seed, False))
+    compiled, seen = asyncio.run(_shared_scratch_run(front, back, True, seed, True))
+    assert seen["one_slot"] and seen["views"] >= 24 and seen["pending"] > 10, seen
+    assert not any(compiled["overwritten"]) and compiled == reference
+    assert compiled["forwarded"] == (24, 24) and not any(compiled["closed"])
+    saved = kernel.compiled
+    kernel.compiled = None
+    try:
+        pure, _ = asyncio.run(_shared_scratch_run(front, back, False, seed, True))
+    finally:
+        kernel.compiled = saved
+    assert pure == reference
+
+
+@needs_kernel
+@pytest.mark.parametrize(("front", "back"), ROUTES, ids=[f"{f}-{b}" for f, b in ROUTES])
+def test_pipes_idle_after_large_bodies_keep_no_buffer(front: str, back: str) -> None:
+    """Every pipe's last read lent views of its body (20 KiB requests and echoes): each took
+    a scratch. Once the writes took the views (the peers read everything), the next read of a
+    pipe that needs a scratch gives all those buffers back: no idle pipe keeps one."""
+
+    async def go() -> tuple[list[int], list[int], int]:
+        core._RUNNING_PIPE_IDS[0] = 100
+        rig = Rig(front, back, True, max_size=1 << 20, hwm=64)
+        await rig.open(clients=4, servers=2)
+        try:
+            for i, c in enumerate(rig.clients[:3]):
+                deliver(c.pipe, _large_request(front, i, bytes([65 + i]) * 20_000), True)
+                await asyncio.sleep(0)
+            for s in rig.servers:
+                deliver(s.pipe, _server_replies(random.Random(0), s, back, mangle=False), True)
+                await asyncio.sleep(0)
+            for _ in range(3):
+                await asyncio.sleep(0)
+            peers = rig.clients + rig.servers
+            held = [len(p.pipe.rbuf.data) for p in peers]
+            for p in peers:
+                p.wire.drain()  # (every view written was sent: none is left)
+            deliver(rig.clients[3].pipe, _hello(front, 9), True)  # a pipe that lent nothing
+            await asyncio.sleep(0)
+            assert rig.state()["forwarded"] == (4, 3)
+            slot = rig.clients[3].pipe.rbuf.shared
+            return held, [len(p.pipe.rbuf.data) for p in peers], sum(r() is not None
+                                                                   for r in slot[1])
+        finally:
+            await rig.close()
+
+    out: list[Any] = []  # (a thread of its own: its own scratch slot, whatever ran before)
+    t = threading.Thread(target=lambda: out.append(asyncio.run(go())))
+    t.start()
+    t.join(60)
+    assert out, "the run raised (its traceback above) or did not end"
+    held, after, remembered = out[0]
+    assert held[:3] == [CHUNK] * 3 and held[3] == 0 and held[4:] != [0, 0], held
+    assert after == [0] * 6 and remembered == 0, (after, remembered)

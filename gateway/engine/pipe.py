@@ -34,7 +34,7 @@ from gateway import kernel
 from gateway.engine.failures import PipeFailure, failure_at_loss, failure_of
 from gateway.engine.liveness import Liveness
 from gateway.engine.pipe_state import PipeState
-from gateway.engine.read_buffer import new_read_buffer
+from gateway.engine.read_buffer import new_read_buffer, thread_scratch
 from gateway.engine.reading import Reading
 from gateway.engine.writes import BYTES_PER_HWM, Writes, set_transport_limits, thread_batch
 from gateway.errors import HANDSHAKE_REASONS, ProtocolError
@@ -95,7 +95,7 @@ class PipeBody(Reading, Writes, PipeProtocol, asyncio.BufferedProtocol, _Hot):
     owner's options. The methods of a pipe: its class puts them on a hot-state twin
     (:class:`Pipe`, the reference; :func:`pipe_class`, the compiled kernel's).
 
-    Reading: a loop's transport (plain TCP and IPC) reads into the pipe's own buffer
+    Reading: a loop's transport (plain TCP and IPC) reads into the pipe's read buffer
     (``asyncio.BufferedProtocol``: :class:`~gateway.engine.reading.Reading`); a layer (TLS,
     WebSocket) or a transport of its own (inproc) calls :meth:`data_received`."""
 
@@ -171,7 +171,7 @@ class PipeBody(Reading, Writes, PipeProtocol, asyncio.BufferedProtocol, _Hot):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # a stream transport of any loop (asyncio's, uvloop's, inproc's): no isinstance check
         self.transport = transport = cast(asyncio.Transport, transport)
-        self._batch = thread_batch()
+        self._batch, self.rbuf.shared = thread_batch(), thread_scratch(type(self.rbuf))
         if self._closed:  # the owner closed before the connection was made
             transport.abort()
             return

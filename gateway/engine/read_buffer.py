@@ -1,4 +1,4 @@
-"""A pipe's own read buffer: what a plain TCP/IPC connection reads into (``BufferedProtocol``).
+"""A pipe's read buffer: what a plain TCP/IPC connection reads into (``BufferedProtocol``).
 
 The loop asks the pipe for room (``get_buffer``), reads the socket into it and says how many
 bytes came (``buffer_updated``): no new object per read, where a ``data_received`` loop makes a
@@ -12,10 +12,26 @@ that message's later reads land behind it, in place, and the kernel takes it who
 (:meth:`gateway._kernel._Reader`); everything else goes to the codec as it did from
 ``data_received`` (:meth:`take`).
 
-**Room.** With nothing held, the whole buffer (the same object, read after read; one made
-for a message past :data:`AHEAD` is let go once it was taken: an idle pipe keeps 2 MiB at most,
-and a pipe of messages up to 1 MiB, the default limit, reads the next one in place). A read that fills all of
-it doubles the size of the buffers made next (from :data:`MIN_SIZE` to :data:`CHUNK`). With a message held, room for its rest as declared, but never more than
+**Scratch.** A pipe that holds nothing (no part of a message, no view of its buffer lent) has
+no buffer of its own: its reads land in its thread's scratch (``shared[0]``: one
+:data:`CHUNK` buffer for all the pipes of a thread, its loop's, as uvloop's loop buffer was;
+the two twins have a slot each), and once the read was processed (:meth:`settle`, at the end
+of ``buffer_updated``) nothing of it is kept there: a message still arriving moves to a buffer
+of the pipe's own (one copy of what arrived so far, sized as the room below), and a read the
+kernel lent views of becomes the pipe's own buffer whole (no copy; the slot is empty, and
+remembers the pipe in ``shared[1]``). When the thread next needs a scratch, the pipes it
+remembers that are done with theirs (nothing held, no view left) let them go
+(:func:`new_scratch`: the first of a scratch's size is the new scratch); a pipe also lets its
+buffer go at its own next read once no view is left (back to an empty slot when it is a
+scratch's size). Idle, a pipe keeps no buffer, but for one whose views were still being
+written when the thread last needed a scratch (until its next read, or the next look).
+Reads are ``get_buffer`` then ``buffer_updated``, back to back, by the thread's loop
+(uvloop's stream, asyncio's selector transport), so no other read lands in the scratch
+between the two.
+
+**Room.** With nothing held, the scratch. A read that fills all of it doubles the size of the
+pipe's own buffers made next (from :data:`MIN_SIZE` to :data:`CHUNK`). With a message held,
+room for its rest as declared, but never more than
 :data:`AHEAD` bytes ahead of what arrived, or than what arrived, whichever is larger: a peer's
 frame header alone makes the pipe hold at most 2 MiB plus a :data:`MIN_SIZE` read, and only
 within the size limit the kernel checked. When the room does not fit behind the held bytes, they
@@ -25,72 +41,151 @@ moves to one about twice as large: its bytes are copied about once in all, not a
 
 **Views.** The kernel writes bodies of 8 KiB or more as views of the read (no copy): those views
 keep the bytes they show until the write took them, so the next read must not land on them. They
-are always of messages taken, before ``start``; once everything was taken the buffer is used
-again from its start only when no view of it is left (``lent`` is set when the kernel took a
-view; a ``bytearray`` with a view cannot be resized, which is the check), else the reads go on
-behind the last message, or to a new buffer when too little is left there.
+are always of messages taken, before ``start``; the buffer they show is the pipe's (never the
+scratch, :meth:`settle`); once everything was taken the pipe goes back to the scratch only when
+no view of it is left (``lent`` is set when the kernel took a view; a ``bytearray`` with a view
+cannot be resized, which is the check), else the reads go on behind the last message, or to the
+scratch when too little is left there (the buffer is then the views' alone).
 
-Bounded: the buffer is at most the largest of :data:`CHUNK`, ``AHEAD`` plus a read and one
-message within the size limit plus a read, as the codec's receive buffer (an unparsed tail and
-the newest read) was before.
+Bounded: a pipe's buffer is at most the largest of :data:`CHUNK`, ``AHEAD`` plus a read and
+one message within the size limit plus a read, as the codec's receive buffer (an unparsed tail
+and the newest read) was before; a thread's scratch is at most ``AHEAD`` (a pipe's buffer
+taken back only up to that size); its slot remembers :data:`LENDERS` pipes (the newest) and a
+new scratch looks at :data:`RECLAIM` of them.
 """
 
 from __future__ import annotations
 
-from typing import cast
+import threading
+import weakref
+from collections import deque
+from typing import Any, cast
 
 from gateway import kernel
 
-#: a new pipe's buffer (and the least room a held message is given)
+#: the least room a held message is given (and the first size of a pipe's own buffer)
 MIN_SIZE = 16 * 1024
-#: the largest buffer reads alone grow to (uvloop's own read buffer is 256 KiB)
+#: a thread's scratch, and the largest a pipe's own buffer grows to by reads alone (uvloop's
+#: own read buffer is 256 KiB)
 CHUNK = 256 * 1024
 #: the most a declared message makes a buffer hold ahead of the bytes that arrived
 AHEAD = 2 * 1024 * 1024
 
+#: what an idle pipe's ``data`` is (no buffer of its own)
+EMPTY = bytearray()
+
+#: the pipes a thread's slot remembers having taken its scratch (the newest), and how many
+#: of them a new scratch looks at
+LENDERS = 64
+RECLAIM = 8
+
+#: a thread's scratch slot: its one scratch buffer (None: a new one made when needed), and
+#: the read buffers that took one with the views of their read (a ``deque`` of LENDERS weak
+#: references: a closed pipe's is let go with it)
+Slot = list[Any]
+
+_local = threading.local()
+
+
+def new_slot() -> Slot:
+    """An empty scratch slot (a thread's: :func:`thread_scratch`)."""
+    return [None, deque(maxlen=LENDERS)]
+
+
+def thread_scratch(cls: type | None = None) -> Slot:
+    """The calling thread's scratch slot for read buffers of class ``cls`` (None: the twin
+    that runs): its loop's; threads never share one, nor do the two twins."""
+    if cls is None:
+        cls = kernel.twin("ReadBuffer")
+    slots: dict[Any, Slot] = _local.__dict__
+    slot = slots.get(cls)
+    if slot is None:
+        slot = slots[cls] = new_slot()
+    return slot
+
+
+def new_scratch(slot: Slot) -> bytearray:
+    """The slot's next scratch (it had none: a pipe took the last one with views of its read).
+    The pipes that did so and are done with it (nothing held, no view left) let their buffers
+    go now rather than at their next read (an idle pipe keeps none), the first of a scratch's
+    size becoming the new one; a pipe whose views are still being written waits for the next
+    look. At most RECLAIM are looked at; else a new buffer."""
+    lenders = slot[1]
+    scratch = None
+    for _ in range(min(RECLAIM, len(lenders))):
+        ref = lenders.popleft()
+        rb = ref()
+        if rb is None or not rb.lent or rb.start != rb.end:  # gone, or moved on (its next
+            continue  # read came, or it holds a message)
+        if rb._viewed():
+            lenders.append(ref)
+            continue
+        data = rb.data
+        rb.data, rb.lent, rb.start, rb.end = EMPTY, False, 0, 0
+        if scratch is None and CHUNK <= len(data) <= AHEAD:
+            scratch = data
+    if scratch is None:
+        scratch = bytearray(CHUNK)
+    slot[0] = scratch
+    return scratch
+
 
 class ReadBuffer:
-    """The reference twin of the compiled kernel's ``ReadBuffer`` (:func:`new_read_buffer`)."""
+    """The reference twin of the compiled kernel's ``ReadBuffer`` (:func:`new_read_buffer`);
+    ``shared``: the scratch slot it reads into while it holds nothing (None: one of its own)."""
 
-    __slots__ = ("data", "end", "lent", "size", "start", "wanted")
+    __slots__ = ("__weakref__", "data", "end", "lent", "shared", "size", "start", "wanted")
 
-    def __init__(self) -> None:
-        self.data = bytearray()  # made at the first read (a connection that never sends: none)
+    def __init__(self, shared: Slot | None = None) -> None:
+        self.data = EMPTY  # the pipe's own buffer, or the scratch during a read
         self.start = 0  # first byte not taken
         self.end = 0  # end of the bytes read
         self.wanted = 0  # the held message's length as its headers say (0: none held)
         self.lent = False  # the kernel took views of ``data`` (written later, without a copy)
-        self.size = MIN_SIZE  # the size of the next buffer made
+        self.size = MIN_SIZE  # the size of the next buffer of the pipe's own
+        self.shared: Slot = new_slot() if shared is None else shared
 
     def room(self) -> bytearray | memoryview:
         """Where the next read goes (``get_buffer``): writable, never empty."""
         data = self.data
         end = self.end
         if self.start == end:  # nothing held
-            if self.lent and self._viewed():
-                if len(data) - end >= MIN_SIZE:  # behind the last message the views show
-                    self.start = end
-                    return memoryview(data)[end:]
+            shared = self.shared
+            if self.lent:
+                if self._viewed():
+                    if len(data) - end >= MIN_SIZE:  # behind the last message the views show
+                        self.start = end
+                        return memoryview(data)[end:]
+                elif shared[0] is None and CHUNK <= len(data) <= AHEAD:
+                    shared[0] = data  # no view left: the thread's scratch again
                 self.lent = False
-                data = self.data = bytearray(self.size)
-            else:
-                self.lent = False
-                if len(data) < self.size or len(data) > AHEAD:  # (a large message's: let go)
-                    data = self.data = bytearray(self.size)
+            scratch = shared[0]
+            if scratch is None:
+                scratch = new_scratch(shared)
+            self.data = scratch
             self.start = self.end = 0
-            return data
+            return scratch
         held = end - self.start
+        ahead = self._ahead(held)
         rest = self.wanted - held
-        ahead = max(1, min(rest, max(AHEAD, held)))  # what the rest needs (bounded)
         # the whole rest behind it, else (larger than that bound) at least MIN_SIZE: a large
         # message fills each buffer before it moves to one twice as large (copied ~once)
         need = ahead if ahead >= rest else min(ahead, MIN_SIZE)
         if end + need > len(data):  # it does not fit behind: a new buffer
-            new = bytearray(max(held + max(ahead, MIN_SIZE), self.size))
-            new[:held] = memoryview(data)[self.start:end]
-            self.data, self.start, self.end, self.lent = new, 0, held, False
-            return memoryview(new)[held:]
+            return self._move(held, ahead)
         return memoryview(data)[end:]
+
+    def _ahead(self, held: int) -> int:
+        """The room a held message's rest is given (bounded by AHEAD or what arrived)."""
+        return max(1, min(self.wanted - held, max(AHEAD, held)))
+
+    def _move(self, held: int, ahead: int) -> memoryview:
+        """The held bytes to a new buffer of the pipe's, with ``ahead`` room behind them (at
+        least MIN_SIZE); its room."""
+        new = bytearray(max(held + max(ahead, MIN_SIZE), self.size))
+        new[:held] = memoryview(self.data)[self.start:self.end]
+        self.data, self.start, self.end, self.lent = new, 0, held, False
+        return memoryview(new)[held:]
 
     def _viewed(self) -> bool:
         """True while a view of ``data`` is alive (a bytearray with one cannot change size)."""
@@ -116,14 +211,39 @@ class ReadBuffer:
         self.wanted = 0
         return out
 
+    def settle(self) -> None:
+        """The read was processed (the end of ``buffer_updated``): nothing it left stays in
+        the scratch. Views lent of it: the scratch is the pipe's (the slot empty); a message
+        still arriving: its bytes to a buffer of the pipe's; else no buffer is kept (one of
+        the pipe's that is done with goes back to an empty slot, when it is a scratch's size)."""
+        data = self.data
+        shared = self.shared
+        if data is shared[0]:
+            if self.lent:
+                shared[0] = None
+                lenders = shared[1]
+                if not lenders or lenders[-1]() is not self:
+                    lenders.append(weakref.ref(self))  # (given back when the slot needs one)
+            elif self.start < self.end:
+                self._move(self.end - self.start, self._ahead(self.end - self.start))
+            else:
+                self.data = EMPTY
+        elif not self.lent and self.start == self.end:
+            if shared[0] is None and CHUNK <= len(data) <= AHEAD:
+                shared[0] = data
+            self.data = EMPTY
+
     def __len__(self) -> int:
         """Bytes held (read and not taken)."""
         return self.end - self.start
 
 
 def new_read_buffer() -> ReadBuffer:
-    """A pipe's read buffer, of the twin that runs (:data:`gateway.kernel.TWINS`)."""
-    return cast(ReadBuffer, kernel.twin("ReadBuffer")())
+    """A pipe's read buffer, of the twin that runs (:data:`gateway.kernel.TWINS`), reading
+    into the calling thread's scratch (the pipe sets its loop's again when connected)."""
+    cls = kernel.twin("ReadBuffer")
+    return cast(ReadBuffer, cls(thread_scratch(cls)))
 
 
-__all__ = ["AHEAD", "CHUNK", "MIN_SIZE", "ReadBuffer", "new_read_buffer"]
+__all__ = ["AHEAD", "CHUNK", "EMPTY", "LENDERS", "MIN_SIZE", "RECLAIM", "ReadBuffer", "Slot",
+           "new_read_buffer", "new_scratch", "new_slot", "thread_scratch"]

@@ -1,6 +1,7 @@
 """A pipe's reading side: its reads, flow control toward its owner and fairness among pipes.
 
-A loop's transport (plain TCP and IPC) reads into the pipe's own buffer: the pipe is an
+A loop's transport (plain TCP and IPC) reads into the pipe's read buffer (its thread's
+scratch while it holds nothing, else a buffer of its own): the pipe is an
 ``asyncio.BufferedProtocol`` (:meth:`Reading.get_buffer`, :meth:`Reading.buffer_updated`, on
 its :class:`~gateway.engine.read_buffer.ReadBuffer`); a layer (TLS, WebSocket) or a transport
 of its own (inproc) calls ``data_received``. Both end in the same steps.
@@ -38,7 +39,7 @@ class Reading:
     def data_received(self, data: bytes) -> None:
         raise NotImplementedError
 
-    # -- reads into the pipe's own buffer (asyncio.BufferedProtocol) ------------------------------
+    # -- reads into the pipe's read buffer (asyncio.BufferedProtocol) -----------------------------
     def get_buffer(self, sizehint: int) -> bytearray | memoryview:
         """Room for the next read (``sizehint``: the loop's wish, unused: the buffer's own
         size rules, :mod:`gateway.engine.read_buffer`)."""
@@ -46,10 +47,13 @@ class Reading:
 
     def buffer_updated(self, nbytes: int) -> None:
         """``nbytes`` were read into the room: on to ``data_received`` as one ``bytes`` (the
-        compiled twin's kernel first takes whole messages where they landed)."""
+        compiled twin's kernel first takes whole messages where they landed); the thread's
+        scratch is left to the next read (``ReadBuffer.settle``)."""
         rbuf = self.rbuf
         rbuf.filled(nbytes)
-        self.data_received(rbuf.take())
+        data = rbuf.take()
+        rbuf.settle()
+        self.data_received(data)
 
     @property
     def partial(self) -> bool:

@@ -2,7 +2,7 @@
 (``fuzz/_bridge.py``, ``fuzz/_twins.py``) give a bridge's peers: a transport that records what
 an engine pipe writes, the handshake of a peer's codec with that pipe, a request-reply
 server's answer to a request, honest or mangled, and a read (given to ``data_received``, or
-read into the pipe's own buffer as a loop's transport does).
+read into the pipe's read buffer as a loop's transport does).
 """
 
 from __future__ import annotations
@@ -143,7 +143,7 @@ def server_answer(family: str, request: tuple[bytes, ...],
 
 def deliver(pipe: Any, data: bytes, buffered: bool) -> None:
     """One read of ``data`` by ``pipe``: given to its ``data_received`` (as a layer does), or
-    (``buffered``) read into its own buffer as a loop's transport does, in as many reads as
+    (``buffered``) read into its read buffer as a loop's transport does, in as many reads as
     its room takes: ``get_buffer``, the bytes copied in, ``buffer_updated`` (the room kept
     until then, as uvloop keeps it), while the pipe is not closing."""
     if not buffered:
