@@ -118,10 +118,10 @@ cdef class ReadBuffer:
         if self.start == end:  # nothing held: the thread's scratch (a buffer kept is let go)
             if _slot_item(<PyObject*>self._shared, 0) == <PyObject*>None:  # (lent to writes)
                 self._shared[0] = PyByteArray_FromStringAndSize(NULL, RB_CHUNK)
-            self.data = <bytearray?><object>_slot_item(<PyObject*>self._shared, 0)
-            self.start = self.end = 0
-            self.lent = False
-            return self.data
+            if <PyObject*>data != <PyObject*>RB_EMPTY:  # (usually so already: settled)
+                self.data = RB_EMPTY  # the scratch once the read came (filled)
+                self.lent = False
+            return <object>_slot_item(<PyObject*>self._shared, 0)
         held = end - self.start
         ahead = self._ahead(held)
         rest = self.wanted - held
@@ -148,6 +148,11 @@ cdef class ReadBuffer:
 
     cpdef void filled(self, Py_ssize_t nbytes) except *:
         """``nbytes`` were read into the room (``buffer_updated``)."""
+        if <PyObject*>self.data == <PyObject*>RB_EMPTY:  # into the scratch (room, just before)
+            if _slot_item(<PyObject*>self._shared, 0) == <PyObject*>None:
+                raise ValueError("filled without a room given")
+            self.data = <bytearray?><object>_slot_item(<PyObject*>self._shared, 0)
+            self.start = self.end = 0
         self.end += nbytes
         if self.end == PyByteArray_GET_SIZE(self.data) and self.size < RB_CHUNK:
             self.size *= 2  # it filled all: the next one bigger

@@ -38,7 +38,8 @@ def test_an_idle_pipe_reads_into_the_scratch_and_keeps_no_buffer() -> None:
     rb = _new(slot)
     assert len(rb.data) == 0 and len(rb) == 0  # made: no buffer
     room = rb.room()
-    assert type(room) is bytearray and len(room) == CHUNK and room is rb.data is slot[0]
+    assert type(room) is bytearray and len(room) == CHUNK and room is slot[0]
+    assert len(rb.data) == 0  # (the scratch is the read's once it came: filled)
     scratch = room
     del room
     for data in (b"\x00\x05hello", b"\x01\x01a\x00\x01b"):
@@ -140,10 +141,11 @@ def test_a_scratch_lent_to_writes_leaves_the_slot_and_the_pipe() -> None:
     rb.settle()
     assert slot[0] is None and len(rb.data) == 0 and not rb.lent  # the view's alone
     room = rb.room()
-    assert room is rb.data is slot[0] and room is not scratch and len(room) == CHUNK
+    assert room is slot[0] and room is not scratch and len(room) == CHUNK
     room[:5] = b"BBBBB"
     del room
     rb.filled(5)
+    assert rb.data is slot[0]
     assert rb.take() == b"BBBBB" and bytes(view) == b"A" * 1000
     rb.settle()
     assert len(rb.data) == 0 and slot[0] is not scratch
@@ -250,6 +252,31 @@ def test_idle_pipes_hold_no_buffer_after_lending(alive: bool) -> None:
     assert len({id(v.obj) for v in views}) == len(views)  # (each read had a scratch of its own)
     for v in views:
         v.release()
+
+
+def test_a_read_that_did_not_come_leaves_no_buffer_behind() -> None:
+    """The loop asked for room and the read failed (EAGAIN: libuv asks again after a read
+    that filled its room; asyncio on a spurious wake-up), so no buffer_updated: the pipe keeps
+    no reference to the scratch, which another pipe's read may take out of the slot (views
+    lent) and let go; a pipe that did keep one held 256 KiB, idle."""
+    slot = new_slot()
+    idle, other = _new(slot), _new(slot)
+    room = idle.room()  # (and no read)
+    del room
+    assert len(idle.data) == 0
+    _read(other, bytes(9000))
+    view = memoryview(other.data)[:9000]
+    other.start, other.lent = 9000, True
+    other.settle()
+    assert slot[0] is None and len(idle.data) == 0 and len(other.data) == 0
+    view.release()
+    room = idle.room()  # its next read: a new scratch, read into as usual
+    room[:3] = b"abc"
+    del room
+    idle.filled(3)
+    assert idle.data is slot[0] and idle.take() == b"abc"
+    with pytest.raises(ValueError, match="filled without a room"):
+        _new(new_slot()).filled(1)
 
 
 @pytest.mark.parametrize("n", [1, 4095, 4096])

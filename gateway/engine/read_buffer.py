@@ -23,7 +23,9 @@ is the pipe's only while it holds a message in it. Idle, a pipe keeps no buffer,
 read last (a buffer of its own that it is done with and that no view shows goes back to an
 empty slot when it is a scratch's size, else is let go). Reads are ``get_buffer`` then
 ``buffer_updated``, back to back, by the thread's loop (uvloop's stream, asyncio's selector
-transport), so no other read lands in the scratch between the two.
+transport), so no other read lands in the scratch between the two; ``data`` is the scratch
+only from ``filled`` (``buffer_updated``) on, so a read that did not come (``get_buffer`` then
+EAGAIN, no ``buffer_updated``) leaves no reference to a scratch that may leave the slot.
 
 **Room.** With nothing held, the scratch. A read that fills all of it doubles the size of the
 pipe's own buffers made next (from :data:`MIN_SIZE` to :data:`CHUNK`). With a message held,
@@ -116,7 +118,9 @@ class ReadBuffer:
             scratch = shared[0]
             if scratch is None:  # (the last one was lent to writes)
                 scratch = shared[0] = bytearray(CHUNK)
-            self.data, self.start, self.end, self.lent = scratch, 0, 0, False
+            # (``data`` is the scratch only once the read came, ``filled``: a read that did
+            # not come, EAGAIN, leaves no reference to a scratch that may leave the slot)
+            self.data, self.lent = EMPTY, False
             return scratch
         held = end - self.start
         ahead = self._ahead(held)
@@ -142,6 +146,10 @@ class ReadBuffer:
 
     def filled(self, nbytes: int) -> None:
         """``nbytes`` were read into the room (``buffer_updated``)."""
+        if self.data is EMPTY:  # into the scratch (``room``: get_buffer, just before)
+            if self.shared[0] is None:
+                raise ValueError("filled without a room given")
+            self.data, self.start, self.end = self.shared[0], 0, 0
         self.end = end = self.end + nbytes
         if end == len(self.data) and self.size < CHUNK:  # it filled all: the next one bigger
             self.size *= 2
