@@ -118,25 +118,14 @@ def test_pipes_of_one_thread_never_corrupt_a_body(tmp_path: Path, loop: str) -> 
           NngServer(handler=echo.check) as n_tcp,
           NngServer(handler=echo.check, address=f"ipc://{tmp_path}/ns") as n_ipc):
         n_tcp.sock.recv_max_size = n_ipc.sock.recv_max_size = 0
+        bridges = [  # (name, front, back): each wire to the other and to itself, tcp and ipc
+            ("zt", f"@zmq+tcp://{LOCAL}:0", f">sp+tcp://{LOCAL}:{n_tcp.port}"),
+            ("st", f"@sp+tcp://{LOCAL}:0", f">zmq+tcp://{LOCAL}:{z_tcp.port}"),
+            ("zi", f"@zmq+ipc://{tmp_path}/zf", f">zmq+{z_ipc.url}"),
+            ("si", f"@sp+ipc://{tmp_path}/sf", f">sp+{n_ipc.url}")]
         cfg = tmp_path / "g.toml"
-        cfg.write_text(f"""
-[[bridge]]
-name = "zt"
-front = "@zmq+tcp://{LOCAL}:0"
-back = ">sp+tcp://{LOCAL}:{n_tcp.port}"
-[[bridge]]
-name = "st"
-front = "@sp+tcp://{LOCAL}:0"
-back = ">zmq+tcp://{LOCAL}:{z_tcp.port}"
-[[bridge]]
-name = "zi"
-front = "@zmq+ipc://{tmp_path}/zf"
-back = ">zmq+{z_ipc.url}"
-[[bridge]]
-name = "si"
-front = "@sp+ipc://{tmp_path}/sf"
-back = ">sp+{n_ipc.url}"
-""")
+        cfg.write_text("".join(f'[[bridge]]\nname = "{name}"\nfront = "{front}"\nback = "{back}"\n'
+                               for name, front, back in bridges))
         with Gateway("run", str(cfg), bridges=4, extra_env={"GATEWAY_LOOP": loop}) as gw:
             out: dict[int, Any] = {}
             threads = []
