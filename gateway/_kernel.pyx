@@ -432,7 +432,7 @@ cdef class _Reader:
             else:
                 rb.start = pos
                 if dests.view is not None:  # bodies written as views of it: not reused yet
-                    rb.lend()  # (and the pipe's, if it was the thread's scratch)
+                    rb.lend()  # (a read in the thread's scratch leaves its slot)
             self.dests.flush()
             if curve and n:  # the boxes opened, up to the peer's nonce
                 mech = codec.security

@@ -1,11 +1,5 @@
 # Included by gateway/_kernel.pyx (one compiled module): one message of a read, parsed in place
-# (plain ZMTP, SP, CURVE boxes opened), and what the tables keep of it (tuples of bytes); and
-# the thread's scratch that ReadBuffer (gateway/_kernel_state.pxi) reads into while it holds
-# nothing.
-
-from collections import deque
-
-from cpython.weakref cimport PyWeakref_NewRef
+# (plain ZMTP, SP, CURVE boxes opened), and what the tables keep of it (tuples of bytes).
 
 
 cdef struct Frame:
@@ -328,51 +322,3 @@ cdef Py_ssize_t _open(bytearray plain_buf, const uint8_t* p, Py_ssize_t pos, Py_
         if not inner & 0x01:
             count[0] = n
             return pos
-
-
-# -- a thread's scratch slot (gateway.engine.read_buffer's new_slot, new_scratch) ----------------
-#: gateway.engine.read_buffer.RECLAIM and LENDERS
-cdef Py_ssize_t RB_RECLAIM = 8
-cdef Py_ssize_t RB_LENDERS = 64
-
-
-cdef list _new_slot():
-    """:func:`gateway.engine.read_buffer.new_slot`: no scratch yet, no pipe that took one."""
-    return [None, deque(maxlen=RB_LENDERS)]
-
-
-cdef bytearray _new_scratch(list slot):
-    """:func:`gateway.engine.read_buffer.new_scratch`, compiled (the same steps)."""
-    lenders = slot[1]
-    cdef bytearray scratch = None, data
-    cdef ReadBuffer rb
-    cdef Py_ssize_t i
-    for i in range(min(RB_RECLAIM, len(lenders))):
-        ref = lenders.popleft()
-        item = ref()
-        if type(item) is not ReadBuffer:  # (gone)
-            continue
-        rb = <ReadBuffer>item
-        if not rb.lent or rb.start != rb.end:  # moved on: its next read came, or it holds
-            continue
-        if rb._viewed():
-            lenders.append(ref)
-            continue
-        data = rb.data
-        rb.data, rb.lent, rb.start, rb.end = RB_EMPTY, False, 0, 0
-        if scratch is None and RB_CHUNK <= PyByteArray_GET_SIZE(data) <= RB_AHEAD:
-            scratch = data
-    if scratch is None:
-        scratch = PyByteArray_FromStringAndSize(NULL, RB_CHUNK)
-    slot[0] = scratch
-    return scratch
-
-
-cdef int _took_scratch(list slot, ReadBuffer rb) except -1:
-    """``rb`` took the slot's scratch with views of its read: the slot is empty, and ``rb``
-    remembered (its buffer given back when the slot next needs one)."""
-    slot[0] = None
-    lenders = slot[1]
-    if not lenders or lenders[len(lenders) - 1]() is not rb:
-        lenders.append(PyWeakref_NewRef(rb, None))
-    return 0

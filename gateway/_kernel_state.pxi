@@ -72,8 +72,13 @@ cdef class PipeState:
 cdef bytearray RB_EMPTY = bytearray()
 
 
+cdef list _new_slot():
+    """:func:`gateway.engine.read_buffer.new_slot`: no scratch yet."""
+    return [None]
+
+
 cdef extern from "Python.h":
-    # a list's item, borrowed (no count): a ReadBuffer's slot, a two-item list checked when set
+    # a list's item, borrowed (no count): a ReadBuffer's slot, a one-item list checked when set
     PyObject* _slot_item "PyList_GET_ITEM" (PyObject* slot, Py_ssize_t i) nogil
 
 
@@ -86,8 +91,7 @@ cdef class ReadBuffer:
     cdef public bytearray data
     cdef public Py_ssize_t start, end, wanted, size
     cdef public bint lent
-    cdef list _shared  # (read borrowed on every read: never None, two items)
-    cdef object __weakref__  # (a slot remembers the buffers that took its scratch)
+    cdef list _shared  # (read borrowed on every read: never None, one item)
 
     def __init__(self, list shared=None) -> None:
         self.data = RB_EMPTY
@@ -103,30 +107,21 @@ cdef class ReadBuffer:
 
     @shared.setter
     def shared(self, list slot) -> None:
-        if slot is None or len(slot) != 2:
-            raise ValueError("a read buffer's scratch slot is a list of two items")
+        if slot is None or len(slot) != 1:
+            raise ValueError("a read buffer's scratch slot is a list of one item")
         self._shared = slot
 
     cpdef object room(self):
         """Where the next read goes (``get_buffer``): writable, never empty."""
         cdef bytearray data = self.data
         cdef Py_ssize_t end = self.end, held, rest, ahead, need, cap = PyByteArray_GET_SIZE(data)
-        cdef list shared
-        if self.start == end:  # nothing held
-            if self.lent:
-                shared = self._shared
-                if self._viewed():
-                    if cap - end >= RB_MIN_SIZE:  # behind the last message the views show
-                        self.start = end
-                        return memoryview(data)[end:]
-                elif shared[0] is None and RB_CHUNK <= cap <= RB_AHEAD:
-                    shared[0] = data  # no view left: the thread's scratch again
+        if self.start == end:  # nothing held: the thread's scratch (a buffer kept is let go)
+            if _slot_item(<PyObject*>self._shared, 0) == <PyObject*>None:  # (lent to writes)
+                self._shared[0] = PyByteArray_FromStringAndSize(NULL, RB_CHUNK)
+            if <PyObject*>data != <PyObject*>RB_EMPTY:  # (usually so already: settled)
+                self.data = RB_EMPTY  # the scratch once the read came (filled)
                 self.lent = False
-            if _slot_item(<PyObject*>self._shared, 0) == <PyObject*>None:
-                _new_scratch(self._shared)
-            self.data = <bytearray><object>_slot_item(<PyObject*>self._shared, 0)
-            self.start = self.end = 0
-            return self.data
+            return <object>_slot_item(<PyObject*>self._shared, 0)
         held = end - self.start
         ahead = self._ahead(held)
         rest = self.wanted - held
@@ -151,18 +146,13 @@ cdef class ReadBuffer:
         self.data, self.start, self.end, self.lent = new, 0, held, False
         return memoryview(new)[held:]
 
-    cdef bint _viewed(self) except -1:
-        """True while a view of ``data`` is alive (a bytearray with one cannot change size)."""
-        data = <object>self.data  # (its methods check for views; PyByteArray_Resize may not)
-        try:
-            data.pop()  # (the bytes are all taken: the last one's value is free)
-        except BufferError:
-            return True
-        data.append(0)
-        return False
-
     cpdef void filled(self, Py_ssize_t nbytes) except *:
         """``nbytes`` were read into the room (``buffer_updated``)."""
+        if <PyObject*>self.data == <PyObject*>RB_EMPTY:  # into the scratch (room, just before)
+            if _slot_item(<PyObject*>self._shared, 0) == <PyObject*>None:
+                raise ValueError("filled without a room given")
+            self.data = <bytearray?><object>_slot_item(<PyObject*>self._shared, 0)
+            self.start = self.end = 0
         self.end += nbytes
         if self.end == PyByteArray_GET_SIZE(self.data) and self.size < RB_CHUNK:
             self.size *= 2  # it filled all: the next one bigger
@@ -177,11 +167,11 @@ cdef class ReadBuffer:
 
     cdef inline int lend(self) except -1:
         """The kernel wrote views of ``data`` (at the end of its read, even one that raised):
-        ``lent``, and a read in the thread's scratch is the pipe's at once (settle's first
+        ``lent``, and a read in the thread's scratch leaves the slot at once (settle's first
         rule: no other pipe's read lands on the views, whatever follows)."""
         self.lent = True
         if <PyObject*>self.data == _slot_item(<PyObject*>self._shared, 0):
-            _took_scratch(self._shared, self)
+            self._shared[0] = None  # the views' now: the thread's next read, a new scratch
         return 0
 
     cdef inline int settled(self) except -1:
@@ -195,22 +185,24 @@ cdef class ReadBuffer:
         return 0
 
     cpdef void settle(self) except *:
-        """The read was processed: nothing it left stays in the scratch (the reference's)."""
+        """The read was processed: nothing it left stays in the scratch, nothing is kept but
+        a message still arriving (the reference's)."""
         cdef bytearray data = self.data
         cdef list shared = self._shared
         cdef Py_ssize_t cap
         if <object>data is shared[0]:
-            if self.lent:  # views lent of it: the pipe's now, the slot empty
-                _took_scratch(shared, self)
+            if self.lent:  # views lent of it: the views' now (lend did it already)
+                shared[0] = None
             elif self.start < self.end:  # a message still arriving: to a buffer of its own
                 self._move(self.end - self.start, self._ahead(self.end - self.start))
-            else:
-                self.data = RB_EMPTY
-        elif not self.lent and self.start == self.end:  # its own, done with: let go
-            cap = PyByteArray_GET_SIZE(data)
-            if shared[0] is None and RB_CHUNK <= cap <= RB_AHEAD:
-                shared[0] = data
-            self.data = RB_EMPTY
+                return
+        if self.start < self.end:  # a message held in a buffer of the pipe's: kept
+            return
+        cap = PyByteArray_GET_SIZE(data)
+        if not self.lent and shared[0] is None and RB_CHUNK <= cap <= RB_AHEAD:
+            shared[0] = data  # its own, done with, no view of it: the thread's scratch
+        self.data = RB_EMPTY
+        self.lent = False
 
     def __len__(self) -> int:
         """Bytes held (read and not taken)."""

@@ -295,9 +295,9 @@ def test_pipes_sharing_a_scratch_never_overwrite_a_view_written(front: str, back
 @needs_kernel
 @pytest.mark.parametrize(("front", "back"), ROUTES, ids=[f"{f}-{b}" for f, b in ROUTES])
 def test_pipes_idle_after_large_bodies_keep_no_buffer(front: str, back: str) -> None:
-    """Every pipe's last read lent views of its body (20 KiB requests and echoes): each took
-    a scratch. Once the writes took the views (the peers read everything), the next read of a
-    pipe that needs a scratch gives all those buffers back: no idle pipe keeps one."""
+    """Every pipe's last read lent views of its body (20 KiB requests and echoes): the views
+    keep their scratch while the writes hold them, but no pipe does, then or after the peers
+    read everything and another pipe reads: an idle pipe keeps no buffer."""
 
     async def go() -> tuple[list[int], list[int], int]:
         core._RUNNING_PIPE_IDS[0] = 100
@@ -314,14 +314,13 @@ def test_pipes_idle_after_large_bodies_keep_no_buffer(front: str, back: str) -> 
                 await asyncio.sleep(0)
             peers = rig.clients + rig.servers
             held = [len(p.pipe.rbuf.data) for p in peers]
+            views = sum(len(p.wire.held) for p in peers)  # (the writes' views, alive)
             for p in peers:
                 p.wire.drain()  # (every view written was sent: none is left)
             deliver(rig.clients[3].pipe, _hello(front, 9), True)  # a pipe that lent nothing
             await asyncio.sleep(0)
             assert rig.state()["forwarded"] == (4, 3)
-            slot = rig.clients[3].pipe.rbuf.shared
-            return held, [len(p.pipe.rbuf.data) for p in peers], sum(r() is not None
-                                                                   for r in slot[1])
+            return held, [len(p.pipe.rbuf.data) for p in peers], views
         finally:
             await rig.close()
 
@@ -330,6 +329,5 @@ def test_pipes_idle_after_large_bodies_keep_no_buffer(front: str, back: str) -> 
     t.start()
     t.join(60)
     assert out, "the run raised (its traceback above) or did not end"
-    held, after, remembered = out[0]
-    assert held[:3] == [CHUNK] * 3 and held[3] == 0 and held[4:] != [0, 0], held
-    assert after == [0] * 6 and remembered == 0, (after, remembered)
+    held, after, views = out[0]
+    assert views >= 6 and held == [0] * 6 and after == [0] * 6, (views, held, after)

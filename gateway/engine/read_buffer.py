@@ -12,22 +12,20 @@ that message's later reads land behind it, in place, and the kernel takes it who
 (:meth:`gateway._kernel._Reader`); everything else goes to the codec as it did from
 ``data_received`` (:meth:`take`).
 
-**Scratch.** A pipe that holds nothing (no part of a message, no view of its buffer lent) has
-no buffer of its own: its reads land in its thread's scratch (``shared[0]``: one
-:data:`CHUNK` buffer for all the pipes of a thread, its loop's, as uvloop's loop buffer was;
-the two twins have a slot each), and once the read was processed (:meth:`settle`, at the end
-of ``buffer_updated``) nothing of it is kept there: a message still arriving moves to a buffer
-of the pipe's own (one copy of what arrived so far, sized as the room below), and a read the
-kernel lent views of becomes the pipe's own buffer whole (no copy; the slot is empty, and
-remembers the pipe in ``shared[1]``). When the thread next needs a scratch, the pipes it
-remembers that are done with theirs (nothing held, no view left) let them go
-(:func:`new_scratch`: the first of a scratch's size is the new scratch); a pipe also lets its
-buffer go at its own next read once no view is left (back to an empty slot when it is a
-scratch's size). Idle, a pipe keeps no buffer, but for one whose views were still being
-written when the thread last needed a scratch (until its next read, or the next look).
-Reads are ``get_buffer`` then ``buffer_updated``, back to back, by the thread's loop
-(uvloop's stream, asyncio's selector transport), so no other read lands in the scratch
-between the two.
+**Scratch.** A pipe that holds nothing (no part of a message) has no buffer of its own: its
+reads land in its thread's scratch (``shared[0]``: one :data:`CHUNK` buffer for all the pipes
+of a thread, its loop's, as uvloop's loop buffer was; the two twins have a slot each), and
+once the read was processed (:meth:`settle`, at the end of ``buffer_updated``) nothing of it
+is kept there: a message still arriving moves to a buffer of the pipe's own (one copy of what
+arrived so far, sized as the room below); a read the kernel lent views of leaves the slot
+(the views keep it until the writes took them; the thread's next read gets a new scratch), and
+is the pipe's only while it holds a message in it. Idle, a pipe keeps no buffer, whatever it
+read last (a buffer of its own that it is done with and that no view shows goes back to an
+empty slot when it is a scratch's size, else is let go). Reads are ``get_buffer`` then
+``buffer_updated``, back to back, by the thread's loop (uvloop's stream, asyncio's selector
+transport), so no other read lands in the scratch between the two; ``data`` is the scratch
+only from ``filled`` (``buffer_updated``) on, so a read that did not come (``get_buffer`` then
+EAGAIN, no ``buffer_updated``) leaves no reference to a scratch that may leave the slot.
 
 **Room.** With nothing held, the scratch. A read that fills all of it doubles the size of the
 pipe's own buffers made next (from :data:`MIN_SIZE` to :data:`CHUNK`). With a message held,
@@ -40,25 +38,23 @@ message larger than that room fills each buffer (down to the last :data:`MIN_SIZ
 moves to one about twice as large: its bytes are copied about once in all, not at every read.
 
 **Views.** The kernel writes bodies of 8 KiB or more as views of the read (no copy): those views
-keep the bytes they show until the write took them, so the next read must not land on them. They
-are always of messages taken, before ``start``; the buffer they show is the pipe's (never the
-scratch, :meth:`settle`); once everything was taken the pipe goes back to the scratch only when
-no view of it is left (``lent`` is set when the kernel took a view; a ``bytearray`` with a view
-cannot be resized, which is the check), else the reads go on behind the last message, or to the
-scratch when too little is left there (the buffer is then the views' alone).
+keep the bytes they show until the write took them, so no later read may land on them. They
+are always of messages taken, before ``start``: the buffer they show is never the thread's
+scratch again (the kernel empties the slot when it lends, :meth:`settle` otherwise), and the
+pipe keeps it only while a message it holds is in it (its later reads land behind, or the
+held bytes move to a new buffer); ``lent`` says so (set when the kernel took a view), and such
+a buffer is never given to the slot: once the pipe holds nothing it is let go, the views'
+alone until they are written.
 
 Bounded: a pipe's buffer is at most the largest of :data:`CHUNK`, ``AHEAD`` plus a read and
 one message within the size limit plus a read, as the codec's receive buffer (an unparsed tail
-and the newest read) was before; a thread's scratch is at most ``AHEAD`` (a pipe's buffer
-taken back only up to that size); its slot remembers :data:`LENDERS` pipes (the newest) and a
-new scratch looks at :data:`RECLAIM` of them.
+and the newest read) was before, and only while it holds a message; a thread's scratch is at
+most ``AHEAD`` (a pipe's buffer taken back only up to that size).
 """
 
 from __future__ import annotations
 
 import threading
-import weakref
-from collections import deque
 from typing import Any, cast
 
 from gateway import kernel
@@ -74,14 +70,8 @@ AHEAD = 2 * 1024 * 1024
 #: what an idle pipe's ``data`` is (no buffer of its own)
 EMPTY = bytearray()
 
-#: the pipes a thread's slot remembers having taken its scratch (the newest), and how many
-#: of them a new scratch looks at
-LENDERS = 64
-RECLAIM = 8
-
-#: a thread's scratch slot: its one scratch buffer (None: a new one made when needed), and
-#: the read buffers that took one with the views of their read (a ``deque`` of LENDERS weak
-#: references: a closed pipe's is let go with it)
+#: a thread's scratch slot: a one-item list, its scratch buffer (None: a new one made when
+#: needed, after a read that the kernel lent views of took the last one)
 Slot = list[Any]
 
 _local = threading.local()
@@ -89,7 +79,7 @@ _local = threading.local()
 
 def new_slot() -> Slot:
     """An empty scratch slot (a thread's: :func:`thread_scratch`)."""
-    return [None, deque(maxlen=LENDERS)]
+    return [None]
 
 
 def thread_scratch(cls: type | None = None) -> Slot:
@@ -104,37 +94,11 @@ def thread_scratch(cls: type | None = None) -> Slot:
     return slot
 
 
-def new_scratch(slot: Slot) -> bytearray:
-    """The slot's next scratch (it had none: a pipe took the last one with views of its read).
-    The pipes that did so and are done with it (nothing held, no view left) let their buffers
-    go now rather than at their next read (an idle pipe keeps none), the first of a scratch's
-    size becoming the new one; a pipe whose views are still being written waits for the next
-    look. At most RECLAIM are looked at; else a new buffer."""
-    lenders = slot[1]
-    scratch = None
-    for _ in range(min(RECLAIM, len(lenders))):
-        ref = lenders.popleft()
-        rb = ref()
-        if rb is None or not rb.lent or rb.start != rb.end:  # gone, or moved on (its next
-            continue  # read came, or it holds a message)
-        if rb._viewed():
-            lenders.append(ref)
-            continue
-        data = rb.data
-        rb.data, rb.lent, rb.start, rb.end = EMPTY, False, 0, 0
-        if scratch is None and CHUNK <= len(data) <= AHEAD:
-            scratch = data
-    if scratch is None:
-        scratch = bytearray(CHUNK)
-    slot[0] = scratch
-    return scratch
-
-
 class ReadBuffer:
     """The reference twin of the compiled kernel's ``ReadBuffer`` (:func:`new_read_buffer`);
     ``shared``: the scratch slot it reads into while it holds nothing (None: one of its own)."""
 
-    __slots__ = ("__weakref__", "data", "end", "lent", "shared", "size", "start", "wanted")
+    __slots__ = ("data", "end", "lent", "shared", "size", "start", "wanted")
 
     def __init__(self, shared: Slot | None = None) -> None:
         self.data = EMPTY  # the pipe's own buffer, or the scratch during a read
@@ -149,21 +113,14 @@ class ReadBuffer:
         """Where the next read goes (``get_buffer``): writable, never empty."""
         data = self.data
         end = self.end
-        if self.start == end:  # nothing held
+        if self.start == end:  # nothing held: the thread's scratch (a buffer kept is let go)
             shared = self.shared
-            if self.lent:
-                if self._viewed():
-                    if len(data) - end >= MIN_SIZE:  # behind the last message the views show
-                        self.start = end
-                        return memoryview(data)[end:]
-                elif shared[0] is None and CHUNK <= len(data) <= AHEAD:
-                    shared[0] = data  # no view left: the thread's scratch again
-                self.lent = False
             scratch = shared[0]
-            if scratch is None:
-                scratch = new_scratch(shared)
-            self.data = scratch
-            self.start = self.end = 0
+            if scratch is None:  # (the last one was lent to writes)
+                scratch = shared[0] = bytearray(CHUNK)
+            # (``data`` is the scratch only once the read came, ``filled``: a read that did
+            # not come, EAGAIN, leaves no reference to a scratch that may leave the slot)
+            self.data, self.lent = EMPTY, False
             return scratch
         held = end - self.start
         ahead = self._ahead(held)
@@ -187,18 +144,12 @@ class ReadBuffer:
         self.data, self.start, self.end, self.lent = new, 0, held, False
         return memoryview(new)[held:]
 
-    def _viewed(self) -> bool:
-        """True while a view of ``data`` is alive (a bytearray with one cannot change size)."""
-        data = self.data
-        try:
-            data.pop()  # (the bytes are all taken: the last one's value is free)
-        except BufferError:
-            return True
-        data.append(0)
-        return False
-
     def filled(self, nbytes: int) -> None:
         """``nbytes`` were read into the room (``buffer_updated``)."""
+        if self.data is EMPTY:  # into the scratch (``room``: get_buffer, just before)
+            if self.shared[0] is None:
+                raise ValueError("filled without a room given")
+            self.data, self.start, self.end = self.shared[0], 0, 0
         self.end = end = self.end + nbytes
         if end == len(self.data) and self.size < CHUNK:  # it filled all: the next one bigger
             self.size *= 2
@@ -213,25 +164,24 @@ class ReadBuffer:
 
     def settle(self) -> None:
         """The read was processed (the end of ``buffer_updated``): nothing it left stays in
-        the scratch. Views lent of it: the scratch is the pipe's (the slot empty); a message
-        still arriving: its bytes to a buffer of the pipe's; else no buffer is kept (one of
-        the pipe's that is done with goes back to an empty slot, when it is a scratch's size)."""
+        the scratch, and nothing is kept but a message still arriving. Views lent of the
+        scratch: it leaves the slot (the pipe's while it holds a message there); a message
+        still arriving in the scratch otherwise: its bytes to a buffer of the pipe's. Nothing
+        held: no buffer kept (one of the pipe's that no view shows goes back to an empty slot,
+        when it is a scratch's size)."""
         data = self.data
         shared = self.shared
         if data is shared[0]:
-            if self.lent:
+            if self.lent:  # the views' now (the kernel's ReadBuffer.lend does it at once)
                 shared[0] = None
-                lenders = shared[1]
-                if not lenders or lenders[-1]() is not self:
-                    lenders.append(weakref.ref(self))  # (given back when the slot needs one)
             elif self.start < self.end:
                 self._move(self.end - self.start, self._ahead(self.end - self.start))
-            else:
-                self.data = EMPTY
-        elif not self.lent and self.start == self.end:
-            if shared[0] is None and CHUNK <= len(data) <= AHEAD:
-                shared[0] = data
-            self.data = EMPTY
+                return
+        if self.start < self.end:  # a message held in a buffer of the pipe's: kept
+            return
+        if not self.lent and shared[0] is None and CHUNK <= len(data) <= AHEAD:
+            shared[0] = data
+        self.data, self.lent = EMPTY, False
 
     def __len__(self) -> int:
         """Bytes held (read and not taken)."""
@@ -245,5 +195,5 @@ def new_read_buffer() -> ReadBuffer:
     return cast(ReadBuffer, cls(thread_scratch(cls)))
 
 
-__all__ = ["AHEAD", "CHUNK", "EMPTY", "LENDERS", "MIN_SIZE", "RECLAIM", "ReadBuffer", "Slot",
-           "new_read_buffer", "new_scratch", "new_slot", "thread_scratch"]
+__all__ = ["AHEAD", "CHUNK", "EMPTY", "MIN_SIZE", "ReadBuffer", "Slot", "new_read_buffer",
+           "new_slot", "thread_scratch"]
