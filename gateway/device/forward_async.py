@@ -20,13 +20,16 @@ from typing import Any
 
 from gateway import kernel
 from gateway.device.inflight import LossTracker
-from gateway.device.ledger import Ledger, clock
+from gateway.device.ledger import REPLY, REQUEST, Ledger, clock
 from gateway.device.step import ReplyStep, RequestStep
 from gateway.device.tap import Tap
 from gateway.engine.hooks import SocketHooks
 from gateway.envelope import Translation
 from gateway.errors import Drop, GatewayError
 from gateway.metrics import BUCKETS
+
+#: the detail of a drop line for messages a side lost after the step (see ``unsent``)
+UNSENT = {"hwm": "the peer's pipe was at its high-water mark"}
 
 
 async def _forever() -> None:
@@ -49,6 +52,9 @@ class _Front(SocketHooks):
     def dropped(self, drop: Drop, endpoint: str) -> bool:
         return self.fwd.pattern_drop(drop, endpoint, "request")
 
+    def unsent(self, reason: str, endpoint: str, count: int) -> bool:
+        return self.fwd.unsent(reason, endpoint, count, REPLY)
+
 
 class _Back(SocketHooks):
     """The back's observer: each reply (or published message, or pair message) goes through
@@ -68,6 +74,9 @@ class _Back(SocketHooks):
 
     def dropped(self, drop: Drop, endpoint: str) -> bool:
         return self.fwd.pattern_drop(drop, endpoint, "reply")
+
+    def unsent(self, reason: str, endpoint: str, count: int) -> bool:
+        return self.fwd.unsent(reason, endpoint, count, REQUEST)
 
 
 class AsyncForwarder:
@@ -112,6 +121,16 @@ class AsyncForwarder:
 
     def pattern_drop(self, drop: Drop, endpoint: str, direction: str) -> bool:
         self.ledger.dropped(drop.reason, direction, drop.detail, peer=endpoint)
+        return True
+
+    def unsent(self, reason: str, endpoint: str, count: int, direction: str) -> bool:
+        """Messages a side lost after the step handed them over (a subscriber at its mark, a
+        pipe that closed with them queued): the bridge's drops; a request on the back end is
+        also counted by the loss tracker as ``backend-lost``, so not twice here."""
+        if direction == REQUEST and self.translator.pairs_replies:
+            return True
+        self.ledger.dropped(reason, direction, UNSENT.get(reason, ""), count, settles=False,
+                            peer=endpoint)
         return True
 
     # -- the loops ---------------------------------------------------------------------------
@@ -266,6 +285,10 @@ class _Drops(SocketHooks):
 
     def dropped(self, drop: Drop, endpoint: str) -> bool:
         return self.fwd.pattern_drop(drop, endpoint, self.direction)
+
+    def unsent(self, reason: str, endpoint: str, count: int) -> bool:
+        return self.fwd.unsent(reason, endpoint, count,
+                               REPLY if self.direction == REQUEST else REQUEST)
 
 
 class _Lost(_Drops):

@@ -172,9 +172,10 @@ class Ledger:
 
     # -- drops ---------------------------------------------------------------------------------
     def dropped(self, reason: str, direction: str, detail: str = "", count: int = 1,
-                client: bytes = b"", **context: object) -> None:
+                client: bytes = b"", settles: bool = True, **context: object) -> None:
         """Count ``count`` messages lost for ``reason``. A reply direction drop (a reply that
-        cannot be delivered, or never came: ``token-expired``) ends a request in flight."""
+        cannot be delivered, or never came: ``token-expired``) ends a request in flight, unless
+        ``settles`` is False (a reply already forwarded, lost later from a pipe's queue)."""
         if count <= 0:
             return
         key = self._drop_keys.get(reason)
@@ -182,7 +183,7 @@ class Ledger:
             key = self._drop_keys[reason] = self._metrics.declare(
                 "gateway_dropped_messages_total", bridge=self.bridge, reason=reason)
         self._counters[key] += count
-        if direction == REPLY:
+        if direction == REPLY and settles:
             self.tally.in_flight = max(0, self.tally.in_flight - count)
         who = client.hex()
         if reason in NORMAL:  # the normal, not a loss: counted, no warning

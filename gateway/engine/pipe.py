@@ -74,6 +74,10 @@ class PipeOwner(Protocol):
     def pipe_subscription(self, pipe: Pipe, event: Subscription) -> None:
         """A ZMTP SUBSCRIBE/CANCEL command (RFC 37) arrived."""
 
+    def pipe_unsent(self, pipe: Pipe, reason: str, count: int) -> bool:
+        """``count`` messages for the pipe were lost (at its mark, or queued when it closed):
+        True when the owner's observer counted them, False to let the pipe count them."""
+
 
 def _peer_address(transport: asyncio.BaseTransport) -> str:
     name = transport.get_extra_info("peername")

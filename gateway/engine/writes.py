@@ -120,6 +120,7 @@ class Writes:
     extra attribute lookup). The pipe sets the attributes declared here."""
 
     codec: Any
+    owner: Any  # the pipe's PipeOwner (its socket)
     family: str
     endpoint: str
     name: str
@@ -239,15 +240,18 @@ class Writes:
         transport = self.transport
         return self._wbuf_size + (transport.get_write_buffer_size() if transport is not None else 0)
 
-    def dropped(self, reason: str) -> None:
-        """A message for this pipe was dropped: count it; log at most one line a second."""
-        METRICS.inc("gateway_socket_dropped_messages_total", reason=reason)
+    def dropped(self, reason: str, count: int = 1) -> None:
+        """``count`` messages for this pipe were dropped: the owner's observer counts them (a
+        bridge's ledger), else the socket's counter; log at most one line a second."""
+        if self.owner.pipe_unsent(self, reason, count):
+            return
+        METRICS.inc("gateway_socket_dropped_messages_total", count, reason=reason)
         now = time.monotonic()
         if now - self._drop_logged < _DROP_LOG_INTERVAL:
-            self._drops_suppressed += 1
+            self._drops_suppressed += count
             return
         log.warning("drop", reason=reason, endpoint=self.endpoint, socket=self.name,
-                    suppressed=self._drops_suppressed)
+                    suppressed=self._drops_suppressed, **({"count": count} if count > 1 else {}))
         self._drop_logged = now
         self._drops_suppressed = 0
 
