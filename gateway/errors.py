@@ -198,6 +198,9 @@ DROP_REASONS: dict[str, str] = {
     "shutdown": "a request that arrived after the stop and was never forwarded",
     "forced-exit": "a request still in flight when a second SIGINT/SIGTERM ended the drain "
                    "before its grace",
+    "drain-timeout": "a request still in flight when its bridge's drain ran out of grace (a "
+                     "SIGINT/SIGTERM, or a reload that replaced or stopped the bridge): its "
+                     "back-end connection closes without the reply",
 }
 
 

@@ -92,6 +92,9 @@ class AsyncForwarder:
         self.translator, self.ledger = translator, ledger
         ledger.pairs_replies = translator.pairs_replies  # in flight: request-reply only
         self.draining = False
+        #: the front went to the bridge that replaced this one (a reload): never touched again
+        #: but to send the replies to what is in flight
+        self.released = False
         #: the callback path's gates, as cells (:meth:`RequestStep.forwarder`): the request
         #: loop holds requests (or the bridge drains); the reply loop holds replies (pair: a
         #: front with no room)
@@ -220,8 +223,16 @@ class AsyncForwarder:
 
     # -- the Forwarder interface -------------------------------------------------------------
     def backlog(self) -> int:
-        """Requests received and not forwarded (counted as ``shutdown`` if the stop finds them)."""
-        return int(self.front.backlog)
+        """Requests received and not forwarded (counted as ``shutdown`` if the stop finds them;
+        none once the front is released: the next bridge forwards them)."""
+        return 0 if self.released else int(self.front.backlog)
+
+    def release_front(self) -> None:
+        """The front goes to the bridge that replaces this one: no request is forwarded from
+        now on (they wait in the front's inbox, which the next bridge's loop reads); replies
+        to those in flight still go out through it."""
+        self.stop_requests()
+        self.released = True
 
     async def _expire(self, every: float) -> None:
         translator, ledger, loss = self.translator, self.ledger, self.loss
@@ -250,12 +261,23 @@ class AsyncForwarder:
                        loop.create_task(self._expire(every))]
 
     async def failed(self) -> None:
-        """Returns only when a loop died (raising its error); runs until cancelled otherwise."""
-        done, _ = await asyncio.wait(self._tasks, return_when=asyncio.FIRST_COMPLETED)
-        for task in done:
-            task.result()
+        """Returns only when a loop died (raising its error); runs until cancelled otherwise
+        (the request loop cancelled by :meth:`release_front` is no failure)."""
+        pending = set(self._tasks)
+        while pending:
+            done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+            for task in done:
+                if not (task.cancelled() and self.draining):
+                    task.result()
+                    return
+        await _forever()
 
     def stop_requests(self) -> None:
+        if self.draining:
+            return
+        if self.held and self.request.send_now is not None:  # taken, waiting for room: lost
+            self.ledger.dropped("shutdown", REQUEST, "request not forwarded", self.held)
+            self.held = 0
         self.draining = True
         self.hold[0] = True  # what comes now stays in the inbox, for the drain count
         self.flowing.set()  # (a paused bridge drains too: replies to what is in flight cross)
@@ -267,7 +289,7 @@ class AsyncForwarder:
             await asyncio.sleep(0.02)
 
     async def close(self) -> None:
-        for side in (self.front, self.back):
+        for side in (self.back,) if self.released else (self.front, self.back):
             if side.callbacks:
                 side.observe(None)
         self.back.on_peer_lost = None
