@@ -180,13 +180,13 @@ class Bridge:
     def takes_front_of(self, old: Bridge) -> bool:
         """True when this bridge, a reload's change of ``old``, can take over ``old``'s front
         socket (its listener, its clients' connections and the requests they sent) while
-        ``old`` drains its back end: the same front (URL, settings, native engine), a pattern
-        whose translation keeps nothing per front peer (request-reply, pipeline: pub/sub's
-        subscriptions are its translator's), no control or capture endpoint (their ports
-        would be bound twice) and a back end that dials (a bound one would be too)."""
+        ``old`` drains its back end: the same front (URL, settings, native engine),
+        request-reply (what the old one drains is its replies; pub/sub's subscriptions are its
+        translator's), no control or capture endpoint (their ports would be bound twice) and a
+        back end that dials (a bound one would be too)."""
         fwd = old._forwarder
         return (self.plan.front == old.plan.front and self.plan.front.adapter is None
-                and self.pattern == old.pattern and self.pattern in ("reqrep", "pipeline")
+                and self.pattern == old.pattern == "reqrep"
                 and not self.extras and not old.extras and self.forwarder == old.forwarder
                 and self.plan.back.ep.mode != "bind" and isinstance(fwd, AsyncForwarder)
                 and not fwd.released and bool(fwd.front.callbacks))
