@@ -186,13 +186,18 @@ def flush_batch(Batch batch) -> None:
             pipe.flush()  # (a reference pipe: its own flush)
             continue
         state = <PipeState>pipe
+        transport = state._transport
+        if not state.wbuf or transport is None:
+            continue
+        if ((transport.is_closing() if state._t_closing is None else state._t_closing())
+                or transport.get_write_buffer_size()):
+            pipe.flush()  # the transport holds bytes (or is gone): the queue waits, counted
+            continue
         chunks = state.wbuf
         state.wbuf = []
         size = state._wbuf_size
         state._wbuf_size = 0
-        transport = state._transport
-        if not chunks or transport is None:
-            continue
+        (<object>pipe).queued_msgs = 0
         if len(chunks) == 1:  # (writes.write_chunks, inline)
             data = chunks[0]
         elif size < JOIN_BELOW:

@@ -185,3 +185,40 @@ def test_a_stopped_nng_subscriber_of_an_nng_publisher_loses_only_counted_message
     assert 0 < delivered < N
     assert delivered + dropped == N, (delivered, dropped)
     assert forwarded == N
+
+
+def test_replies_queued_for_a_client_that_leaves_are_counted() -> None:
+    """A libzmq DEALER sends a burst of requests and reads almost none of the replies, then
+    closes: the replies waiting in the gateway's queue toward it are counted (``peer-gone``);
+    those its own socket and the OS had taken are not the gateway's to count."""
+    from gateway.tools.harness.peers.servers import NngServer
+
+    n = 2000
+    with NngServer(lambda body: b"r" * 4000) as server, Gateway(*bridge_args(
+            f"@zmq+tcp://{LOCAL}:0", f">sp+tcp://{LOCAL}:{server.port}"), metrics=True) as gw:
+        ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
+        try:
+            client = ctx.socket(zmq.DEALER)
+            client.rcvhwm = 10
+            client.setsockopt(zmq.RCVBUF, 4096)
+            client.linger = 0
+            client.connect(lib_url(gw.front))
+            for i in range(n):
+                client.send_multipart([b"", b"%d" % i])
+
+            def crossed() -> float:  # every reply forwarded, or dropped at the client's mark
+                return (gw.metric(FORWARDED, direction="reply")
+                        + gw.metric(DROPPED, reason="hwm", bridge="bridge"))
+
+            wait_until(lambda: crossed() >= n, what="every reply through the step")
+            client.close(0)
+            wait_until(lambda: gw.metric(DROPPED, reason="peer-gone", bridge="bridge") > 0,
+                       what="the queued replies counted")
+            lost = gw.metric(DROPPED, reason="peer-gone", bridge="bridge")
+            forwarded = gw.metric(FORWARDED, direction="reply")
+            events = gw.events()
+        finally:
+            ctx.destroy(0)
+    assert lost <= forwarded
+    assert any(ev.get("event") == "drop" and ev.get("reason") == "peer-gone"
+               and ev.get("direction") == "reply" for ev in events)

@@ -441,10 +441,11 @@ async def test_rep_reply_to_a_full_pipe_is_dropped() -> None:
             await dealer.send_msg(Message((b"",), (b"q%d" % i,)))
         for i in range(5):
             assert await rep.recv() == b"q%d" % i
-            # the mark counts messages (hwm 1: one of 4 KiB, no longer 1 KiB): the first
-            # fills it, the second goes past it (pausing the pipe), the rest are dropped
+            # the mark counts messages (hwm 1: one of 4 KiB, no longer 1 KiB): the transport
+            # takes a write, the queue behind it one message (while the transport still
+            # holds bytes), the rest are dropped; the peer may have taken the first already
             await rep.send(b"x" * 4096)
-        assert dropped("hwm") - before == 3
+        assert dropped("hwm") - before in (2, 3)
         assert pipe.buffered <= 2 * (4096 + 16)
 
 

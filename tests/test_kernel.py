@@ -151,6 +151,9 @@ class Rig:
         return {
             **wires,
             "closed": [p.pipe.close_reason for p in self.clients + self.servers],
+            # whole messages waiting in a pipe's queue (a transport past its mark)
+            "queued": [(p.pipe.queued_msgs, len(p.pipe.wbuf) > 0)
+                       for p in self.clients + self.servers],
             "tokens": [(t, h) for t, h, _ in fwd.translator.table.entries()],
             "inflight": [(k, p) for k, p, _ in fwd.loss.inflight.items()],
             "held_bytes": (fwd.translator.table.held_bytes, fwd.loss.inflight.held_bytes),
@@ -971,6 +974,9 @@ class _Transport:
     def writelines(self, chunks: list[Any]) -> None:  # (recorded as such: one writev)
         self.writes.append((self.name + " writelines", b"".join(chunks)))
 
+    def get_write_buffer_size(self) -> int:  # (everything written went to the OS)
+        return 0
+
 
 class _Pipe:
     def __init__(self, writes: list[tuple[str, bytes]], name: str, chunks: list[bytes],
@@ -979,6 +985,7 @@ class _Pipe:
         self._wbuf_size = sum(len(c) for c in chunks)
         self.transport = (None if transport == "none"
                           else _Transport(writes, name, transport == "closing"))
+        self.queued_msgs, self._closed, self._q_full = len(chunks), False, False
 
     def flush(self) -> None:  # the reference's, as Pipe has it
         from gateway.engine.writes import Writes
@@ -1013,6 +1020,7 @@ def test_the_compiled_flush_writes_what_the_reference_writes(
         pipe = compiled_pipe.__new__(compiled_pipe)  # (the fields flush reads, no connection)
         pipe.wbuf, pipe._wbuf_size, pipe.transport = (
             stand_in.wbuf, stand_in._wbuf_size, stand_in.transport)
+        pipe.queued_msgs, pipe._closed, pipe._q_full = len(chunks), False, False
         return pipe
 
     def run(flusher: Callable[[Any], None], make_batch: Callable[[], Any]) -> tuple[object, ...]:
@@ -1023,7 +1031,7 @@ def test_the_compiled_flush_writes_what_the_reference_writes(
         batch.dirty = list(pipes_made)
         flusher(batch)
         return (writes, batch.dirty, batch.scheduled,
-                [(p.wbuf, p._wbuf_size) for p in pipes_made])
+                [(p.wbuf, p._wbuf_size, p.queued_msgs) for p in pipes_made])
 
     assert run(kernel.compiled.flush_batch, kernel.compiled.Batch) == run(flush, Batch)
 

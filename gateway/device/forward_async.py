@@ -29,7 +29,8 @@ from gateway.errors import Drop, GatewayError
 from gateway.metrics import BUCKETS
 
 #: the detail of a drop line for messages a side lost after the step (see ``unsent``)
-UNSENT = {"hwm": "the peer's pipe was at its high-water mark"}
+UNSENT = {"hwm": "the peer's pipe was at its high-water mark",
+          "peer-gone": "queued for a connection that closed"}
 
 
 async def _forever() -> None:

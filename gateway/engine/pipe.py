@@ -278,17 +278,10 @@ class PipeBody(Reading, Writes, PipeProtocol, asyncio.BufferedProtocol, _Hot):
         if not self.ready and not self._closed:  # why its handshake never completed
             failure = failure_at_loss(exc, self._failure, self.codec, self.family,
                                       self.received_before_handshake)
+        self.lose_queue()  # (counted while the owner's observer still listens)
         self.owner.pipe_lost(self.as_pipe, failure)
         if self._lost is not None and not self._lost.done():
             self._lost.set_result(self.ready)  # True: it worked for a while (the dialer resets backoff)
-
-    def pause_writing(self) -> None:
-        self.writable = False
-        self.owner.pipe_writable(self.as_pipe)
-
-    def resume_writing(self) -> None:
-        self.writable = True
-        self.owner.pipe_writable(self.as_pipe)
 
     # -- closing -----------------------------------------------------------------------------
     def abort(self, reason: str, detail: str = "", farewell: bytes = b"") -> None:

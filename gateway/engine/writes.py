@@ -32,6 +32,8 @@ BYTES_PER_HWM = 1024
 #: the largest write-buffer limit given to a transport (uvloop's are C ints: OverflowError past)
 TRANSPORT_LIMIT = 2**31 - 1
 _DROP_LOG_INTERVAL = 1.0  # seconds: at most one drop line per pipe per interval
+#: seconds between two looks at a transport that still holds bytes (doubling up to the last)
+RETRY_FIRST, RETRY_LAST = 0.001, 0.05
 
 
 def set_transport_limits(transport: Any, high: int) -> None:
@@ -129,10 +131,20 @@ class Writes:
     _high: int
     hwm: int
     _closed: bool  # the owner closed the pipe
+    _loop: asyncio.AbstractEventLoop | None
+    writable: bool
 
     def _init_writes(self) -> None:
-        self.wbuf: list[bytes] = []  # coalesced writes while a batch is open
+        #: coalesced writes while a batch is open, and the queue of whole messages while the
+        #: transport still holds bytes the OS did not take (see :meth:`flush`)
+        self.wbuf: list[bytes] = []
         self._wbuf_size = 0
+        #: messages in ``wbuf`` (what a lost connection loses of ours: ``peer-gone``)
+        self.queued_msgs = 0
+        self._t_paused = False  # the transport is at its mark (pause_writing)
+        self._q_full = False  # the queue is at the mark while the transport holds bytes
+        self._retry: asyncio.TimerHandle | None = None
+        self._retry_delay = RETRY_FIRST
         self._unit = BYTES_PER_HWM  # bytes per message of the mark (fit_mark)
         self._drop_logged = -_DROP_LOG_INTERVAL
         self._drops_suppressed = 0
@@ -153,7 +165,7 @@ class Writes:
     def write(self, msg: Message) -> None:
         hops, body = msg
         one_body(self.family, body)
-        self.write_bytes(self.codec.send_message(hops + body if hops else body))
+        self.write_bytes(self.codec.send_message(hops + body if hops else body), 1)
 
     def write_frames(self, frames: tuple[bytes, ...]) -> None:
         """Write one message given as its wire frames (hops + body; the caller checked that
@@ -167,16 +179,18 @@ class Writes:
                 batch.dirty.append(self)
             self.wbuf.append(data)
             self._wbuf_size += len(data)
+            self.queued_msgs += 1
         else:
-            self.write_bytes(data)
+            self.write_bytes(data, 1)
 
     def write_subscription(self, sub: Subscription) -> None:
         """Send a subscription or cancel to a ZMTP publisher, in the form its version takes."""
         self.write_bytes(self.codec.subscription_frame(sub.subscribe, sub.topic))
 
-    def write_bytes(self, data: bytes) -> None:
-        """Write encoded bytes: coalesced while a batch is open, else at once (after what this
-        pipe still holds from a batch: the order on the wire is the order of the writes)."""
+    def write_bytes(self, data: bytes, msgs: int = 0) -> None:
+        """Write encoded bytes (``msgs``: the whole messages they are, 0 for a command):
+        coalesced while a batch is open, else at once (after what this pipe still holds: the
+        order on the wire is the order of the writes)."""
         if len(data) > self._unit:
             self.fit_mark(len(data))
         batch = self._batch
@@ -185,21 +199,85 @@ class Writes:
                 batch.dirty.append(self)
             self.wbuf.append(data)
             self._wbuf_size += len(data)
+            self.queued_msgs += msgs
             if self._wbuf_size >= self._high:
-                self.flush()  # the batch is bounded too: the transport's mark takes over
-        elif self.transport is not None:
-            if self.wbuf:
-                self.flush()
-            self.transport.write(data)
+                self.flush()  # the batch is bounded too: past the mark the queue is full
+            return
+        transport = self.transport
+        if transport is None:
+            return
+        if self.wbuf:
+            self.flush()
+        if self.wbuf or transport.get_write_buffer_size():  # behind what waits: queued
+            self.wbuf.append(data)
+            self._wbuf_size += len(data)
+            self.queued_msgs += msgs
+            self.flush()
+        else:
+            transport.write(data)
 
     def flush(self) -> None:
-        """Write what this pipe buffered in the open batch, in one write (several chunks: one
-        ``writelines``, no join: :func:`write_chunks`)."""
+        """Write what this pipe buffered, in one write (several chunks: one ``writelines``,
+        no join: :func:`write_chunks`) -- unless the transport still holds bytes the OS did
+        not take: then it stays here, whole messages counted (``queued_msgs``: a connection
+        lost now loses those, counted ``peer-gone``; what the transport holds, at most one
+        write, is partly the OS's already), until the transport has handed everything over
+        (looked at after 1 ms, then each time twice as late, up to 50 ms). At the mark the
+        queue is full: the pipe is not writable until it went out."""
+        transport = self.transport
+        if not self.wbuf or transport is None or transport.is_closing():
+            return  # (a lost connection counts what is left: connection_lost)
+        if not self._closed and transport.get_write_buffer_size():
+            if self._wbuf_size >= self._high and not self._q_full:
+                self._q_full = True
+                self._set_writable()
+            if self._retry is None:
+                loop = self._loop or asyncio.get_running_loop()
+                self._retry = loop.call_later(self._retry_delay, self._retry_flush)
+            return
         chunks, self.wbuf = self.wbuf, []
         size, self._wbuf_size = self._wbuf_size, 0
+        self.queued_msgs = 0
+        write_chunks(transport, chunks, size)
+        if self._q_full:
+            self._q_full = False
+            self._set_writable()
+
+    def _retry_flush(self) -> None:
+        self._retry = None
         transport = self.transport
-        if chunks and transport is not None and not transport.is_closing():
-            write_chunks(transport, chunks, size)
+        if transport is not None and transport.get_write_buffer_size():
+            self._retry_delay = min(self._retry_delay * 2, RETRY_LAST)
+        else:
+            self._retry_delay = RETRY_FIRST
+        self.flush()
+
+    def _set_writable(self) -> None:
+        writable = not (self._t_paused or self._q_full)
+        if writable != self.writable:
+            self.writable = writable
+            self.owner.pipe_writable(self)
+
+    def pause_writing(self) -> None:
+        self._t_paused = True
+        self._set_writable()
+
+    def resume_writing(self) -> None:
+        self._t_paused = False
+        self._set_writable()
+        if self.wbuf and self._batch.depth == 0:
+            self.flush()  # what waited goes now, if the transport has handed its bytes over
+
+    def lose_queue(self) -> None:
+        """The connection is gone: what waited for it in the queue is counted (``peer-gone``;
+        not when the owner closed the pipe: its linger)."""
+        if self._retry is not None:
+            self._retry.cancel()
+            self._retry = None
+        lost, self.queued_msgs = self.queued_msgs, 0
+        self.wbuf, self._wbuf_size = [], 0
+        if lost and not self._closed:
+            self.dropped("peer-gone", lost)
 
     def hang_up(self, farewell: bytes, grace: float) -> None:
         """Close the connection now; ``farewell`` (an ERROR command) goes first, with
@@ -222,7 +300,7 @@ class Writes:
     def close(self, linger: float) -> None:
         """The owner is closing: pending writes get ``linger`` seconds (0: drop them)."""
         self._closed = True
-        self.flush()
+        self.flush()  # (all of it: the owner closed, the linger says how long it may take)
         transport = self.transport
         if transport is None:
             return  # connection_made will abort

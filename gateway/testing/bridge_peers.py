@@ -71,7 +71,9 @@ class RecordingTransport:
         self.close()
 
     def get_write_buffer_size(self) -> int:
-        return self.buffered
+        """What the transport still holds: nothing until it is past its mark (a loop's
+        transport hands a write to the OS at once while the peer reads), all since then."""
+        return self.buffered if self.full else 0
 
     def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
         self.high = high if high is not None else self.high
