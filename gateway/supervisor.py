@@ -189,18 +189,13 @@ class Supervisor:
     async def _stop_bridges(self, names: list[str]) -> None:
         gone = [self.running.pop(name) for name in names]
         self._draining += gone
-        for r in gone:
-            r.stop.set()
-        try:
-            await asyncio.gather(*(r.task for r in gone), return_exceptions=True)
-        finally:
-            self._draining = [r for r in self._draining if r not in gone]
+        await self._drain(gone)
 
     def _take_over(self, names: list[str], new: dict[str, BridgeSpec]) -> list[_Running]:
         """The changed bridges whose new version can take over the old one's front (the same
         front: :meth:`Bridge.takes_front_of`) start now, on that front: no client is
         disconnected and no request is lost; the old ones, no longer running, forward no
-        request from now on and drain their back ends (:meth:`_drain_replaced`). The others
+        request from now on and drain their back ends (:meth:`_drain`). The others
         are stopped and started again (their front goes down for the drain)."""
         taken: list[_Running] = []
         for name in names:
@@ -223,9 +218,10 @@ class Supervisor:
             taken.append(old)
         return taken
 
-    async def _drain_replaced(self, gone: list[_Running]) -> None:
-        """Bridges replaced on their own front: each delivers the replies to what it has in
-        flight (for its grace, as on SIGTERM), then closes its back end."""
+    async def _drain(self, gone: list[_Running]) -> None:
+        """Stop bridges no longer running (stopped, or replaced on their own front): each
+        delivers the replies to what it has in flight for its grace, then closes (a replaced
+        one, its back end only)."""
         for r in gone:
             r.stop.set()
         try:
@@ -287,7 +283,7 @@ class Supervisor:
             self._start(starting, self._open(starting))
         except (GatewayError, OSError) as exc:
             log.error("config.reload_failed", error=str(exc), bridges=[s.name for s in starting])
-        await self._drain_replaced(taken)
+        await self._drain(taken)
         for name in changed:
             log.info("config.changed", bridge=name, **spec_changes(old[name], new[name]))
         log.info("config.reloaded", added=added, removed=removed, changed=changed,
