@@ -101,7 +101,7 @@ cdef class _Dests:
                     wbuf.append(data)
                     out.data = None  # the pipe's now
                 pipe._wbuf_size += out.wire
-                (<object>pipe).queued_msgs += out.msgs  # (Writes.write_frames counts its own)
+                pipe.queued_msgs += out.msgs  # (Writes.write_frames counts its own)
                 if out.big > out.unit:  # a message past the mark's unit (Writes.fit_mark)
                     out.unit = out.big
                     (<object>pipe).fit_mark(out.big)

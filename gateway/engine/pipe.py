@@ -179,7 +179,7 @@ class PipeBody(Reading, Writes, PipeProtocol, asyncio.BufferedProtocol, _Hot):
         if self._closed:  # the owner closed before the connection was made
             transport.abort()
             return
-        set_transport_limits(transport, self._high)
+        set_transport_limits(transport)
         if not self.connection_arrived(transport):
             transport.abort()  # a listener's limit refused it (counted and logged by the owner)
             return

@@ -4,12 +4,20 @@ While received messages are dispatched (a :class:`Batch` is open), writes are bu
 pipe; the buffers are flushed with one ``transport.write`` each once the loop has run every
 read of this iteration (``call_soon``), so requests of many clients that go to one back-end
 pipe share a write. One message in flight still costs one write; a burst of N costs one per
-pipe, not N. The batch is bounded by the same mark as the transport's buffer (``hwm * 1 KiB``,
-or ``hwm`` times the largest message written to the pipe once one is larger than 1 KiB: libzmq's
-hwm counts messages, so a message larger than the byte mark is no reason to drop the next one,
-:meth:`Writes.fit_mark`): past it, the pipe flushes and the transport's flow control takes over.
-A batch of several chunks goes out in one ``writelines`` (uvloop: one ``writev``), not a join
-(the kernel hands large bodies over as views of the read, :mod:`gateway._kernel`).
+pipe, not N. The pipe's mark is ``hwm * 1 KiB``, or ``hwm`` times the largest message written to the pipe
+once one is larger than 1 KiB (libzmq's hwm counts messages, so a message larger than the byte
+mark is no reason to drop the next one, :meth:`Writes.fit_mark`); it bounds the batch (past it,
+the pipe flushes) and the queue. A batch of several chunks goes out in one ``writelines``
+(uvloop: one ``writev``), not a join (the kernel hands large bodies over as views of the read,
+:mod:`gateway._kernel`).
+
+The transport holds nothing of ours for long: its limits are 0/0 (:func:`set_transport_limits`),
+so it calls ``pause_writing`` as soon as a write leaves it bytes the OS did not take and
+``resume_writing`` exactly when it has handed the last one over. In between, whole messages wait
+in the pipe's own queue (``wbuf``, counted in ``queued_msgs``: a connection lost then loses
+those, counted ``peer-gone``); ``resume_writing`` writes the whole queue at once, in the loop
+callback that emptied the transport. The queue and what the transport held at the pause are
+bounded by the mark: past it the pipe is not writable. No timer: nothing waits for one.
 """
 
 from __future__ import annotations
@@ -29,19 +37,16 @@ log = get_logger("gateway.engine")
 
 #: bytes of write buffer per message of high-water mark (libzmq counts messages, asyncio bytes)
 BYTES_PER_HWM = 1024
-#: the largest write-buffer limit given to a transport (uvloop's are C ints: OverflowError past)
-TRANSPORT_LIMIT = 2**31 - 1
 _DROP_LOG_INTERVAL = 1.0  # seconds: at most one drop line per pipe per interval
-#: seconds between two looks at a transport that still holds bytes (doubling up to the last)
-RETRY_FIRST, RETRY_LAST = 0.001, 0.05
 
 
-def set_transport_limits(transport: Any, high: int) -> None:
-    """A transport's write-buffer limits for a mark of ``high`` bytes: it pauses at it and
-    resumes at half, within :data:`TRANSPORT_LIMIT` (``hwm`` times a message of a few MiB is
-    past it; the pipe's own mark still counts up to ``high``)."""
-    high = min(high, TRANSPORT_LIMIT)
-    transport.set_write_buffer_limits(high=high, low=high // 2)
+def set_transport_limits(transport: Any) -> None:
+    """A pipe's transport pauses the pipe as soon as it holds a byte and resumes it when it
+    holds none (limits 0/0: asyncio's ``FlowControlMixin`` and uvloop's ``UVBaseTransport``
+    pause above ``high`` and resume at or below ``low``, also at once when the limits are set
+    while they hold bytes). The pipe's own mark bounds its queue (:class:`Writes`); a mark of
+    ``hwm`` times a message of a few MiB, past uvloop's C int, never reaches the transport."""
+    transport.set_write_buffer_limits(high=0, low=0)
 
 
 class Batch:
@@ -131,20 +136,18 @@ class Writes:
     _high: int
     hwm: int
     _closed: bool  # the owner closed the pipe
-    _loop: asyncio.AbstractEventLoop | None
     writable: bool
 
     def _init_writes(self) -> None:
         #: coalesced writes while a batch is open, and the queue of whole messages while the
-        #: transport still holds bytes the OS did not take (see :meth:`flush`)
+        #: transport holds bytes the OS did not take (see :meth:`flush`)
         self.wbuf: list[bytes] = []
         self._wbuf_size = 0
         #: messages in ``wbuf`` (what a lost connection loses of ours: ``peer-gone``)
         self.queued_msgs = 0
-        self._t_paused = False  # the transport is at its mark (pause_writing)
-        self._q_full = False  # the queue is at the mark while the transport holds bytes
-        self._retry: asyncio.TimerHandle | None = None
-        self._retry_delay = RETRY_FIRST
+        #: the transport holds bytes (from its ``pause_writing`` to its ``resume_writing``)
+        self._t_held = False
+        self._held = 0  # bytes it held at the pause (with the queue: the mark's share)
         self._unit = BYTES_PER_HWM  # bytes per message of the mark (fit_mark)
         self._drop_logged = -_DROP_LOG_INTERVAL
         self._drops_suppressed = 0
@@ -157,10 +160,7 @@ class Writes:
         if size <= self._unit:
             return
         self._unit = size
-        self._high = high = self.hwm * size
-        transport = self.transport
-        if transport is not None:
-            set_transport_limits(transport, high)
+        self._high = self.hwm * size
 
     def write(self, msg: Message) -> None:
         hops, body = msg
@@ -189,91 +189,72 @@ class Writes:
 
     def write_bytes(self, data: bytes, msgs: int = 0) -> None:
         """Write encoded bytes (``msgs``: the whole messages they are, 0 for a command):
-        coalesced while a batch is open, else at once (after what this pipe still holds: the
-        order on the wire is the order of the writes)."""
+        coalesced while a batch is open, queued while the transport holds bytes, else at once
+        (after what this pipe still holds: the order on the wire is the order of the writes)."""
         if len(data) > self._unit:
             self.fit_mark(len(data))
         batch = self._batch
-        if batch.depth:
-            if not self.wbuf:
+        if not batch.depth and self.wbuf and not self._t_held:
+            self.flush()  # a batch's, before its flush ran (it may leave the transport held)
+        if batch.depth or self._t_held:
+            if not self.wbuf and batch.depth:
                 batch.dirty.append(self)
             self.wbuf.append(data)
             self._wbuf_size += len(data)
             self.queued_msgs += msgs
             if self._wbuf_size >= self._high:
                 self.flush()  # the batch is bounded too: past the mark the queue is full
+            elif self._t_held and not batch.depth:
+                self._check_full()
             return
         transport = self.transport
-        if transport is None:
-            return
-        if self.wbuf:
-            self.flush()
-        if self.wbuf or transport.get_write_buffer_size():  # behind what waits: queued
-            self.wbuf.append(data)
-            self._wbuf_size += len(data)
-            self.queued_msgs += msgs
-            self.flush()
-        else:
+        if transport is not None:
             transport.write(data)
 
     def flush(self) -> None:
         """Write what this pipe buffered, in one write (several chunks: one ``writelines``,
-        no join: :func:`write_chunks`) -- unless the transport still holds bytes the OS did
-        not take: then it stays here, whole messages counted (``queued_msgs``: a connection
-        lost now loses those, counted ``peer-gone``; what the transport holds, at most one
-        write, is partly the OS's already), until the transport has handed everything over
-        (looked at after 1 ms, then each time twice as late, up to 50 ms). At the mark the
-        queue is full: the pipe is not writable until it went out."""
+        no join: :func:`write_chunks`) -- unless the transport holds bytes the OS did not take
+        (``pause_writing``): then it waits here, whole messages counted (``queued_msgs``),
+        until ``resume_writing`` writes it. Past the mark (with what the transport held at
+        the pause) the pipe is not writable. The owner closed the pipe: all of it goes."""
         transport = self.transport
         if not self.wbuf or transport is None or transport.is_closing():
             return  # (a lost connection counts what is left: connection_lost)
-        if not self._closed and transport.get_write_buffer_size():
-            if self._wbuf_size >= self._high and not self._q_full:
-                self._q_full = True
-                self._set_writable()
-            if self._retry is None:
-                loop = self._loop or asyncio.get_running_loop()
-                self._retry = loop.call_later(self._retry_delay, self._retry_flush)
+        if self._t_held and not self._closed:
+            self._check_full()
             return
         chunks, self.wbuf = self.wbuf, []
         size, self._wbuf_size = self._wbuf_size, 0
         self.queued_msgs = 0
         write_chunks(transport, chunks, size)
-        if self._q_full:
-            self._q_full = False
-            self._set_writable()
 
-    def _retry_flush(self) -> None:
-        self._retry = None
-        transport = self.transport
-        if transport is not None and transport.get_write_buffer_size():
-            self._retry_delay = min(self._retry_delay * 2, RETRY_LAST)
-        else:
-            self._retry_delay = RETRY_FIRST
-        self.flush()
-
-    def _set_writable(self) -> None:
-        writable = not (self._t_paused or self._q_full)
+    def _check_full(self) -> None:
+        """Writable unless the queue and what the transport held at the pause pass the mark
+        (as a transport's own high mark: above it; the owner is told when that changes)."""
+        writable = not (self._t_held and self._wbuf_size + self._held > self._high)
         if writable != self.writable:
             self.writable = writable
             self.owner.pipe_writable(self)
 
     def pause_writing(self) -> None:
-        self._t_paused = True
-        self._set_writable()
+        """The transport holds bytes (its limits are 0/0): what comes next waits in ``wbuf``."""
+        self._t_held = True
+        transport = self.transport
+        self._held = transport.get_write_buffer_size() if transport is not None else 0
+        self._check_full()
 
     def resume_writing(self) -> None:
-        self._t_paused = False
-        self._set_writable()
-        if self.wbuf and self._batch.depth == 0:
-            self.flush()  # what waited goes now, if the transport has handed its bytes over
+        """The transport handed its last byte over: the whole queue goes now, in this loop
+        callback (the socket does not idle)."""
+        self._t_held = False
+        self._held = 0
+        if self.wbuf:
+            self.flush()  # (may pause again: the queue's own bytes are held now)
+        self._check_full()
 
     def lose_queue(self) -> None:
         """The connection is gone: what waited for it in the queue is counted (``peer-gone``;
         not when the owner closed the pipe: its linger)."""
-        if self._retry is not None:
-            self._retry.cancel()
-            self._retry = None
         lost, self.queued_msgs = self.queued_msgs, 0
         self.wbuf, self._wbuf_size = [], 0
         if lost and not self._closed:
@@ -335,5 +316,5 @@ class Writes:
         self._drops_suppressed = 0
 
 
-__all__ = ["BYTES_PER_HWM", "JOIN_BELOW", "TRANSPORT_LIMIT", "Batch", "Writes", "check_body",
+__all__ = ["BYTES_PER_HWM", "JOIN_BELOW", "Batch", "Writes", "check_body",
            "flush", "set_transport_limits", "thread_batch", "write_chunks"]
