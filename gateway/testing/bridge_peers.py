@@ -41,7 +41,8 @@ class RecordingTransport:
             self.held.append((data, bytes(data)))
         self.data += data
         self.buffered += len(data)
-        capacity = self.capacity if self.capacity is not None else self.protocol._high
+        capacity = (self.capacity if self.capacity is not None
+                    else getattr(self.protocol, "_high", 1 << 30))
         if self.buffered > capacity:
             self.full = True
         self._maybe_pause()
