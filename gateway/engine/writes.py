@@ -4,12 +4,12 @@ While received messages are dispatched (a :class:`Batch` is open), writes are bu
 pipe; the buffers are flushed with one ``transport.write`` each once the loop has run every
 read of this iteration (``call_soon``), so requests of many clients that go to one back-end
 pipe share a write. One message in flight still costs one write; a burst of N costs one per
-pipe, not N. The pipe's mark is ``hwm * 1 KiB``, or ``hwm`` times the largest message written to the pipe
-once one is larger than 1 KiB (libzmq's hwm counts messages, so a message larger than the byte
-mark is no reason to drop the next one, :meth:`Writes.fit_mark`); it bounds the batch (past it,
-the pipe flushes) and the queue. A batch of several chunks goes out in one ``writelines``
-(uvloop: one ``writev``), not a join (the kernel hands large bodies over as views of the read,
-:mod:`gateway._kernel`).
+pipe, not N. The pipe's mark is ``hwm * 1 KiB``, or ``hwm`` times the largest message written
+to the pipe once one is larger than 1 KiB (libzmq's hwm counts messages, so a message larger
+than the byte mark is no reason to drop the next one, :meth:`Writes.fit_mark`); it bounds the
+batch (past it, the pipe flushes) and the queue. A batch of several chunks goes out in one
+``writelines`` (uvloop: one ``writev``), not a join (the kernel hands large bodies over as
+views of the read, :mod:`gateway._kernel`).
 
 The transport holds nothing of ours for long: its limits are 0/0 (:func:`set_transport_limits`),
 so it calls ``pause_writing`` as soon as a write leaves it bytes the OS did not take and
@@ -316,5 +316,5 @@ class Writes:
         self._drops_suppressed = 0
 
 
-__all__ = ["BYTES_PER_HWM", "JOIN_BELOW", "Batch", "Writes", "check_body",
-           "flush", "set_transport_limits", "thread_batch", "write_chunks"]
+__all__ = ["BYTES_PER_HWM", "JOIN_BELOW", "Batch", "Writes", "check_body", "flush",
+           "set_transport_limits", "thread_batch", "write_chunks"]
