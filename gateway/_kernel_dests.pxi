@@ -66,7 +66,7 @@ cdef class _Dests:
             return None
         if out.epoch != self.epoch or out.dests is not self:  # its first message of this read
             out.dests, out.epoch = self, self.epoch
-            out.size = out.wire = out.big = 0
+            out.size = out.wire = out.big = out.msgs = 0
             out.room = ps._high - ps._wbuf_size
             if out.framing == F_CURVE:
                 out.precom, out.prefix, _, out.nonce, _ = out.mech.session()
@@ -101,6 +101,7 @@ cdef class _Dests:
                     wbuf.append(data)
                     out.data = None  # the pipe's now
                 pipe._wbuf_size += out.wire
+                pipe.queued_msgs += out.msgs  # (Writes.write_frames counts its own)
                 if out.big > out.unit:  # a message past the mark's unit (Writes.fit_mark)
                     out.unit = out.big
                     (<object>pipe).fit_mark(out.big)

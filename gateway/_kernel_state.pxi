@@ -14,8 +14,8 @@ cdef class PipeState:
     cdef public object _batch, _loop, codec, fast_read, kernel_state
     cdef public ReadBuffer rbuf
     cdef object _transport, _t_write, _t_closing  # (the transport's write, is_closing: bound once)
-    cdef public bint _watch, reading, writable
-    cdef public Py_ssize_t _high, _wbuf_size, rx_chunks
+    cdef public bint _t_held, _watch, reading, writable
+    cdef public Py_ssize_t _high, _wbuf_size, queued_msgs, rx_chunks
     cdef public str close_reason
     cdef public bytes routing_id
     cdef public list wbuf
@@ -254,26 +254,28 @@ def flush_batch(Batch batch) -> None:
             pipe.flush()  # (a reference pipe: its own flush)
             continue
         state = <PipeState>pipe
+        transport = state._transport
+        if not state.wbuf or transport is None:
+            continue
+        if state._t_held or (transport.is_closing() if state._t_closing is None
+                             else state._t_closing()):
+            pipe.flush()  # held: it waits for resume_writing; closing: connection_lost counts it
+            continue
         chunks = state.wbuf
         state.wbuf = []
         size = state._wbuf_size
         state._wbuf_size = 0
-        transport = state._transport
-        if not chunks or transport is None:
-            continue
+        state.queued_msgs = 0
         if len(chunks) == 1:  # (writes.write_chunks, inline)
             data = chunks[0]
         elif size < JOIN_BELOW:
             data = b"".join(chunks)
         else:  # one writelines (uvloop: one writev; a large body, a view of its read)
-            if not (transport.is_closing() if state._t_closing is None
-                    else state._t_closing()):
-                transport.writelines(chunks)
+            transport.writelines(chunks)
             continue
-        if state._t_closing is None or state._t_write is None:  # (not a transport's: its own)
-            if not transport.is_closing():
-                transport.write(data)
-        elif not state._t_closing():
+        if state._t_write is None:  # (not a transport's: its own)
+            transport.write(data)
+        else:
             state._t_write(data)
 
 

@@ -53,6 +53,7 @@ cdef class _Out:
     cdef list parts  # this read's chunks before ``data`` (its views of the read), or None
     cdef Py_ssize_t big  # this read's largest message here, on the wire
     cdef Py_ssize_t unit  # the pipe's mark per message as last set (Writes.fit_mark)
+    cdef Py_ssize_t msgs  # this read's messages here (to the pipe's ``queued_msgs``)
     # CURVE: the mechanism, its precomputed key, our nonce prefix and next short nonce
     cdef object mech
     cdef bytes precom, prefix
@@ -136,6 +137,7 @@ cdef class _Out:
             self.view(body, size)
         elif size:
             memcpy(at + 12, body, size)
+        self.msgs += 1  # one whole message written
         return True
 
     cdef bint zmtp_frames(self, bytes rid, const uint8_t* p, Frame* frames,
@@ -159,6 +161,7 @@ cdef class _Out:
                              count > first)
         for i in range(first, count):
             at = _zmtp_frame(at, p + frames[i].start, frames[i].size, i < count - 1)
+        self.msgs += 1  # one whole message written
         return True
 
     cdef bint zmtp_pieces(self, bytes rid, const uint8_t* p, Frame* frames, int first, int count,
@@ -174,6 +177,7 @@ cdef class _Out:
             at = self.grow(9 if frames[i].size > 255 else 2, 0)
             _zmtp_head(at, frames[i].size, i < count - 1)
             self.put(p + frames[i].start, frames[i].size)
+        self.msgs += 1  # one whole message written
         return True
 
     cdef bint zmtp_parked(self, tuple parked, const uint8_t* p, Frame payload,
@@ -202,6 +206,7 @@ cdef class _Out:
             self.view(p + payload.start + words, size)
         else:
             _zmtp_frame(at, p + payload.start + words, size, False)
+        self.msgs += 1  # one whole message written
         return True
 
     cdef bint sp_to_zmtp(self, bytes rid, const uint8_t* p, Frame payload,
@@ -224,6 +229,7 @@ cdef class _Out:
             self.view(p + payload.start + words, body)
         else:
             _zmtp_frame(at, p + payload.start + words, body, False)
+        self.msgs += 1  # one whole message written
         return True
 
     cdef bint sp_payload(self, const uint8_t* p, Frame* frames, int count) except -1:
@@ -242,6 +248,7 @@ cdef class _Out:
                 at += 1
             _put64(at, <uint64_t>size)
             self.view(p + frames[0].start, size)
+            self.msgs += 1  # one whole message written
             return True
         at = self.grow(ipc + 8 + size, ipc + 8 + size)
         if ipc:
@@ -253,6 +260,7 @@ cdef class _Out:
             if frames[i].size:
                 memcpy(at, p + frames[i].start, frames[i].size)
                 at += frames[i].size
+        self.msgs += 1  # one whole message written
         return True
 
     cdef bint sp_forward(self, bytes rid, const uint8_t* p,
@@ -273,6 +281,7 @@ cdef class _Out:
             self.view(p + payload.start, payload.size)
         else:
             memcpy(at + 12, p + payload.start, payload.size)
+        self.msgs += 1  # one whole message written
         return True
 
     cdef bint sp_reply(self, const uint8_t* p, Frame payload) except -1:
@@ -291,6 +300,7 @@ cdef class _Out:
             self.view(p + payload.start + 4, size)
         else:
             memcpy(at + 8, p + payload.start + 4, size)
+        self.msgs += 1  # one whole message written
         return True
 
     cdef bint zmtp_to_sp(self, const uint8_t* p, Frame* frames, int nhops,
@@ -317,6 +327,7 @@ cdef class _Out:
             self.view(p + last.start, last.size)
         else:
             memcpy(at, p + last.start, last.size)
+        self.msgs += 1  # one whole message written
         return True
 
 

@@ -198,6 +198,12 @@ DROP_REASONS: dict[str, str] = {
     "shutdown": "a request that arrived after the stop and was never forwarded",
     "forced-exit": "a request still in flight when a second SIGINT/SIGTERM ended the drain "
                    "before its grace",
+    "peer-gone": "messages that waited in the gateway's queue toward a peer (a client, a "
+                 "subscriber, a puller) whose connection closed before they were written; what "
+                 "the OS had taken is not counted, nor the one write it was taking",
+    "drain-timeout": "a request still in flight when its bridge's drain ran out of grace (a "
+                     "SIGINT/SIGTERM, or a reload that replaced or stopped the bridge): its "
+                     "back-end connection closes without the reply",
 }
 
 

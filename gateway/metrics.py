@@ -307,6 +307,12 @@ class Registry:
             hist = self.histograms[key] = Histogram()
         return hist
 
+    def forget_gauge(self, key: Key, read: Callable[[], float]) -> None:
+        """Drop the gauge ``key`` if ``read`` still reads it (a bridge that closed while the
+        bridge that replaced it, of the same name, already reads its own)."""
+        if self.gauges.get(key) is read:
+            del self.gauges[key]
+
     def forget_gauges(self, **labels: str) -> None:
         """Drop the gauges carrying these labels (a bridge that closed: nothing left to read)."""
         wanted = set(labels.items())

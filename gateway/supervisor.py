@@ -5,7 +5,10 @@
   drain now (``shutdown.forced``, what is still in flight counted ``forced-exit``); once the
   drain is over, a signal is ignored until the process exits (exit 0, not killed by it);
 * SIGHUP: the config is read again; bridges added, removed or changed are started, drained and
-  restarted, unchanged ones keep their connections and requests in flight; a config with
+  restarted, unchanged ones keep their connections and requests in flight; a changed bridge
+  with the same front is replaced on that front (``bridge.replaced``: the new one forwards
+  every request from now on, the old one drains its back end for its grace, nothing is
+  rebound, see :meth:`Supervisor._take_over`); a config with
   mistakes is refused (every mistake logged) and the running bridges go on; each changed
   bridge logs what changed (``config.changed``), and so does ``[gateway] unknown_peers``,
   applied at once (the other ``[gateway]`` keys need a restart);
@@ -186,6 +189,39 @@ class Supervisor:
     async def _stop_bridges(self, names: list[str]) -> None:
         gone = [self.running.pop(name) for name in names]
         self._draining += gone
+        await self._drain(gone)
+
+    def _take_over(self, names: list[str], new: dict[str, BridgeSpec]) -> list[_Running]:
+        """The changed bridges whose new version can take over the old one's front (the same
+        front: :meth:`Bridge.takes_front_of`) start now, on that front: no client is
+        disconnected and no request is lost; the old ones, no longer running, forward no
+        request from now on and drain their back ends (:meth:`_drain`). The others
+        are stopped and started again (their front goes down for the drain)."""
+        taken: list[_Running] = []
+        for name in names:
+            old = self.running[name]
+            bridge = Bridge.from_spec(new[name])
+            if not bridge.takes_front_of(old.bridge):
+                bridge.ledger.close()
+                continue
+            try:
+                bridge.open(front=old.bridge.front_side)
+            except (GatewayError, OSError) as exc:  # the old one goes on as it was
+                log.error("config.reload_failed", error=str(exc), bridges=[name])
+                continue
+            old.bridge.release_front()
+            del self.running[name]
+            self._draining.append(old)
+            self._start([new[name]], [bridge])
+            log.info("bridge.replaced", bridge=name, in_flight=old.bridge.in_flight,
+                     grace=old.spec.limits.grace)
+            taken.append(old)
+        return taken
+
+    async def _drain(self, gone: list[_Running]) -> None:
+        """Stop bridges no longer running (stopped, or replaced on their own front): each
+        delivers the replies to what it has in flight for its grace, then closes (a replaced
+        one, its back end only)."""
         for r in gone:
             r.stop.set()
         try:
@@ -238,13 +274,16 @@ class Supervisor:
         removed = [n for n in old if n not in new]
         changed = [n for n in old if n in new and new[n] != old[n]]
         added = [n for n in new if n not in old]
-        await self._stop_bridges(removed + changed)  # their ports are free again
-        starting = [new[n] for n in changed + added]
         self.specs = specs
+        taken = self._take_over(changed, new)
+        kept_front = {r.spec.name for r in taken}
+        await self._stop_bridges(removed + [n for n in changed if n not in kept_front])
+        starting = [new[n] for n in changed + added if n not in kept_front]  # (ports free)
         try:
             self._start(starting, self._open(starting))
         except (GatewayError, OSError) as exc:
             log.error("config.reload_failed", error=str(exc), bridges=[s.name for s in starting])
+        await self._drain(taken)
         for name in changed:
             log.info("config.changed", bridge=name, **spec_changes(old[name], new[name]))
         log.info("config.reloaded", added=added, removed=removed, changed=changed,

@@ -98,8 +98,8 @@ def test_large_bodies_come_back_whole_on_every_route(front: str, back: str, size
 @pytest.mark.parametrize(("front", "back"), [("zmq", "sp"), ("sp", "zmq")])
 def test_a_body_past_two_mib_comes_back_whole_at_the_default_hwm(front: str, back: str) -> None:
     """At the default hwm (1000) the mark of a 4 MiB message (hwm times its size, 4 GiB) is
-    past what uvloop's set_write_buffer_limits takes (a C int): the transport's limits are
-    clamped, the message goes through and nothing raises."""
+    past what uvloop's set_write_buffer_limits takes (a C int): the mark is the pipe's own
+    (the transport's limits are 0/0), the message goes through and nothing raises."""
     size = 4 << 20
     with _server(back) as server, Gateway(
             "bridge", *size_args(size), f"@{front}+tcp://{LOCAL}:0", server,
@@ -120,8 +120,9 @@ def test_a_body_past_two_mib_comes_back_whole_at_the_default_hwm(front: str, bac
 
 def test_an_hwm_whose_byte_mark_passes_two_gib_serves() -> None:
     """?hwm=3000000 on both sides: a pipe's first mark (hwm * 1 KiB, about 3 GB) was past
-    uvloop's C int at every connection_made (OverflowError: no client served); clamped, a
-    libzmq client's request is answered by the nng server."""
+    uvloop's C int at every connection_made (OverflowError: no client served); now a
+    libzmq client's request is answered by the nng server (the mark is the pipe's own:
+    the transport's limits are 0/0)."""
     with _server("sp") as server, Gateway(
             "bridge", f"@zmq+tcp://{LOCAL}:0?hwm=3000000", f"{server}?hwm=3000000") as gw:
         with zmq_client("DEALER", lib_url(gw.front), timeout_ms=TIMEOUT_MS) as dealer:

@@ -151,6 +151,9 @@ class Rig:
         return {
             **wires,
             "closed": [p.pipe.close_reason for p in self.clients + self.servers],
+            # whole messages waiting in a pipe's queue (a transport past its mark)
+            "queued": [(p.pipe.queued_msgs, len(p.pipe.wbuf) > 0)
+                       for p in self.clients + self.servers],
             "tokens": [(t, h) for t, h, _ in fwd.translator.table.entries()],
             "inflight": [(k, p) for k, p, _ in fwd.loss.inflight.items()],
             "held_bytes": (fwd.translator.table.held_bytes, fwd.loss.inflight.held_bytes),
@@ -971,6 +974,17 @@ class _Transport:
     def writelines(self, chunks: list[Any]) -> None:  # (recorded as such: one writev)
         self.writes.append((self.name + " writelines", b"".join(chunks)))
 
+    def get_write_buffer_size(self) -> int:  # (everything written went to the OS)
+        return 0
+
+
+class _Owner:
+    def __init__(self, writes: list[tuple[str, bytes]], name: str) -> None:
+        self.writes, self.name = writes, name
+
+    def pipe_writable(self, pipe: Any) -> None:  # (recorded among the writes, in order)
+        self.writes.append((self.name + " writable", b"%d" % pipe.writable))
+
 
 class _Pipe:
     def __init__(self, writes: list[tuple[str, bytes]], name: str, chunks: list[bytes],
@@ -979,11 +993,20 @@ class _Pipe:
         self._wbuf_size = sum(len(c) for c in chunks)
         self.transport = (None if transport == "none"
                           else _Transport(writes, name, transport == "closing"))
+        self.queued_msgs, self._closed = len(chunks), False
+        # "held": the transport holds bytes (pause_writing), the queue waits; its mark 8 KiB
+        self._t_held, self._held, self._high = transport == "held", 100, 8192
+        self.writable, self.owner = True, _Owner(writes, name)
 
     def flush(self) -> None:  # the reference's, as Pipe has it
         from gateway.engine.writes import Writes
 
         Writes.flush(self)  # type: ignore[arg-type]
+
+    def _check_full(self) -> None:
+        from gateway.engine.writes import Writes
+
+        Writes._check_full(self)  # type: ignore[arg-type]
 
 
 @needs_kernel
@@ -992,7 +1015,7 @@ class _Pipe:
     st.lists(st.one_of(st.binary(max_size=5),  # small chunks, and large ones (JOIN_BELOW)
                        st.builds(lambda n, b: bytes([b]) * n, st.integers(4000, 20000),
                                  st.integers(0, 255))), max_size=3),
-    st.sampled_from(["open", "closing", "none"])), max_size=5))
+    st.sampled_from(["open", "closing", "none", "held"])), max_size=5))
 def test_the_compiled_flush_writes_what_the_reference_writes(
         pipes: list[tuple[list[bytes], str]]) -> None:
     """``flush_batch`` (the kernel's whole reads) and ``writes.flush`` (Batch.close's) write
@@ -1013,6 +1036,9 @@ def test_the_compiled_flush_writes_what_the_reference_writes(
         pipe = compiled_pipe.__new__(compiled_pipe)  # (the fields flush reads, no connection)
         pipe.wbuf, pipe._wbuf_size, pipe.transport = (
             stand_in.wbuf, stand_in._wbuf_size, stand_in.transport)
+        pipe.queued_msgs, pipe._closed = len(chunks), False
+        pipe._t_held, pipe._held, pipe._high = stand_in._t_held, 100, 8192
+        pipe.writable, pipe.owner = True, stand_in.owner
         return pipe
 
     def run(flusher: Callable[[Any], None], make_batch: Callable[[], Any]) -> tuple[object, ...]:
@@ -1023,7 +1049,7 @@ def test_the_compiled_flush_writes_what_the_reference_writes(
         batch.dirty = list(pipes_made)
         flusher(batch)
         return (writes, batch.dirty, batch.scheduled,
-                [(p.wbuf, p._wbuf_size) for p in pipes_made])
+                [(p.wbuf, p._wbuf_size, p.queued_msgs, p.writable) for p in pipes_made])
 
     assert run(kernel.compiled.flush_batch, kernel.compiled.Batch) == run(flush, Batch)
 
@@ -1044,12 +1070,12 @@ async def _prestart_order(compiled: bool) -> bytes:
     try:
         client = await _connect(front.socket, "zmtp", "DEALER")
         server = await _connect(back.socket, "zmtp", "ROUTER")
-        server.pipe.pause_writing()  # the back end has no room
+        server.wire.hold(server.pipe._high + 1)  # the back end has no room (its peer stopped)
         client.pipe.data_received(_zmtp_frames([b"", b"first"]))  # before start: the inbox
         fwd.start()
         for _ in range(3):
             await asyncio.sleep(0)  # the request loop took "first" and waits for room
-        server.pipe.resume_writing()  # room, before the loop's task runs again
+        server.wire.drain()  # room, before the loop's task runs again
         client.pipe.data_received(_zmtp_frames([b"", b"second"]))
         for _ in range(20):
             await asyncio.sleep(0)

@@ -88,6 +88,29 @@ def test_drops_count_and_resolve_in_flight() -> None:
     assert ledger.dropped_count("token-expired") == 1
 
 
+def test_a_reply_lost_after_it_was_forwarded_does_not_settle_another_request() -> None:
+    """A published or forwarded reply lost later (a subscriber at its mark): counted, and the
+    requests still in flight stay so (``settles=False``)."""
+    ledger = _ledger()
+    ledger.request_forwarded(time.monotonic())
+    ledger.dropped("hwm", REPLY, "at the mark", count=3, settles=False)
+    assert (ledger.in_flight, ledger.dropped_count("hwm")) == (1, 3)
+    ledger.dropped("hwm", REPLY, "at the mark")
+    assert ledger.in_flight == 0
+
+
+def test_a_closed_ledger_forgets_only_its_own_gauges() -> None:
+    """Two bridges of one name across a reload: the old one's close leaves the new one's
+    gauges alone."""
+    old = _ledger()
+    new = Ledger(old.bridge)
+    new.request_forwarded(time.monotonic())
+    old.close()
+    assert f'gateway_in_flight_requests{{bridge="{old.bridge}"}} 1.0' in METRICS.render()
+    new.close()
+    assert f'gateway_in_flight_requests{{bridge="{old.bridge}"}}' not in METRICS.render()
+
+
 def test_a_plugins_own_reason_is_counted_too() -> None:
     ledger = _ledger()
     ledger.dropped("my-plugin-reason", REQUEST, "custom", count=4)

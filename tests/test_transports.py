@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from gateway.plugins import registry
-from gateway.testing.transport_suite import CHECKS, Recorder
+from gateway.testing.transport_suite import CHECKS, Recorder, verify_zero_write_limits
 from gateway.tls import TlsSettings
 from gateway.tools.harness.certs import make_certs
 
@@ -65,6 +65,24 @@ def test_suite(scheme: str, check: Callable[..., Awaitable[None]], tmp_path: Pat
     if transport.tls:  # the engine hands it TLS settings; so does the suite
         transport = _WithTls(transport, request.getfixturevalue("certs"))
     run(lambda: check(transport, lambda: address_for(scheme, tmp_path)))
+
+
+@pytest.mark.parametrize("scheme", STREAMS)
+def test_zero_write_limits_on_uvloop(scheme: str, tmp_path: Path,
+                                     request: pytest.FixtureRequest) -> None:
+    """The flow control the engine's pipes rest on (limits 0/0: paused while the transport
+    holds a byte, resumed when it holds none), on the loop the CLI runs: uvloop's transports
+    (the suite above runs on asyncio's)."""
+    uvloop = pytest.importorskip("uvloop")
+    transport: Any = registry().transport(scheme)
+    if transport.tls:
+        transport = _WithTls(transport, request.getfixturevalue("certs"))
+
+    async def bounded() -> None:
+        async with asyncio.timeout(TIMEOUT):
+            await verify_zero_write_limits(transport, lambda: address_for(scheme, tmp_path))
+
+    uvloop.run(bounded())
 
 
 @pytest.fixture(scope="module")

@@ -43,7 +43,6 @@ from gateway.device.watch import waiting, watch_back
 from gateway.envelope import MixedTranslator, PatternTranslator, Translation, Translator
 from gateway.errors import ConfigError
 from gateway.logging import get_logger
-from gateway.metrics import METRICS
 from gateway.plugins import body_codec_hook
 from gateway.url import Endpoint
 from gateway.wire.sniff import ANY
@@ -139,6 +138,7 @@ class Bridge:
         self._back: Any = None
         self._forwarder: Forwarder | None = None
         self._stop: asyncio.Event | None = None
+        self._given_front: tuple[Any, str] | None = None
 
     @property
     def _front_ep(self) -> Endpoint:
@@ -165,15 +165,45 @@ class Bridge:
         return waiting(_peers(self._back), held, self.ledger.in_flight)
 
     # -- lifecycle ---------------------------------------------------------------------------
-    def open(self) -> None:
+    def open(self, front: tuple[Any, str] | None = None) -> None:
         """Build, bind and connect both sides and the forwarder (inside the running loop); a
         failure leaves nothing behind (sockets closed, the ledger's cells and gauges released:
-        a reload that keeps failing must not grow the registry)."""
+        a reload that keeps failing must not grow the registry). ``front``: the front socket
+        and its URL of the bridge this one replaces (:meth:`takes_front_of`), used as it is."""
+        self._given_front = front
         try:
             self._open()
         except BaseException:
             self.ledger.close()
             raise
+
+    def takes_front_of(self, old: Bridge) -> bool:
+        """True when this bridge, a reload's change of ``old``, can take over ``old``'s front
+        socket (its listener, its clients' connections and the requests they sent) while
+        ``old`` drains its back end: the same front (URL, settings, native engine),
+        request-reply (what the old one drains is its replies; pub/sub's subscriptions are its
+        translator's), no control or capture endpoint (their ports would be bound twice) and a
+        back end that dials (a bound one would be too)."""
+        fwd = old._forwarder
+        return (self.plan.front == old.plan.front and self.plan.front.adapter is None
+                and self.pattern == old.pattern == "reqrep"
+                and not self.extras and not old.extras and self.forwarder == old.forwarder
+                and self.plan.back.ep.mode != "bind" and isinstance(fwd, AsyncForwarder)
+                and not fwd.released and bool(fwd.front.callbacks))
+
+    @property
+    def front_side(self) -> tuple[Any, str]:
+        """The front socket and its URL (what :meth:`open` takes from the bridge replaced)."""
+        return self._front, self.front_url
+
+    def release_front(self) -> None:
+        """Hand this bridge's front over to the bridge that replaces it (see
+        :meth:`takes_front_of`): from now on this one forwards no request (those it has not
+        forwarded wait in the front's inbox for the next one), delivers the replies to those
+        in flight, and never closes the front."""
+        fwd = self._forwarder
+        assert isinstance(fwd, AsyncForwarder)
+        fwd.release_front()
 
     def _open(self) -> None:
         self.translator.body_codec = body_codec_hook()  # plugins registered since __init__
@@ -194,13 +224,17 @@ class Bridge:
         else:
             opener = sides.open_polled if p.polled() else sides.open_async
             front_kind, back_kind = self.kinds
-            self._front, self.front_url = opener(self._front_ep, front_kind, front_o,
-                                                 f"{self.name}/front")
+            given = self._given_front
+            self._front, self.front_url = given or opener(self._front_ep, front_kind, front_o,
+                                                          f"{self.name}/front")
             try:
                 self._back, self.back_url = opener(self._back_ep, back_kind, back_o,
                                                    f"{self.name}/back")
             except BaseException:
-                self._front.close()
+                if given is None:
+                    self._front.close()
+                else:
+                    self._front = None  # (still the bridge's that gave it)
                 raise
             if opener is sides.open_polled:
                 self._forwarder = PollForwarder(self._front, self._back, self.translator, ledger,
@@ -216,6 +250,8 @@ class Bridge:
                                                       fwd, self._terminate)
                         self.control_url = self._control.url
                 except BaseException:
+                    if given is not None:
+                        self._front = None  # (still the bridge's that gave it)
                     self.close()  # both sides and the capture endpoint: nothing left bound
                     raise
                 self.implementation = "asyncio"
@@ -224,12 +260,12 @@ class Bridge:
             self.translator.family_of = self._front.family_of
         ledger.replies_confirmed = self._front.confirms_delivery
         for side, sock in (("front", self._front), ("back", self._back)):
-            METRICS.gauge("gateway_peers", partial(_peers, sock), bridge=self.name, side=side)
-        METRICS.gauge("gateway_pending_tokens", lambda: float(len(self.table)), bridge=self.name)
-        METRICS.gauge("gateway_waiting_requests", lambda: float(self.waiting), bridge=self.name)
+            ledger.gauge("gateway_peers", partial(_peers, sock), side=side)
+        ledger.gauge("gateway_pending_tokens", lambda: float(len(self.table)))
+        ledger.gauge("gateway_waiting_requests", lambda: float(self.waiting))
         if self.translator.subscriptions is not None:
             subs = self.translator.subscriptions
-            METRICS.gauge("gateway_subscribed_prefixes", lambda: float(len(subs)), bridge=self.name)
+            ledger.gauge("gateway_subscribed_prefixes", lambda: float(len(subs)))
         log.info("bridge.up", bridge=self.name, front=self.front_url, back=self.back_url,
                  mode=self.mode, pattern=self.pattern, forwarder=self.implementation,
                  kernel=self.kernel, **({"control": self.control_url} if self.control_url else {}),
@@ -284,8 +320,10 @@ class Bridge:
                 failed.result()  # forwarding died: raise its error
             fwd.stop_requests()  # no new requests; replies to those in flight still cross
             await self._drain(fwd, force)
-            if ledger.in_flight:
+            if ledger.in_flight:  # the grace is over: their back-end connections close now
                 log.warning("bridge.drain", bridge=self.name, unanswered=ledger.in_flight)
+                ledger.dropped("drain-timeout", REPLY, f"no reply within the grace "
+                               f"({self.limits.grace:g} s)", ledger.in_flight)
             left = fwd.backlog()
             if left:  # arrived after the stop: never forwarded, never answered
                 ledger.dropped("shutdown", REQUEST, "request(s) not forwarded", left)
@@ -313,7 +351,9 @@ class Bridge:
                                 self.in_flight)
 
     def close(self) -> None:
-        for sock in (self._front, self._back):
+        fwd = self._forwarder
+        front = None if isinstance(fwd, AsyncForwarder) and fwd.released else self._front
+        for sock in (front, self._back):
             if sock is not None:
                 with contextlib.suppress(Exception):
                     sock.close()

@@ -20,13 +20,17 @@ from typing import Any
 
 from gateway import kernel
 from gateway.device.inflight import LossTracker
-from gateway.device.ledger import Ledger, clock
+from gateway.device.ledger import REPLY, REQUEST, Ledger, clock
 from gateway.device.step import ReplyStep, RequestStep
 from gateway.device.tap import Tap
 from gateway.engine.hooks import SocketHooks
 from gateway.envelope import Translation
 from gateway.errors import Drop, GatewayError
 from gateway.metrics import BUCKETS
+
+#: the detail of a drop line for messages a side lost after the step (see ``unsent``)
+UNSENT = {"hwm": "the peer's pipe was at its high-water mark",
+          "peer-gone": "queued for a connection that closed"}
 
 
 async def _forever() -> None:
@@ -49,6 +53,9 @@ class _Front(SocketHooks):
     def dropped(self, drop: Drop, endpoint: str) -> bool:
         return self.fwd.pattern_drop(drop, endpoint, "request")
 
+    def unsent(self, reason: str, endpoint: str, count: int) -> bool:
+        return self.fwd.unsent(reason, endpoint, count, REPLY)
+
 
 class _Back(SocketHooks):
     """The back's observer: each reply (or published message, or pair message) goes through
@@ -69,6 +76,9 @@ class _Back(SocketHooks):
     def dropped(self, drop: Drop, endpoint: str) -> bool:
         return self.fwd.pattern_drop(drop, endpoint, "reply")
 
+    def unsent(self, reason: str, endpoint: str, count: int) -> bool:
+        return self.fwd.unsent(reason, endpoint, count, REQUEST)
+
 
 class AsyncForwarder:
     """Both directions on the running loop; the callback path when both sides have it."""
@@ -83,6 +93,9 @@ class AsyncForwarder:
         self.translator, self.ledger = translator, ledger
         ledger.pairs_replies = translator.pairs_replies  # in flight: request-reply only
         self.draining = False
+        #: the front went to the bridge that replaced this one (a reload): never touched again
+        #: but to send the replies to what is in flight
+        self.released = False
         #: the callback path's gates, as cells (:meth:`RequestStep.forwarder`): the request
         #: loop holds requests (or the bridge drains); the reply loop holds replies (pair: a
         #: front with no room)
@@ -112,6 +125,16 @@ class AsyncForwarder:
 
     def pattern_drop(self, drop: Drop, endpoint: str, direction: str) -> bool:
         self.ledger.dropped(drop.reason, direction, drop.detail, peer=endpoint)
+        return True
+
+    def unsent(self, reason: str, endpoint: str, count: int, direction: str) -> bool:
+        """Messages a side lost after the step handed them over (a subscriber at its mark, a
+        pipe that closed with them queued): the bridge's drops; a request on the back end is
+        also counted by the loss tracker as ``backend-lost``, so not twice here."""
+        if direction == REQUEST and self.translator.pairs_replies:
+            return True
+        self.ledger.dropped(reason, direction, UNSENT.get(reason, ""), count, settles=False,
+                            peer=endpoint)
         return True
 
     # -- the loops ---------------------------------------------------------------------------
@@ -201,8 +224,16 @@ class AsyncForwarder:
 
     # -- the Forwarder interface -------------------------------------------------------------
     def backlog(self) -> int:
-        """Requests received and not forwarded (counted as ``shutdown`` if the stop finds them)."""
-        return int(self.front.backlog)
+        """Requests received and not forwarded (counted as ``shutdown`` if the stop finds them;
+        none once the front is released: the next bridge forwards them)."""
+        return 0 if self.released else int(self.front.backlog)
+
+    def release_front(self) -> None:
+        """The front goes to the bridge that replaces this one: no request is forwarded from
+        now on (they wait in the front's inbox, which the next bridge's loop reads); replies
+        to those in flight still go out through it."""
+        self.stop_requests()
+        self.released = True
 
     async def _expire(self, every: float) -> None:
         translator, ledger, loss = self.translator, self.ledger, self.loss
@@ -231,12 +262,23 @@ class AsyncForwarder:
                        loop.create_task(self._expire(every))]
 
     async def failed(self) -> None:
-        """Returns only when a loop died (raising its error); runs until cancelled otherwise."""
-        done, _ = await asyncio.wait(self._tasks, return_when=asyncio.FIRST_COMPLETED)
-        for task in done:
-            task.result()
+        """Returns only when a loop died (raising its error); runs until cancelled otherwise
+        (the request loop cancelled by :meth:`release_front` is no failure)."""
+        pending = set(self._tasks)
+        while pending:
+            done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+            for task in done:
+                if not (task.cancelled() and self.draining):
+                    task.result()
+                    return
+        await _forever()
 
     def stop_requests(self) -> None:
+        if self.draining:
+            return
+        if self.held and self.request.send_now is not None:  # taken, waiting for room: lost
+            self.ledger.dropped("shutdown", REQUEST, "request not forwarded", self.held)
+            self.held = 0
         self.draining = True
         self.hold[0] = True  # what comes now stays in the inbox, for the drain count
         self.flowing.set()  # (a paused bridge drains too: replies to what is in flight cross)
@@ -248,7 +290,7 @@ class AsyncForwarder:
             await asyncio.sleep(0.02)
 
     async def close(self) -> None:
-        for side in (self.front, self.back):
+        for side in (self.back,) if self.released else (self.front, self.back):
             if side.callbacks:
                 side.observe(None)
         self.back.on_peer_lost = None
@@ -266,6 +308,10 @@ class _Drops(SocketHooks):
 
     def dropped(self, drop: Drop, endpoint: str) -> bool:
         return self.fwd.pattern_drop(drop, endpoint, self.direction)
+
+    def unsent(self, reason: str, endpoint: str, count: int) -> bool:
+        return self.fwd.unsent(reason, endpoint, count,
+                               REPLY if self.direction == REQUEST else REQUEST)
 
 
 class _Lost(_Drops):

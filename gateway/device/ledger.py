@@ -20,6 +20,7 @@ from __future__ import annotations
 import sys
 import time
 from bisect import bisect_left
+from collections.abc import Callable
 from time import monotonic
 
 from gateway import kernel
@@ -34,7 +35,7 @@ from gateway.errors import (
 )
 from gateway.logging import get_logger
 from gateway.message import Message
-from gateway.metrics import BUCKETS, METRICS, Registry
+from gateway.metrics import BUCKETS, METRICS, Key, Registry
 
 REQUEST, REPLY = "request", "reply"
 #: The forwarders' clock: one reading per message dates its token and times its hop. Monotonic;
@@ -124,7 +125,10 @@ class Ledger:
                                         direction=REPLY)
         self._h_req.attach(tally.req_counts, tally.req_total)
         self._h_rep.attach(tally.rep_counts, tally.rep_total)
-        metrics.gauge("gateway_in_flight_requests", lambda: float(self.in_flight), bridge=bridge)
+        #: the gauges this bridge reads (forgotten at close, unless a bridge of the same name
+        #: that replaced this one reads them now)
+        self._gauges: list[tuple[Key, Callable[[], float]]] = []
+        self.gauge("gateway_in_flight_requests", lambda: float(self.in_flight))
         # (reason, direction, client) -> [quiet until, lines held back]
         self._quiet: dict[tuple[str, str, str], list[float]] = {}
 
@@ -172,9 +176,10 @@ class Ledger:
 
     # -- drops ---------------------------------------------------------------------------------
     def dropped(self, reason: str, direction: str, detail: str = "", count: int = 1,
-                client: bytes = b"", **context: object) -> None:
+                client: bytes = b"", settles: bool = True, **context: object) -> None:
         """Count ``count`` messages lost for ``reason``. A reply direction drop (a reply that
-        cannot be delivered, or never came: ``token-expired``) ends a request in flight."""
+        cannot be delivered, or never came: ``token-expired``) ends a request in flight, unless
+        ``settles`` is False (a reply already forwarded, lost later from a pipe's queue)."""
         if count <= 0:
             return
         key = self._drop_keys.get(reason)
@@ -182,7 +187,7 @@ class Ledger:
             key = self._drop_keys[reason] = self._metrics.declare(
                 "gateway_dropped_messages_total", bridge=self.bridge, reason=reason)
         self._counters[key] += count
-        if direction == REPLY:
+        if direction == REPLY and settles:
             self.tally.in_flight = max(0, self.tally.in_flight - count)
         who = client.hex()
         if reason in NORMAL:  # the normal, not a loss: counted, no warning
@@ -241,8 +246,14 @@ class Ledger:
     def latency_count(self, direction: str) -> int:
         return (self._h_req if direction == REQUEST else self._h_rep).count
 
+    def gauge(self, name: str, read: Callable[[], float], **labels: str) -> None:
+        """A gauge of this bridge (labelled ``bridge=``), read until :meth:`close`."""
+        self._gauges.append((self._metrics.gauge(name, read, bridge=self.bridge, **labels), read))
+
     def close(self) -> None:
-        self._metrics.forget_gauges(bridge=self.bridge)
+        for key, read in self._gauges:
+            self._metrics.forget_gauge(key, read)
+        self._gauges.clear()
         tally = self.tally
         self._h_req.detach(tally.req_counts, tally.req_total)
         self._h_rep.detach(tally.rep_counts, tally.rep_total)

@@ -227,6 +227,11 @@ class SocketCore(Inbox):
             if not fut.done():
                 fut.set_result(None)
 
+    def pipe_unsent(self, pipe: Pipe, reason: str, count: int) -> bool:
+        """``count`` messages for ``pipe`` were lost (``Writes.dropped``): True when the
+        observer counted them."""
+        return self.hooks.unsent(reason, pipe.endpoint, count)
+
     def _dropped(self, drop: Drop, endpoint: str) -> None:
         if self.hooks.dropped(drop, endpoint):  # a device accounts for its own sockets
             return

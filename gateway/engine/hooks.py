@@ -40,6 +40,13 @@ class SocketHooks:
         ledger); False lets the socket count it (``gateway_socket_dropped_messages_total``)."""
         return False
 
+    def unsent(self, reason: str, endpoint: str, count: int) -> bool:
+        """``count`` messages this socket was given to send were lost before they reached the
+        OS: a fan-out's subscriber at its mark (``hwm``), or what waited in the queue of a pipe
+        that closed. True when the observer counted them (its ledger); False lets the socket
+        count them (``gateway_socket_dropped_messages_total``)."""
+        return False
+
     def pipe_lost(self, routing_id: bytes) -> None:
         """A ready pipe went away (a device counts what it had in flight there, at once)."""
 

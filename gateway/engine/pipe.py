@@ -74,6 +74,10 @@ class PipeOwner(Protocol):
     def pipe_subscription(self, pipe: Pipe, event: Subscription) -> None:
         """A ZMTP SUBSCRIBE/CANCEL command (RFC 37) arrived."""
 
+    def pipe_unsent(self, pipe: Pipe, reason: str, count: int) -> bool:
+        """``count`` messages for the pipe were lost (at its mark, or queued when it closed):
+        True when the owner's observer counted them, False to let the pipe count them."""
+
 
 def _peer_address(transport: asyncio.BaseTransport) -> str:
     name = transport.get_extra_info("peername")
@@ -175,7 +179,7 @@ class PipeBody(Reading, Writes, PipeProtocol, asyncio.BufferedProtocol, _Hot):
         if self._closed:  # the owner closed before the connection was made
             transport.abort()
             return
-        set_transport_limits(transport, self._high)
+        set_transport_limits(transport)
         if not self.connection_arrived(transport):
             transport.abort()  # a listener's limit refused it (counted and logged by the owner)
             return
@@ -274,17 +278,10 @@ class PipeBody(Reading, Writes, PipeProtocol, asyncio.BufferedProtocol, _Hot):
         if not self.ready and not self._closed:  # why its handshake never completed
             failure = failure_at_loss(exc, self._failure, self.codec, self.family,
                                       self.received_before_handshake)
+        self.lose_queue()  # (counted while the owner's observer still listens)
         self.owner.pipe_lost(self.as_pipe, failure)
         if self._lost is not None and not self._lost.done():
             self._lost.set_result(self.ready)  # True: it worked for a while (the dialer resets backoff)
-
-    def pause_writing(self) -> None:
-        self.writable = False
-        self.owner.pipe_writable(self.as_pipe)
-
-    def resume_writing(self) -> None:
-        self.writable = True
-        self.owner.pipe_writable(self.as_pipe)
 
     # -- closing -----------------------------------------------------------------------------
     def abort(self, reason: str, detail: str = "", farewell: bytes = b"") -> None:

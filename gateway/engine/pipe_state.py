@@ -20,9 +20,9 @@ from gateway.engine.read_buffer import ReadBuffer
 from gateway.engine.writes import Batch
 
 #: the fields, in the kernel twin's words (gateway/_kernel_state.pxi)
-FIELDS = ("_batch", "_high", "_loop", "_watch", "_wbuf_size", "close_reason", "codec",
-          "fast_read", "kernel_state", "rbuf", "reading", "routing_id", "rx_chunks", "transport",
-          "wbuf", "writable")
+FIELDS = ("_batch", "_high", "_loop", "_t_held", "_watch", "_wbuf_size", "close_reason",
+          "codec", "fast_read", "kernel_state", "queued_msgs", "rbuf", "reading", "routing_id",
+          "rx_chunks", "transport", "wbuf", "writable")
 
 
 class PipeState:
@@ -33,18 +33,20 @@ class PipeState:
     _batch: Batch  # the thread's write batch
     _high: int  # the write buffer's mark, bytes
     _loop: asyncio.AbstractEventLoop | None
+    _t_held: bool  # the transport holds bytes (pause_writing): writes wait in wbuf
     _watch: bool  # the message deadline is watched (ready, a deadline, a partial codec)
     _wbuf_size: int  # bytes in wbuf
     close_reason: str
     codec: Any
     fast_read: Callable[[Any, bytes], bool] | None  # the kernel's whole-read entry
     kernel_state: Any  # the kernel's own record of this pipe
+    queued_msgs: int  # whole messages in wbuf (a lost connection's peer-gone)
     rbuf: ReadBuffer  # what a loop's transport reads into (get_buffer)
     reading: bool
     routing_id: bytes
     rx_chunks: int  # reads (any traffic is proof of life)
     transport: asyncio.Transport | None
-    wbuf: list[bytes]  # coalesced writes while a batch is open
+    wbuf: list[bytes]  # coalesced writes (a batch), the queue while the transport holds bytes
     writable: bool
 
 

@@ -4,12 +4,20 @@ While received messages are dispatched (a :class:`Batch` is open), writes are bu
 pipe; the buffers are flushed with one ``transport.write`` each once the loop has run every
 read of this iteration (``call_soon``), so requests of many clients that go to one back-end
 pipe share a write. One message in flight still costs one write; a burst of N costs one per
-pipe, not N. The batch is bounded by the same mark as the transport's buffer (``hwm * 1 KiB``,
-or ``hwm`` times the largest message written to the pipe once one is larger than 1 KiB: libzmq's
-hwm counts messages, so a message larger than the byte mark is no reason to drop the next one,
-:meth:`Writes.fit_mark`): past it, the pipe flushes and the transport's flow control takes over.
-A batch of several chunks goes out in one ``writelines`` (uvloop: one ``writev``), not a join
-(the kernel hands large bodies over as views of the read, :mod:`gateway._kernel`).
+pipe, not N. The pipe's mark is ``hwm * 1 KiB``, or ``hwm`` times the largest message written
+to the pipe once one is larger than 1 KiB (libzmq's hwm counts messages, so a message larger
+than the byte mark is no reason to drop the next one, :meth:`Writes.fit_mark`); it bounds the
+batch (past it, the pipe flushes) and the queue. A batch of several chunks goes out in one
+``writelines`` (uvloop: one ``writev``), not a join (the kernel hands large bodies over as
+views of the read, :mod:`gateway._kernel`).
+
+The transport holds nothing of ours for long: its limits are 0/0 (:func:`set_transport_limits`),
+so it calls ``pause_writing`` as soon as a write leaves it bytes the OS did not take and
+``resume_writing`` exactly when it has handed the last one over. In between, whole messages wait
+in the pipe's own queue (``wbuf``, counted in ``queued_msgs``: a connection lost then loses
+those, counted ``peer-gone``); ``resume_writing`` writes the whole queue at once, in the loop
+callback that emptied the transport. The queue and what the transport held at the pause are
+bounded by the mark: past it the pipe is not writable. No timer: nothing waits for one.
 """
 
 from __future__ import annotations
@@ -29,17 +37,16 @@ log = get_logger("gateway.engine")
 
 #: bytes of write buffer per message of high-water mark (libzmq counts messages, asyncio bytes)
 BYTES_PER_HWM = 1024
-#: the largest write-buffer limit given to a transport (uvloop's are C ints: OverflowError past)
-TRANSPORT_LIMIT = 2**31 - 1
 _DROP_LOG_INTERVAL = 1.0  # seconds: at most one drop line per pipe per interval
 
 
-def set_transport_limits(transport: Any, high: int) -> None:
-    """A transport's write-buffer limits for a mark of ``high`` bytes: it pauses at it and
-    resumes at half, within :data:`TRANSPORT_LIMIT` (``hwm`` times a message of a few MiB is
-    past it; the pipe's own mark still counts up to ``high``)."""
-    high = min(high, TRANSPORT_LIMIT)
-    transport.set_write_buffer_limits(high=high, low=high // 2)
+def set_transport_limits(transport: Any) -> None:
+    """A pipe's transport pauses the pipe as soon as it holds a byte and resumes it when it
+    holds none (limits 0/0: asyncio's ``FlowControlMixin`` and uvloop's ``UVBaseTransport``
+    pause above ``high`` and resume at or below ``low``, also at once when the limits are set
+    while they hold bytes). The pipe's own mark bounds its queue (:class:`Writes`); a mark of
+    ``hwm`` times a message of a few MiB, past uvloop's C int, never reaches the transport."""
+    transport.set_write_buffer_limits(high=0, low=0)
 
 
 class Batch:
@@ -120,6 +127,7 @@ class Writes:
     extra attribute lookup). The pipe sets the attributes declared here."""
 
     codec: Any
+    owner: Any  # the pipe's PipeOwner (its socket)
     family: str
     endpoint: str
     name: str
@@ -128,10 +136,18 @@ class Writes:
     _high: int
     hwm: int
     _closed: bool  # the owner closed the pipe
+    writable: bool
 
     def _init_writes(self) -> None:
-        self.wbuf: list[bytes] = []  # coalesced writes while a batch is open
+        #: coalesced writes while a batch is open, and the queue of whole messages while the
+        #: transport holds bytes the OS did not take (see :meth:`flush`)
+        self.wbuf: list[bytes] = []
         self._wbuf_size = 0
+        #: messages in ``wbuf`` (what a lost connection loses of ours: ``peer-gone``)
+        self.queued_msgs = 0
+        #: the transport holds bytes (from its ``pause_writing`` to its ``resume_writing``)
+        self._t_held = False
+        self._held = 0  # bytes it held at the pause (with the queue: the mark's share)
         self._unit = BYTES_PER_HWM  # bytes per message of the mark (fit_mark)
         self._drop_logged = -_DROP_LOG_INTERVAL
         self._drops_suppressed = 0
@@ -144,15 +160,12 @@ class Writes:
         if size <= self._unit:
             return
         self._unit = size
-        self._high = high = self.hwm * size
-        transport = self.transport
-        if transport is not None:
-            set_transport_limits(transport, high)
+        self._high = self.hwm * size
 
     def write(self, msg: Message) -> None:
         hops, body = msg
         one_body(self.family, body)
-        self.write_bytes(self.codec.send_message(hops + body if hops else body))
+        self.write_bytes(self.codec.send_message(hops + body if hops else body), 1)
 
     def write_frames(self, frames: tuple[bytes, ...]) -> None:
         """Write one message given as its wire frames (hops + body; the caller checked that
@@ -166,39 +179,86 @@ class Writes:
                 batch.dirty.append(self)
             self.wbuf.append(data)
             self._wbuf_size += len(data)
+            self.queued_msgs += 1
         else:
-            self.write_bytes(data)
+            self.write_bytes(data, 1)
 
     def write_subscription(self, sub: Subscription) -> None:
         """Send a subscription or cancel to a ZMTP publisher, in the form its version takes."""
         self.write_bytes(self.codec.subscription_frame(sub.subscribe, sub.topic))
 
-    def write_bytes(self, data: bytes) -> None:
-        """Write encoded bytes: coalesced while a batch is open, else at once (after what this
-        pipe still holds from a batch: the order on the wire is the order of the writes)."""
+    def write_bytes(self, data: bytes, msgs: int = 0) -> None:
+        """Write encoded bytes (``msgs``: the whole messages they are, 0 for a command):
+        coalesced while a batch is open, queued while the transport holds bytes, else at once
+        (after what this pipe still holds: the order on the wire is the order of the writes)."""
         if len(data) > self._unit:
             self.fit_mark(len(data))
         batch = self._batch
-        if batch.depth:
-            if not self.wbuf:
+        if not batch.depth and self.wbuf and not self._t_held:
+            self.flush()  # a batch's, before its flush ran (it may leave the transport held)
+        if batch.depth or self._t_held:
+            if not self.wbuf and batch.depth:
                 batch.dirty.append(self)
             self.wbuf.append(data)
             self._wbuf_size += len(data)
+            self.queued_msgs += msgs
             if self._wbuf_size >= self._high:
-                self.flush()  # the batch is bounded too: the transport's mark takes over
-        elif self.transport is not None:
-            if self.wbuf:
-                self.flush()
-            self.transport.write(data)
+                self.flush()  # the batch is bounded too: past the mark the queue is full
+            elif self._t_held and not batch.depth:
+                self._check_full()
+            return
+        transport = self.transport
+        if transport is not None:
+            transport.write(data)
 
     def flush(self) -> None:
-        """Write what this pipe buffered in the open batch, in one write (several chunks: one
-        ``writelines``, no join: :func:`write_chunks`)."""
+        """Write what this pipe buffered, in one write (several chunks: one ``writelines``,
+        no join: :func:`write_chunks`) -- unless the transport holds bytes the OS did not take
+        (``pause_writing``): then it waits here, whole messages counted (``queued_msgs``),
+        until ``resume_writing`` writes it. Past the mark (with what the transport held at
+        the pause) the pipe is not writable. The owner closed the pipe: all of it goes."""
+        transport = self.transport
+        if not self.wbuf or transport is None or transport.is_closing():
+            return  # (a lost connection counts what is left: connection_lost)
+        if self._t_held and not self._closed:
+            self._check_full()
+            return
         chunks, self.wbuf = self.wbuf, []
         size, self._wbuf_size = self._wbuf_size, 0
+        self.queued_msgs = 0
+        write_chunks(transport, chunks, size)
+
+    def _check_full(self) -> None:
+        """Writable unless the queue and what the transport held at the pause pass the mark
+        (as a transport's own high mark: above it; the owner is told when that changes)."""
+        writable = not (self._t_held and self._wbuf_size + self._held > self._high)
+        if writable != self.writable:
+            self.writable = writable
+            self.owner.pipe_writable(self)
+
+    def pause_writing(self) -> None:
+        """The transport holds bytes (its limits are 0/0): what comes next waits in ``wbuf``."""
+        self._t_held = True
         transport = self.transport
-        if chunks and transport is not None and not transport.is_closing():
-            write_chunks(transport, chunks, size)
+        self._held = transport.get_write_buffer_size() if transport is not None else 0
+        self._check_full()
+
+    def resume_writing(self) -> None:
+        """The transport handed its last byte over: the whole queue goes now, in this loop
+        callback (the socket does not idle)."""
+        self._t_held = False
+        self._held = 0
+        if self.wbuf:
+            self.flush()  # (may pause again: the queue's own bytes are held now)
+        self._check_full()
+
+    def lose_queue(self) -> None:
+        """The connection is gone: what waited for it in the queue is counted (``peer-gone``;
+        not when the owner closed the pipe: its linger)."""
+        lost, self.queued_msgs = self.queued_msgs, 0
+        self.wbuf, self._wbuf_size = [], 0
+        if lost and not self._closed:
+            self.dropped("peer-gone", lost)
 
     def hang_up(self, farewell: bytes, grace: float) -> None:
         """Close the connection now; ``farewell`` (an ERROR command) goes first, with
@@ -221,7 +281,7 @@ class Writes:
     def close(self, linger: float) -> None:
         """The owner is closing: pending writes get ``linger`` seconds (0: drop them)."""
         self._closed = True
-        self.flush()
+        self.flush()  # (all of it: the owner closed, the linger says how long it may take)
         transport = self.transport
         if transport is None:
             return  # connection_made will abort
@@ -239,18 +299,22 @@ class Writes:
         transport = self.transport
         return self._wbuf_size + (transport.get_write_buffer_size() if transport is not None else 0)
 
-    def dropped(self, reason: str) -> None:
-        """A message for this pipe was dropped: count it; log at most one line a second."""
-        METRICS.inc("gateway_socket_dropped_messages_total", reason=reason)
+    def dropped(self, reason: str, count: int = 1) -> None:
+        """``count`` messages for this pipe were dropped: the owner's observer counts them (a
+        bridge's ledger), else the socket's counter; log at most one line a second."""
+        unsent = getattr(self.owner, "pipe_unsent", None)  # (an owner of a test may have none)
+        if unsent is not None and unsent(self, reason, count):
+            return
+        METRICS.inc("gateway_socket_dropped_messages_total", count, reason=reason)
         now = time.monotonic()
         if now - self._drop_logged < _DROP_LOG_INTERVAL:
-            self._drops_suppressed += 1
+            self._drops_suppressed += count
             return
         log.warning("drop", reason=reason, endpoint=self.endpoint, socket=self.name,
-                    suppressed=self._drops_suppressed)
+                    suppressed=self._drops_suppressed, **({"count": count} if count > 1 else {}))
         self._drop_logged = now
         self._drops_suppressed = 0
 
 
-__all__ = ["BYTES_PER_HWM", "JOIN_BELOW", "TRANSPORT_LIMIT", "Batch", "Writes", "check_body",
-           "flush", "set_transport_limits", "thread_batch", "write_chunks"]
+__all__ = ["BYTES_PER_HWM", "JOIN_BELOW", "Batch", "Writes", "check_body", "flush",
+           "set_transport_limits", "thread_batch", "write_chunks"]

@@ -13,8 +13,11 @@ from typing import Any
 
 class RecordingTransport:
     """A transport that records what the pipe writes (asyncio's, reduced), with asyncio's flow
-    control: past its high mark the protocol is paused until :meth:`drain`. Closing only marks
-    it closed (a subclass may tell the protocol, as asyncio does on the next turn).
+    control: the peer's socket takes ``capacity`` bytes between two reads (None: as many as
+    the pipe's mark, ``_high``); past it the transport holds every byte written since the
+    peer's last read (:meth:`drain`), and pauses the protocol while it holds more than its
+    ``high`` limit (the engine's pipes set 0: any byte), resumes it when it holds none. Closing
+    only marks it closed (a subclass may tell the protocol, as asyncio does on the next turn).
 
     A ``memoryview`` written (the kernel's large bodies, views of the pipe's read buffer) is
     also held, as a loop's transport holds a write it has not sent yet, until :meth:`drain`;
@@ -26,9 +29,11 @@ class RecordingTransport:
         self.closed = False
         self.paused = False
         self.protocol: Any = None
-        self.high = 1 << 30
-        self.buffered = 0
-        self.full = False
+        self.capacity: int | None = None
+        self.high, self.low = 64 * 1024, 16 * 1024  # (asyncio's defaults)
+        self.buffered = 0  # written since the peer's last read
+        self.full = False  # past the capacity: everything since the last read is held
+        self.writing_paused = False  # the protocol was told pause_writing
         self.held: list[tuple[memoryview, bytes]] = []  # views written, as written
 
     def write(self, data: bytes) -> None:
@@ -36,17 +41,32 @@ class RecordingTransport:
             self.held.append((data, bytes(data)))
         self.data += data
         self.buffered += len(data)
-        if self.buffered > self.high and not self.full:
+        capacity = (self.capacity if self.capacity is not None
+                    else getattr(self.protocol, "_high", 1 << 30))
+        if self.buffered > capacity:
             self.full = True
+        self._maybe_pause()
+
+    def _maybe_pause(self) -> None:
+        if not self.writing_paused and self.get_write_buffer_size() > self.high:
+            self.writing_paused = True
             self.protocol.pause_writing()
 
+    def hold(self, size: int) -> None:
+        """The peer stopped reading with ``size`` bytes the transport holds (as after writes
+        the OS did not take), until :meth:`drain`."""
+        self.buffered += size
+        self.full = True
+        self._maybe_pause()
+
     def drain(self) -> None:
-        """The peer read everything: the protocol may write again."""
+        """The peer read everything: the transport holds nothing, the protocol may write."""
         self.check_held()
         self.held.clear()
         self.buffered = 0
-        if self.full and not self.closed:
-            self.full = False
+        self.full = False
+        if self.writing_paused and not self.closed:
+            self.writing_paused = False
             self.protocol.resume_writing()
 
     def overwritten(self) -> int:
@@ -71,10 +91,16 @@ class RecordingTransport:
         self.close()
 
     def get_write_buffer_size(self) -> int:
-        return self.buffered
+        """What the transport still holds: nothing until it is past its capacity (a loop's
+        transport hands a write to the OS at once while the peer reads), all since then."""
+        return self.buffered if self.full else 0
 
     def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
-        self.high = high if high is not None else self.high
+        """asyncio's: ``low`` defaults to a quarter; the protocol pauses at once when the
+        transport holds more than ``high``."""
+        self.high = 64 * 1024 if high is None else high
+        self.low = self.high // 4 if low is None else low
+        self._maybe_pause()
 
     def get_extra_info(self, name: str, default: Any = None) -> Any:
         return ("127.0.0.1", 5000) if name == "peername" else default

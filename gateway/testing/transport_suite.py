@@ -22,7 +22,7 @@ from typing import Any
 
 from gateway.transport import Listener, PipeProtocol, Transport
 
-__all__ = ["CHECKS", "Recorder", "run_all"]
+__all__ = ["CHECKS", "Recorder", "run_all", "verify_zero_write_limits"]
 
 TIMEOUT = 5.0
 NewAddress = Callable[[], str]
@@ -39,6 +39,8 @@ class Recorder(PipeProtocol, asyncio.Protocol):
         self.data = bytearray()
         self.write_paused = False
         self.pauses = self.resumes = 0
+        #: what the transport held when it paused and when it resumed us, last time
+        self.held_at_pause = self.held_at_resume = -1
         self._waiters: list[tuple[int, asyncio.Future[None]]] = []
 
     def connection_made(self, transport: Any) -> None:
@@ -62,10 +64,12 @@ class Recorder(PipeProtocol, asyncio.Protocol):
     def pause_writing(self) -> None:
         self.write_paused = True
         self.pauses += 1
+        self.held_at_pause = self.transport.get_write_buffer_size()
 
     def resume_writing(self) -> None:
         self.write_paused = False
         self.resumes += 1
+        self.held_at_resume = self.transport.get_write_buffer_size()
 
     def connection_lost(self, exc: Exception | None) -> None:
         if not self.lost.done():
@@ -207,26 +211,57 @@ async def verify_pause_and_resume_reading(transport: Transport, new_address: New
         client.transport.close()
 
 
+async def _written_until_paused(client: Recorder, server: Recorder, high: int, low: int) -> int:
+    """The writer's limits ``high``/``low``, the reader stopped: 256 KiB writes until the
+    writer is paused (the kernel's buffers fill first), never holding more than ``high``
+    unannounced; the bytes written."""
+    client.transport.set_write_buffer_limits(high=high, low=low)
+    assert not client.write_paused  # it holds nothing yet
+    server.transport.pause_reading()
+    chunk = b"w" * (256 * 1024)
+    written = 0
+    while not client.write_paused and written < 256 * len(chunk):
+        client.transport.write(chunk)
+        written += len(chunk)
+        assert client.write_paused or client.transport.get_write_buffer_size() <= high
+        await asyncio.sleep(0)
+    assert client.write_paused and client.pauses == 1 and client.held_at_pause > high
+    return written
+
+
+async def _read_until_resumed(client: Recorder, server: Recorder, written: int) -> None:
+    """The reader reads again: every byte arrives, and the writer is resumed once (bounded:
+    the transport's write callback) with nothing held."""
+    server.transport.resume_reading()
+    assert await server.wait_bytes(written) == b"w" * written
+    for _ in range(int(TIMEOUT / 0.005)):
+        if client.resumes:
+            break
+        await asyncio.sleep(0.005)
+    assert not client.write_paused and client.resumes == 1
+    assert client.transport.get_write_buffer_size() == 0
+    client.transport.close()
+
+
 async def verify_write_flow_control(transport: Transport, new_address: NewAddress) -> None:
     """A reader that stops reading makes the writer's protocol pause (bounded buffers), and
     resume once the reader drains: the engine's send back-pressure rests on this."""
     async with _connected(transport, new_address) as (client, server):
-        client.transport.set_write_buffer_limits(high=64 * 1024, low=16 * 1024)
-        server.transport.pause_reading()
-        chunk = b"w" * (256 * 1024)
-        written = 0
-        while not client.write_paused and written < 256 * len(chunk):  # kernel buffers first
-            client.transport.write(chunk)
-            written += len(chunk)
-            await asyncio.sleep(0)
-        assert client.write_paused and client.pauses == 1
+        written = await _written_until_paused(client, server, 64 * 1024, 16 * 1024)
         assert client.transport.get_write_buffer_size() > 64 * 1024
-        server.transport.resume_reading()
-        assert await server.wait_bytes(written) == b"w" * written
-        await asyncio.sleep(0.01)
-        assert not client.write_paused and client.resumes == 1
-        assert client.transport.get_write_buffer_size() == 0
-        client.transport.close()
+        await _read_until_resumed(client, server, written)
+        assert client.held_at_resume <= 16 * 1024
+
+
+async def verify_zero_write_limits(transport: Transport, new_address: NewAddress) -> None:
+    """Limits 0/0, as the engine's pipes set them: the protocol is paused in the very write
+    that leaves the transport holding a byte, and resumed exactly when it holds none (a pipe
+    queues its messages meanwhile and writes them all on ``resume_writing``: a transport that
+    does not tell makes the pipe write straight through, its losses uncounted)."""
+    async with _connected(transport, new_address) as (client, server):
+        written = await _written_until_paused(client, server, 0, 0)
+        await _read_until_resumed(client, server, written)
+        assert client.held_at_resume == 0
 
 
 async def verify_listener_close_stops_accepting(transport: Transport, new_address: NewAddress) -> None:
@@ -266,6 +301,7 @@ CHECKS: tuple[Callable[[Transport, NewAddress], Awaitable[None]], ...] = (
     verify_many_connections,
     verify_pause_and_resume_reading,
     verify_write_flow_control,
+    verify_zero_write_limits,
     verify_listener_close_stops_accepting,
     verify_address_in_use,
     verify_dial_to_nothing_raises_oserror,

@@ -95,8 +95,12 @@ class InprocPipeTransport(asyncio.Transport):
         return self._unread
 
     def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
+        """As asyncio's: the protocol pauses at once when we hold more than ``high``."""
         self._high = 64 * 1024 if high is None else high
         self._low = self._high // 4 if low is None else low
+        if not self._writing_paused and self._unread > self._high:
+            self._writing_paused = True
+            self._protocol.pause_writing()
 
     def get_extra_info(self, name: str, default: Any = None) -> Any:
         return self._extra.get(name, default)

@@ -45,6 +45,9 @@ class TlsShim(Layer):
         self._done = False  # handshake complete: the pipe has the connection
         self._ended = False  # the pipe was told the connection is gone
         self._timer: asyncio.TimerHandle | None = None
+        #: the TCP transport paused us (it holds bytes): told to the pipe once it has the
+        #: connection (a pause during the handshake too: the transport pauses only once)
+        self._paused = False
 
     # -- the TCP side --------------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -80,10 +83,12 @@ class TlsShim(Layer):
             self.pipe.connection_lost(exc)
 
     def pause_writing(self) -> None:
+        self._paused = True
         if self._done:
             self.pipe.pause_writing()
 
     def resume_writing(self) -> None:
+        self._paused = False
         if self._done:
             self.pipe.resume_writing()
 
@@ -103,6 +108,8 @@ class TlsShim(Layer):
         if self._timer is not None:
             self._timer.cancel()
         self.pipe.connection_made(self)
+        if self._paused:  # the handshake's last bytes are still held
+            self.pipe.pause_writing()
         self._read()  # application data that came with the last handshake record
 
     def _read(self) -> None:
