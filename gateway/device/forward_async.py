@@ -28,10 +28,6 @@ from gateway.envelope import Translation
 from gateway.errors import Drop, GatewayError
 from gateway.metrics import BUCKETS
 
-#: the detail of a drop line for messages a side lost after the step (see ``unsent``)
-UNSENT = {"hwm": "the peer's pipe was at its high-water mark",
-          "peer-gone": "queued for a connection that closed"}
-
 
 async def _forever() -> None:
     """A direction the pattern does not use: wait until cancelled."""
@@ -133,8 +129,7 @@ class AsyncForwarder:
         also counted by the loss tracker as ``backend-lost``, so not twice here."""
         if direction == REQUEST and self.translator.pairs_replies:
             return True
-        self.ledger.dropped(reason, direction, UNSENT.get(reason, ""), count, settles=False,
-                            peer=endpoint)
+        self.ledger.dropped(reason, direction, "", count, settles=False, peer=endpoint)
         return True
 
     # -- the loops ---------------------------------------------------------------------------
