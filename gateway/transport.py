@@ -16,6 +16,9 @@ What a transport takes beyond that it declares when it registers, as data
   :func:`default_backlog`); an explicit backlog on a transport that did not declare it is refused;
 * ``keepalive``: both calls take ``keepalive=`` (a :class:`KeepAlive`, or ``None``) and apply it
   to every connection;
+* ``buffers``: both calls take ``buffers=`` (a :class:`SocketBuffers`, or ``None``: the OS's own)
+  and apply it to every connection (:func:`tuned`); explicit buffers on a transport that did not
+  declare it are refused;
 * ``tls``: it runs inside TLS; both calls take ``tls=`` (a :class:`gateway.tls.TlsSettings`: the
   transport asks it for the ``ssl`` context of its side) and the engine refuses TLS settings on
   any other transport;
@@ -35,6 +38,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import ipaddress
 import socket
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -122,6 +126,90 @@ def set_keepalive(sock: Any, keepalive: KeepAlive) -> None:
         raw.detach()
 
 
+@dataclass(frozen=True, slots=True)
+class SocketBuffers:
+    """The kernel's buffers of every connection of an endpoint (libzmq's SNDBUF and RCVBUF):
+    bytes as ``SO_SNDBUF``/``SO_RCVBUF`` take them (Linux doubles them for its bookkeeping);
+    0: the OS's own, autotuned. ``sndbuf`` None: ``local_sndbuf`` toward a TCP peer on this
+    host (:func:`on_this_host`), the OS's own toward any other."""
+
+    sndbuf: int | None = None
+    rcvbuf: int = 0
+    local_sndbuf: int = 0
+
+    @property
+    def explicit(self) -> bool:
+        """True if a size was given (not the OS's own, nor the default for local peers)."""
+        return bool(self.sndbuf or self.rcvbuf)
+
+
+def on_this_host(sock: socket.socket) -> bool:
+    """True if the TCP peer of ``sock`` is on this host: a loopback address, or the address
+    the connection has on this end (a host reaching itself by one of its own addresses)."""
+    try:
+        local, peer = sock.getsockname()[0], sock.getpeername()[0]
+    except (OSError, IndexError, TypeError):  # (a unix socket's names are paths)
+        return False
+    if not isinstance(peer, str):
+        return False
+    try:
+        address = ipaddress.ip_address(peer.split("%", 1)[0])
+    except ValueError:
+        return False
+    mapped = getattr(address, "ipv4_mapped", None)
+    return bool((mapped or address).is_loopback) or peer == local
+
+
+def set_buffers(sock: Any, buffers: SocketBuffers) -> None:
+    """``SO_SNDBUF``/``SO_RCVBUF`` on a connection's socket as ``buffers`` say (a stand-in as
+    :func:`set_keepalive` takes); nothing where they say the OS's own. A closed one:
+    ``OSError``."""
+    fd = sock.fileno()
+    if fd < 0:
+        raise OSError(errno.EBADF, "the connection's socket is closed")
+    raw = socket.socket(sock.family, socket.SOCK_STREAM, 0, fileno=fd)
+    try:
+        sndbuf = buffers.sndbuf
+        if sndbuf is None and raw.family != socket.AF_UNIX and on_this_host(raw):
+            sndbuf = buffers.local_sndbuf
+        if sndbuf:
+            raw.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, sndbuf)
+        if buffers.rcvbuf:
+            raw.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, buffers.rcvbuf)
+    finally:
+        raw.detach()
+
+
+def tuned(protocol_factory: ProtocolFactory, keepalive: KeepAlive | None,
+          buffers: SocketBuffers | None) -> ProtocolFactory:
+    """``protocol_factory``, its protocols' transports given ``keepalive`` and ``buffers``
+    before the protocol sees the connection (on every connection, dialled or accepted: no
+    platform's inheritance rules from a listening socket are relied on)."""
+    if keepalive is None and buffers is None:
+        return protocol_factory
+
+    def make() -> PipeProtocol:
+        protocol = protocol_factory()
+        made = protocol.connection_made
+
+        def connection_made(transport: asyncio.BaseTransport) -> None:
+            sock = transport.get_extra_info("socket")
+            if sock is not None:
+                try:
+                    if keepalive is not None:
+                        set_keepalive(sock, keepalive)
+                    if buffers is not None:
+                        set_buffers(sock, buffers)
+                except OSError:  # the connection is already gone: the protocol will see it
+                    pass
+            made(transport)
+
+        protocol.connection_made = connection_made  # type: ignore[method-assign]
+        return protocol
+
+    return make
+
+
 _SHARED_PORTS = [False]
 
 
@@ -159,6 +247,7 @@ class TransportSpec:
     plugin: str = ""
     backlog: bool = False
     keepalive: bool = False
+    buffers: bool = False
     tls: bool = False
     sp_only: bool = False
     framing: str = "stream"
@@ -166,8 +255,9 @@ class TransportSpec:
 
     def listen(self, address: str, protocol_factory: ProtocolFactory, *,
                backlog: int | None = None, keepalive: KeepAlive | None = None,
-               tls: Any = None) -> Listener:
-        """Bind now; ``backlog`` only if declared (else an explicit one is a ConfigError)."""
+               buffers: SocketBuffers | None = None, tls: Any = None) -> Listener:
+        """Bind now; ``backlog`` and explicit ``buffers`` only if declared (else a
+        ConfigError)."""
         extra: dict[str, Any] = {}
         if backlog is not None:
             if not self.backlog:
@@ -175,18 +265,27 @@ class TransportSpec:
             extra["backlog"] = backlog
         if self.keepalive:
             extra["keepalive"] = keepalive
+        self._buffers(extra, buffers)
         if self.tls:
             extra["tls"] = tls
         return self.transport.listen(address, protocol_factory, **extra)  # type: ignore[no-any-return]
 
     async def dial(self, address: str, protocol_factory: ProtocolFactory, *,
-                   keepalive: KeepAlive | None = None, tls: Any = None) -> None:
+                   keepalive: KeepAlive | None = None, buffers: SocketBuffers | None = None,
+                   tls: Any = None) -> None:
         extra: dict[str, Any] = {}
         if self.keepalive:
             extra["keepalive"] = keepalive
+        self._buffers(extra, buffers)
         if self.tls:
             extra["tls"] = tls
         await self.transport.dial(address, protocol_factory, **extra)
+
+    def _buffers(self, extra: dict[str, Any], buffers: SocketBuffers | None) -> None:
+        if self.buffers:
+            extra["buffers"] = buffers
+        elif buffers is not None and buffers.explicit:
+            raise ConfigError(f"transport {self.scheme!r} takes no sndbuf or rcvbuf")
 
 
 class ServerListener:

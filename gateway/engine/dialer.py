@@ -61,7 +61,8 @@ class Dialer:
             pause = delay * (0.5 + random.random())
             try:
                 await transport.dial(self.address, partial(self.new_pipe, lost),
-                                     keepalive=options.keepalive, tls=options.tls)
+                                     keepalive=options.keepalive, buffers=options.buffers,
+                                     tls=options.tls)
             except OSError as exc:
                 lost.cancel()
                 reason = dial_reason(exc)

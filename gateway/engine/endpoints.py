@@ -58,7 +58,8 @@ class Endpoints:
                                  tls=self.options.tls is not None,
                                  sp_only_kind=self.kind in SP_ONLY_KINDS,
                                  curve=getattr(self.options.security, "mechanism", "") == "CURVE",
-                                 origin=self.options.origin is not None)
+                                 origin=self.options.origin is not None,
+                                 buffers=self.options.buffers.explicit)
         if errors:
             raise ConfigError("\n".join(f"{ep.url}: {e}" for e in errors))
         if ep.family == ANY:
@@ -75,7 +76,8 @@ class Endpoints:
             listener = transport.listen(
                 ep.address, lambda: self.new_pipe(wire, transport, shown[0], ep.address,
                                                   accepted=True),
-                backlog=opts.backlog, keepalive=opts.keepalive, tls=opts.tls)
+                backlog=opts.backlog, keepalive=opts.keepalive, buffers=opts.buffers,
+                tls=opts.tls)
         except OSError as exc:
             raise TransportError(f"cannot bind {url}: {exc.strerror or exc}") from exc
         self._listeners.append(listener)

@@ -13,8 +13,9 @@ from typing import Any
 
 from gateway.errors import ConfigError
 from gateway.patterns.pubsub import MAX_SUBSCRIPTION_BYTES, MAX_SUBSCRIPTIONS
-from gateway.settings.schema import SideOptions
-from gateway.transport import KeepAlive
+from gateway.settings.convert import BUFFER_MAX
+from gateway.settings.schema import LOCAL_SNDBUF, SideOptions
+from gateway.transport import KeepAlive, SocketBuffers
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +51,13 @@ class SocketOptions(SideOptions):
             errors.append("heartbeat_ttl must be at most 6553.5 s (tenths of a second, u16)")
         if self.max_subscriptions < 1:
             errors.append("max_subscriptions must be at least 1")
+        for name in ("sndbuf", "rcvbuf"):
+            value = getattr(self, name)
+            if value is None and name == "sndbuf":
+                continue
+            if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= BUFFER_MAX:
+                errors.append(f"{name} must be a whole number of bytes within 0..{BUFFER_MAX} "
+                              f"(0: the OS's own), not {value!r}")
         if not 1 <= self.hop_limit <= 15:
             errors.append(f"hop_limit must be within 1..15, not {self.hop_limit}")
         if errors:
@@ -61,6 +69,11 @@ class SocketOptions(SideOptions):
         if not self.tcp_keepalive:
             return None
         return KeepAlive(self.tcp_keepalive_idle, self.tcp_keepalive_intvl, self.tcp_keepalive_cnt)
+
+    @property
+    def buffers(self) -> SocketBuffers:
+        """The kernel buffers of every connection (``sndbuf``, ``rcvbuf``)."""
+        return SocketBuffers(self.sndbuf, self.rcvbuf, LOCAL_SNDBUF)
 
 
 def socket_options(base: SocketOptions | None, settings: dict[str, Any]) -> SocketOptions:

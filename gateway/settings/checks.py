@@ -101,13 +101,17 @@ def mechanism_rules(settings: Mapping[str, Any]) -> list[str]:
 
 def transport_rules(family: str, scheme: str, transport: Any, *, secured: bool = False,
                     tls: bool | list[str] = False, sp_only_kind: bool = False,
-                    curve: bool = False, origin: bool = False) -> list[str]:
-    """What the transport (its declared ``tls``, ``sp_only`` and ``framing``) allows: the
-    rules the native engine applies to every endpoint it binds or dials. ``secured``: the
-    endpoint has ZeroMQ security; ``tls``: it has TLS settings (their names, when known, lead
-    the line); ``sp_only_kind``: the socket kind exists on SP only (pair1); ``curve``: the
-    security is CURVE; ``origin``: a WebSocket ``origin`` allow-list is set."""
+                    curve: bool = False, origin: bool = False,
+                    buffers: bool = False) -> list[str]:
+    """What the transport (its declared ``tls``, ``sp_only``, ``buffers`` and ``framing``)
+    allows: the rules the native engine applies to every endpoint it binds or dials.
+    ``secured``: the endpoint has ZeroMQ security; ``tls``: it has TLS settings (their names,
+    when known, lead the line); ``sp_only_kind``: the socket kind exists on SP only (pair1);
+    ``curve``: the security is CURVE; ``origin``: a WebSocket ``origin`` allow-list is set;
+    ``buffers``: ``sndbuf`` or ``rcvbuf`` is given a size."""
     errors: list[str] = []
+    if buffers and not getattr(transport, "buffers", False):
+        errors.append(f"sndbuf, rcvbuf: {scheme} connections have no kernel buffers to size")
     named = f"{', '.join(tls)}: " if isinstance(tls, list) and tls else ""
     runs_tls = bool(getattr(transport, "tls", False))
     sp_only = bool(getattr(transport, "sp_only", False))
@@ -188,8 +192,10 @@ def endpoint_rules(settings: Mapping[str, Any], family: str, transport: Any, bou
     if family == "zmtp":
         errors += mechanism_rules(settings)
     curve = any(str(f).startswith("curve_") for f in _given(settings, SECURITY_FIELDS))
+    buffers = bool(settings.get("sndbuf") or settings.get("rcvbuf"))
     errors += [e for e in transport_rules(family, scheme, transport, tls=tls, curve=curve,
-                                          origin=settings.get("origin") is not None)
+                                          origin=settings.get("origin") is not None,
+                                          buffers=buffers)
                if e not in errors]
     if family != "any":
         errors += tls_rules(settings, transport, bound)

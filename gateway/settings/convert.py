@@ -110,6 +110,25 @@ def size(value: object) -> int:
     return out
 
 
+#: the largest kernel buffer a setting takes: ``SO_SNDBUF``/``SO_RCVBUF`` are C ints, doubled
+#: by Linux (which caps them at ``net.core.wmem_max``/``rmem_max`` anyway)
+BUFFER_MAX = 1 << 30
+
+
+def buffer_size(value: object) -> int:
+    """A kernel buffer in bytes (``256k``, ``4MiB``), up to :data:`BUFFER_MAX`; ``0`` (or
+    libzmq's ``-1``): the OS's own, autotuned."""
+    if value in (0, -1, "0", "-1"):
+        return 0
+    try:
+        out = size(value)
+    except ValueError:
+        raise ValueError("bytes: 0 or -1 (the OS's own), or a size such as 256k, 4MiB") from None
+    if out > BUFFER_MAX:
+        raise ValueError(f"bytes: at most 1GiB ({BUFFER_MAX})")
+    return out
+
+
 def flag(value: object) -> bool:
     """``1``/``0``, ``true``/``false``, ``yes``/``no``, ``on``/``off``."""
     if isinstance(value, bool):
@@ -262,6 +281,6 @@ def refused(hint: str) -> Converter:
     return refuse
 
 
-__all__ = ["PATTERNS", "VERIFY", "Converter", "cidrs", "count", "duration", "flag", "host_name",
+__all__ = ["BUFFER_MAX", "PATTERNS", "VERIFY", "Converter", "buffer_size", "cidrs", "count", "duration", "flag", "host_name",
            "one_of", "path", "pattern", "refused", "seconds", "size", "text", "topics", "ttl",
            "verify_mode", "whole", "z85_key"]

@@ -25,6 +25,12 @@ from urllib.parse import unquote
 from gateway.errors import ConfigError
 from gateway.settings import convert as c
 
+#: the kernel send buffer (SO_SNDBUF, which Linux doubles) of a TCP connection to a peer on
+#: this host while ``sndbuf`` is unset: the OS's autotuning grows one to MiB there, and bytes
+#: that wait that long leave the CPU's caches before the peer copies them (docs/design.md,
+#: "Kernel buffers"); across a network the OS's own is kept, as its RTT needs it
+LOCAL_SNDBUF = 256 * 1024
+
 _ZMTP = frozenset({"zmtp"})
 _SP = frozenset({"sp"})
 
@@ -122,6 +128,13 @@ class SideOptions:
                                          "(TCP_KEEPINTVL)", unit="seconds (s)")
     tcp_keepalive_cnt: int = setting(6, c.count, "unanswered probes before the connection is "
                                      "dropped (TCP_KEEPCNT)", unit="probes")
+    sndbuf: int | None = setting(None, c.buffer_size, "kernel send buffer of each connection "
+                                 "(libzmq SNDBUF: SO_SNDBUF, which Linux doubles; 0: the OS's "
+                                 "own, autotuned; unset: 256k toward a TCP peer on this host, "
+                                 "the OS's own toward others)", unit="bytes")
+    rcvbuf: int = setting(0, c.buffer_size, "kernel receive buffer of each connection "
+                          "(libzmq RCVBUF: SO_RCVBUF, which Linux doubles; 0: the OS's own, "
+                          "autotuned)", unit="bytes")
     pattern: str = setting("", c.pattern, "the bridge's pattern: reqrep (the default), "
                            "pubsub, pipeline, pair, or pair1 (SP pair1); set on either side, "
                            "the other side follows", bridge=True)

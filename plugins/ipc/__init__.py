@@ -10,7 +10,13 @@ import socket
 import stat
 
 from gateway.hookspecs import hookimpl
-from gateway.transport import ProtocolFactory, ServerListener, default_backlog
+from gateway.transport import (
+    ProtocolFactory,
+    ServerListener,
+    SocketBuffers,
+    default_backlog,
+    tuned,
+)
 
 
 def _stale(path: str) -> bool:
@@ -41,7 +47,8 @@ class IpcTransport:
     scheme = "ipc"
 
     def listen(self, address: str, protocol_factory: ProtocolFactory, *,
-               backlog: int | None = None) -> IpcListener:
+               backlog: int | None = None,
+               buffers: SocketBuffers | None = None) -> IpcListener:
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             try:
@@ -56,13 +63,16 @@ class IpcTransport:
         except OSError:
             sock.close()
             raise
-        return IpcListener(sock, address, protocol_factory, unix=True, backlog=backlog)
+        return IpcListener(sock, address, tuned(protocol_factory, None, buffers), unix=True,
+                           backlog=backlog)
 
-    async def dial(self, address: str, protocol_factory: ProtocolFactory) -> None:
-        await asyncio.get_running_loop().create_unix_connection(protocol_factory, address)
+    async def dial(self, address: str, protocol_factory: ProtocolFactory, *,
+                   buffers: SocketBuffers | None = None) -> None:
+        await asyncio.get_running_loop().create_unix_connection(
+            tuned(protocol_factory, None, buffers), address)
 
 
 @hookimpl
 def gateway_register_transports(register) -> None:  # type: ignore[no-untyped-def]
     # nng/nanomsg frame SP on ipc with a message-type byte before each message
-    register("ipc", IpcTransport(), backlog=True, sp_message_prefix=b"\x01")
+    register("ipc", IpcTransport(), backlog=True, buffers=True, sp_message_prefix=b"\x01")

@@ -24,7 +24,7 @@ HONOURED = frozenset({"hwm", "max_message_size", "reconnect_ivl", "reconnect_ivl
                       "handshake_timeout", "linger", "backlog", "heartbeat_ivl",
                       "heartbeat_ttl", "heartbeat_timeout", "router_handover", "tcp_keepalive",
                       "tcp_keepalive_idle", "tcp_keepalive_intvl", "tcp_keepalive_cnt",
-                      "immediate", *SECURITY_FIELDS})
+                      "immediate", "sndbuf", "rcvbuf", *SECURITY_FIELDS})
 
 
 def libzmq_options(kind: str, options: SideOptions) -> dict[int, int | bytes]:
@@ -51,6 +51,10 @@ def libzmq_options(kind: str, options: SideOptions) -> dict[int, int | bytes]:
         opts[zmq.ROUTER_HANDOVER] = 1  # asked for: a reconnecting client with a known id takes over
     if options.backlog:
         opts[zmq.BACKLOG] = options.backlog
+    if options.sndbuf:  # (unset: libzmq's own, the OS's: libzmq sizes all connections alike)
+        opts[zmq.SNDBUF] = options.sndbuf
+    if options.rcvbuf:
+        opts[zmq.RCVBUF] = options.rcvbuf
     if options.immediate:
         opts[zmq.IMMEDIATE] = 1  # libzmq: no queue on a connection that is not complete
     if kind == "REP" and options.router_mandatory:

@@ -18,7 +18,7 @@ from gateway_plugins.tcp import TcpTransport
 from gateway.errors import LayerError
 from gateway.hookspecs import hookimpl
 from gateway.tls import TlsSettings
-from gateway.transport import KeepAlive, Layer, ProtocolFactory, ServerListener
+from gateway.transport import KeepAlive, Layer, ProtocolFactory, ServerListener, SocketBuffers
 from gateway.url import split_host_port
 
 #: seconds a TLS handshake may take when the pipe does not say (its handshake_timeout)
@@ -200,22 +200,24 @@ class TlsTcpTransport:
 
     def listen(self, address: str, protocol_factory: ProtocolFactory, *,
                backlog: int | None = None, tls: TlsSettings,
-               keepalive: KeepAlive | None = None) -> ServerListener:
+               keepalive: KeepAlive | None = None,
+               buffers: SocketBuffers | None = None) -> ServerListener:
         context = tls.context(server_side=True)
         return TcpTransport().listen(
             address, lambda: TlsShim(protocol_factory(), context, True, None), backlog=backlog,
-            keepalive=keepalive)
+            keepalive=keepalive, buffers=buffers)
 
     async def dial(self, address: str, protocol_factory: ProtocolFactory, *,
-                   tls: TlsSettings, keepalive: KeepAlive | None = None) -> None:
+                   tls: TlsSettings, keepalive: KeepAlive | None = None,
+                   buffers: SocketBuffers | None = None) -> None:
         context = tls.context(server_side=False)
         name = server_name(tls, address, context)
         await TcpTransport().dial(address,
                                   lambda: TlsShim(protocol_factory(), context, False, name),
-                                  keepalive=keepalive)
+                                  keepalive=keepalive, buffers=buffers)
 
 
 @hookimpl
 def gateway_register_transports(register) -> None:  # type: ignore[no-untyped-def]
     register("tls+tcp", TlsTcpTransport(), tls=True, sp_only=True, backlog=True,
-             keepalive=True)
+             keepalive=True, buffers=True)

@@ -18,7 +18,7 @@ from gateway_plugins.tls import TlsShim, server_name
 
 from gateway.hookspecs import hookimpl
 from gateway.tls import TlsSettings
-from gateway.transport import KeepAlive, ProtocolFactory, ServerListener
+from gateway.transport import KeepAlive, ProtocolFactory, ServerListener, SocketBuffers
 
 from .codec import SUFFIX, WsSpCodec
 from .link import split_address
@@ -36,7 +36,8 @@ class WsTransport:
 
     def listen(self, address: str, protocol_factory: ProtocolFactory, *,
                backlog: int | None = None, tls: TlsSettings | None = None,
-               keepalive: KeepAlive | None = None) -> ServerListener:
+               keepalive: KeepAlive | None = None,
+               buffers: SocketBuffers | None = None) -> ServerListener:
         hostport, path = split_address(address)
         context = tls.context(server_side=True) if tls is not None else None
 
@@ -45,12 +46,13 @@ class WsTransport:
             return TlsShim(pipe, context, True, None) if context is not None else pipe
 
         listener = TcpTransport().listen(hostport, layered, backlog=backlog,
-                                         keepalive=keepalive)
+                                         keepalive=keepalive, buffers=buffers)
         listener.address = f"{listener.address}{path}"
         return listener
 
     async def dial(self, address: str, protocol_factory: ProtocolFactory, *,
-                   tls: TlsSettings | None = None, keepalive: KeepAlive | None = None) -> None:
+                   tls: TlsSettings | None = None, keepalive: KeepAlive | None = None,
+                   buffers: SocketBuffers | None = None) -> None:
         hostport, _ = split_address(address)
         context = tls.context(server_side=False) if tls is not None else None
         name = server_name(tls, hostport, context) if tls is not None and context else None
@@ -59,14 +61,15 @@ class WsTransport:
             pipe = protocol_factory()
             return pipe if context is None else TlsShim(pipe, context, False, name)
 
-        await TcpTransport().dial(hostport, layered, keepalive=keepalive)
+        await TcpTransport().dial(hostport, layered, keepalive=keepalive, buffers=buffers)
 
 
 @hookimpl
 def gateway_register_transports(register) -> None:  # type: ignore[no-untyped-def]
     # both wires (SP's mapping and ZWS 2.0); messages, not a stream
-    register("ws", WsTransport("ws"), framing="ws", backlog=True, keepalive=True)
-    register("wss", WsTransport("wss"), tls=True, framing="ws", backlog=True, keepalive=True)
+    register("ws", WsTransport("ws"), framing="ws", backlog=True, keepalive=True, buffers=True)
+    register("wss", WsTransport("wss"), tls=True, framing="ws", backlog=True, keepalive=True,
+             buffers=True)
 
 
 @hookimpl
