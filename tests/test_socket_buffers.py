@@ -147,3 +147,30 @@ def test_the_pyzmq_backend_passes_sizes_as_libzmq_options() -> None:
     assert given[zmq.SNDBUF] == 65536 and given[zmq.RCVBUF] == 131072
     default = pyzmq_adapter.libzmq_options("REP", SideOptions())
     assert zmq.SNDBUF not in default and zmq.RCVBUF not in default  # libzmq's own
+
+
+@bounded(10.0)
+async def test_a_keepalive_the_kernel_refuses_leaves_the_buffers_set_and_is_logged() -> None:
+    """Linux takes TCP_KEEPIDLE up to 32767 s: one refused option must neither keep the buffers
+    off (they were set in the same try, after it) nor pass silently."""
+    from structlog.testing import capture_logs
+
+    from gateway.transport import KeepAlive, tuned
+
+    made: list[asyncio.BaseTransport] = []
+
+    class Recorder(asyncio.Protocol):
+        def connection_made(self, transport: asyncio.BaseTransport) -> None:
+            made.append(transport)
+
+    loop = asyncio.get_running_loop()
+    with socket.create_server(("127.0.0.1", 0)) as server, capture_logs() as logs:
+        factory = tuned(Recorder, KeepAlive(idle=40000), SocketBuffers(65536))
+        transport, _ = await loop.create_connection(factory, *server.getsockname()[:2])
+        accepted, _ = server.accept()
+        with accepted:
+            await until(lambda: bool(made))
+            raw = transport.get_extra_info("socket")
+            assert raw.getsockopt(SO, socket.SO_SNDBUF) == _kernel_value(socket.SO_SNDBUF, 65536)
+            transport.close()
+    assert [e["option"] for e in logs if e["event"] == "socket.option_failed"] == ["keepalive"]
