@@ -82,6 +82,20 @@ def front_overrides() -> dict[str, str]:
     return {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {}
 
 
+def shared_front(name: str, front: str) -> str:
+    """``front`` as given (its mode and every ``?key=value``: its settings, its allow list,
+    its security) with the address worker 0 bound for bridge ``name``, in workers 1..N-1;
+    ``front`` unchanged elsewhere. (Worker 0's READY line shows the URL without settings.)"""
+    bound = front_overrides().get(name)
+    if bound is None:
+        return front
+    from gateway.url import parse
+
+    head, sep, rest = front.partition("://")
+    _, query, settings = rest.partition("?")
+    return f"{head}{sep}{parse(bound).address}{query}{settings}"
+
+
 # -- what can be shared -------------------------------------------------------------------------
 def check_shareable(bridges: Sequence[BridgeSpec], *, fixed_ports: bool) -> list[str]:
     """Every reason these bridges cannot run as several workers (empty: they can)."""
@@ -486,5 +500,5 @@ class Parent:
                 codes[w.index] = w.proc.wait(5)
         return codes
 
-__all__ = ["Aggregator", "Parent", "check_shareable", "front_overrides",
+__all__ = ["Aggregator", "Parent", "check_shareable", "front_overrides", "shared_front",
            "sum_metrics", "worker_argv", "worker_index"]
