@@ -190,17 +190,21 @@ _TUNE_THROTTLE = Throttle()
 
 def _tune(sock: Any, option: str, apply: Callable[[], None]) -> None:
     """``apply()`` (one option of a new connection), each on its own: one the kernel refuses
-    keeps neither the others off nor silent (``socket.option_failed``, throttled); a
-    connection already gone is no failure (the protocol will see it)."""
+    keeps neither the others off nor silent (``socket.option_failed``, throttled), and no
+    failure of any kind keeps the protocol from being told of its connection (else it would
+    be half-made: open, and nobody's); a connection already gone is no failure (the protocol
+    will see it)."""
     try:
         apply()
-    except OSError as exc:
-        if sock.fileno() < 0 or exc.errno in (errno.EBADF, errno.ENOTCONN):
+    except Exception as exc:  # noqa: BLE001 - logged; the connection must still be made
+        if isinstance(exc, OSError) and (sock.fileno() < 0
+                                         or exc.errno in (errno.EBADF, errno.ENOTCONN)):
             return
         held = _TUNE_THROTTLE(option)
         if held is not None:
+            error = exc.strerror if isinstance(exc, OSError) and exc.strerror else repr(exc)
             log.warning("socket.option_failed", option=option, reason="refused",
-                        error=exc.strerror or str(exc), suppressed=held)
+                        error=error, suppressed=held)
 
 
 def tuned(protocol_factory: ProtocolFactory, keepalive: KeepAlive | None,

@@ -174,3 +174,29 @@ async def test_a_keepalive_the_kernel_refuses_leaves_the_buffers_set_and_is_logg
             assert raw.getsockopt(SO, socket.SO_SNDBUF) == _kernel_value(socket.SO_SNDBUF, 65536)
             transport.close()
     assert [e["option"] for e in logs if e["event"] == "socket.option_failed"] == ["keepalive"]
+
+
+@bounded(10.0)
+async def test_any_failure_of_an_option_still_makes_the_connection() -> None:
+    """Not only OSError: a size ``setsockopt`` cannot take (OverflowError, past a C int) must
+    not leave the connection half-made (the protocol never told, asyncio's "Exception in
+    callback" the only trace)."""
+    from structlog.testing import capture_logs
+
+    from gateway.transport import tuned
+
+    made: list[asyncio.BaseTransport] = []
+
+    class Recorder(asyncio.Protocol):
+        def connection_made(self, transport: asyncio.BaseTransport) -> None:
+            made.append(transport)
+
+    loop = asyncio.get_running_loop()
+    with socket.create_server(("127.0.0.1", 0)) as server, capture_logs() as logs:
+        factory = tuned(Recorder, None, SocketBuffers(1 << 40))
+        transport, _ = await loop.create_connection(factory, *server.getsockname()[:2])
+        accepted, _ = server.accept()
+        with accepted:
+            await until(lambda: bool(made))
+            transport.close()
+    assert [e["option"] for e in logs if e["event"] == "socket.option_failed"] == ["buffers"]
