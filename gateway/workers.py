@@ -83,17 +83,12 @@ def front_overrides() -> dict[str, str]:
 
 
 def shared_front(name: str, front: str) -> str:
-    """``front`` as given (its mode and every ``?key=value``: its settings, its allow list,
-    its security) with the address worker 0 bound for bridge ``name``, in workers 1..N-1;
-    ``front`` unchanged elsewhere. (Worker 0's READY line shows the URL without settings.)"""
+    """``front`` as given (its mode and ``?settings``: allow list, security...) with the address
+    worker 0 bound for bridge ``name`` (whose READY line has no settings), else unchanged."""
     bound = front_overrides().get(name)
-    if bound is None:
-        return front
-    from gateway.url import parse
-
     head, sep, rest = front.partition("://")
-    _, query, settings = rest.partition("?")
-    return f"{head}{sep}{parse(bound).address}{query}{settings}"
+    return front if bound is None else f"{head}{sep}{bound.partition('://')[2]}" \
+        f"{''.join(rest.partition('?')[1:])}"
 
 
 # -- what can be shared -------------------------------------------------------------------------
