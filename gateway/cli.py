@@ -332,7 +332,7 @@ def _cmd_bridge(args: argparse.Namespace) -> int:
 
     configure(args.log_format or "console", args.log_level or "info")
     from gateway.supervisor import Supervisor
-    from gateway.workers import front_overrides
+    from gateway.workers import shared_front
 
     flags = _metrics_flag(args)
     try:
@@ -347,7 +347,7 @@ def _cmd_bridge(args: argparse.Namespace) -> int:
                   fixed_ports=False)
     if rc is not None:
         return rc
-    front = front_overrides().get(name, args.front)  # worker 0's real port, for the others
+    front = shared_front(name, args.front)  # worker 0's real port, for the others
     spec = BridgeSpec(name, front, args.back, limits, args.forwarder, (), (), *extras)
     return _serve(Supervisor([spec], args.metrics, unknown_peers=args.unknown_peers or
                              "waiting", show_names=args.name is not None))

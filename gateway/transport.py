@@ -42,9 +42,13 @@ import ipaddress
 import socket
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Protocol
 
 from gateway.errors import ConfigError
+from gateway.logging import Throttle, get_logger
+
+log = get_logger("gateway.transport")
 
 
 class PipeProtocol(asyncio.BaseProtocol):
@@ -180,6 +184,29 @@ def set_buffers(sock: Any, buffers: SocketBuffers) -> None:
         raw.detach()
 
 
+#: one line per option every 10 s, whatever the number of connections
+_TUNE_THROTTLE = Throttle()
+
+
+def _tune(sock: Any, option: str, apply: Callable[[], None]) -> None:
+    """``apply()`` (one option of a new connection), each on its own: one the kernel refuses
+    keeps neither the others off nor silent (``socket.option_failed``, throttled), and no
+    failure of any kind keeps the protocol from being told of its connection (else it would
+    be half-made: open, and nobody's); a connection already gone is no failure (the protocol
+    will see it)."""
+    try:
+        apply()
+    except Exception as exc:  # noqa: BLE001 - logged; the connection must still be made
+        if isinstance(exc, OSError) and (sock.fileno() < 0
+                                         or exc.errno in (errno.EBADF, errno.ENOTCONN)):
+            return
+        held = _TUNE_THROTTLE(option)
+        if held is not None:
+            error = exc.strerror if isinstance(exc, OSError) and exc.strerror else repr(exc)
+            log.warning("socket.option_failed", option=option, reason="refused",
+                        error=error, suppressed=held)
+
+
 def tuned(protocol_factory: ProtocolFactory, keepalive: KeepAlive | None,
           buffers: SocketBuffers | None) -> ProtocolFactory:
     """``protocol_factory``, its protocols' transports given ``keepalive`` and ``buffers``
@@ -195,13 +222,10 @@ def tuned(protocol_factory: ProtocolFactory, keepalive: KeepAlive | None,
         def connection_made(transport: asyncio.BaseTransport) -> None:
             sock = transport.get_extra_info("socket")
             if sock is not None:
-                try:
-                    if keepalive is not None:
-                        set_keepalive(sock, keepalive)
-                    if buffers is not None:
-                        set_buffers(sock, buffers)
-                except OSError:  # the connection is already gone: the protocol will see it
-                    pass
+                if keepalive is not None:
+                    _tune(sock, "keepalive", partial(set_keepalive, sock, keepalive))
+                if buffers is not None:
+                    _tune(sock, "buffers", partial(set_buffers, sock, buffers))
             made(transport)
 
         protocol.connection_made = connection_made  # type: ignore[method-assign]

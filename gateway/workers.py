@@ -82,6 +82,15 @@ def front_overrides() -> dict[str, str]:
     return {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {}
 
 
+def shared_front(name: str, front: str) -> str:
+    """``front`` as given (its mode and ``?settings``: allow list, security...) with the address
+    worker 0 bound for bridge ``name`` (whose READY line has no settings), else unchanged."""
+    bound = front_overrides().get(name)
+    head, sep, rest = front.partition("://")
+    return front if bound is None else f"{head}{sep}{bound.partition('://')[2]}" \
+        f"{''.join(rest.partition('?')[1:])}"
+
+
 # -- what can be shared -------------------------------------------------------------------------
 def check_shareable(bridges: Sequence[BridgeSpec], *, fixed_ports: bool) -> list[str]:
     """Every reason these bridges cannot run as several workers (empty: they can)."""
@@ -486,5 +495,5 @@ class Parent:
                 codes[w.index] = w.proc.wait(5)
         return codes
 
-__all__ = ["Aggregator", "Parent", "check_shareable", "front_overrides",
+__all__ = ["Aggregator", "Parent", "check_shareable", "front_overrides", "shared_front",
            "sum_metrics", "worker_argv", "worker_index"]

@@ -16,10 +16,12 @@ from gateway.tools.harness.gateway import Gateway
 from gateway.tools.harness.peers.servers import NngServer, zmq_client
 from gateway.tools.harness.procs import LOCAL, free_port, lib_url
 from gateway.tools.harness.prometheus import parse as parse_prometheus
+from interop_tests.helpers import wait_until
 
 pytestmark = pytest.mark.timeout(120)
 CLIENTS = 80
 EACH = 5
+CONNECTIONS = 24
 
 
 def _forwarded(text: str) -> float:
@@ -112,3 +114,32 @@ def test_a_worker_that_dies_stops_the_set_with_exit_1() -> None:
             time.sleep(0.1)
         else:
             raise AssertionError(f"worker 0 (pid {pids[0]}) still runs")
+
+
+def _refused(text: str) -> float:
+    return sum(v for (name, labels), v in parse_prometheus(text).items()
+               if name == "gateway_refused_connections_total"
+               and ("reason", "not-allowed") in labels)
+
+
+def test_every_worker_keeps_the_front_settings() -> None:
+    """Workers 1..N-1 bind worker 0's real port: with the front's settings too (they once got
+    its READY line's URL, without them: that worker took clients ``?allow=`` refuses, and
+    sized no connection as ``?sndbuf=`` said)."""
+    import socket
+
+    with NngServer() as server, Gateway(
+            "bridge", f"@zmq+tcp://{LOCAL}:0?allow=10.0.0.0/8&sndbuf=48k",
+            f">sp+tcp://{LOCAL}:{server.port}", "--workers", "2", "--log-format", "json",
+            metrics=True, ready_timeout=60) as gw:
+        ready = gw.wait_event("workers.ready")
+        host, port = gw.front.rsplit("//", 1)[1].rsplit(":", 1)
+        for _ in range(CONNECTIONS):  # spread over both workers by their source ports
+            with socket.create_connection((host, int(port)), timeout=5) as conn:
+                conn.settimeout(5)
+                assert conn.recv(64) == b""  # refused: closed, never greeted
+        wait_until(lambda: _refused(gw.metrics_text()) == CONNECTIONS, timeout=20,
+                   what="every connection refused")
+        own = [_refused(_get(address, "/metrics")[1]) for address in ready["metrics"]]
+        assert all(n > 0 for n in own), own  # (both workers saw some)
+        assert gw.terminate(timeout=30) == 0

@@ -360,6 +360,21 @@ async def test_tcp_keepalive_on_every_pipe(wire: str) -> None:
         assert _keepalive_of(plain)[0] == 0
 
 
+@pytest.mark.parametrize(("name", "value"), [
+    ("tcp_keepalive_idle", 32768), ("tcp_keepalive_intvl", 40000), ("tcp_keepalive_cnt", 128),
+    ("tcp_keepalive_idle", 0), ("tcp_keepalive_cnt", 0)])
+def test_a_keepalive_linux_would_refuse_is_a_config_error(name: str, value: int) -> None:
+    """Linux takes TCP_KEEPIDLE and TCP_KEEPINTVL within 1..32767 s and TCP_KEEPCNT within
+    1..127: past them each connection's setsockopt failed, and the connection ran on the
+    kernel's own keepalive (2 h, 9 probes) with no word; now the mistake is the config's."""
+    from gateway.settings import schema
+
+    with pytest.raises(ConfigError, match=name):
+        gateway.Socket("REQ", **{name: value})
+    with pytest.raises(ConfigError, match=name):
+        schema.read([(name, str(value))], "")
+
+
 def test_bad_heartbeat_settings_are_config_errors() -> None:
     with pytest.raises(ConfigError):
         gateway.Socket("ROUTER", heartbeat_ivl=-1)

@@ -91,7 +91,7 @@ def test_the_schema_declares_each_default_once_and_every_reader_takes_the_same_s
     assert Limits().message_timeout == defaults["message_timeout"]
     for s in options.SETTINGS:
         assert s.default == defaults[s.field], s.name
-    samples = {"count": "3", "whole": "3", "size": "3", "buffer_size": "64k", "flag": "1",
+    samples = {"count": "3", "probes": "3", "whole": "3", "size": "3", "buffer_size": "64k", "flag": "1",
                "duration": "5",
                "seconds": "5", "ttl": "5", "path": "/tmp/x", "cidrs": "127.0.0.1/32",
                "z85_key": "rq:rM>}U?@Lns47E1%kR.o@n%FcmmsL/@{H8]yf7", "topics": "a.",

@@ -13,12 +13,13 @@ from pathlib import Path
 import pytest
 import zmq
 from _aio import bounded, round_trip, until
+from structlog.testing import capture_logs
 
 import gateway
 from gateway.errors import ConfigError
 from gateway.settings import convert
 from gateway.settings.schema import LOCAL_SNDBUF, SideOptions
-from gateway.transport import SocketBuffers, on_this_host, set_buffers
+from gateway.transport import KeepAlive, SocketBuffers, on_this_host, set_buffers, tuned
 from plugins import pyzmq_adapter
 
 SO = socket.SOL_SOCKET
@@ -147,3 +148,44 @@ def test_the_pyzmq_backend_passes_sizes_as_libzmq_options() -> None:
     assert given[zmq.SNDBUF] == 65536 and given[zmq.RCVBUF] == 131072
     default = pyzmq_adapter.libzmq_options("REP", SideOptions())
     assert zmq.SNDBUF not in default and zmq.RCVBUF not in default  # libzmq's own
+
+
+
+async def _tuned_connection(keepalive: KeepAlive | None,
+                            buffers: SocketBuffers) -> tuple[int, list[str]]:
+    """A real connection to 127.0.0.1 dialled through :func:`tuned`, once its protocol was
+    told of it: its SO_SNDBUF, and the options ``socket.option_failed`` named meanwhile."""
+    made: list[asyncio.BaseTransport] = []
+
+    class Recorder(asyncio.Protocol):
+        def connection_made(self, transport: asyncio.BaseTransport) -> None:
+            made.append(transport)
+
+    loop = asyncio.get_running_loop()
+    with socket.create_server(("127.0.0.1", 0)) as server, capture_logs() as logs:
+        factory = tuned(Recorder, keepalive, buffers)
+        transport, _ = await loop.create_connection(factory, *server.getsockname()[:2])
+        accepted, _ = server.accept()
+        with accepted:
+            await until(lambda: bool(made))  # (never, with the connection half-made)
+            sndbuf = transport.get_extra_info("socket").getsockopt(SO, socket.SO_SNDBUF)
+            transport.close()
+    return sndbuf, [e["option"] for e in logs if e["event"] == "socket.option_failed"]
+
+
+@bounded(10.0)
+async def test_a_keepalive_the_kernel_refuses_leaves_the_buffers_set_and_is_logged() -> None:
+    """Linux takes TCP_KEEPIDLE up to 32767 s: one refused option must neither keep the buffers
+    off (they were set in the same try, after it) nor pass silently."""
+    sndbuf, failed = await _tuned_connection(KeepAlive(idle=40000), SocketBuffers(65536))
+    assert sndbuf == _kernel_value(socket.SO_SNDBUF, 65536)
+    assert failed == ["keepalive"]
+
+
+@bounded(10.0)
+async def test_any_failure_of_an_option_still_makes_the_connection() -> None:
+    """Not only OSError: a size ``setsockopt`` cannot take (past a C int: a TypeError) must
+    not leave the connection half-made (the protocol never told, asyncio's "Exception in
+    callback" the only trace)."""
+    _, failed = await _tuned_connection(None, SocketBuffers(1 << 40))
+    assert failed == ["buffers"]

@@ -4,6 +4,7 @@ environment, and the parent's sum of the workers' metrics (the running parent: t
 
 from __future__ import annotations
 
+import json
 import socket
 import subprocess
 import sys
@@ -18,6 +19,7 @@ from gateway.workers import (
     ENV_WORKER,
     check_shareable,
     front_overrides,
+    shared_front,
     sum_metrics,
     worker_argv,
     worker_index,
@@ -183,3 +185,18 @@ def test_cli_refuses_workers_it_cannot_run_with_one_line_and_exit_2(argv: list[s
                        text=True, timeout=50, env=child_env())
     assert r.returncode == 2, r.stderr
     assert why in r.stderr and "Traceback" not in r.stderr
+
+
+@pytest.mark.parametrize(("given", "bound", "shown"), [
+    ("@zmq+tcp://127.0.0.1:0?allow=10.0.0.0/8&sndbuf=48k", "zmq+tcp://127.0.0.1:4321",
+     "@zmq+tcp://127.0.0.1:4321?allow=10.0.0.0/8&sndbuf=48k"),
+    ("zmq+tcp://*:0", "zmq+tcp://0.0.0.0:4321", "zmq+tcp://0.0.0.0:4321"),
+    ("@sp+tcp://[::1]:0?hwm=5", "sp+tcp://[::1]:4321", "@sp+tcp://[::1]:4321?hwm=5"),
+])
+def test_the_other_workers_bind_worker_0s_port_with_the_front_as_given(
+        monkeypatch: pytest.MonkeyPatch, given: str, bound: str, shown: str) -> None:
+    monkeypatch.setenv(ENV_FRONTS, json.dumps({"b": bound}))
+    assert shared_front("b", given) == shown
+    assert shared_front("other", given) == given
+    monkeypatch.delenv(ENV_FRONTS)
+    assert shared_front("b", given) == given

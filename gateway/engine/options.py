@@ -13,7 +13,7 @@ from typing import Any
 
 from gateway.errors import ConfigError
 from gateway.patterns.pubsub import MAX_SUBSCRIPTION_BYTES, MAX_SUBSCRIPTIONS
-from gateway.settings.convert import BUFFER_MAX
+from gateway.settings.convert import BUFFER_MAX, KEEPALIVE_PROBES_MAX, KEEPALIVE_SECONDS_MAX
 from gateway.settings.schema import LOCAL_SNDBUF, SideOptions
 from gateway.transport import KeepAlive, SocketBuffers
 
@@ -58,6 +58,13 @@ class SocketOptions(SideOptions):
             if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= BUFFER_MAX:
                 errors.append(f"{name} must be a whole number of bytes within 0..{BUFFER_MAX} "
                               f"(0: the OS's own), not {value!r}")
+        for name in ("tcp_keepalive_idle", "tcp_keepalive_intvl"):
+            if not 1 <= getattr(self, name) <= KEEPALIVE_SECONDS_MAX:
+                errors.append(f"{name} must be within 1..{KEEPALIVE_SECONDS_MAX} s, not "
+                              f"{getattr(self, name)!r}")
+        if not 1 <= self.tcp_keepalive_cnt <= KEEPALIVE_PROBES_MAX:
+            errors.append(f"tcp_keepalive_cnt must be within 1..{KEEPALIVE_PROBES_MAX}, not "
+                          f"{self.tcp_keepalive_cnt!r}")
         if not 1 <= self.hop_limit <= 15:
             errors.append(f"hop_limit must be within 1..15, not {self.hop_limit}")
         if errors:

@@ -52,6 +52,12 @@ def duration(value: object) -> float:
     return float(match.group(1)) * _UNITS[match.group(2)]
 
 
+#: the largest TCP_KEEPIDLE/TCP_KEEPINTVL (seconds) and TCP_KEEPCNT Linux takes (its
+#: MAX_TCP_KEEPIDLE, MAX_TCP_KEEPINTVL, MAX_TCP_KEEPCNT): past them setsockopt fails (EINVAL)
+KEEPALIVE_SECONDS_MAX = 32767
+KEEPALIVE_PROBES_MAX = 127
+
+
 def seconds(value: object) -> float:
     """Whole seconds (a bare number, as libzmq's TCP_KEEPALIVE_IDLE/INTVL) or with a unit
     (``250ms``, ``2s``, ``1m``) -> seconds, at least 1 s (the kernel's granularity)."""
@@ -65,7 +71,18 @@ def seconds(value: object) -> float:
         raise ValueError("seconds: a whole number, or 30s, 2m") from None
     if result < 1:
         raise ValueError("seconds: at least 1 (TCP keepalive counts whole seconds)")
+    if result > KEEPALIVE_SECONDS_MAX:
+        raise ValueError(f"seconds: at most {KEEPALIVE_SECONDS_MAX} (Linux's TCP_KEEPIDLE and "
+                         "TCP_KEEPINTVL limit)")
     return result
+
+
+def probes(value: object) -> int:
+    """A count of TCP keepalive probes: 1 to :data:`KEEPALIVE_PROBES_MAX` (TCP_KEEPCNT)."""
+    out = count(value)
+    if out > KEEPALIVE_PROBES_MAX:
+        raise ValueError(f"probes: 1 to {KEEPALIVE_PROBES_MAX} (Linux's TCP_KEEPCNT limit)")
+    return out
 
 
 def ttl(value: object) -> float:
@@ -281,6 +298,7 @@ def refused(hint: str) -> Converter:
     return refuse
 
 
-__all__ = ["BUFFER_MAX", "PATTERNS", "VERIFY", "Converter", "buffer_size", "cidrs", "count", "duration", "flag", "host_name",
-           "one_of", "path", "pattern", "refused", "seconds", "size", "text", "topics", "ttl",
+__all__ = ["BUFFER_MAX", "KEEPALIVE_PROBES_MAX", "KEEPALIVE_SECONDS_MAX", "PATTERNS", "VERIFY",
+           "Converter", "buffer_size", "cidrs", "count", "duration", "flag", "host_name",
+           "one_of", "path", "pattern", "probes", "refused", "seconds", "size", "text", "topics", "ttl",
            "verify_mode", "whole", "z85_key"]

@@ -126,7 +126,7 @@ class SideOptions:
                                         "keepalive probe (TCP_KEEPIDLE)", unit="seconds (s)")
     tcp_keepalive_intvl: float = setting(10.0, c.seconds, "seconds between keepalive probes "
                                          "(TCP_KEEPINTVL)", unit="seconds (s)")
-    tcp_keepalive_cnt: int = setting(6, c.count, "unanswered probes before the connection is "
+    tcp_keepalive_cnt: int = setting(6, c.probes, "unanswered probes before the connection is "
                                      "dropped (TCP_KEEPCNT)", unit="probes")
     sndbuf: int | None = setting(None, c.buffer_size, "kernel send buffer of each connection "
                                  "(libzmq SNDBUF: SO_SNDBUF, which Linux doubles; 0: the OS's "
