@@ -16,6 +16,7 @@ from _aio import bounded, round_trip, until
 from structlog.testing import capture_logs
 
 import gateway
+from gateway.engine.options import SocketOptions
 from gateway.errors import ConfigError
 from gateway.settings import convert
 from gateway.settings.schema import LOCAL_SNDBUF, SideOptions
@@ -137,7 +138,11 @@ async def test_sizes_on_inproc_are_refused_naming_the_settings() -> None:
         await asyncio.sleep(0)
 
 
-@pytest.mark.parametrize("value", [-1, "64k", 1.5, True, (1 << 30) + 1])
+def test_a_native_socket_takes_libzmqs_minus_one_as_the_os_own() -> None:
+    assert SocketOptions(sndbuf=-1, rcvbuf=-1).buffers == SocketBuffers(0, 0, LOCAL_SNDBUF)
+
+
+@pytest.mark.parametrize("value", [-2, "64k", 1.5, True, (1 << 30) + 1])
 def test_a_native_socket_refuses_a_size_that_is_not_whole_bytes(value: object) -> None:
     with pytest.raises(ConfigError, match="sndbuf must be a whole number of bytes"):
         gateway.Socket("REQ", sndbuf=value)

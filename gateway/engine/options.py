@@ -55,9 +55,12 @@ class SocketOptions(SideOptions):
             value = getattr(self, name)
             if value is None and name == "sndbuf":
                 continue
-            if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= BUFFER_MAX:
+            if value == -1 and not isinstance(value, bool):  # libzmq's "the OS's own"
+                object.__setattr__(self, name, 0)
+            elif isinstance(value, bool) or not isinstance(value, int) \
+                    or not 0 <= value <= BUFFER_MAX:
                 errors.append(f"{name} must be a whole number of bytes within 0..{BUFFER_MAX} "
-                              f"(0: the OS's own), not {value!r}")
+                              f"(0 or -1: the OS's own), not {value!r}")
         for name in ("tcp_keepalive_idle", "tcp_keepalive_intvl"):
             if not 1 <= getattr(self, name) <= KEEPALIVE_SECONDS_MAX:
                 errors.append(f"{name} must be within 1..{KEEPALIVE_SECONDS_MAX} s, not "
