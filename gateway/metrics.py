@@ -97,6 +97,9 @@ SPECS: dict[str, MetricSpec] = {
     "gateway_dial_failures_total": MetricSpec(
         "counter", "Failed connection attempts of native sockets, by reason (refused, "
         "unreachable, timeout, error); the socket keeps redialling with backoff.", ("reason",)),
+    "gateway_socket_option_failures_total": MetricSpec(
+        "counter", "Connection options the kernel refused on a new connection, by option "
+        "(keepalive, buffers); the connection goes on without it.", ("option",)),
     "gateway_refused_connections_total": MetricSpec(
         "counter", "Connections a native listener refused, by socket and reason (not-allowed: "
         "outside the endpoint's allow list; max-connections: the endpoint's limit was reached; "
@@ -393,3 +396,5 @@ for _reason in ("ttl", "unexpected-reply", "stale-reply", "wrong-pipe", "no-deli
 METRICS.declare("gateway_requests_resent_total")
 for _reason in ("refused", "unreachable", "timeout", "error"):
     METRICS.declare("gateway_dial_failures_total", reason=_reason)
+for _option in ("keepalive", "buffers"):
+    METRICS.declare("gateway_socket_option_failures_total", option=_option)

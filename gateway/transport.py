@@ -47,6 +47,7 @@ from typing import Any, Protocol
 
 from gateway.errors import ConfigError
 from gateway.logging import Throttle, get_logger
+from gateway.metrics import METRICS
 
 log = get_logger("gateway.transport")
 
@@ -190,7 +191,8 @@ _TUNE_THROTTLE = Throttle()
 
 def _tune(sock: Any, option: str, apply: Callable[[], None]) -> None:
     """``apply()`` (one option of a new connection), each on its own: one the kernel refuses
-    keeps neither the others off nor silent (``socket.option_failed``, throttled), and no
+    keeps neither the others off nor silent (``socket.option_failed``, throttled, and
+    ``gateway_socket_option_failures_total``), and no
     failure of any kind keeps the protocol from being told of its connection (else it would
     be half-made: open, and nobody's); a connection already gone is no failure (the protocol
     will see it)."""
@@ -200,6 +202,7 @@ def _tune(sock: Any, option: str, apply: Callable[[], None]) -> None:
         if isinstance(exc, OSError) and (sock.fileno() < 0
                                          or exc.errno in (errno.EBADF, errno.ENOTCONN)):
             return
+        METRICS.inc("gateway_socket_option_failures_total", option=option)
         held = _TUNE_THROTTLE(option)
         if held is not None:
             error = exc.strerror if isinstance(exc, OSError) and exc.strerror else repr(exc)

@@ -55,7 +55,7 @@ def test_codecs_import_no_pattern(path: Path) -> None:
 
 def test_transport_interface_imports_no_engine() -> None:
     tree = ast.parse((ROOT / "transport.py").read_text(encoding="utf-8"))
-    # the exception tree and the log (a leaf: structlog and the stdlib) only: no engine, no
-    # codec, no plugin
-    assert {n for n in _imported(tree) if n.startswith("gateway.")} <= {"gateway.errors",
-                                                                        "gateway.logging"}
+    # the exception tree, the log and the counters (leaves: structlog, prometheus_client and
+    # the stdlib) only: no engine, no codec, no plugin
+    assert {n for n in _imported(tree) if n.startswith("gateway.")} <= {
+        "gateway.errors", "gateway.logging", "gateway.metrics"}

@@ -18,6 +18,7 @@ from structlog.testing import capture_logs
 import gateway
 from gateway.engine.options import SocketOptions
 from gateway.errors import ConfigError
+from gateway.metrics import METRICS
 from gateway.settings import convert
 from gateway.settings.schema import LOCAL_SNDBUF, SideOptions
 from gateway.transport import KeepAlive, SocketBuffers, on_this_host, set_buffers, tuned
@@ -157,10 +158,13 @@ def test_the_pyzmq_backend_passes_sizes_as_libzmq_options() -> None:
 
 
 async def _tuned_connection(keepalive: KeepAlive | None,
-                            buffers: SocketBuffers) -> tuple[int, list[str]]:
+                            buffers: SocketBuffers) -> tuple[int, list[str], dict[str, int]]:
     """A real connection to 127.0.0.1 dialled through :func:`tuned`, once its protocol was
-    told of it: its SO_SNDBUF, and the options ``socket.option_failed`` named meanwhile."""
+    told of it: its SO_SNDBUF, the options ``socket.option_failed`` named meanwhile, and what
+    ``gateway_socket_option_failures_total`` counted of each option."""
     made: list[asyncio.BaseTransport] = []
+    options = ("keepalive", "buffers")
+    before = {o: METRICS.get("gateway_socket_option_failures_total", option=o) for o in options}
 
     class Recorder(asyncio.Protocol):
         def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -175,16 +179,20 @@ async def _tuned_connection(keepalive: KeepAlive | None,
             await until(lambda: bool(made))  # (never, with the connection half-made)
             sndbuf = transport.get_extra_info("socket").getsockopt(SO, socket.SO_SNDBUF)
             transport.close()
-    return sndbuf, [e["option"] for e in logs if e["event"] == "socket.option_failed"]
+    counted = {o: METRICS.get("gateway_socket_option_failures_total", option=o) - before[o]
+               for o in options}
+    return sndbuf, [e["option"] for e in logs if e["event"] == "socket.option_failed"], counted
 
 
 @bounded(10.0)
 async def test_a_keepalive_the_kernel_refuses_leaves_the_buffers_set_and_is_logged() -> None:
     """Linux takes TCP_KEEPIDLE up to 32767 s: one refused option must neither keep the buffers
     off (they were set in the same try, after it) nor pass silently."""
-    sndbuf, failed = await _tuned_connection(KeepAlive(idle=40000), SocketBuffers(65536))
+    sndbuf, failed, counted = await _tuned_connection(KeepAlive(idle=40000),
+                                                      SocketBuffers(65536))
     assert sndbuf == _kernel_value(socket.SO_SNDBUF, 65536)
     assert failed == ["keepalive"]
+    assert counted == {"keepalive": 1, "buffers": 0}
 
 
 @bounded(10.0)
@@ -192,5 +200,6 @@ async def test_any_failure_of_an_option_still_makes_the_connection() -> None:
     """Not only OSError: a size ``setsockopt`` cannot take (past a C int: a TypeError) must
     not leave the connection half-made (the protocol never told, asyncio's "Exception in
     callback" the only trace)."""
-    _, failed = await _tuned_connection(None, SocketBuffers(1 << 40))
+    _, failed, counted = await _tuned_connection(None, SocketBuffers(1 << 40))
     assert failed == ["buffers"]
+    assert counted == {"keepalive": 0, "buffers": 1}
