@@ -191,11 +191,10 @@ _TUNE_THROTTLE = Throttle()
 
 def _tune(sock: Any, option: str, apply: Callable[[], None]) -> None:
     """``apply()`` (one option of a new connection), each on its own: one the kernel refuses
-    keeps neither the others off nor silent (``socket.option_failed``, throttled, and
-    ``gateway_socket_option_failures_total``), and no
-    failure of any kind keeps the protocol from being told of its connection (else it would
-    be half-made: open, and nobody's); a connection already gone is no failure (the protocol
-    will see it)."""
+    keeps neither the others off nor silent (``gateway_socket_option_failures_total``, and a
+    ``socket.option_failed`` line, throttled), and no failure of any kind keeps the protocol
+    from being told of its connection (else it would be half-made: open, and nobody's); a
+    connection already gone is no failure (the protocol will see it)."""
     try:
         apply()
     except Exception as exc:  # noqa: BLE001 - logged; the connection must still be made
