@@ -40,7 +40,8 @@ import asyncio
 import errno
 import ipaddress
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, Protocol
@@ -113,22 +114,29 @@ _KEEPALIVE_OPTIONS = tuple((getattr(socket, name), field) for name, field in (
     if hasattr(socket, name))
 
 
-def set_keepalive(sock: Any, keepalive: KeepAlive) -> None:
-    """SO_KEEPALIVE and, where the platform has them, TCP_KEEPIDLE/KEEPINTVL/KEEPCNT on
-    ``sock``: a socket, or the stand-in a transport's ``get_extra_info("socket")`` gives (whose
-    every ``setsockopt`` wraps the descriptor anew, each wrapper with the ``getsockname`` that
-    checks it: here one wrapper for all four, released unclosed; its family is only how Python
-    would parse addresses, so ``AF_INET`` serves IPv6 too). A closed one: ``OSError``."""
+@contextmanager
+def _raw(sock: Any) -> Iterator[socket.socket]:
+    """One wrapper of the descriptor of ``sock`` (a socket, or the stand-in a transport's
+    ``get_extra_info("socket")`` gives, whose every ``setsockopt`` wraps the descriptor anew,
+    each wrapper with the ``getsockname`` that checks it), released unclosed. A closed one:
+    ``OSError``."""
     fd = sock.fileno()
     if fd < 0:  # (asyncio's stand-in of a closed socket says -1)
         raise OSError(errno.EBADF, "the connection's socket is closed")
-    raw = socket.socket(socket.AF_INET, socket.SOCK_STREAM, 0, fileno=fd)
+    raw = socket.socket(sock.family, socket.SOCK_STREAM, 0, fileno=fd)
     try:
+        yield raw
+    finally:
+        raw.detach()
+
+
+def set_keepalive(sock: Any, keepalive: KeepAlive) -> None:
+    """SO_KEEPALIVE and, where the platform has them, TCP_KEEPIDLE/KEEPINTVL/KEEPCNT on
+    ``sock`` (as :func:`_raw` takes it)."""
+    with _raw(sock) as raw:
         raw.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
         for opt, field in _KEEPALIVE_OPTIONS:
             raw.setsockopt(socket.IPPROTO_TCP, opt, max(1, round(getattr(keepalive, field))))
-    finally:
-        raw.detach()
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,14 +174,9 @@ def on_this_host(sock: socket.socket) -> bool:
 
 
 def set_buffers(sock: Any, buffers: SocketBuffers) -> None:
-    """``SO_SNDBUF``/``SO_RCVBUF`` on a connection's socket as ``buffers`` say (a stand-in as
-    :func:`set_keepalive` takes); nothing where they say the OS's own. A closed one:
-    ``OSError``."""
-    fd = sock.fileno()
-    if fd < 0:
-        raise OSError(errno.EBADF, "the connection's socket is closed")
-    raw = socket.socket(sock.family, socket.SOCK_STREAM, 0, fileno=fd)
-    try:
+    """``SO_SNDBUF``/``SO_RCVBUF`` on a connection's socket (as :func:`_raw` takes it) as
+    ``buffers`` say; nothing where they say the OS's own."""
+    with _raw(sock) as raw:
         sndbuf = buffers.sndbuf
         if sndbuf is None and raw.family != socket.AF_UNIX and on_this_host(raw):
             sndbuf = buffers.local_sndbuf
@@ -181,8 +184,6 @@ def set_buffers(sock: Any, buffers: SocketBuffers) -> None:
             raw.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, sndbuf)
         if buffers.rcvbuf:
             raw.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, buffers.rcvbuf)
-    finally:
-        raw.detach()
 
 
 #: one line per option every 10 s, whatever the number of connections
