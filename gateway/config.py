@@ -205,6 +205,7 @@ def from_dict(data: dict[str, Any], source: str = "config") -> Config:
         err("[[bridge]]", "no [[bridge]] tables: add at least one, with front and back")
         bridges = []
     parsed: list[BridgeSpec] = []
+    readable: list[BridgeSpec] = []  # with mistakes, but checked further (ConfigFileError)
     seen: dict[str, int] = {}
     for i, entry in enumerate(bridges):
         if not isinstance(entry, dict):
@@ -217,16 +218,17 @@ def from_dict(data: dict[str, Any], source: str = "config") -> Config:
             err(f"{where} {key}", f"unknown key{schema.did_you_mean(key, keys)} (known: "
                                   f"{', '.join(keys)})")
         ok = True
+        urls = True  # both URLs are strings: the rules can check them, whatever else is wrong
         for key in _BRIDGE_KEYS:
             if key in entry and not isinstance(entry[key], str):
                 err(f"{where} {key}", f"must be a string, not {schema.quoted(entry[key])}")
-                ok = False
+                ok = urls = False
         tables: dict[str, tuple[tuple[str, Any], ...]] = {}
         for key in ("front", "back"):
             url_settings: dict[str, Any] = {}
             if key not in entry:
                 err(f"{where} {key}", "missing")
-                ok = False
+                ok = urls = False
             elif isinstance(entry[key], str):
                 try:
                     url_settings = parse(entry[key]).settings
@@ -259,7 +261,8 @@ def from_dict(data: dict[str, Any], source: str = "config") -> Config:
                 err(where, f"duplicate name (bridge #{seen[name] + 1} has it too)")
                 ok = False
             seen.setdefault(name, i)
-        for key in ("control", "capture"):
+        extras = {"control": "", "capture": ""}  # those that parse (for the further checks)
+        for key in extras:
             if isinstance(entry.get(key), str) and entry[key]:
                 try:
                     parse(entry[key])
@@ -267,16 +270,21 @@ def from_dict(data: dict[str, Any], source: str = "config") -> Config:
                     for line in str(exc).splitlines():
                         err(f"{where} {key}", line)
                     ok = False
+                else:
+                    extras[key] = entry[key]
         capture_format = entry.get("capture_format", "frames")
         if capture_format not in CAPTURE_FORMATS:  # (the bridge's other rules still run)
             err(f"{where} capture_format", f"must be {' or '.join(CAPTURE_FORMATS)}, not "
                                            f"{schema.quoted(capture_format)}")
             capture_format = "frames"
-        if ok:  # (its tables may have held mistakes: their good settings are kept)
-            parsed.append(BridgeSpec(name, entry["front"], entry["back"], limits, forwarder,
-                                     tables.get("front", ()), tables.get("back", ()),
-                                     entry.get("control", ""), entry.get("capture", ""),
-                                     capture_format))
+        if urls and isinstance(name, str):  # (its tables' good settings are kept)
+            spec = BridgeSpec(name, entry["front"], entry["back"], limits,
+                              forwarder if forwarder in ("auto", "proxy") else "auto",
+                              tables.get("front", ()), tables.get("back", ()),
+                              extras["control"], extras["capture"], capture_format)
+            readable.append(spec)
+            if ok:
+                parsed.append(spec)
 
     fmt = general.get("log_format", "console")
     if fmt not in ("console", "json"):
@@ -298,5 +306,5 @@ def from_dict(data: dict[str, Any], source: str = "config") -> Config:
         err("[gateway] unknown_peers", f"must be {' or '.join(UNKNOWN_PEERS)}, not "
                                        f"{schema.quoted(unknown)}")
     if errors:
-        raise ConfigFileError("\n".join(errors), parsed)
+        raise ConfigFileError("\n".join(errors), readable)
     return Config(parsed, limits, fmt, level, metrics, data, unknown)

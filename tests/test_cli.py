@@ -256,6 +256,25 @@ def test_check_reports_five_mistakes_at_once(tmp_path: Path,
     assert len(lines) == 5 and all(line.startswith(f"gateway: error: {bad}: ") for line in lines)
 
 
+def test_check_reports_the_rules_of_a_bridge_with_a_bad_url(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A bridge whose front URL cannot be read still has its back checked (and a bridge with
+    a duplicate name its URLs): each mistake once, all in one run."""
+    cfg = tmp_path / "g.toml"
+    cfg.write_text('[[bridge]]\nname = "one"\nfront = "@zmq+tcp://127.0.0.1:0?hwm=abc"\n'
+                   'back = ">sp+tcp://127.0.0.1:1?backend=pynng&sndbuf=4k"\n'
+                   '[[bridge]]\nname = "one"\nfront = "@zmq+tcp://127.0.0.1:0?curve_server=1"\n'
+                   'back = ">sp+tcp://127.0.0.1:1"\n')
+    assert main(["check", str(cfg)]) == 2
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 4, lines
+    assert all(line.startswith(f"gateway: error: {cfg}: bridge ") for line in lines)
+    text = "\n".join(lines)
+    for said in ("'one' front: bad value 'abc' for hwm", "backend pynng does not support sndbuf",
+                 "duplicate name", "CURVE needs curve_cert=PATH"):
+        assert text.count(said) == 1, said
+
+
 def test_check_knows_the_backends_and_transports_too(tmp_path: Path,
                                                      capsys: pytest.CaptureFixture[str]) -> None:
     cfg = tmp_path / "g.toml"

@@ -39,6 +39,30 @@ def test_every_mistake_at_once_naming_bridge_and_side() -> None:
     assert lines[1].startswith("bridge 'orders' back: ") and "linger" in lines[1]
 
 
+@pytest.mark.parametrize(("front", "back", "said"), [
+    # the front's value cannot be read; the back's backend refuses a setting
+    (f"@zmq+tcp://{L}:0?hwm=abc", f">sp+tcp://{L}:1?backend=pynng&sndbuf=4k",
+     ("hwm", "backend pynng does not support sndbuf")),
+    # the back's URL names an unknown setting; the front misses its CURVE certificate
+    (f"@zmq+tcp://{L}:0?curve_server=1", f">sp+tcp://{L}:1?recv_timeout=x",
+     ("CURVE needs curve_cert=PATH", "unknown option 'recv_timeout'")),
+    # the front's backend does not exist; the back's transport takes no buffer size
+    (f"@zmq+tcp://{L}:0?backend=nope", ">sp+inproc://x?sndbuf=4k",
+     ("unknown backend 'nope'", "sndbuf")),
+])
+def test_a_side_that_cannot_be_read_hides_none_of_the_others_mistakes(
+        front: str, back: str, said: tuple[str, str]) -> None:
+    """Stop 40's note: a mistake that stops one side being read (its URL, a value, its
+    backend) once hid every rule the other side broke, to be met only on the next try."""
+    with pytest.raises(ConfigError) as info:
+        plan(BridgeSpec("orders", front, back))
+    lines = str(info.value).splitlines()
+    assert len(lines) == 2, lines
+    by_side = {line.split(":", 1)[0]: line for line in lines}
+    assert said[0] in by_side["bridge 'orders' front"]
+    assert said[1] in by_side["bridge 'orders' back"]
+
+
 def test_a_side_opens_with_the_bridges_limits_and_its_role() -> None:
     p = plan(BridgeSpec("orders", f"@zmq+tcp://{L}:0", f"sp+tcp://{L}:1?hwm=50"))
     assert (p.pattern, p.front.kind, p.back.kind) == ("reqrep", "REP", "REQ")

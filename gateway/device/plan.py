@@ -93,46 +93,26 @@ def pattern_of(name: str, front: Endpoint, back: Endpoint,
 
 def plan(spec: BridgeSpec) -> BridgePlan:
     """Decide everything; one :class:`ConfigError` with every mistake, each naming the
-    bridge and its side."""
+    bridge and its side. A side that cannot be read (its URL, a setting's value, its backend)
+    is checked no further, but the other side is: both sides' mistakes come at once."""
     name, limits = spec.name, spec.limits
-    eps: dict[str, Endpoint] = {}
     errors: list[str] = []
     transports = frozenset(registry().transports)
-    for side, url in (("front", spec.front), ("back", spec.back)):
-        try:
-            eps[side] = parse(url, transports=transports)
-        except ConfigError as exc:
-            errors.extend(f"bridge {name!r} {side}: {line}" for line in str(exc).splitlines())
-    if errors:  # both sides' mistakes at once
+    read = {side: _read_side(name, side, url, dict(table), transports, errors)
+            for side, url, table in (("front", spec.front, spec.front_options),
+                                     ("back", spec.back, spec.back_options))}
+    front_read, back_read = read["front"], read["back"]
+    if front_read is None or back_read is None:
         raise ConfigError("\n".join(errors))
-    tables = {"front": dict(spec.front_options), "back": dict(spec.back_options)}
-    settings = {}
-    for side in ("front", "back"):
-        try:
-            settings[side] = schema.merged(eps[side].settings, tables[side],
-                                           f"bridge {name!r} {side}")
-        except ConfigError as exc:
-            errors.append(str(exc))
-            settings[side] = {**tables[side], **eps[side].settings}
-    if errors:
-        raise ConfigError("\n".join(errors))
-    front, back = sides.default_backends(eps["front"], eps["back"])
-    front = front if front.mode else replace(front, mode="bind")
-    back = back if back.mode else replace(back, mode="connect")
+    (front, f_settings, f_adapter), (back, b_settings, b_adapter) = front_read, back_read
     eps = {"front": front, "back": back}
-    pattern, pair1 = pattern_of(name, front, back, {s: settings[s].get("pattern", "")
-                                                    for s in ("front", "back")})
-    adapters: dict[str, AdapterSpec | None] = {}
-    for side in ("front", "back"):
-        try:
-            adapters[side] = sides.adapter_for(eps[side])
-        except ConfigError as exc:
-            errors.append(f"bridge {name!r} {side}: {exc}")
-            adapters[side] = None
-    if errors:
-        raise ConfigError("\n".join(errors))
-    for side in ("front", "back"):
-        errors += _side_errors(name, side, eps[side], settings[side], adapters[side])
+    settings = {"front": f_settings, "back": b_settings}
+    adapters = {"front": f_adapter, "back": b_adapter}
+    try:
+        pattern, pair1 = pattern_of(name, front, back, {s: settings[s].get("pattern", "")
+                                                        for s in ("front", "back")})
+    except ConfigError as exc:
+        raise ConfigError("\n".join([*errors, str(exc)])) from None
     errors += _bridge_errors(spec, pattern, front, back, adapters)
     subscribe = _subscribe(settings, pattern, errors, name)
     if errors:
@@ -147,6 +127,35 @@ def plan(spec: BridgeSpec) -> BridgePlan:
     if errors:
         raise ConfigError("\n".join(errors))
     return BridgePlan(name, pattern, pair1, made["front"], made["back"], subscribe)
+
+
+def _read_side(name: str, side: str, url: str, table: dict[str, Any],
+               transports: frozenset[str], errors: list[str]
+               ) -> tuple[Endpoint, dict[str, Any], AdapterSpec | None] | None:
+    """One side read and checked on its own: its endpoint (mode and backend filled in), its
+    settings (URL over TOML) and its adapter; ``None`` when it could not be read that far.
+    Every mistake found goes to ``errors``."""
+    where = f"bridge {name!r} {side}"
+    try:
+        ep = parse(url, transports=transports)
+    except ConfigError as exc:
+        errors.extend(f"{where}: {line}" for line in str(exc).splitlines())
+        return None
+    try:
+        settings = schema.merged(ep.settings, table, where)
+    except ConfigError as exc:
+        errors.append(str(exc))
+        return None
+    ep = sides.default_backend(ep)
+    if not ep.mode:
+        ep = replace(ep, mode="bind" if side == "front" else "connect")
+    try:
+        adapter = sides.adapter_for(ep)
+    except ConfigError as exc:
+        errors.append(f"{where}: {exc}")
+        return None
+    errors += _side_errors(name, side, ep, settings, adapter)
+    return ep, settings, adapter
 
 
 def _side_errors(name: str, side: str, ep: Endpoint, settings: dict[str, Any],

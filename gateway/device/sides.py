@@ -110,10 +110,12 @@ def default_backends(front: Endpoint, back: Endpoint) -> tuple[Endpoint, Endpoin
     hop, so it is opt-in and every default route keeps the same, exact accounting.
     """
 
-    def pick(ep: Endpoint) -> Endpoint:
-        return ep if ep.backend else replace(ep, backend=NATIVE)
+    return default_backend(front), default_backend(back)
 
-    return pick(front), pick(back)
+
+def default_backend(ep: Endpoint) -> Endpoint:
+    """One side's half of :func:`default_backends` (the choice needs no other side)."""
+    return ep if ep.backend else replace(ep, backend=NATIVE)
 
 
 def attach(sock: Any, ep: Endpoint) -> str:
@@ -157,5 +159,6 @@ def open_polled(ep: Endpoint, kind: str, options: SideOptions,
     return sock, attach(sock, ep)
 
 
-__all__ = ["NATIVE", "NativeSide", "adapter_for", "attach", "backend_of", "default_backends",
+__all__ = ["NATIVE", "NativeSide", "adapter_for", "attach", "backend_of", "default_backend",
+           "default_backends",
            "open_async", "open_polled"]
