@@ -18,12 +18,19 @@ are made) and ``GATEWAY_NO_EXTENSIONS=1`` in the environment, so the processes t
 run the reference too. Any other test gets the path the process runs, unchanged. Where the
 kernel is not built there is one path, ``pure``; ``GATEWAY_TEST_PATHS=compiled`` (or ``pure``)
 keeps one of the two (CI's runs on the other Pythons, .ci/pythons.sh, keep the compiled one).
+
+A test that pytest-timeout ends shows, after the stacks of its threads, the coroutine stack of
+every task of the event loop it was running (:func:`dump_tasks`): a test stuck on an
+``await`` is otherwise seen only as a loop waiting in ``select``.
 """
 
 from __future__ import annotations
 
+import asyncio
+import io
 import os
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -62,4 +69,38 @@ def both_paths(metafunc: pytest.Metafunc) -> None:
     metafunc.parametrize("engine_path", PATHS, indirect=True)
 
 
-__all__ = ["PATHS", "both_paths", "engine_path"]
+def dump_tasks(terminal: Any) -> None:
+    """Write the stack of every task of the event loop running in this thread (none: nothing)
+    to ``terminal`` (pytest's TerminalWriter): what each coroutine awaits."""
+    loop = asyncio.events._get_running_loop()
+    if loop is None:
+        return
+    for task in sorted(asyncio.all_tasks(loop), key=lambda t: t.get_name()):
+        out = io.StringIO()
+        task.print_stack(limit=8, file=out)
+        terminal.sep("~", title=f"Task {task.get_name()} ({task.get_coro()!r:.80})")
+        terminal.write(out.getvalue())
+
+
+def _with_tasks() -> None:
+    """pytest-timeout's stack dump (its signal method runs it on the test's own thread)
+    followed by :func:`dump_tasks`."""
+    try:
+        import pytest_timeout
+    except ImportError:  # (the plugin is not installed: no timeouts to explain)
+        return
+    threads = pytest_timeout.dump_stacks
+    if getattr(threads, "with_tasks", False):
+        return
+
+    def dump_stacks(terminal: Any) -> None:
+        threads(terminal)
+        dump_tasks(terminal)
+
+    dump_stacks.with_tasks = True  # type: ignore[attr-defined]
+    pytest_timeout.dump_stacks = dump_stacks
+
+
+_with_tasks()
+
+__all__ = ["PATHS", "both_paths", "dump_tasks", "engine_path"]
