@@ -39,8 +39,8 @@ N = 1500  # published in one burst: 6 MB, past the mark (100 messages) and the s
 BODY = b"x" * 4000
 
 #: an nng sub0 in its own process (stopped with SIGSTOP: a subscriber that reads nothing):
-#: prints "up" once a probe crossed, then, once the burst came and went quiet, the count of
-#: burst messages it got
+#: prints "up" once a probe crossed, "fenced" once the fence did, then, once the burst came and
+#: went quiet, the count of burst messages it got
 NNG_SUBSCRIBER = """
 import sys, pynng
 s = pynng.Sub0(topics=b"", recv_buffer_size=8192, recv_timeout=1500)
@@ -52,8 +52,11 @@ while True:
     except pynng.Timeout:
         pass
 print("up", flush=True)
-got = 0
 s.recv_timeout = 20000
+while not s.recv().startswith(b"fence"):  # the probes published before it
+    pass
+print("fenced", flush=True)
+got = 0
 while True:
     try:
         m = s.recv()
@@ -107,6 +110,20 @@ def _probe_until(pub: pynng.Pub0, done: Callable[[], bool]) -> None:
         time.sleep(0.05)
 
 
+#: published once the probes crossed: the publisher's messages reach the gateway through one
+#: pipe, in order, and the gateway counts each as it forwards it, so once a subscriber has the
+#: fence every probe is in the forwarded count, and the burst's baseline can be read (a probe
+#: published in the probing's last 50 ms may still be on its way when the probing ends)
+FENCE = b"fence"
+
+
+def _until_fence(sub: zmq.Socket[bytes]) -> None:
+    """Reads ``sub`` (the probes still queued) until the fence, 15 s at most."""
+    deadline = time.monotonic() + 15
+    while not (sub.poll(100) and sub.recv() == FENCE):
+        assert time.monotonic() < deadline, "the fence never crossed"
+
+
 def test_slow_zmq_subscribers_of_an_nng_publisher_lose_only_counted_messages(
         publisher: tuple[pynng.Pub0, int]) -> None:
     pub, port = publisher
@@ -124,8 +141,9 @@ def test_slow_zmq_subscribers_of_an_nng_publisher_lose_only_counted_messages(
                 return all(crossed)
 
             _probe_until(pub, probed)
+            pub.send(FENCE)
             for s in subs:
-                _count(s, b"", 200)  # the probes still queued
+                _until_fence(s)
             before = gw.metric(FORWARDED, direction="reply")
             for n in range(N):
                 pub.send(b"m%05d" % n + BODY)
@@ -163,6 +181,9 @@ def test_a_stopped_nng_subscriber_of_an_nng_publisher_loses_only_counted_message
                 return any(line.strip() == "up" for line in lines)
 
             _probe_until(pub, up)
+            pub.send(FENCE)
+            wait_until(lambda: up() and any(line.strip() == "fenced" for line in lines),
+                       timeout=20, what="the fence at the subscriber")
             child.send_signal(signal.SIGSTOP)  # reads nothing from now on
             before = gw.metric(FORWARDED, direction="reply")
             for n in range(N):

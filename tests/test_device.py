@@ -442,10 +442,10 @@ def test_live_stop_drains_the_reply_in_flight(front_be: str, back_be: str) -> No
             dealer = _dealer(ctx, _lib(bridge.front_url))
             await dealer.send_multipart([b"", b"late"])
             await asyncio.wait_for(slow.wait(), 5)
-            for _ in range(100):  # the poller thread counts it just after the send
-                if bridge.in_flight:
-                    break
-                await asyncio.sleep(0.01)
+            # the poller thread counts it just after the send (awaited: a loop that went on
+            # after 1 s without it would stop a bridge with nothing in flight)
+            await _until(lambda: bool(bridge.in_flight))
+            assert bridge.in_flight == 1
             stop.set()  # a request is in flight: the bridge waits for its reply
             await asyncio.sleep(0.3)
             assert not task.done()
