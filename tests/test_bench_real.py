@@ -16,6 +16,7 @@ import pytest
 
 from gateway.tools import bench
 from gateway.tools.bench import cpeers, real, report, syscount
+from gateway.tools.bench import kernel as kernel_mod
 from gateway.tools.bench.procs import proc_wakeups
 from gateway.tools.bench.routes import REAL_GROUPS, ROUTES, select
 from gateway.tools.harness.procs import Unavailable
@@ -226,9 +227,40 @@ def test_a_tiny_real_run_reports_every_column(tmp_path: Path, capsys: pytest.Cap
     else:
         assert gw["count_problem"] == syscount.problem()
     assert "gw-sp-sp-real" not in result["derived"]["hops"]  # (its references are its own)
+    kernel = result["kernel_hop"]  # the kernel's own cost, at the run's size
+    assert [kernel[t]["size"] for t in kernel_mod.TRANSPORTS] == [100, 100], kernel
+    assert all(kernel[t]["write_us"] > 0 and kernel[t]["read_us"] > 0
+               for t in kernel_mod.TRANSPORTS), kernel
     table = capsys.readouterr().out
     assert "real peers (issue 36), x8 in flight" in table and "load average" in table
+    assert "kernel cost of a message per write (100 B, 64 connections" in table
     assert report.table(result) in table
+
+
+def test_the_kernel_cost_of_a_message_per_write(tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """c/kernel_hop.c: CPU per write and per read of one message on 64 connections, over
+    loopback TCP and unix sockets; the report sets the sum beside zmq.proxy's CPU per request
+    (the part of a middle's CPU no middle can go below when its clients send one per write)."""
+    monkeypatch.setenv("GATEWAY_BENCH_C_CACHE", str(tmp_path / "c"))
+    monkeypatch.setattr(cpeers, "_failed", {})
+    got = kernel_mod.measure(100, 640)
+    if "status" in got:
+        pytest.skip(got["status"])
+    for transport in kernel_mod.TRANSPORTS:
+        one = got[transport]
+        assert (one["transport"], one["size"], one["connections"], one["messages"]) == (
+            transport, 100, 64, 640)
+        assert one["write_us"] > 0 and one["read_us"] > 0
+    assert "status" in kernel_mod.measure(kernel_mod.MAX_SIZE + 1, 640)  # one segment at most
+    fake = {"tcp": {"size": 100, "connections": 64, "write_us": 3.0, "read_us": 3.0},
+            "unix": {"size": 100, "connections": 64, "write_us": 0.5, "read_us": 1.0}}
+    text = "\n".join(kernel_mod.kernel_lines(fake, {"zmq-proxy-real": {"cpu_us_per_req": 2.0}}))
+    assert "loopback TCP write 3.00 + read 3.00 = 6.00 us of CPU, 3.00x zmq.proxy's" in text
+    assert "unix sockets (ipc) 0.50 + 1.00 = 1.50 us" in text
+    assert "not measured (no compiler)" in "\n".join(
+        kernel_mod.kernel_lines({"status": "no compiler"}, {}))
+    assert kernel_mod.kernel_lines(None, {}) == []
 
 
 @pytest.mark.timeout(60)

@@ -212,6 +212,11 @@ def run(args: argparse.Namespace) -> int:
         return run_patterns(args, settings.verbose)
     memory_only = bool(_get(args, "memory_only"))
     runs = [] if memory_only else run_routes(routes, settings)
+    kernel_cost = None
+    if not memory_only and any(r.cpu_ref for r in routes):  # the real group: its floor's floor
+        from gateway.tools.bench.kernel import measure
+
+        kernel_cost = measure(settings.size, 20000 if _get(args, "quick") else 200000)
     memory = None
     if memory_only or _get(args, "memory"):
         memory = run_memory(routes if _get(args, "routes") else ROUTES, settings, args, opt)
@@ -233,6 +238,8 @@ def run(args: argparse.Namespace) -> int:
                    if not callable(v) and k not in ("command", "func")}
     result = report.build(runs, settings, args_record, memory, time.monotonic() - t0)
     result["meta"]["loadavg"] = {"start": load0, "end": loadavg()}
+    if kernel_cost is not None:
+        result["kernel_hop"] = kernel_cost
     if scale is not None:
         result["workers_check"] = scale
     unwritten = False

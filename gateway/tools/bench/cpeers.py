@@ -34,6 +34,8 @@ PROGRAMS: dict[str, tuple[str, tuple[str, ...]]] = {
     "sp_patterns": ("sp_patterns.c", ()),
     "nng_shapes": ("nng_shapes.c", ("-lnng", "-lpthread")),
     "relay_floor": ("relay_floor.c", ()),
+    # not a peer: the kernel's own cost of a message per write (gateway.tools.bench.kernel)
+    "kernel_hop": ("kernel_hop.c", ()),
     # not a peer: the LD_PRELOAD shim that counts a bridge's copies (gateway.tools.bench.copies)
     "copycount": ("copycount.c", ("-shared", "-fPIC", "-ldl")),
 }

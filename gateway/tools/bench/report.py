@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from gateway.tools.bench import real
+from gateway.tools.bench.kernel import kernel_lines
 from gateway.tools.bench.routes import REAL_GROUPS
 from gateway.tools.bench.runner import RouteRun
 from gateway.tools.bench.versus import cpeers as _cpeers
@@ -393,6 +394,7 @@ def table(result: dict[str, Any]) -> str:
             lines.append(f"  {name:<18} {e['security']:<5} " + "; ".join(parts))
     lines.extend(group_lines(d))
     lines.extend(real.lines(d.get("real") or {}))
+    lines.extend(kernel_lines(result.get("kernel_hop"), d.get("real") or {}))
     lines.extend(real.load_line(result["meta"].get("loadavg")))
     sweeps = [(n, f["sweep"]) for n, f in result["routes"].items() if f.get("sweep")]
     if sweeps:
