@@ -377,3 +377,21 @@ def test_a_file_name_the_system_refuses_is_a_config_error(tmp_path: Path) -> Non
     assert "bridge 'orders' back: tls_ca: a readable file" in text
     assert (f"bridge 'users' front: plain_passwords: cannot read password file "
             f"{str(tmp_path)!r}: Is a directory") in text
+
+
+def test_bridge_reports_its_control_and_capture_with_its_sides(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A control or capture endpoint's mistake comes with those of the bridge's sides, not
+    on the next try (the secret in the capture URL masked)."""
+    secret = "abcdefghij" * 4
+    assert main(["bridge", "@zmq+tcp://127.0.0.1:0?hwm=0", ">sp+tcp://127.0.0.1:1",
+                 "--control", "nope", "--capture",
+                 f"zmq+tcp://127.0.0.1:0?curve_secretkey={secret}"]) == 2
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 3, lines
+    for said in ("bridge 'bridge' front: bad value '0' for hwm",
+                 "bridge 'bridge' control: bad endpoint 'nope'",
+                 "bridge 'bridge' capture: bad value for curve_secretkey"):
+        assert sum(said in line for line in lines) == 1, (said, lines)
+    assert secret not in "\n".join(lines)
+
