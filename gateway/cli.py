@@ -288,14 +288,17 @@ def _workers(args: argparse.Namespace, shapes: list, metrics: str | None,  # typ
 
 def _load(path: str) -> Config:
     """The config file, read; its mistakes with those the rules find in the bridges that
-    could be read, at once."""
+    could be read (and the addresses two of them bind), at once."""
     from gateway.config import ConfigFileError, load
     from gateway.device import check
+    from gateway.device.ports import clashes, ipc_paths
 
     try:
         return load(path)
     except ConfigFileError as exc:
-        more = [e for e in check(exc.readable, path) if e not in str(exc).splitlines()]
+        found = (check(exc.readable, path) + clashes(exc.readable, path)
+                 + ipc_paths(exc.readable, path))
+        more = [e for e in found if e not in str(exc).splitlines()]
         raise ConfigError("\n".join([str(exc), *more])) from None
 
 

@@ -395,3 +395,23 @@ def test_bridge_reports_its_control_and_capture_with_its_sides(
         assert sum(said in line for line in lines) == 1, (said, lines)
     assert secret not in "\n".join(lines)
 
+
+def test_check_reports_clashes_and_ipc_paths_with_the_files_mistakes(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Two bridges binding one address, an ipc path with no directory and a control endpoint's
+    rule are reported with a mistake elsewhere in the file, in one run."""
+    cfg = tmp_path / "g.toml"
+    cfg.write_text('[gateway]\nlog_levle = "info"\n'
+                   '[[bridge]]\nname = "a"\nfront = "@zmq+tcp://127.0.0.1:7001"\n'
+                   'back = ">sp+tcp://127.0.0.1:1"\n'
+                   'control = "zmq+tcp://127.0.0.1:7002?backend=pyzmq"\n'
+                   '[[bridge]]\nname = "b"\nfront = "@sp+tcp://127.0.0.1:7001"\n'
+                   f'back = "@zmq+ipc://{tmp_path}/none/x.sock"\n')
+    assert main(["check", str(cfg)]) == 2
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 4, lines
+    assert all(line.startswith(f"gateway: error: {cfg}: ") for line in lines)
+    for said in ("log_levle: unknown key", "bridge 'a' control: the control endpoint is the "
+                 "native engine's", "bridge 'b' front: tcp://127.0.0.1:7001 is bound by "
+                 "bridge 'a' front too", "bridge 'b' back: ipc://"):
+        assert sum(said in line for line in lines) == 1, (said, lines)
