@@ -415,3 +415,20 @@ def test_check_reports_clashes_and_ipc_paths_with_the_files_mistakes(
                  "native engine's", "bridge 'b' front: tcp://127.0.0.1:7001 is bound by "
                  "bridge 'a' front too", "bridge 'b' back: ipc://"):
         assert sum(said in line for line in lines) == 1, (said, lines)
+
+
+def test_run_reports_its_flags_mistakes_with_the_files(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``--metrics`` and ``--workers`` mistakes come with those of the config file (and with a
+    bridge's for ``gateway bridge``), not on the next try."""
+    cfg = tmp_path / "g.toml"
+    cfg.write_text('[gateway]\nlog_levle = "info"\n[[bridge]]\nfront = "@zmq+tcp://127.0.0.1:0"\n'
+                   'back = ">sp+tcp://127.0.0.1:1"\n')
+    for argv, said in ((["run", str(cfg)], f"{cfg}: [gateway] log_levle: unknown key"),
+                       (["bridge", "@zmq+tcp://127.0.0.1:0?hwm=0", ">sp+tcp://127.0.0.1:1"],
+                        "bridge 'bridge' front: bad value '0' for hwm")):
+        assert main([*argv, "--metrics", "9100", "--workers", "0"]) == 2
+        lines = capsys.readouterr().err.splitlines()
+        assert len(lines) == 3, lines
+        for text in ("--metrics 9100: ", "--workers must be 1..64, not 0", said):
+            assert sum(text in line for line in lines) == 1, (text, lines)
