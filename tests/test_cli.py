@@ -432,3 +432,15 @@ def test_run_reports_its_flags_mistakes_with_the_files(
         assert len(lines) == 3, lines
         for text in ("--metrics 9100: ", "--workers must be 1..64, not 0", said):
             assert sum(text in line for line in lines) == 1, (text, lines)
+
+
+@pytest.mark.parametrize("key", ["plain_pasword", "plainpasword", "curve_secrtkey"])
+def test_a_misspelt_secret_key_keeps_its_value_unsaid(
+        key: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """``?plain_pasword=...`` is an unknown option, reported with its URL: the value, a
+    password with one letter missing from its key, is masked like a well-spelt one's."""
+    assert main(["bridge", f"@zmq+tcp://127.0.0.1:0?{key}=s3cr3T-hunter2",
+                 ">sp+tcp://127.0.0.1:1"]) == 2
+    err = capsys.readouterr().err
+    assert f"unknown option '{key}'" in err and f"{key}=***" in err, err
+    assert "s3cr3T-hunter2" not in err
