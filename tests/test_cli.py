@@ -444,3 +444,17 @@ def test_a_misspelt_secret_key_keeps_its_value_unsaid(
     err = capsys.readouterr().err
     assert f"unknown option '{key}'" in err and f"{key}=***" in err, err
     assert "s3cr3T-hunter2" not in err
+
+
+def test_a_bridge_is_named_as_written_so_each_mistake_comes_once(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A name that looks like ``key: value`` (``bypass: eu``) was masked by the file's checks
+    and not by the rules: a bad URL, which both report, came twice in two forms."""
+    cfg = tmp_path / "g.toml"
+    cfg.write_text('[[bridge]]\nname = "bypass: eu"\nfront = "@zmq+tcp://127.0.0.1:0?hwm=0"\n'
+                   'back = ">sp+tcp://127.0.0.1:1?curve_server=1"\n')
+    assert main(["check", str(cfg)]) == 2
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 2, lines
+    assert sum("bridge 'bypass: eu' front: bad value '0' for hwm" in line for line in lines) == 1
+    assert sum("bridge 'bypass: eu' back: curve_server" in line for line in lines) == 1
