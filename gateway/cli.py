@@ -261,15 +261,21 @@ def _metrics_flag(args: argparse.Namespace) -> list[str]:
 MAX_WORKERS = 64
 
 
+def _workers_flag(args: argparse.Namespace) -> list[str]:
+    """``--workers``' mistake (out of 1..MAX_WORKERS), reported with the others."""
+    n = args.workers
+    return [] if 1 <= n <= MAX_WORKERS else [f"--workers must be 1..{MAX_WORKERS}, not {n}"]
+
+
 def _workers(args: argparse.Namespace, shapes: list, metrics: str | None,  # type: ignore[type-arg]
              grace: float, fixed_ports: bool) -> int | None:
     """``--workers N`` (N > 1): run the parent of N workers and return its exit status; None
     when this process is to run the bridges itself (N = 1, or it is a worker)."""
     from gateway import workers
 
-    n = args.workers
-    if not 1 <= n <= MAX_WORKERS:
-        raise ConfigError(f"--workers must be 1..{MAX_WORKERS}, not {n}")
+    n, bad = args.workers, _workers_flag(args)
+    if bad:  # (bridge and run report it with the rest first)
+        raise ConfigError("\n".join(bad))
     if workers.worker_index() is not None:
         from gateway.transport import share_ports
 
@@ -288,14 +294,17 @@ def _workers(args: argparse.Namespace, shapes: list, metrics: str | None,  # typ
 
 def _load(path: str) -> Config:
     """The config file, read; its mistakes with those the rules find in the bridges that
-    could be read, at once."""
+    could be read (and the addresses two of them bind), at once."""
     from gateway.config import ConfigFileError, load
     from gateway.device import check
+    from gateway.device.ports import clashes, ipc_paths
 
     try:
         return load(path)
     except ConfigFileError as exc:
-        more = [e for e in check(exc.readable, path) if e not in str(exc).splitlines()]
+        found = (check(exc.readable, path) + clashes(exc.readable, path)
+                 + ipc_paths(exc.readable, path))
+        more = [e for e in found if e not in str(exc).splitlines()]
         raise ConfigError("\n".join([str(exc), *more])) from None
 
 
@@ -334,7 +343,7 @@ def _cmd_bridge(args: argparse.Namespace) -> int:
     from gateway.supervisor import Supervisor
     from gateway.workers import shared_front
 
-    flags = _metrics_flag(args)
+    flags = _metrics_flag(args) + _workers_flag(args)
     try:
         limits = _limits(args)
     except ConfigError as exc:  # with the other mistakes, at once
@@ -377,11 +386,12 @@ def _serve(supervisor: Any) -> int:
 def _cmd_run(args: argparse.Namespace) -> int:
     from gateway.logging import configure
 
+    flags = _metrics_flag(args) + _workers_flag(args)  # (with the file's mistakes, at once)
     try:
         cfg = _load(args.config)
-    except ConfigError:
+    except ConfigError as exc:
         args.log_format = args.log_format or _file_log_format(args.config)
-        raise
+        raise ConfigError("\n".join([*flags, str(exc)])) from None
     args.log_format = args.log_format or cfg.log_format  # (its errors too)
     configure(args.log_format, args.log_level or cfg.log_level)
     from gateway.plugins import manager
@@ -390,7 +400,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from gateway.supervisor import Supervisor
 
     metrics = args.metrics or cfg.metrics
-    specs = _checked(cfg.bridges, args.config, _metrics_flag(args), metrics)
+    specs = _checked(cfg.bridges, args.config, flags, metrics)
     rc = _workers(args, specs, metrics, cfg.limits.grace, fixed_ports=True)
     if rc is not None:
         return rc

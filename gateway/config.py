@@ -212,7 +212,9 @@ def from_dict(data: dict[str, Any], source: str = "config") -> Config:
             err(f"bridge #{i + 1}", "must be a table")
             continue
         name = entry.get("name", f"bridge{i + 1}")
-        where = f"bridge {schema.quoted(name)}" if isinstance(name, str) else f"bridge #{i + 1}"
+        # (a name as written, as the rules, the logs and the metrics show it: a masked one, as
+        # "bypass:***", made a second form of each mistake the rules report too)
+        where = f"bridge {name!r}" if isinstance(name, str) else f"bridge #{i + 1}"
         for key in sorted(set(entry) - set(_BRIDGE_KEYS) - set(_BRIDGE_TABLES)):
             keys = _BRIDGE_KEYS + _BRIDGE_TABLES
             err(f"{where} {key}", f"unknown key{schema.did_you_mean(key, keys)} (known: "

@@ -377,3 +377,84 @@ def test_a_file_name_the_system_refuses_is_a_config_error(tmp_path: Path) -> Non
     assert "bridge 'orders' back: tls_ca: a readable file" in text
     assert (f"bridge 'users' front: plain_passwords: cannot read password file "
             f"{str(tmp_path)!r}: Is a directory") in text
+
+
+def test_bridge_reports_its_control_and_capture_with_its_sides(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A control or capture endpoint's mistake comes with those of the bridge's sides, not
+    on the next try (the secret in the capture URL masked)."""
+    secret = "abcdefghij" * 4
+    assert main(["bridge", "@zmq+tcp://127.0.0.1:0?hwm=0", ">sp+tcp://127.0.0.1:1",
+                 "--control", "nope", "--capture",
+                 f"zmq+tcp://127.0.0.1:0?curve_secretkey={secret}"]) == 2
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 3, lines
+    for said in ("bridge 'bridge' front: bad value '0' for hwm",
+                 "bridge 'bridge' control: bad endpoint 'nope'",
+                 "bridge 'bridge' capture: bad value for curve_secretkey"):
+        assert sum(said in line for line in lines) == 1, (said, lines)
+    assert secret not in "\n".join(lines)
+
+
+def test_check_reports_clashes_and_ipc_paths_with_the_files_mistakes(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Two bridges binding one address, an ipc path with no directory and a control endpoint's
+    rule are reported with a mistake elsewhere in the file, in one run."""
+    cfg = tmp_path / "g.toml"
+    cfg.write_text('[gateway]\nlog_levle = "info"\n'
+                   '[[bridge]]\nname = "a"\nfront = "@zmq+tcp://127.0.0.1:7001"\n'
+                   'back = ">sp+tcp://127.0.0.1:1"\n'
+                   'control = "zmq+tcp://127.0.0.1:7002?backend=pyzmq"\n'
+                   '[[bridge]]\nname = "b"\nfront = "@sp+tcp://127.0.0.1:7001"\n'
+                   f'back = "@zmq+ipc://{tmp_path}/none/x.sock"\n')
+    assert main(["check", str(cfg)]) == 2
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 4, lines
+    assert all(line.startswith(f"gateway: error: {cfg}: ") for line in lines)
+    for said in ("log_levle: unknown key", "bridge 'a' control: the control endpoint is the "
+                 "native engine's", "bridge 'b' front: tcp://127.0.0.1:7001 is bound by "
+                 "bridge 'a' front too", "bridge 'b' back: ipc://"):
+        assert sum(said in line for line in lines) == 1, (said, lines)
+
+
+def test_run_reports_its_flags_mistakes_with_the_files(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``--metrics`` and ``--workers`` mistakes come with those of the config file (and with a
+    bridge's for ``gateway bridge``), not on the next try."""
+    cfg = tmp_path / "g.toml"
+    cfg.write_text('[gateway]\nlog_levle = "info"\n[[bridge]]\nfront = "@zmq+tcp://127.0.0.1:0"\n'
+                   'back = ">sp+tcp://127.0.0.1:1"\n')
+    for argv, said in ((["run", str(cfg)], f"{cfg}: [gateway] log_levle: unknown key"),
+                       (["bridge", "@zmq+tcp://127.0.0.1:0?hwm=0", ">sp+tcp://127.0.0.1:1"],
+                        "bridge 'bridge' front: bad value '0' for hwm")):
+        assert main([*argv, "--metrics", "9100", "--workers", "0"]) == 2
+        lines = capsys.readouterr().err.splitlines()
+        assert len(lines) == 3, lines
+        for text in ("--metrics 9100: ", "--workers must be 1..64, not 0", said):
+            assert sum(text in line for line in lines) == 1, (text, lines)
+
+
+@pytest.mark.parametrize("key", ["plain_pasword", "plainpasword", "curve_secrtkey"])
+def test_a_misspelt_secret_key_keeps_its_value_unsaid(
+        key: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """``?plain_pasword=...`` is an unknown option, reported with its URL: the value, a
+    password with one letter missing from its key, is masked like a well-spelt one's."""
+    assert main(["bridge", f"@zmq+tcp://127.0.0.1:0?{key}=s3cr3T-hunter2",
+                 ">sp+tcp://127.0.0.1:1"]) == 2
+    err = capsys.readouterr().err
+    assert f"unknown option '{key}'" in err and f"{key}=***" in err, err
+    assert "s3cr3T-hunter2" not in err
+
+
+def test_a_bridge_is_named_as_written_so_each_mistake_comes_once(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A name that looks like ``key: value`` (``bypass: eu``) was masked by the file's checks
+    and not by the rules: a bad URL, which both report, came twice in two forms."""
+    cfg = tmp_path / "g.toml"
+    cfg.write_text('[[bridge]]\nname = "bypass: eu"\nfront = "@zmq+tcp://127.0.0.1:0?hwm=0"\n'
+                   'back = ">sp+tcp://127.0.0.1:1?curve_server=1"\n')
+    assert main(["check", str(cfg)]) == 2
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 2, lines
+    assert sum("bridge 'bypass: eu' front: bad value '0' for hwm" in line for line in lines) == 1
+    assert sum("bridge 'bypass: eu' back: curve_server" in line for line in lines) == 1

@@ -63,6 +63,34 @@ def test_a_side_that_cannot_be_read_hides_none_of_the_others_mistakes(
     assert said[1] in by_side["bridge 'orders' back"]
 
 
+@pytest.mark.parametrize(("front", "back", "forwarder", "said"), [
+    # the front's value cannot be read; the back is any+ (a rule of the back alone)
+    (f"@zmq+tcp://{L}:0?hwm=0", f"any+tcp://{L}:1", "auto",
+     ("front: bad value '0' for hwm", "back: any+ is for a front")),
+    # the front dials any+ (a rule of the front alone); the back's value cannot be read
+    (f">any+tcp://{L}:0", f"sp+tcp://{L}:1?hwm=x", "auto",
+     ("front: any+ listens; it cannot dial", "back: bad value 'x' for hwm")),
+    # the front's certificate is not there; the back's value cannot be read
+    (f"@zmq+tcp://{L}:0?curve_server=1&curve_cert=/nonexistent/cert", f"sp+tcp://{L}:1?hwm=0",
+     "auto", ("front: curve_cert: cannot read certificate '/nonexistent/cert'", "back: bad value '0'")),
+    # the sides disagree on the pattern; the proxy cannot join two families either
+    (f"@zmq+tcp://{L}:0?pattern=pubsub", f"sp+tcp://{L}:1?pattern=pipeline", "proxy",
+     ("the front says pattern=pubsub", "forwarder=proxy needs the same family")),
+])
+def test_no_mistake_of_one_side_hides_a_rule_or_a_file_of_the_other(
+        front: str, back: str, forwarder: str, said: tuple[str, str]) -> None:
+    """A rule of one side alone (any+ on a back, an any+ front that dials), a file a sound
+    side names, and the rules that need no pattern are reported whatever else is wrong in the
+    bridge: each once, in the same run."""
+    spec = BridgeSpec("orders", front, back, forwarder=forwarder)
+    with pytest.raises(ConfigError) as info:
+        plan(spec)
+    lines = str(info.value).splitlines()
+    assert len(lines) == 2, lines
+    for text in said:
+        assert sum(text in line for line in lines) == 1, (text, lines)
+
+
 def test_a_side_opens_with_the_bridges_limits_and_its_role() -> None:
     p = plan(BridgeSpec("orders", f"@zmq+tcp://{L}:0", f"sp+tcp://{L}:1?hwm=50"))
     assert (p.pattern, p.front.kind, p.back.kind) == ("reqrep", "REP", "REQ")

@@ -117,6 +117,12 @@ def test_the_schema_declares_each_default_once_and_every_reader_takes_the_same_s
     ("plainpassword", True), ("curve_secret", True), ("db_pwd", True), ("Plain%5FPassword", True),
     ("plain_password_file", False), ("plain_passwords", False), ("curve_secretkey_file", False),
     ("curve_serverkey", False), ("hwm", False), ("curve_cert", False),
+    # misspelt: a letter dropped, added, swapped or changed (the value was once echoed)
+    ("plain_pasword", True), ("plainpasword", True), ("plain_passwrod", True),
+    ("curve_secrtkey", True), ("curve_sceretkey", True), ("privte_key", True),
+    # what a URL's text holds besides settings, close to none of those words
+    ("zmq+tcp", False), ("gateway-host.example", False), ("127.0.0.1", False),
+    ("reconnect", False), ("select", False), ("orders", False), ("prices", False),
 ])
 def test_looks_secret(key: str, secret: bool) -> None:
     assert options.looks_secret(key) is secret

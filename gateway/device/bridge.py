@@ -373,8 +373,21 @@ def _peers(sock: Any) -> int:
 
 
 def _plan(spec: BridgeSpec) -> tuple[BridgePlan, Any]:
-    made = plan(spec)
-    return made, steer.plan_extras(spec, made)
+    """The bridge's plan and its control and capture endpoints'; the mistakes of both at once
+    (a bridge whose sides have mistakes still has its extras checked)."""
+    errors: list[str] = []
+    made: BridgePlan | None = None
+    try:
+        made = plan(spec)
+    except ConfigError as exc:
+        errors += str(exc).splitlines()
+    try:
+        extras = steer.plan_extras(spec, made)
+    except ConfigError as exc:
+        errors += str(exc).splitlines()
+    if errors or made is None:
+        raise ConfigError("\n".join(errors))
+    return made, extras
 
 
 def planned(specs: list[BridgeSpec], where: str = "") -> tuple[list[BridgeSpec], list[str]]:

@@ -94,36 +94,44 @@ def pattern_of(name: str, front: Endpoint, back: Endpoint,
 def plan(spec: BridgeSpec) -> BridgePlan:
     """Decide everything; one :class:`ConfigError` with every mistake, each naming the
     bridge and its side. A side that cannot be read (its URL, a setting's value, its backend)
-    is checked no further, but the other side is: both sides' mistakes come at once."""
+    is checked no further, but the other side is: both sides' mistakes come at once, and the
+    files of a side with no mistake of its own are read even when the bridge has some."""
     name, limits = spec.name, spec.limits
-    errors: list[str] = []
     transports = frozenset(registry().transports)
-    read = {side: _read_side(name, side, url, dict(table), transports, errors)
+    own: dict[str, list[str]] = {"front": [], "back": []}  # each side's own mistakes
+    read = {side: _read_side(name, side, url, dict(table), transports, own[side])
             for side, url, table in (("front", spec.front, spec.front_options),
                                      ("back", spec.back, spec.back_options))}
+    errors = own["front"] + own["back"]
     front_read, back_read = read["front"], read["back"]
-    if front_read is None or back_read is None:
+    pattern: str | None = None
+    pair1, subscribe = False, None
+    if front_read is not None and back_read is not None:
+        (front, f_settings, f_adapter), (back, b_settings, b_adapter) = front_read, back_read
+        settings = {"front": f_settings, "back": b_settings}
+        try:
+            pattern, pair1 = pattern_of(name, front, back, {s: settings[s].get("pattern", "")
+                                                            for s in ("front", "back")})
+        except ConfigError as exc:  # (the rules that need no pattern still run)
+            errors.append(str(exc))
+        errors += _bridge_errors(spec, pattern, front, back,
+                                 {"front": f_adapter, "back": b_adapter})
+        if pattern is not None:
+            subscribe = _subscribe(settings, pattern, errors, name)
+    if errors or pattern is None:
+        for side, got in read.items():  # a sound side's files: their mistakes too, at once
+            if got is not None and not own[side]:
+                _side_plan(name, side, got[0], got[2], "", got[1], limits, pattern or "",
+                           errors)
         raise ConfigError("\n".join(errors))
-    (front, f_settings, f_adapter), (back, b_settings, b_adapter) = front_read, back_read
-    eps = {"front": front, "back": back}
-    settings = {"front": f_settings, "back": b_settings}
-    adapters = {"front": f_adapter, "back": b_adapter}
-    try:
-        pattern, pair1 = pattern_of(name, front, back, {s: settings[s].get("pattern", "")
-                                                        for s in ("front", "back")})
-    except ConfigError as exc:
-        raise ConfigError("\n".join([*errors, str(exc)])) from None
-    errors += _bridge_errors(spec, pattern, front, back, adapters)
-    subscribe = _subscribe(settings, pattern, errors, name)
-    if errors:
-        raise ConfigError("\n".join(errors))
+    assert front_read is not None and back_read is not None  # (else errors)
     kinds: tuple[str, str] = KINDS[pattern]
     if pair1:  # sp -> sp pair1: both sides pair1
-        kinds = ("PAIR1" if front.family == "sp" else "PAIR",
-                 "PAIR1" if back.family == "sp" else "PAIR")
-    made = {side: _side_plan(name, side, eps[side], adapters[side], kind, settings[side],
-                             limits, pattern, errors)
-            for side, kind in zip(("front", "back"), kinds, strict=True)}
+        kinds = ("PAIR1" if front_read[0].family == "sp" else "PAIR",
+                 "PAIR1" if back_read[0].family == "sp" else "PAIR")
+    made = {side: _side_plan(name, side, got[0], got[2], kind, got[1], limits, pattern, errors)
+            for (side, got), kind in zip((("front", front_read), ("back", back_read)), kinds,
+                                         strict=True)}
     if errors:
         raise ConfigError("\n".join(errors))
     return BridgePlan(name, pattern, pair1, made["front"], made["back"], subscribe)
@@ -170,11 +178,18 @@ def _side_errors(name: str, side: str, ep: Endpoint, settings: dict[str, Any],
             errors.append(f"{where}: backend {adapter.name} does not support "
                           f"{schema.describe(ignored)} (it supports: "
                           f"{schema.describe(adapter.options) or 'none'})")
+    if ep.family == ANY and side == "back":
+        errors.append(f"{where}: any+ is for a front (one port for both wires' clients); the "
+                      f"back says zmq+ or sp+: {ep.url}")
+    elif ep.family == ANY and ep.mode != "bind":
+        errors.append(f"{where}: any+ listens; it cannot dial {ep.url}")
     return errors
 
 
-def _bridge_errors(spec: BridgeSpec, pattern: str, front: Endpoint, back: Endpoint,
+def _bridge_errors(spec: BridgeSpec, pattern: str | None, front: Endpoint, back: Endpoint,
                    adapters: dict[str, AdapterSpec | None]) -> list[str]:
+    """The rules of the two sides together (``pattern`` None: the sides disagree on it, and
+    the rules that need it wait)."""
     name, errors = spec.name, []
     if spec.forwarder not in ("auto", "proxy"):
         errors.append(f"bridge {name!r}: forwarder must be auto or proxy, not {spec.forwarder!r}")
@@ -184,17 +199,11 @@ def _bridge_errors(spec: BridgeSpec, pattern: str, front: Endpoint, back: Endpoi
                 and front.family == back.family):
             errors.append(f"bridge {name!r}: forwarder=proxy needs the same family and one "
                           f"adapter with a proxy on both sides (e.g. backend=pyzmq)")
-        if pattern != "reqrep":
+        if pattern not in (None, "reqrep"):
             errors.append(f"bridge {name!r}: forwarder=proxy serves reqrep only")
-    if back.family == ANY:
-        errors.append(f"bridge {name!r} back: any+ is for a front (one port for both wires' "
-                      f"clients); the back says zmq+ or sp+: {back.url}")
-    if front.family == ANY:
-        if pattern != "reqrep":
-            errors.append(f"bridge {name!r} front: any+ serves request-reply, not "
-                          f"pattern={pattern}: {front.url}")
-        if front.mode != "bind":
-            errors.append(f"bridge {name!r} front: any+ listens; it cannot dial {front.url}")
+    if front.family == ANY and pattern not in (None, "reqrep"):
+        errors.append(f"bridge {name!r} front: any+ serves request-reply, not "
+                      f"pattern={pattern}: {front.url}")
     return errors
 
 

@@ -15,6 +15,7 @@ or end) are :mod:`gateway.settings.checks`; loading the files settings name is
 
 from __future__ import annotations
 
+import functools
 import re
 import textwrap
 from collections.abc import Iterable, Mapping
@@ -245,6 +246,9 @@ BRIDGE_FIELDS = frozenset(s.field for s in SETTINGS if s.bridge)
 
 #: what makes a key look like a secret's (matched anywhere in its lower-cased, decoded name)
 _SECRET_WORD = re.compile(r"secret|pass|pwd|private")
+#: the words of a secret's key a misspelling of which looks like one too (when unsure, mask)
+_SECRET_WORDS = ("password", "passwd", "secret", "private", "passphrase")
+_SECRET_TRIGRAMS = frozenset(w[i:i + 3] for w in _SECRET_WORDS for i in range(len(w) - 2))
 #: ``key=`` (or ``key%3D``, or ``'key':`` as a dict's repr shows it) anywhere in a text: the key
 #: is the run of name characters before it
 _ASSIGN = re.compile(r"([\w%.+\-]*)(?:=|%3[dD]|['\"]?:)")
@@ -257,13 +261,33 @@ _Z85_CHARS = frozenset("0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRST
 def looks_secret(key: str) -> bool:
     """True when the value of ``key`` must never be shown: an inline secret the schema
     refuses (``plain_password``, ``curve_secretkey``...) or any other name that looks like
-    one (``plainpassword``, ``curve_secret``, ``db_pwd``...); the settings that name a file
+    one (``plainpassword``, ``curve_secret``, ``db_pwd``, a misspelt ``plain_pasword``...);
+    the settings that name a file
     (``plain_password_file``, ``plain_passwords``) are not secrets."""
     name = unquote(key).strip().lower()
     found = BY_NAME.get(name)
     if found is not None and not found.secret:
         return False
-    return _SECRET_WORD.search(name) is not None
+    return _SECRET_WORD.search(name) is not None or _misspelt_secret(name)
+
+
+@functools.lru_cache(maxsize=512)
+def _misspelt_secret(name: str) -> bool:
+    """True when a part of ``name`` is one of :data:`_SECRET_WORDS` misspelt (a letter
+    dropped, added, swapped or changed: ``plain_pasword``, ``plainpasword``, ``curve_secrtkey``).
+    A name sharing no three letters in a row with those words is none (one edit leaves some)."""
+    if not any(name[i:i + 3] in _SECRET_TRIGRAMS for i in range(len(name) - 2)):
+        return False
+    from difflib import SequenceMatcher
+
+    for word in _SECRET_WORDS:
+        matcher = SequenceMatcher(None, b=word)
+        for size in (len(word) - 1, len(word), len(word) + 1):
+            for start in range(max(1, len(name) - size + 1)):
+                matcher.set_seq1(name[start:start + size])
+                if matcher.ratio() >= 0.8:
+                    return True
+    return False
 
 
 def mask(text: str) -> str:

@@ -69,17 +69,38 @@ def both_paths(metafunc: pytest.Metafunc) -> None:
     metafunc.parametrize("engine_path", PATHS, indirect=True)
 
 
+#: at most this many places a task waits at are shown (a test of 20,000 tasks once wrote 10 MB)
+MAX_PLACES = 32
+
+
 def dump_tasks(terminal: Any) -> None:
     """Write the stack of every task of the event loop running in this thread (none: nothing)
-    to ``terminal`` (pytest's TerminalWriter): what each coroutine awaits."""
+    to ``terminal`` (pytest's TerminalWriter): what each coroutine awaits. Tasks waiting at the
+    same place (the same frames) are shown once with their count, :data:`MAX_PLACES` places at
+    most; a task that cannot be shown is named with why (the timeout is still reported)."""
     loop = asyncio.events._get_running_loop()
     if loop is None:
         return
+    places: dict[tuple[tuple[str, int], ...], list[asyncio.Task[Any]]] = {}
     for task in sorted(asyncio.all_tasks(loop), key=lambda t: t.get_name()):
+        try:
+            place = tuple((f.f_code.co_filename, f.f_lineno) for f in task.get_stack(limit=8))
+        except Exception:  # noqa: BLE001 - shown alone, with why (below)
+            place = (("", id(task)),)
+        places.setdefault(place, []).append(task)
+    for tasks in list(places.values())[:MAX_PLACES]:
+        task, more = tasks[0], len(tasks) - 1
         out = io.StringIO()
-        task.print_stack(limit=8, file=out)
-        terminal.sep("~", title=f"Task {task.get_name()} ({task.get_coro()!r:.80})")
+        try:
+            task.print_stack(limit=8, file=out)
+        except Exception as exc:  # noqa: BLE001 - the report goes on
+            out.write(f"(its stack cannot be shown: {exc!r})\n")
+        also = f", and {more} more task(s) waiting there" if more else ""
+        terminal.sep("~", title=f"Task {task.get_name()} ({task.get_coro()!r:.80}){also}")
         terminal.write(out.getvalue())
+    if len(places) > MAX_PLACES:
+        terminal.sep("~", title=f"{len(places) - MAX_PLACES} more place(s) tasks wait at, "
+                                "not shown")
 
 
 def _with_tasks() -> None:
@@ -103,4 +124,4 @@ def _with_tasks() -> None:
 
 _with_tasks()
 
-__all__ = ["PATHS", "both_paths", "dump_tasks", "engine_path"]
+__all__ = ["MAX_PLACES", "PATHS", "both_paths", "dump_tasks", "engine_path"]
