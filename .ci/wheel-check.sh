@@ -46,6 +46,9 @@ site=$("$venv/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib
 for name in pyspark plugins interop_tests tests; do
   [ ! -e "$site/$name" ] || fail "site-packages has $name"
 done
+for name in relay_floor.c kernel_hop.c peer.h; do  # what `gateway bench` compiles
+  [ -f "$site/gateway/tools/bench/c/$name" ] || fail "the wheel lacks gateway/tools/bench/c/$name"
+done
 
 mkdir -p "$work/cwd/plugins/tcp"  # a user's own plugins/ package must not shadow anything
 touch "$work/cwd/plugins/__init__.py" "$work/cwd/plugins/tcp/__init__.py"
